@@ -1,0 +1,107 @@
+//! Fuzz check for the message decoder and the room apply path: arbitrary frames from a writer
+//! and a read-only peer into a real in-memory room. Invariants: no panic; a refused frame
+//! leaves the room usable; everything the room sends a peer is a valid y-protocols message; the
+//! room's document always re-encodes to a state a fresh document accepts unchanged.
+
+use std::sync::{Arc, OnceLock};
+
+use fairyring::room::{PeerInfo, RoomConfig, RoomName, Rooms};
+use yrs::updates::decoder::Decode;
+use yrs::{Doc, ReadTxn, StateVector, Transact, Update};
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    })
+}
+
+/// Splits the input into frames: each frame is prefixed by one length byte (0..=255) and one
+/// byte choosing the sender (even: writer, odd: read-only peer).
+fn frames(data: &[u8]) -> Vec<(bool, &[u8])> {
+    let mut out = Vec::new();
+    let mut rest = data;
+    while let [len, who, tail @ ..] = rest {
+        let n = usize::from(*len).min(tail.len());
+        out.push((who % 2 == 0, &tail[..n]));
+        rest = &tail[n..];
+    }
+    out
+}
+
+pub fn check(data: &[u8]) {
+    // The room contains yrs's panics on hostile updates (catch_unwind at the boundary);
+    // libFuzzer's hook would abort on those caught panics, so restore the default hook: a panic
+    // that escapes the room still aborts the run through libfuzzer-sys's own catch.
+    #[cfg(fuzzing)]
+    {
+        static QUIET: OnceLock<()> = OnceLock::new();
+        QUIET.get_or_init(|| std::panic::set_hook(Box::new(|_| {})));
+    }
+    runtime().block_on(async {
+        let store: Arc<dyn fairyring::store::Store> =
+            Arc::new(fairyring::store::memory::MemoryStore::default());
+        let config = RoomConfig::from_serve(&fairyring::config::ServeConfig::for_test());
+        let rooms = Rooms::new(store, config, 4);
+        let room = rooms
+            .get(&RoomName::parse("fuzz").expect("name"))
+            .await
+            .expect("room");
+        let writer_info = PeerInfo {
+            conn: 1,
+            sub: "w".into(),
+            can_write: true,
+        };
+        let reader_info = PeerInfo {
+            conn: 2,
+            sub: "r".into(),
+            can_write: false,
+        };
+        let (mut writer, _writer_rx) = room.join(writer_info.clone()).expect("join");
+        let (reader, mut reader_rx) = room.join(reader_info).expect("join");
+        let mut writer_open = true;
+        let mut reader_open = true;
+        for (from_writer, frame) in frames(data) {
+            if from_writer && writer_open {
+                if writer.handle(frame).await.is_err() {
+                    // The edge would close this socket; a new connection takes its place.
+                    writer_open = false;
+                }
+            } else if !from_writer && reader_open && reader.handle(frame).await.is_err() {
+                reader_open = false;
+            }
+            if !writer_open {
+                writer = room
+                    .join(PeerInfo {
+                        conn: 3,
+                        ..writer_info.clone()
+                    })
+                    .expect("rejoin")
+                    .0;
+                writer_open = true;
+            }
+        }
+        room.flushed().await;
+        while let Ok(bytes) = reader_rx.try_recv() {
+            fairyring::protocol::decode(&bytes).expect("room sent an invalid frame");
+        }
+        let state = room
+            .doc()
+            .transact()
+            .encode_state_as_update_v1(&StateVector::default());
+        let copy = Doc::new();
+        copy.transact_mut()
+            .apply_update(Update::decode_v1(&state).expect("room state decodes"))
+            .expect("room state applies");
+        assert_eq!(
+            copy.transact().state_vector(),
+            room.doc().transact().state_vector(),
+            "room state does not round-trip"
+        );
+        drop((writer, reader));
+        rooms.shutdown().await;
+    });
+}

@@ -1,0 +1,83 @@
+//! `clear` `{}`: deletes every shape on the fairy's current page (other pages are untouched).
+
+use serde_json::{Value, json};
+use yrs::TransactionMut;
+
+use super::common::schema;
+use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
+use crate::canvas::shape::{delete_shape, list_shapes};
+
+/// The `clear` action.
+pub struct Clear;
+
+impl CanvasAction for Clear {
+    fn name(&self) -> &'static str {
+        "clear"
+    }
+
+    fn schema(&self) -> Value {
+        schema(
+            "clear",
+            "Delete every shape on the current page.",
+            json!({}),
+            &[],
+        )
+    }
+
+    fn sanitize(
+        &self,
+        _txn: &TransactionMut<'_>,
+        _action: &mut Value,
+        _ctx: &mut ActionCtx,
+    ) -> Result<Sanitized, ActionError> {
+        Ok(Sanitized::default())
+    }
+
+    fn apply(
+        &self,
+        txn: &mut TransactionMut<'_>,
+        _action: &Value,
+        ctx: &mut ActionCtx,
+    ) -> Result<(), ActionError> {
+        for s in list_shapes(txn) {
+            if s.page_id == ctx.page_id {
+                delete_shape(txn, &s.id);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::*;
+    use serde_json::json;
+    use yrs::Transact;
+
+    #[test]
+    fn clears_only_the_current_page() {
+        let doc = doc();
+        rect(&doc, "a", 0.0, 0.0, 1.0, 1.0);
+        assert!(
+            run(
+                &doc,
+                json!({"_type": "create-page", "pageId": "page:two", "name": "Two"})
+            )
+            .is_ok()
+        );
+        let mut ctx = super::super::ActionCtx::new("f1");
+        ctx.page_id = "page:two".into();
+        let create = json!({"_type": "create", "shape": {"_type": "note", "shapeId": "n"}});
+        assert!(
+            super::super::Registry::canvas()
+                .apply(&doc, &create, &mut ctx)
+                .is_ok()
+        );
+        assert!(run(&doc, json!({"_type": "clear"})).is_ok());
+        let left: Vec<String> = crate::canvas::shape::list_shapes(&doc.transact())
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        assert_eq!(left, ["n"]);
+    }
+}

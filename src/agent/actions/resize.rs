@@ -1,0 +1,192 @@
+//! `resize` `{shapeIds, scaleX, scaleY, originX, originY}`: scales shapes about an origin
+//! (default: the top-left of their common bounds). Positions scale about the origin; geo sizes,
+//! text wrap widths, arrow ends and stroke points scale too; notes keep their fixed size.
+//! Scale factors are limited to ±1000 and must not be 0.
+
+use serde_json::{Value, json};
+use yrs::TransactionMut;
+
+use super::common::{
+    get_ids, get_num, ids_schema, load_all, num_schema, number_or, obj, obj_ref, origin_point,
+    save_all, schema, shape_refs,
+};
+use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
+use crate::canvas::Shape;
+use crate::canvas::coerce::number_value;
+use crate::canvas::geometry::union_bounds;
+use crate::canvas::shape::ShapeProps;
+
+/// The `resize` action.
+pub struct Resize;
+
+/// Largest scale factor accepted.
+pub const MAX_SCALE: f64 = 1000.0;
+
+/// Scales one shape about `(ox, oy)`.
+pub fn resize_shape(s: &mut Shape, ox: f64, oy: f64, sx: f64, sy: f64) {
+    let scale_x = |v: f64| ox + (v - ox) * sx;
+    let scale_y = |v: f64| oy + (v - oy) * sy;
+    match &mut s.props {
+        ShapeProps::Geo { w, h, .. } => {
+            let (x0, x1) = (scale_x(s.x), scale_x(s.x + *w));
+            let (y0, y1) = (scale_y(s.y), scale_y(s.y + *h));
+            if s.rotation == 0.0 {
+                s.x = x0.min(x1);
+                s.y = y0.min(y1);
+            } else {
+                s.x = x0;
+                s.y = y0;
+            }
+            *w = (x1 - x0).abs();
+            *h = (y1 - y0).abs();
+        }
+        ShapeProps::Text { max_width, .. } => {
+            s.x = scale_x(s.x);
+            s.y = scale_y(s.y);
+            if let Some(mw) = max_width {
+                *mw = (*mw * sx).abs();
+            }
+        }
+        ShapeProps::Note { .. } => {
+            s.x = scale_x(s.x);
+            s.y = scale_y(s.y);
+        }
+        ShapeProps::Connector(c) => {
+            c.x1 = scale_x(c.x1);
+            c.x2 = scale_x(c.x2);
+            c.y1 = scale_y(c.y1);
+            c.y2 = scale_y(c.y2);
+            s.normalize_origin();
+        }
+        ShapeProps::Draw { points } => {
+            for p in points.iter_mut() {
+                p.0 = scale_x(s.x + p.0) - s.x;
+                p.1 = scale_y(s.y + p.1) - s.y;
+            }
+            s.normalize_origin();
+        }
+    }
+}
+
+impl CanvasAction for Resize {
+    fn name(&self) -> &'static str {
+        "resize"
+    }
+
+    fn schema(&self) -> Value {
+        schema(
+            "resize",
+            "Scale shapes about an origin point.",
+            json!({
+                "shapeIds": ids_schema(),
+                "scaleX": num_schema("horizontal factor, 1 = unchanged"),
+                "scaleY": num_schema("vertical factor, 1 = unchanged"),
+                "originX": num_schema("fixed point x (default: left of the shapes)"),
+                "originY": num_schema("fixed point y (default: top of the shapes)"),
+            }),
+            &["shapeIds"],
+        )
+    }
+
+    fn sanitize(
+        &self,
+        txn: &TransactionMut<'_>,
+        action: &mut Value,
+        ctx: &mut ActionCtx,
+    ) -> Result<Sanitized, ActionError> {
+        let mut notes = Vec::new();
+        let o = obj(action)?;
+        let ids = shape_refs(txn, o, "shapeIds", ctx, &mut notes)?;
+        for axis in ["scaleX", "scaleY"] {
+            let s = number_or(o, axis, 1.0)?;
+            if s == 0.0 {
+                return Err(ActionError::Invalid(format!("'{axis}' must not be 0")));
+            }
+            o.insert(axis.into(), number_value(s.clamp(-MAX_SCALE, MAX_SCALE)));
+        }
+        if origin_point(o, ctx)?.is_none() {
+            let shapes = load_all(txn, &ids)?;
+            if let Some(b) = union_bounds(&shapes) {
+                o.insert("originX".into(), number_value(b.x));
+                o.insert("originY".into(), number_value(b.y));
+            }
+        }
+        Ok(Sanitized { notes })
+    }
+
+    fn apply(
+        &self,
+        txn: &mut TransactionMut<'_>,
+        action: &Value,
+        _ctx: &mut ActionCtx,
+    ) -> Result<(), ActionError> {
+        let o = obj_ref(action)?;
+        let mut shapes = load_all(txn, &get_ids(o, "shapeIds"))?;
+        let (sx, sy) = (get_num(o, "scaleX"), get_num(o, "scaleY"));
+        let (ox, oy) = (get_num(o, "originX"), get_num(o, "originY"));
+        for s in &mut shapes {
+            resize_shape(s, ox, oy, sx, sy);
+        }
+        save_all(txn, &shapes);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::*;
+    use serde_json::json;
+
+    #[test]
+    fn scales_about_origin() {
+        let doc = doc();
+        rect(&doc, "a", 10.0, 10.0, 20.0, 10.0);
+        rect(&doc, "b", 50.0, 10.0, 10.0, 10.0);
+        assert!(
+            run(
+                &doc,
+                json!({"_type": "resize", "shapeIds": ["a", "b"], "scaleX": 2, "scaleY": "0.5"})
+            )
+            .is_ok()
+        );
+        // Default origin: top-left of the union (10, 10).
+        let a = bounds(&doc, "a");
+        approx(a.x, 10.0);
+        approx(a.w, 40.0);
+        approx(a.h, 5.0);
+        let b = bounds(&doc, "b");
+        approx(b.x, 90.0);
+        approx(b.w, 20.0);
+    }
+
+    #[test]
+    fn mirrors_with_negative_scale_and_scales_strokes() {
+        let doc = doc();
+        rect(&doc, "a", 10.0, 0.0, 20.0, 10.0);
+        assert!(run(&doc, json!({"_type": "resize", "shapeIds": ["a"], "scaleX": -1, "originX": 0, "originY": 0})).is_ok());
+        let a = bounds(&doc, "a");
+        approx(a.x, -30.0);
+        approx(a.w, 20.0);
+        put(
+            &doc,
+            json!({"_type": "pen", "shapeId": "p", "points": [{"x": 0, "y": 0}, {"x": 10, "y": 20}]}),
+        );
+        assert!(
+            run(
+                &doc,
+                json!({"_type": "resize", "shapeIds": ["p"], "scaleX": 3, "scaleY": 3})
+            )
+            .is_ok()
+        );
+        let p = bounds(&doc, "p");
+        approx(p.w, 30.0);
+        approx(p.h, 60.0);
+        assert!(
+            run(
+                &doc,
+                json!({"_type": "resize", "shapeIds": ["p"], "scaleX": 0})
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,376 @@
+//! Per-fairy tracking of the canvas changes that were not the fairy's own (SPEC §5), for the
+//! "users' changes since the last request" part of its next prompt.
+//!
+//! A [`ChangeTracker`] observes the `shapes` root deeply. For every transaction whose origin is
+//! not the fairy's (its `fairy:ID` origin, or its tentative reverts), it records each touched
+//! shape's state before and after, split into users' changes (`client:…` origins) and other
+//! fairies' changes (`fairy:OTHER`, and foreign origins such as other fairies' undo managers).
+//! Records are squashed per shape: the first "before" and the latest "after" are kept, so a
+//! shape created then deleted vanishes, and one moved away and back is unchanged. The fairy's
+//! own transactions only refresh the tracker's picture of the canvas. `start_request` clears the
+//! records. Owns no I/O; the report is offset and rounded like the prompt's shapes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use yrs::types::{Event, PathSegment};
+use yrs::{DeepObservable, Doc, MapRef, Origin, Transact, TransactionMut};
+
+use crate::canvas::format::{model_type, to_simple};
+use crate::canvas::schema::SHAPES;
+use crate::canvas::shape::{Shape, list_shapes, read_shape};
+use crate::canvas::transform::PromptTransform;
+use crate::origin::TxnOrigin;
+
+/// One change as the prompt shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "change", rename_all = "camelCase")]
+pub enum ChangeRecord {
+    /// A shape appeared.
+    #[serde(rename_all = "camelCase")]
+    Added {
+        /// Its id.
+        shape_id: String,
+        /// Its model-facing type.
+        #[serde(rename = "type")]
+        shape_type: String,
+    },
+    /// A shape disappeared.
+    #[serde(rename_all = "camelCase")]
+    Removed {
+        /// Its id.
+        shape_id: String,
+        /// Its model-facing type.
+        #[serde(rename = "type")]
+        shape_type: String,
+    },
+    /// A shape changed: simple-format objects with `shapeId`, `_type` and only the properties
+    /// that differ.
+    Updated {
+        /// The changed properties before.
+        before: Value,
+        /// The changed properties after.
+        after: Value,
+    },
+}
+
+/// The changes since the fairy's last request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ChangeReport {
+    /// Changes made by people.
+    pub users: Vec<ChangeRecord>,
+    /// Changes made by other fairies.
+    pub fairies: Vec<ChangeRecord>,
+}
+
+impl ChangeReport {
+    /// True if nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.users.is_empty() && self.fairies.is_empty()
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Delta {
+    before: Option<Shape>,
+    after: Option<Shape>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    fairy_id: String,
+    own: Vec<Origin>,
+    known: HashMap<String, Shape>,
+    users: BTreeMap<String, Delta>,
+    fairies: BTreeMap<String, Delta>,
+}
+
+enum Author {
+    Own,
+    User,
+    Fairy,
+}
+
+impl State {
+    fn author(&self, origin: Option<&Origin>) -> Author {
+        let Some(origin) = origin else {
+            // Transactions without an origin come from code paths outside the protocol
+            // (tests, tools): count them as a user's.
+            return Author::User;
+        };
+        if self.own.contains(origin) {
+            return Author::Own;
+        }
+        match TxnOrigin::parse(origin) {
+            Some(TxnOrigin::Client { .. }) => Author::User,
+            Some(TxnOrigin::Fairy { id }) if id == self.fairy_id => Author::Own,
+            Some(TxnOrigin::System) => Author::Own,
+            // Other fairies, and their undo managers' reverts (whose origin is opaque).
+            _ => Author::Fairy,
+        }
+    }
+}
+
+static OBSERVER_IDS: AtomicU64 = AtomicU64::new(0);
+
+/// Tracks the shape changes not made by one fairy. Dropping it stops the observation.
+pub struct ChangeTracker {
+    shapes: MapRef,
+    key: Origin,
+    state: Arc<Mutex<State>>,
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A panic while holding the lock cannot leave the maps half-updated in a way that matters:
+    // keep going with what is there rather than propagating the poison.
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn touched_ids(txn: &TransactionMut<'_>, event: &Event) -> Vec<String> {
+    let path = event.path();
+    match path.front() {
+        Some(PathSegment::Key(id)) => vec![id.to_string()],
+        Some(PathSegment::Index(_)) => Vec::new(),
+        None => match event {
+            Event::Map(e) => e.keys(txn).keys().map(|k| k.to_string()).collect(),
+            _ => Vec::new(),
+        },
+    }
+}
+
+impl ChangeTracker {
+    /// Starts tracking on `doc` for fairy `fairy_id`; `extra_own` lists further origins that
+    /// are the fairy's own (its [`super::tentative::Tentative::revert_origin`]). Must not be
+    /// called while a transaction is open on `doc`.
+    pub fn new(doc: &Doc, fairy_id: &str, extra_own: &[Origin]) -> Self {
+        let shapes = doc.get_or_insert_map(SHAPES);
+        let known = list_shapes(&doc.transact())
+            .into_iter()
+            .map(|s| (s.id.clone(), s))
+            .collect();
+        let mut own = vec![Origin::from(&TxnOrigin::fairy(fairy_id))];
+        own.extend_from_slice(extra_own);
+        let state = Arc::new(Mutex::new(State {
+            fairy_id: fairy_id.to_owned(),
+            own,
+            known,
+            ..State::default()
+        }));
+        let n = OBSERVER_IDS.fetch_add(1, Ordering::Relaxed);
+        let key = Origin::from(format!("change-tracker:{fairy_id}:{n}").as_str());
+        let observed = Arc::clone(&state);
+        shapes.observe_deep(key.clone(), move |txn, events| {
+            let mut st = lock(&observed);
+            let author = st.author(txn.origin());
+            let mut ids: Vec<String> = events.iter().flat_map(|e| touched_ids(txn, e)).collect();
+            ids.sort();
+            ids.dedup();
+            for id in ids {
+                let after = read_shape(txn, &id).ok().flatten();
+                let before = match &after {
+                    Some(a) => st.known.insert(id.clone(), a.clone()),
+                    None => st.known.remove(&id),
+                };
+                let bucket = match author {
+                    Author::Own => continue,
+                    Author::User => &mut st.users,
+                    Author::Fairy => &mut st.fairies,
+                };
+                bucket
+                    .entry(id)
+                    .and_modify(|d| d.after = after.clone())
+                    .or_insert(Delta { before, after });
+            }
+        });
+        ChangeTracker { shapes, key, state }
+    }
+
+    /// Adds an origin to count as the fairy's own.
+    pub fn add_own_origin(&self, origin: Origin) {
+        lock(&self.state).own.push(origin);
+    }
+
+    /// Forgets the recorded changes: called when a request starts.
+    pub fn start_request(&self) {
+        let mut st = lock(&self.state);
+        st.users.clear();
+        st.fairies.clear();
+    }
+
+    /// The squashed changes since the last `start_request`, offset and rounded by `transform`.
+    pub fn report(&self, transform: &mut PromptTransform) -> ChangeReport {
+        let st = lock(&self.state);
+        let records = |deltas: &BTreeMap<String, Delta>, t: &mut PromptTransform| {
+            deltas
+                .values()
+                .filter_map(|d| record(d, t))
+                .collect::<Vec<_>>()
+        };
+        ChangeReport {
+            users: records(&st.users, transform),
+            fairies: records(&st.fairies, transform),
+        }
+    }
+}
+
+impl Drop for ChangeTracker {
+    fn drop(&mut self) {
+        self.shapes.unobserve_deep(self.key.clone());
+    }
+}
+
+fn model_json(shape: &Shape, t: &mut PromptTransform) -> Map<String, Value> {
+    let mut v = to_simple(shape);
+    match v.as_object_mut() {
+        Some(o) => {
+            t.shape_to_model(o);
+            std::mem::take(o)
+        }
+        None => Map::new(),
+    }
+}
+
+fn record(d: &Delta, t: &mut PromptTransform) -> Option<ChangeRecord> {
+    match (&d.before, &d.after) {
+        (None, None) => None,
+        (None, Some(a)) => Some(ChangeRecord::Added {
+            shape_id: a.id.clone(),
+            shape_type: model_type(a).to_owned(),
+        }),
+        (Some(b), None) => Some(ChangeRecord::Removed {
+            shape_id: b.id.clone(),
+            shape_type: model_type(b).to_owned(),
+        }),
+        (Some(b), Some(a)) => {
+            let (before, after) = (model_json(b, t), model_json(a, t));
+            let mut changed_before = Map::new();
+            let mut changed_after = Map::new();
+            for key in before.keys().chain(after.keys()) {
+                let (x, y) = (before.get(key), after.get(key));
+                if x != y {
+                    changed_before.insert(key.clone(), x.cloned().unwrap_or(Value::Null));
+                    changed_after.insert(key.clone(), y.cloned().unwrap_or(Value::Null));
+                }
+            }
+            if changed_after.is_empty() {
+                return None;
+            }
+            for key in ["shapeId", "_type"] {
+                for (side, src) in [(&mut changed_before, &before), (&mut changed_after, &after)] {
+                    if let Some(v) = src.get(key) {
+                        side.entry(key.to_owned()).or_insert_with(|| v.clone());
+                    }
+                }
+            }
+            Some(ChangeRecord::Updated {
+                before: Value::Object(changed_before),
+                after: Value::Object(changed_after),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::actions::test_util::{doc, get, rect};
+    use crate::agent::actions::{ActionCtx, Registry};
+    use crate::agent::tentative::Tentative;
+    use crate::canvas::shape::{delete_shape, write_shape};
+    use serde_json::json;
+
+    fn user_write(doc: &Doc, s: &Shape) {
+        write_shape(&mut doc.transact_mut_with("client:1:alice"), s);
+    }
+
+    #[test]
+    fn splits_users_from_other_fairies_and_ignores_own() {
+        let doc = doc();
+        rect(&doc, "a", 0.0, 0.0, 10.0, 10.0);
+        let tracker = ChangeTracker::new(&doc, "f1", &[]);
+        let registry = Registry::canvas();
+        let mut own = ActionCtx::new("f1");
+        let mut other = ActionCtx::new("f2");
+        let own_create =
+            json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "mine"}});
+        assert!(registry.apply(&doc, &own_create, &mut own).is_ok());
+        let f2_create =
+            json!({"_type": "create", "shape": {"_type": "ellipse", "shapeId": "theirs"}});
+        assert!(registry.apply(&doc, &f2_create, &mut other).is_ok());
+        let mut a = get(&doc, "a");
+        a.x = 40.4;
+        a.color = "red".into();
+        user_write(&doc, &a);
+        let report = tracker.report(&mut PromptTransform::new(10.0, 0.0));
+        assert_eq!(
+            report.fairies,
+            vec![ChangeRecord::Added {
+                shape_id: "theirs".into(),
+                shape_type: "ellipse".into()
+            }]
+        );
+        assert_eq!(
+            report.users,
+            vec![ChangeRecord::Updated {
+                before: json!({"shapeId": "a", "_type": "rectangle", "x": -10.0, "color": "black"}),
+                after: json!({"shapeId": "a", "_type": "rectangle", "x": 30.0, "color": "red"}),
+            }]
+        );
+        tracker.start_request();
+        assert!(tracker.report(&mut PromptTransform::default()).is_empty());
+    }
+
+    #[test]
+    fn squashes_create_then_delete_and_back_and_forth() {
+        let doc = doc();
+        rect(&doc, "a", 0.0, 0.0, 10.0, 10.0);
+        let tracker = ChangeTracker::new(&doc, "f1", &[]);
+        rect(&doc, "tmp", 0.0, 0.0, 1.0, 1.0);
+        delete_shape(&mut doc.transact_mut_with("client:1:alice"), "tmp");
+        let mut a = get(&doc, "a");
+        a.x = 99.0;
+        user_write(&doc, &a);
+        a.x = 0.0;
+        user_write(&doc, &a);
+        delete_shape(&mut doc.transact_mut_with("client:2:bob"), "a");
+        let report = tracker.report(&mut PromptTransform::default());
+        assert_eq!(
+            report.users,
+            vec![ChangeRecord::Removed {
+                shape_id: "a".into(),
+                shape_type: "rectangle".into()
+            }]
+        );
+        let text = serde_json::to_value(&report.users).unwrap_or_default();
+        assert_eq!(text[0]["change"], json!("removed"));
+    }
+
+    #[test]
+    fn own_tentative_reverts_are_not_reported() {
+        let doc = doc();
+        rect(&doc, "a", 0.0, 0.0, 10.0, 10.0);
+        let registry = Registry::canvas();
+        let mut ctx = ActionCtx::new("f1");
+        let mut t = Tentative::new(&doc, "f1");
+        let tracker = ChangeTracker::new(&doc, "f1", &[t.revert_origin()]);
+        let mv = json!({"_type": "move", "shapeId": "a", "x": 100, "y": 0});
+        assert!(t.apply_tentative(&registry, &mv, &mut ctx).is_ok());
+        assert!(t.revert_tentative());
+        assert!(tracker.report(&mut PromptTransform::default()).is_empty());
+        // Another fairy's revert counts as that fairy's change.
+        let mut t2 = Tentative::new(&doc, "f2");
+        let mut ctx2 = ActionCtx::new("f2");
+        assert!(t2.apply_tentative(&registry, &mv, &mut ctx2).is_ok());
+        assert!(t2.revert_tentative());
+        let report = tracker.report(&mut PromptTransform::default());
+        assert!(
+            report.users.is_empty() && report.fairies.is_empty(),
+            "{report:?}"
+        );
+    }
+}

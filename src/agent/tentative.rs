@@ -1,0 +1,331 @@
+//! Tentative application of a still-streaming fairy action (SPEC §5 "tentative streamed
+//! diffs"): each incomplete version is applied at once in a transaction with the fairy's
+//! origin; when a newer version arrives the previous one is reverted first; when the action
+//! completes its final version stays.
+//!
+//! Mechanism: a yrs [`UndoManager`] scoped to the `shapes` and `pages` roots and tracking only
+//! the fairy's origin, with a capture timeout of 0 so each tentative transaction is exactly one
+//! stack item. The stack holds at most the one pending tentative change: it is cleared after
+//! every revert and every commit, so an undo can never reach an older (committed) change.
+//!
+//! Invariant: a revert never removes or overwrites a change that a user or another fairy made
+//! meanwhile (i.e. that this document integrated before the revert). yrs guarantees it per map
+//! key: undoing the fairy's write of a key that someone else has written since leaves their
+//! value. Nested content of a shape the fairy created tentatively is the exception (undoing
+//! the creation removes the whole map), which is why such shapes carry `locked: true` until
+//! their action completes, and clients do not edit locked shapes.
+//!
+//! That holds for every change the document has integrated. For a user's edit still in flight
+//! when the revert happens (concurrent with both the fairy's write and its revert), YATA's
+//! tie-break decides, by client id: the user's value wins if the server document's client id is
+//! lower than the user's. `tests/canvas_merge.rs` proves the property with server client ids in
+//! `1..=16` and shows it fails with a high one, so the room document should use a small
+//! client id ([`MAX_SERVER_CLIENT_ID`]; Yjs clients draw random 32-bit ids). [`Tentative::new`]
+//! logs a warning otherwise.
+//!
+//! All of the fairy's canvas writes should go through one [`Tentative`]; methods open their own
+//! transactions, so none may be called while a transaction on the document is open (and the
+//! value must be dropped outside one too: the undo manager unregisters its observers then).
+
+use serde_json::Value;
+use yrs::undo::Options;
+use yrs::{Doc, Origin, Transact, UndoManager};
+
+use super::actions::{ActionCtx, ActionError, Registry, Sanitized};
+use crate::canvas::schema::{PAGES, SHAPES};
+use crate::canvas::shape::set_locked;
+use crate::origin::TxnOrigin;
+
+/// Largest client id for which a room document lets users win ties against fairies (see the
+/// module documentation).
+pub const MAX_SERVER_CLIENT_ID: u64 = 1 << 16;
+
+/// One fairy's revertible application of streaming actions on one document.
+pub struct Tentative {
+    doc: Doc,
+    origin: TxnOrigin,
+    undo: UndoManager,
+    pending: Option<Pending>,
+}
+
+/// The change currently applied tentatively.
+#[derive(Debug, Clone, Default)]
+struct Pending {
+    /// Shapes it created (locked until commit).
+    created: Vec<String>,
+    /// Whether it changed anything (pushed an undo item).
+    captured: bool,
+}
+
+impl Tentative {
+    /// A tentative applier for fairy `fairy_id` on `doc` (a cheap clone of the room's document).
+    pub fn new(doc: &Doc, fairy_id: &str) -> Self {
+        let origin = TxnOrigin::fairy(fairy_id);
+        let client = doc.client_id();
+        if client.get() > MAX_SERVER_CLIENT_ID {
+            tracing::warn!(
+                fairy = fairy_id,
+                client = client.get(),
+                "room document client id is high: a user's edit in flight during a fairy's revert may lose the tie"
+            );
+        }
+        let mut undo = UndoManager::with_options(Options {
+            capture_timeout_millis: 0,
+            ..Options::default()
+        });
+        let shapes = doc.get_or_insert_map(SHAPES);
+        let pages = doc.get_or_insert_map(PAGES);
+        undo.expand_scope(doc, &shapes);
+        undo.expand_scope(doc, &pages);
+        undo.include_origin(Origin::from(&origin));
+        Tentative {
+            doc: doc.clone(),
+            origin,
+            undo,
+            pending: None,
+        }
+    }
+
+    /// The origin of the undo manager's own transactions (reverts): a change tracker must count
+    /// it as the fairy's own, like the fairy's origin.
+    pub fn revert_origin(&self) -> Origin {
+        self.undo.as_origin()
+    }
+
+    /// True while an incomplete version is applied.
+    pub fn is_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Reverts the previous tentative version, then applies `action` (incomplete: shapes it
+    /// creates are locked). On error nothing of this version stays applied; the previous one is
+    /// reverted either way.
+    pub fn apply_tentative(
+        &mut self,
+        registry: &Registry,
+        action: &Value,
+        ctx: &mut ActionCtx,
+    ) -> Result<Sanitized, ActionError> {
+        self.revert_tentative();
+        ctx.complete = false;
+        let before = self.undo.undo_stack().len();
+        let result = {
+            let mut action = action.clone();
+            let mut txn = self.doc.transact_mut_with(Origin::from(&self.origin));
+            registry.apply_in(&mut txn, &mut action, ctx)
+        };
+        let captured = self.undo.undo_stack().len() > before;
+        match result {
+            Ok(notes) => {
+                self.pending = Some(Pending {
+                    created: ctx.created.clone(),
+                    captured,
+                });
+                Ok(notes)
+            }
+            Err(e) => {
+                self.pending = Some(Pending {
+                    created: Vec::new(),
+                    captured,
+                });
+                self.revert_tentative();
+                Err(e)
+            }
+        }
+    }
+
+    /// Undoes the pending tentative version, if any; true if something was reverted.
+    /// Keys that someone else wrote meanwhile keep their value.
+    pub fn revert_tentative(&mut self) -> bool {
+        let Some(pending) = self.pending.take() else {
+            return false;
+        };
+        let inserted = self
+            .undo
+            .undo_stack()
+            .last()
+            .map(|item| item.insertions().clone());
+        let reverted = pending.captured && self.undo.undo_blocking();
+        self.undo.clear_all();
+        if let Some(inserted) = inserted {
+            self.collect_garbage(&inserted);
+        }
+        reverted
+    }
+
+    /// Garbage-collects what a reverted version inserted: the undo manager keeps deleted items
+    /// alive while they are on its stacks, and the transaction that deleted them has already
+    /// run its collection, so without this every reverted version would stay in the document
+    /// with its full content (see `tests/canvas_stream_size.rs`). Only this fairy's own,
+    /// now-deleted insertions are collected; the GC transaction changes no content.
+    fn collect_garbage(&self, inserted: &yrs::IdSet) {
+        let mut txn = self.doc.transact_mut_with(self.undo.as_origin());
+        txn.gc(Some(inserted));
+    }
+
+    /// Keeps the pending version as final: its shapes are unlocked. No-op without one.
+    pub fn commit(&mut self) {
+        if let Some(pending) = self.pending.take()
+            && !pending.created.is_empty()
+        {
+            let mut txn = self.doc.transact_mut_with(Origin::from(&self.origin));
+            for id in &pending.created {
+                set_locked(&mut txn, id, false);
+            }
+        }
+        self.undo.clear_all();
+    }
+
+    /// Replaces the pending version (if any) by the complete `action` and keeps it.
+    pub fn apply_complete(
+        &mut self,
+        registry: &Registry,
+        action: &Value,
+        ctx: &mut ActionCtx,
+    ) -> Result<Sanitized, ActionError> {
+        self.revert_tentative();
+        ctx.complete = true;
+        let result = {
+            let mut action = action.clone();
+            let mut txn = self.doc.transact_mut_with(Origin::from(&self.origin));
+            registry.apply_in(&mut txn, &mut action, ctx)
+        };
+        self.undo.clear_all();
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::actions::test_util::{doc, get, rect};
+    use crate::canvas::shape::{read_shape, write_shape};
+    use serde_json::json;
+    use yrs::ReadTxn;
+
+    fn user_move(doc: &Doc, id: &str, x: Option<f64>, color: Option<&str>) {
+        let mut s = get(doc, id);
+        if let Some(x) = x {
+            s.x = x;
+        }
+        if let Some(c) = color {
+            s.color = c.into();
+        }
+        write_shape(&mut doc.transact_mut_with("client:9:alice"), &s);
+    }
+
+    #[test]
+    fn streaming_create_is_locked_then_replaced_then_committed() {
+        let doc = doc();
+        let registry = Registry::canvas();
+        let mut ctx = ActionCtx::new("f1");
+        let mut t = Tentative::new(&doc, "f1");
+        let v1 =
+            json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "b", "x": 1}});
+        assert!(t.apply_tentative(&registry, &v1, &mut ctx).is_ok());
+        assert!(get(&doc, "b").locked);
+        let v2 = json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "b", "x": 1, "y": 5, "w": 50}});
+        assert!(t.apply_tentative(&registry, &v2, &mut ctx).is_ok());
+        let b = get(&doc, "b");
+        assert_eq!((b.y, b.locked), (5.0, true));
+        // The id did not get renamed because of the previous version of the same action.
+        assert!(ctx.renames.is_empty());
+        assert!(t.apply_complete(&registry, &v2, &mut ctx).is_ok());
+        assert!(!get(&doc, "b").locked);
+        assert!(!t.revert_tentative(), "nothing pending after completion");
+        assert!(read_shape(&doc.transact(), "b").ok().flatten().is_some());
+    }
+
+    #[test]
+    fn commit_keeps_the_tentative_version_unlocked() {
+        let doc = doc();
+        let registry = Registry::canvas();
+        let mut ctx = ActionCtx::new("f1");
+        let mut t = Tentative::new(&doc, "f1");
+        let v =
+            json!({"_type": "create", "shape": {"_type": "note", "shapeId": "n", "text": "hi"}});
+        assert!(t.apply_tentative(&registry, &v, &mut ctx).is_ok());
+        t.commit();
+        assert!(!get(&doc, "n").locked);
+        assert!(!t.revert_tentative());
+        assert_eq!(get(&doc, "n").text(), Some("hi"));
+    }
+
+    #[test]
+    fn revert_keeps_a_concurrent_user_edit_of_another_key() {
+        let doc = doc();
+        rect(&doc, "a", 0.0, 0.0, 10.0, 10.0);
+        let registry = Registry::canvas();
+        let mut ctx = ActionCtx::new("f1");
+        let mut t = Tentative::new(&doc, "f1");
+        let mv = json!({"_type": "move", "shapeId": "a", "x": 100, "y": 0});
+        assert!(t.apply_tentative(&registry, &mv, &mut ctx).is_ok());
+        user_move(&doc, "a", None, Some("red"));
+        assert!(t.revert_tentative());
+        let a = get(&doc, "a");
+        assert_eq!((a.x, a.color.as_str()), (0.0, "red"));
+    }
+
+    #[test]
+    fn revert_never_overwrites_a_user_write_of_the_same_key() {
+        let doc = doc();
+        rect(&doc, "a", 0.0, 0.0, 10.0, 10.0);
+        let registry = Registry::canvas();
+        let mut ctx = ActionCtx::new("f1");
+        let mut t = Tentative::new(&doc, "f1");
+        let mv = json!({"_type": "move", "shapeId": "a", "x": 100, "y": 0});
+        assert!(t.apply_tentative(&registry, &mv, &mut ctx).is_ok());
+        user_move(&doc, "a", Some(42.0), None);
+        t.revert_tentative();
+        assert_eq!(get(&doc, "a").x, 42.0);
+    }
+
+    #[test]
+    fn revert_of_a_delete_restores_the_shape_and_committed_work_is_never_undone() {
+        let doc = doc();
+        rect(&doc, "a", 3.0, 4.0, 10.0, 10.0);
+        let registry = Registry::canvas();
+        let mut ctx = ActionCtx::new("f1");
+        let mut t = Tentative::new(&doc, "f1");
+        let mv = json!({"_type": "move", "shapeId": "a", "x": 50, "y": 50});
+        assert!(t.apply_complete(&registry, &mv, &mut ctx).is_ok());
+        let del = json!({"_type": "delete", "shapeId": "a"});
+        assert!(t.apply_tentative(&registry, &del, &mut ctx).is_ok());
+        assert!(read_shape(&doc.transact(), "a").ok().flatten().is_none());
+        assert!(t.revert_tentative());
+        let a = get(&doc, "a");
+        assert_eq!((a.x, a.y), (50.0, 50.0));
+        assert!(!t.revert_tentative());
+        assert_eq!(get(&doc, "a").x, 50.0);
+    }
+
+    #[test]
+    fn another_fairys_writes_are_out_of_scope() {
+        let doc = doc();
+        rect(&doc, "a", 0.0, 0.0, 10.0, 10.0);
+        let registry = Registry::canvas();
+        let (mut c1, mut c2) = (ActionCtx::new("f1"), ActionCtx::new("f2"));
+        let mut t1 = Tentative::new(&doc, "f1");
+        let mut t2 = Tentative::new(&doc, "f2");
+        let mv1 = json!({"_type": "move", "shapeId": "a", "x": 100, "y": 0});
+        let lbl = json!({"_type": "label", "shapeId": "a", "text": "f2 was here"});
+        assert!(t1.apply_tentative(&registry, &mv1, &mut c1).is_ok());
+        assert!(t2.apply_complete(&registry, &lbl, &mut c2).is_ok());
+        t1.revert_tentative();
+        let a = get(&doc, "a");
+        assert_eq!((a.x, a.text()), (0.0, Some("f2 was here")));
+    }
+
+    #[test]
+    fn failed_versions_leave_nothing_behind() {
+        let doc = doc();
+        let registry = Registry::canvas();
+        let mut ctx = ActionCtx::new("f1");
+        let mut t = Tentative::new(&doc, "f1");
+        let before = doc.transact().state_vector();
+        let bad = json!({"_type": "move", "shapeId": "ghost", "x": 1, "y": 1});
+        assert!(t.apply_tentative(&registry, &bad, &mut ctx).is_err());
+        assert!(!t.is_pending());
+        assert_eq!(doc.transact().state_vector(), before);
+    }
+}

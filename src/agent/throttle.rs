@@ -1,0 +1,233 @@
+//! The streamed-application throttle: applying every chunk of a streaming action as a
+//! tentative change would fill the document with tombstones (every version is applied, then
+//! reverted). A new incomplete version is applied only if at least `min_interval` passed since
+//! the last applied one, or if its geometry moved "meaningfully" (a coordinate or size changed
+//! by at least `min_geometry_delta` px, or a geometric field or point appeared).
+//!
+//! Time is passed in (no clock is read here), so the policy is deterministic and testable.
+//! Owns only the decision; the runtime calls it per parsed version and resets it per action.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::canvas::coerce::coerce_number;
+
+/// Default minimum time between two applied versions of one streaming action.
+pub const DEFAULT_MIN_INTERVAL: Duration = Duration::from_millis(250);
+/// Default geometry change that triggers an application regardless of time, in px.
+pub const DEFAULT_MIN_GEOMETRY_DELTA: f64 = 64.0;
+
+/// The throttle's settings (from `--fairy-apply-interval-ms` and `--fairy-apply-min-move`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThrottleConfig {
+    /// Minimum time between two applied versions.
+    pub min_interval: Duration,
+    /// Geometry change that is worth showing at once, in px.
+    pub min_geometry_delta: f64,
+}
+
+impl ThrottleConfig {
+    /// The settings of `fairyring serve` (`--fairy-apply-interval-ms`, `--fairy-apply-min-move`).
+    pub fn from_serve(config: &crate::config::ServeConfig) -> Self {
+        let min_move = config.fairy_apply_min_move;
+        ThrottleConfig {
+            min_interval: Duration::from_millis(config.fairy_apply_interval_ms),
+            min_geometry_delta: if min_move.is_finite() && min_move > 0.0 {
+                min_move
+            } else {
+                DEFAULT_MIN_GEOMETRY_DELTA
+            },
+        }
+    }
+}
+
+impl Default for ThrottleConfig {
+    fn default() -> Self {
+        ThrottleConfig {
+            min_interval: DEFAULT_MIN_INTERVAL,
+            min_geometry_delta: DEFAULT_MIN_GEOMETRY_DELTA,
+        }
+    }
+}
+
+/// Decides, version by version, whether a streaming action should be re-applied.
+#[derive(Debug, Clone)]
+pub struct StreamThrottle {
+    config: ThrottleConfig,
+    last_at: Option<Instant>,
+    last_geometry: Vec<(String, f64)>,
+}
+
+const GEOMETRY_KEYS: &[&str] = &[
+    "x",
+    "y",
+    "w",
+    "h",
+    "x1",
+    "y1",
+    "x2",
+    "y2",
+    "degrees",
+    "scaleX",
+    "scaleY",
+    "originX",
+    "originY",
+    "sideOffset",
+    "alignOffset",
+    "gap",
+    "fontSize",
+    "maxWidth",
+    "bend",
+];
+
+fn collect(path: &str, v: &Value, out: &mut Vec<(String, f64)>) {
+    match v {
+        Value::Object(o) => {
+            for (k, child) in o {
+                if k == "points" {
+                    summarize_points(&format!("{path}/points"), child, out);
+                } else if GEOMETRY_KEYS.contains(&k.as_str()) {
+                    if let Some(n) = coerce_number(child) {
+                        out.push((format!("{path}/{k}"), n));
+                    }
+                } else if matches!(child, Value::Object(_) | Value::Array(_)) {
+                    collect(&format!("{path}/{k}"), child, out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                collect(&format!("{path}/{i}"), child, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A stroke's extent (not every point: a new point inside the extent is no news).
+fn summarize_points(path: &str, v: &Value, out: &mut Vec<(String, f64)>) {
+    let Value::Array(items) = v else { return };
+    let pts = items.iter().filter_map(|p| {
+        Some((
+            p.get("x").and_then(coerce_number)?,
+            p.get("y").and_then(coerce_number)?,
+        ))
+    });
+    if let Some(b) = crate::canvas::Bounds::from_points(pts) {
+        out.push((format!("{path}/minX"), b.x));
+        out.push((format!("{path}/minY"), b.y));
+        out.push((format!("{path}/maxX"), b.max_x()));
+        out.push((format!("{path}/maxY"), b.max_y()));
+    }
+}
+
+/// The geometric numbers of an action, keyed by their JSON path.
+pub fn geometry_of(action: &Value) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    collect("", action, &mut out);
+    out
+}
+
+impl StreamThrottle {
+    /// A throttle for one streaming action.
+    pub fn new(config: ThrottleConfig) -> Self {
+        StreamThrottle {
+            config,
+            last_at: None,
+            last_geometry: Vec::new(),
+        }
+    }
+
+    /// Forgets the previous action (call when a new action starts streaming).
+    pub fn reset(&mut self) {
+        self.last_at = None;
+        self.last_geometry.clear();
+    }
+
+    fn geometry_changed(&self, now: &[(String, f64)]) -> bool {
+        // Fields that just appeared wait for the interval: while a plan streams, `x`, `y`,
+        // `w`, `h` arrive one after another within milliseconds.
+        now.iter().any(|(path, n)| {
+            self.last_geometry
+                .iter()
+                .find(|(p, _)| p == path)
+                .is_some_and(|(_, before)| (n - before).abs() >= self.config.min_geometry_delta)
+        })
+    }
+
+    /// True if this version should be applied now; records it as applied if so.
+    pub fn should_apply(&mut self, now: Instant, action: &Value) -> bool {
+        let geometry = geometry_of(action);
+        let due = match self.last_at {
+            None => true,
+            Some(at) => now.saturating_duration_since(at) >= self.config.min_interval,
+        };
+        if due || self.geometry_changed(&geometry) {
+            self.last_at = Some(now);
+            self.last_geometry = geometry;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn time_and_geometry_gate_applications() {
+        let t0 = Instant::now();
+        let mut th = StreamThrottle::new(ThrottleConfig::default());
+        let v = |x: f64, text: &str| json!({"_type": "create", "shape": {"shapeId": "a", "x": x, "text": text}});
+        assert!(th.should_apply(t0, &v(10.0, "")), "first version applies");
+        assert!(
+            !th.should_apply(t0 + Duration::from_millis(10), &v(10.0, "h")),
+            "text only, too soon"
+        );
+        assert!(
+            !th.should_apply(t0 + Duration::from_millis(20), &v(12.0, "he")),
+            "small move"
+        );
+        assert!(
+            th.should_apply(t0 + Duration::from_millis(30), &v(100.0, "he")),
+            "big move"
+        );
+        assert!(
+            th.should_apply(t0 + Duration::from_millis(300), &v(100.0, "hello")),
+            "interval elapsed"
+        );
+        let with_y = json!({"_type": "create", "shape": {"shapeId": "a", "x": 100.0, "y": 1, "text": "hello"}});
+        assert!(
+            !th.should_apply(t0 + Duration::from_millis(301), &with_y),
+            "a new field waits"
+        );
+        th.reset();
+        assert!(
+            th.should_apply(t0 + Duration::from_millis(302), &with_y),
+            "first after reset"
+        );
+    }
+
+    #[test]
+    fn serve_flags_map_to_the_defaults() {
+        let cfg = ThrottleConfig::from_serve(&crate::config::ServeConfig::for_test());
+        assert_eq!(cfg, ThrottleConfig::default());
+    }
+
+    #[test]
+    fn pen_points_count_as_geometry() {
+        let g = geometry_of(&json!({"points": [{"x": 1, "y": 2}, {"x": "3", "y": 4}]}));
+        assert_eq!(g.len(), 4);
+        assert!(g.contains(&("/points/maxX".to_string(), 3.0)));
+        let t0 = Instant::now();
+        let mut th = StreamThrottle::new(ThrottleConfig::default());
+        let pen = |n: usize| json!({"points": (0..n).map(|i| json!({"x": i * 10, "y": 0})).collect::<Vec<_>>()});
+        assert!(th.should_apply(t0, &pen(2)));
+        assert!(!th.should_apply(t0, &pen(3)), "the extent grew by 10 px");
+        assert!(th.should_apply(t0, &pen(9)), "the extent grew by 70 px");
+    }
+}

@@ -1,0 +1,216 @@
+//! Server configuration: one struct, parsed from CLI flags with `FAIRYRING_*` environment
+//! fallbacks (clap derive), with [`ServeConfig::for_test`] for tests.
+//!
+//! This module owns the names and defaults of every `serve` flag; it does not validate
+//! cross-flag policy (the server does that at start-up) and performs no I/O.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LogFormat {
+    /// Human-readable, coloured when stderr is a terminal.
+    #[default]
+    Pretty,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+/// Which language-model provider fairies think with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LlmProvider {
+    /// The embedded offline model: no network, no key (the default, for demos and tests).
+    #[default]
+    Offline,
+    /// Anthropic Messages API (key from `ANTHROPIC_API_KEY`, comma-separated for several profiles).
+    Anthropic,
+    /// Any OpenAI-compatible chat-completions endpoint (OpenAI, Ollama, llama.cpp, vLLM).
+    Openai,
+}
+
+/// JWT signature algorithm; fixed by configuration, never read from a token's header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum JwtAlg {
+    /// HMAC-SHA256 with `--jwt-secret`.
+    #[default]
+    #[value(name = "HS256")]
+    Hs256,
+    /// RSA PKCS#1 v1.5 SHA-256 with `--jwt-public-key`.
+    #[value(name = "RS256")]
+    Rs256,
+    /// ECDSA P-256 SHA-256 with `--jwt-public-key`.
+    #[value(name = "ES256")]
+    Es256,
+    /// Ed25519 with `--jwt-public-key`.
+    #[value(name = "EdDSA")]
+    EdDsa,
+}
+
+/// Flags of `fairyring serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeConfig {
+    /// Address to listen on (use port 0 for any free port).
+    #[arg(long, env = "FAIRYRING_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Document store: `sqlite:PATH` (embedded default), `memory:` (nothing kept),
+    /// or `postgres://…`.
+    #[arg(long, env = "FAIRYRING_STORE", default_value = "sqlite:fairyring.db")]
+    pub store: String,
+
+    /// HS256 shared secret for verifying (and, with `token`, minting) JWTs.
+    #[arg(long, env = "FAIRYRING_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+
+    /// PEM public key file for RS256 / ES256 / EdDSA tokens (with `--jwt-alg`).
+    #[arg(long, env = "FAIRYRING_JWT_PUBLIC_KEY")]
+    pub jwt_public_key: Option<PathBuf>,
+
+    /// JWT algorithm accepted by the server.
+    #[arg(long, env = "FAIRYRING_JWT_ALG", value_enum, default_value = "HS256")]
+    pub jwt_alg: JwtAlg,
+
+    /// Required `iss` claim, checked when set.
+    #[arg(long, env = "FAIRYRING_JWT_ISSUER")]
+    pub jwt_issuer: Option<String>,
+
+    /// Required `aud` claim, checked when set.
+    #[arg(long, env = "FAIRYRING_JWT_AUDIENCE")]
+    pub jwt_audience: Option<String>,
+
+    /// Clock leeway in seconds for `exp` and `nbf`.
+    #[arg(long, env = "FAIRYRING_JWT_LEEWAY", default_value_t = 5)]
+    pub jwt_leeway: u64,
+
+    /// Serve without authentication when no JWT key is configured: anyone may read and write
+    /// every room. For local experiments only; ignored when a secret or public key is set.
+    #[arg(long, env = "FAIRYRING_INSECURE_NO_AUTH")]
+    pub insecure_no_auth: bool,
+
+    /// Development mode: enables `POST /auth/dev-token` (anyone can get a token). Never in production.
+    #[arg(long, env = "FAIRYRING_DEV")]
+    pub dev: bool,
+
+    /// Seconds a room stays loaded with no connection and no working fairy before it is
+    /// flushed and unloaded.
+    #[arg(long, env = "FAIRYRING_IDLE_UNLOAD", default_value_t = 30)]
+    pub idle_unload: u64,
+
+    /// Largest WebSocket message accepted, in bytes (larger: close 1009).
+    #[arg(long, env = "FAIRYRING_MAX_MESSAGE_BYTES", default_value_t = 1024 * 1024)]
+    pub max_message_bytes: usize,
+
+    /// Most simultaneous connections to one room (more: 503 before the upgrade).
+    #[arg(
+        long,
+        env = "FAIRYRING_MAX_CONNECTIONS_PER_ROOM",
+        default_value_t = 512
+    )]
+    pub max_connections_per_room: usize,
+
+    /// Most simultaneous WebSocket connections in the process.
+    #[arg(long, env = "FAIRYRING_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+
+    /// Most rooms loaded at once.
+    #[arg(long, env = "FAIRYRING_MAX_ROOMS", default_value_t = 10_000)]
+    pub max_rooms: usize,
+
+    /// Sustained messages per second allowed per connection (token bucket).
+    #[arg(long, env = "FAIRYRING_RATE_PER_SEC", default_value_t = 200)]
+    pub rate_per_sec: u32,
+
+    /// Burst size of the per-connection token bucket.
+    #[arg(long, env = "FAIRYRING_RATE_BURST", default_value_t = 1000)]
+    pub rate_burst: u32,
+
+    /// Outbound frames queued per peer before that peer is closed as too slow.
+    #[arg(long, env = "FAIRYRING_OUTBOUND_QUEUE", default_value_t = 1024)]
+    pub outbound_queue: usize,
+
+    /// Compact a room's update log into a snapshot after this many logged updates.
+    #[arg(long, env = "FAIRYRING_COMPACT_EVERY", default_value_t = 500)]
+    pub compact_every: u64,
+
+    /// Log format.
+    #[arg(
+        long,
+        env = "FAIRYRING_LOG_FORMAT",
+        value_enum,
+        default_value = "pretty"
+    )]
+    pub log_format: LogFormat,
+
+    /// Language-model provider for fairies.
+    #[arg(long, env = "FAIRYRING_LLM", value_enum, default_value = "offline")]
+    pub llm: LlmProvider,
+
+    /// Model name sent to the provider (provider default when unset).
+    #[arg(long, env = "FAIRYRING_LLM_MODEL")]
+    pub llm_model: Option<String>,
+
+    /// Provider base URL (e.g. `http://127.0.0.1:11434` for Ollama); provider default when unset.
+    #[arg(long, env = "FAIRYRING_LLM_BASE_URL")]
+    pub llm_base_url: Option<String>,
+
+    /// Seconds without a byte from the model before a request is treated as timed out.
+    #[arg(long, env = "FAIRYRING_LLM_TIMEOUT", default_value_t = 60)]
+    pub llm_timeout: u64,
+
+    /// Retries of a failed model request (on the next auth profile) before giving up.
+    #[arg(long, env = "FAIRYRING_LLM_MAX_RETRIES", default_value_t = 4)]
+    pub llm_max_retries: u32,
+
+    /// Milliseconds between two tentative applications of one streaming fairy action
+    /// (fewer applications, fewer tombstones in the document).
+    #[arg(long, env = "FAIRYRING_FAIRY_APPLY_INTERVAL_MS", default_value_t = 250)]
+    pub fairy_apply_interval_ms: u64,
+
+    /// Geometry change in px that re-applies a streaming fairy action before the interval.
+    #[arg(long, env = "FAIRYRING_FAIRY_APPLY_MIN_MOVE", default_value_t = 64.0)]
+    pub fairy_apply_min_move: f64,
+}
+
+impl ServeConfig {
+    /// A configuration for tests: any free loopback port, in-memory store, fast idle unload.
+    pub fn for_test() -> Self {
+        ServeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            store: "memory:".into(),
+            jwt_secret: None,
+            jwt_public_key: None,
+            jwt_alg: JwtAlg::Hs256,
+            jwt_issuer: None,
+            jwt_audience: None,
+            jwt_leeway: 5,
+            insecure_no_auth: true,
+            dev: false,
+            idle_unload: 1,
+            max_message_bytes: 1024 * 1024,
+            max_connections_per_room: 512,
+            max_connections: 10_000,
+            max_rooms: 10_000,
+            rate_per_sec: 200,
+            rate_burst: 1000,
+            outbound_queue: 1024,
+            compact_every: 500,
+            log_format: LogFormat::Pretty,
+            llm: LlmProvider::Offline,
+            llm_model: None,
+            llm_base_url: None,
+            llm_timeout: 60,
+            llm_max_retries: 4,
+            fairy_apply_interval_ms: 250,
+            fairy_apply_min_move: 64.0,
+        }
+    }
+
+    /// The idle time after which an unused room is unloaded.
+    pub fn idle_unload_after(&self) -> Duration {
+        Duration::from_secs(self.idle_unload)
+    }
+}

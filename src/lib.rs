@@ -1,0 +1,34 @@
+//! fairyring: a real-time collaboration backend for infinite-canvas apps.
+//!
+//! Every canvas ("room") is a Yrs CRDT document served over WebSockets with the standard
+//! y-protocols sync and awareness messages, so the official `yjs`/`y-websocket` clients work
+//! unchanged. AI agents ("fairies") live in the server and edit the same documents.
+//!
+//! # Layout
+//! - [`config`]: the one configuration struct (CLI flags with `FAIRYRING_*` env fallbacks).
+//! - [`origin`]: who authored a transaction (`client:CONN:SUB`, `fairy:ID`, `system`).
+//! - [`protocol`]: sans-IO y-protocols framing: decode inbound frames, encode outbound ones.
+//! - [`room`]: one document + awareness per room, its peers, durable-then-broadcast pipeline.
+//! - [`store`]: the narrow async `Store` trait and its SQLite / in-memory implementations.
+//! - [`server`]: the only module that touches sockets: HTTP routes, WebSocket peers, shutdown.
+//! - [`auth`]: JWT verification and room/scope access (I/O-free, clock injected).
+//! - [`metrics`]: Prometheus counters and histograms.
+//! - [`canvas`]: the typed canvas model (schema v1) over the Yrs document.
+//! - [`agent`]: fairies: actions, modes, requests (the agent runtime).
+//! - [`llm`]: language-model providers (streaming clients, failover, offline model).
+//! - [`partial_json`]: incremental partial-JSON parser and the streamed action splitter.
+//! - [`bench`]: the `fairyring bench` load generator.
+
+pub mod agent;
+pub mod auth;
+pub mod bench;
+pub mod canvas;
+pub mod config;
+pub mod llm;
+pub mod metrics;
+pub mod origin;
+pub mod partial_json;
+pub mod protocol;
+pub mod room;
+pub mod server;
+pub mod store;

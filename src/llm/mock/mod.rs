@@ -1,0 +1,48 @@
+//! The mock model server, for tests and `fairyring mock-model`: scripted answers in both wire
+//! formats over real HTTP on loopback, with fault injection.
+//!
+//! # Layout
+//! - [`script`]: the JSON script format (responses in order, faults).
+//! - [`wire`]: rendering a scripted response as Anthropic or OpenAI SSE bytes (pure).
+//! - [`server`]: the axum server that serves scripts, records requests and disconnects.
+//!
+//! Must not be used by the server's production paths.
+
+pub mod script;
+pub mod server;
+pub mod wire;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+pub use script::{Fault, MockResponse, MockScript, ScriptError};
+pub use server::{MockServer, RecordedRequest};
+
+/// Flags of `fairyring mock-model`.
+#[derive(Debug, Clone, Args)]
+pub struct MockModelArgs {
+    /// Address to listen on (loopback; port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8089")]
+    pub listen: SocketAddr,
+    /// JSON script of responses (see `tests/fixtures/models/`).
+    #[arg(long)]
+    pub script: PathBuf,
+}
+
+/// Runs the mock server until Ctrl-C, printing its base URL in the log.
+pub async fn run(args: MockModelArgs) -> anyhow::Result<()> {
+    // The subcommand runs alone: make its log visible (ignored if a subscriber exists).
+    let _ = tracing_subscriber::fmt().try_init();
+    let script = MockScript::load(&args.script)?;
+    let server = MockServer::bind(args.listen, script).await?;
+    tracing::info!(base_url = %server.base_url(), script = %args.script.display(), "mock model server listening");
+    tokio::signal::ctrl_c().await?;
+    tracing::info!(
+        requests = server.requests().len(),
+        disconnects = server.disconnects(),
+        "mock model server stopping"
+    );
+    Ok(())
+}

@@ -1,0 +1,312 @@
+//! The offline model: the embedded default that needs no network and no key, so the demo
+//! works out of the box. It recognises a few simple requests ("draw a house", "three boxes in
+//! a row", "flowchart A -> B -> C") and otherwise leaves a sticky note echoing the request.
+//!
+//! Its answer is rendered as Anthropic SSE bytes and parsed back by the same SSE glue and
+//! decoder as a real provider's, so callers exercise exactly the streaming path they will use
+//! in production. Owns: the pattern matching and the generated actions. No I/O.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use futures_util::stream;
+use serde_json::{Value, json};
+
+use super::anthropic::AnthropicDecoder;
+use super::mock::script::MockResponse;
+use super::mock::wire::{Segment, WireFormat, chunks, render};
+use super::sse::{drive, sse_events};
+use super::types::{Model, ModelRequest, ModelStream, Role};
+use super::usage::Usage;
+
+/// The first words of every offline answer, so users know no real model is thinking.
+pub const OFFLINE_NOTICE: &str = "I am the offline model: no language model is configured, so I can only draw simple things (try \"draw a house\", \"three boxes in a row\" or \"flowchart A -> B -> C\").";
+
+/// Longest request text echoed on a sticky note.
+const MAX_ECHO_CHARS: usize = 280;
+/// Most shapes one offline answer creates in a row or a flowchart.
+const MAX_ITEMS: usize = 12;
+/// Bytes per simulated network read.
+const READ_SIZE: usize = 48;
+
+/// The embedded offline model.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OfflineModel;
+
+impl Model for OfflineModel {
+    fn name(&self) -> String {
+        "offline".into()
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let prompt = request
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.text())
+            .unwrap_or_default();
+        let text = respond(&prompt);
+        let approx_tokens = |chars: usize| (chars as u64).div_ceil(4);
+        let response = MockResponse {
+            usage: Usage {
+                input_tokens: approx_tokens(request.system.len() + prompt.len()),
+                output_tokens: approx_tokens(text.len()),
+                ..Usage::default()
+            },
+            text,
+            delta_chars: 16,
+            ..MockResponse::default()
+        };
+        let mut reads = Vec::new();
+        for seg in render(WireFormat::Anthropic, &response, "offline") {
+            if let Segment::Bytes(b) = seg {
+                reads.extend(chunks(&b, READ_SIZE));
+            }
+        }
+        let bytes = stream::iter(reads.into_iter().map(Ok::<_, Infallible>));
+        let idle = Duration::from_secs(60);
+        drive(
+            sse_events(bytes, idle),
+            AnthropicDecoder::default(),
+            idle,
+            Vec::new(),
+        )
+    }
+}
+
+/// The offline model's whole answer to `prompt`: `{"actions": [...]}`.
+pub fn respond(prompt: &str) -> String {
+    let mut actions = vec![json!({"_type": "message", "text": OFFLINE_NOTICE})];
+    let lower = prompt.to_ascii_lowercase();
+    if let Some(labels) = flowchart_labels(prompt) {
+        actions.extend(flowchart(&labels));
+    } else if lower.contains("house") {
+        actions.extend(house());
+    } else if let Some((n, kind)) = row_request(&lower) {
+        actions.extend(row(n, kind));
+    } else {
+        actions.push(sticky(prompt));
+    }
+    json!({"actions": actions}).to_string()
+}
+
+/// A geo shape at `[x, y, w, h]`.
+fn geo(kind: &str, id: &str, [x, y, w, h]: [i64; 4], color: &str, text: &str) -> Value {
+    json!({"_type": kind, "shapeId": id, "note": "", "x": x, "y": y, "w": w, "h": h,
+        "color": color, "fill": "semi", "text": text, "textAlign": "middle"})
+}
+
+fn create(intent: &str, shape: Value) -> Value {
+    json!({"_type": "create", "intent": intent, "shape": shape})
+}
+
+fn house() -> Vec<Value> {
+    vec![
+        create(
+            "Draw the walls",
+            geo("rectangle", "walls", [0, 100, 200, 150], "light-red", ""),
+        ),
+        create(
+            "Put a roof on top",
+            geo("triangle", "roof", [-20, 0, 240, 100], "red", ""),
+        ),
+        create(
+            "Add a door",
+            geo("rectangle", "door", [80, 170, 40, 80], "orange", ""),
+        ),
+        create(
+            "Add a window",
+            geo("rectangle", "window", [25, 130, 40, 40], "light-blue", ""),
+        ),
+    ]
+}
+
+/// `(count, geo kind)` for requests like "three boxes in a row" or "a row of 4 circles".
+fn row_request(lower: &str) -> Option<(usize, &'static str)> {
+    let kinds: &[(&str, &str)] = &[
+        ("circle", "ellipse"),
+        ("ellipse", "ellipse"),
+        ("star", "star"),
+        ("triangle", "triangle"),
+        ("diamond", "diamond"),
+        ("heart", "heart"),
+        ("box", "rectangle"),
+        ("square", "rectangle"),
+        ("rectangle", "rectangle"),
+    ];
+    let tokens: Vec<&str> = lower
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .collect();
+    let names = |t: &str, w: &str| {
+        t == w
+            || t.strip_prefix(w)
+                .is_some_and(|rest| rest == "s" || rest == "es")
+    };
+    let kind = kinds
+        .iter()
+        .find(|(w, _)| tokens.iter().any(|t| names(t, w)))
+        .map(|(_, k)| *k);
+    let in_row = tokens.contains(&"row");
+    if kind.is_none() && !in_row {
+        return None;
+    }
+    let words = [
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+        "twelve",
+    ];
+    let n = tokens
+        .iter()
+        .find_map(|w| {
+            w.parse::<usize>()
+                .ok()
+                .or_else(|| words.iter().position(|x| x == w).map(|i| i + 1))
+        })
+        .unwrap_or(if in_row { 3 } else { 1 })
+        .clamp(1, MAX_ITEMS);
+    Some((n, kind.unwrap_or("rectangle")))
+}
+
+fn row(n: usize, kind: &str) -> Vec<Value> {
+    let colors = ["blue", "green", "orange", "violet", "red", "yellow"];
+    (0..n)
+        .map(|i| {
+            let id = format!("{kind}{}", i + 1);
+            let color = colors.get(i % colors.len()).copied().unwrap_or("blue");
+            let x = i64::try_from(i).unwrap_or(0) * 140;
+            create(
+                &format!("Add {kind} {} of the row", i + 1),
+                geo(kind, &id, [x, 0, 100, 100], color, ""),
+            )
+        })
+        .collect()
+}
+
+/// The step labels of "flowchart A -> B -> C" (or any "A -> B"), in the prompt's own case.
+fn flowchart_labels(prompt: &str) -> Option<Vec<String>> {
+    let normalized = prompt.replace('→', "->");
+    if !normalized.contains("->") {
+        return None;
+    }
+    let lower = normalized.to_ascii_lowercase();
+    let start = lower
+        .find("flowchart")
+        .map(|i| i + "flowchart".len())
+        .unwrap_or(0);
+    let rest = normalized.get(start..).unwrap_or(&normalized);
+    let rest = rest.trim_start_matches([':', ' ', '\t']);
+    let labels: Vec<String> = rest
+        .split("->")
+        .map(|l| l.trim().trim_end_matches(['.', '!', '?']).trim())
+        .filter(|l| !l.is_empty())
+        .map(|l| l.chars().take(60).collect())
+        .take(MAX_ITEMS)
+        .collect();
+    (labels.len() >= 2).then_some(labels)
+}
+
+fn flowchart(labels: &[String]) -> Vec<Value> {
+    let mut out = Vec::new();
+    let (w, h, gap) = (160i64, 80i64, 80i64);
+    for (i, label) in labels.iter().enumerate() {
+        let x = i64::try_from(i).unwrap_or(0) * (w + gap);
+        let shape = geo(
+            "rectangle",
+            &format!("step{}", i + 1),
+            [x, 0, w, h],
+            "blue",
+            label,
+        );
+        out.push(create(&format!("Add the step \"{label}\""), shape));
+    }
+    for i in 1..labels.len() {
+        let x1 = i64::try_from(i).unwrap_or(0) * (w + gap) - gap;
+        let arrow = json!({"_type": "arrow", "shapeId": format!("arrow{i}"), "note": "",
+            "x1": x1, "y1": h / 2, "x2": x1 + gap, "y2": h / 2,
+            "fromId": format!("step{i}"), "toId": format!("step{}", i + 1),
+            "bend": 0, "text": "", "color": "black"});
+        out.push(create(
+            &format!("Connect step {i} to step {}", i + 1),
+            arrow,
+        ));
+    }
+    out
+}
+
+fn sticky(prompt: &str) -> Value {
+    let mut text: String = prompt.trim().chars().take(MAX_ECHO_CHARS).collect();
+    if text.is_empty() {
+        text = "(empty request)".into();
+    }
+    let note = json!({"_type": "note", "shapeId": "note1", "note": "", "x": 0, "y": 0,
+        "text": text, "color": "yellow"});
+    create("Leave a note with your request", note)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn actions(prompt: &str) -> Vec<Value> {
+        let v: Value = serde_json::from_str(&respond(prompt)).unwrap();
+        v["actions"].as_array().unwrap().clone()
+    }
+
+    #[test]
+    fn first_action_says_offline() {
+        for p in ["draw a house", "", "hello", "flowchart a -> b"] {
+            let a = actions(p);
+            assert_eq!(a[0]["_type"], "message");
+            assert!(a[0]["text"].as_str().unwrap().contains("offline model"));
+        }
+    }
+
+    #[test]
+    fn row_counts_and_kinds() {
+        let a = actions("three boxes in a row");
+        assert_eq!(a.len(), 4);
+        assert_eq!(a[3]["shape"]["_type"], "rectangle");
+        let a = actions("a row of 5 circles");
+        assert_eq!(a.len(), 6);
+        assert_eq!(a[1]["shape"]["_type"], "ellipse");
+        assert_eq!(actions("1000 stars in a row").len(), 1 + MAX_ITEMS);
+        assert_eq!(actions("draw an arrow").len(), 2, "arrow is not a row");
+        assert_eq!(
+            actions("start now")[1]["shape"]["_type"],
+            "note",
+            "start is not a star"
+        );
+        assert_eq!(actions("draw a star").len(), 2);
+    }
+
+    #[test]
+    fn flowchart_keeps_case_and_links_steps() {
+        let a = actions("Flowchart: Idea -> Build -> Ship!");
+        let texts: Vec<&str> = a[1..4]
+            .iter()
+            .map(|x| x["shape"]["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(texts, ["Idea", "Build", "Ship"]);
+        assert_eq!(a[4]["shape"]["fromId"], "step1");
+        assert_eq!(a[5]["shape"]["toId"], "step3");
+    }
+
+    #[test]
+    fn anything_else_is_echoed_on_a_note() {
+        let a = actions("what's the weather \"today\"?");
+        assert_eq!(a[1]["shape"]["_type"], "note");
+        assert_eq!(a[1]["shape"]["text"], "what's the weather \"today\"?");
+    }
+
+    proptest! {
+        #[test]
+        fn any_prompt_gives_valid_actions(p in ".{0,400}") {
+            let v: Value = serde_json::from_str(&respond(&p)).unwrap();
+            let a = v["actions"].as_array().unwrap();
+            prop_assert!(a.len() >= 2);
+            prop_assert!(a.len() <= 2 * MAX_ITEMS);
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! The provider-neutral vocabulary: what a caller asks ([`ModelRequest`]) and what a model
+//! streams back ([`ModelEvent`]), plus the [`Model`] trait every provider implements.
+//!
+//! Owns: these types only. Must not know any wire format.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_util::Stream;
+use serde::{Deserialize, Serialize};
+
+use super::error::LlmError;
+use super::usage::Usage;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The person (or the fairy runtime speaking for them).
+    User,
+    /// The model's earlier turns.
+    Assistant,
+}
+
+/// One part of a message: text, or an image (for models that see the canvas).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Part {
+    /// Plain text.
+    Text { text: String },
+    /// A base64-encoded image such as a PNG of the viewport.
+    Image { media_type: String, data: String },
+}
+
+/// One turn of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Who said it.
+    pub role: Role,
+    /// Its parts, in order.
+    pub parts: Vec<Part>,
+}
+
+impl ChatMessage {
+    /// A user turn made of one text part.
+    pub fn user(text: impl Into<String>) -> Self {
+        ChatMessage {
+            role: Role::User,
+            parts: vec![Part::Text { text: text.into() }],
+        }
+    }
+
+    /// The concatenated text parts (images skipped).
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text { text } => Some(text.as_str()),
+                Part::Image { .. } => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Everything a model needs for one completion.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ModelRequest {
+    /// The system prompt (cached by providers that support prompt caching).
+    pub system: String,
+    /// The conversation, oldest first.
+    pub messages: Vec<ChatMessage>,
+    /// Most tokens to generate.
+    pub max_tokens: u32,
+    /// Sampling temperature; omitted for models that reject it.
+    pub temperature: Option<f32>,
+    /// Text that starts the assistant's answer (e.g. `{"actions": [`), sent only to models whose
+    /// capability flag allows it. When sent, it is also streamed back as the first text delta,
+    /// so the caller sees the same whole document either way.
+    pub prefill: Option<String>,
+}
+
+/// What a model stream yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    /// The next piece of the answer's text.
+    TextDelta(String),
+    /// Cumulative usage of the current attempt so far; a later one replaces an earlier one.
+    Usage(Usage),
+    /// The current attempt failed and another is starting. When `discard` is true, text of the
+    /// failed attempt was already delivered: the caller must revert whatever it did with it,
+    /// because the next attempt streams its answer from the start (text is never re-delivered
+    /// silently).
+    Retry {
+        /// The number of the attempt that is starting (2 for the first retry).
+        attempt: u32,
+        /// Why the previous attempt failed.
+        error: LlmError,
+        /// Whether text of the failed attempt had reached the caller.
+        discard: bool,
+        /// How long the failover waits before the next attempt (all profiles cooling).
+        wait: Duration,
+    },
+    /// The answer is complete; no event follows.
+    Done {
+        /// The provider's stop reason (`end_turn`, `stop`, `max_tokens`, …) when it gave one.
+        stop_reason: Option<String>,
+    },
+}
+
+/// A stream of model events; dropping it cancels the request (the HTTP connection is closed).
+pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, LlmError>> + Send>>;
+
+/// A language model fairies can think with.
+pub trait Model: Send + Sync {
+    /// A short name for logs and metrics (`offline`, `anthropic:claude-…`).
+    fn name(&self) -> String;
+
+    /// Streams an answer. Nothing is sent until the stream is first polled; dropping the stream
+    /// at any moment aborts the request. A successful stream ends with [`ModelEvent::Done`];
+    /// a failed one ends with one `Err`.
+    fn stream(&self, request: ModelRequest) -> ModelStream;
+}

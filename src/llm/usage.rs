@@ -1,0 +1,128 @@
+//! Token usage: what one call cost and what all calls of a model cost together.
+//!
+//! Owns: the [`Usage`] record carried by stream events and the [`UsageLedger`] that sums calls.
+//! Input and output tokens add up across calls; cache figures describe one call only (a cache
+//! read on every turn of a conversation is the same cached prefix, not new tokens), so the
+//! ledger keeps them in the last call's record and never sums them. No I/O.
+
+use serde::{Deserialize, Serialize};
+
+/// The usage of one model call. Providers report it cumulatively while streaming, so a later
+/// [`Usage`] for the same call replaces an earlier one (see [`Usage::merge_from`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens billed at the normal rate (excluding cache reads and writes).
+    pub input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+    /// Prompt tokens read from the provider's prompt cache.
+    pub cache_read_input_tokens: u64,
+    /// Prompt tokens written to the provider's prompt cache.
+    pub cache_creation_input_tokens: u64,
+}
+
+impl Usage {
+    /// Takes every field that `later` reports (non-zero), keeping the rest: Anthropic's
+    /// `message_delta` carries the cumulative output count and may omit the input counts.
+    pub fn merge_from(&mut self, later: &Usage) {
+        let take = |mine: &mut u64, theirs: u64| {
+            if theirs != 0 {
+                *mine = theirs;
+            }
+        };
+        take(&mut self.input_tokens, later.input_tokens);
+        take(&mut self.output_tokens, later.output_tokens);
+        take(
+            &mut self.cache_read_input_tokens,
+            later.cache_read_input_tokens,
+        );
+        take(
+            &mut self.cache_creation_input_tokens,
+            later.cache_creation_input_tokens,
+        );
+    }
+}
+
+/// Usage across the calls of one model (or one fairy): totals of input and output, and the
+/// last call's full record, cache figures included.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageLedger {
+    /// Calls recorded.
+    pub calls: u64,
+    /// Sum of `input_tokens` over all calls.
+    pub total_input_tokens: u64,
+    /// Sum of `output_tokens` over all calls.
+    pub total_output_tokens: u64,
+    /// The most recent call's usage (the only place cache figures live).
+    pub last: Option<Usage>,
+}
+
+impl UsageLedger {
+    /// Records the final usage of one finished call.
+    pub fn record(&mut self, call: Usage) {
+        self.calls = self.calls.saturating_add(1);
+        self.total_input_tokens = self.total_input_tokens.saturating_add(call.input_tokens);
+        self.total_output_tokens = self.total_output_tokens.saturating_add(call.output_tokens);
+        self.last = Some(call);
+    }
+
+    /// Input plus output tokens over all calls.
+    pub fn total_tokens(&self) -> u64 {
+        self.total_input_tokens
+            .saturating_add(self.total_output_tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn cache_figures_are_not_summed() {
+        let mut l = UsageLedger::default();
+        let call = Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            cache_read_input_tokens: 1000,
+            cache_creation_input_tokens: 0,
+        };
+        l.record(call);
+        l.record(call);
+        assert_eq!(l.total_input_tokens, 20);
+        assert_eq!(l.total_output_tokens, 10);
+        assert_eq!(l.total_tokens(), 30);
+        assert_eq!(l.last.map(|u| u.cache_read_input_tokens), Some(1000));
+    }
+
+    #[test]
+    fn merge_keeps_what_a_delta_omits() {
+        let mut u = Usage {
+            input_tokens: 100,
+            output_tokens: 1,
+            cache_read_input_tokens: 7,
+            cache_creation_input_tokens: 3,
+        };
+        u.merge_from(&Usage {
+            output_tokens: 42,
+            ..Usage::default()
+        });
+        assert_eq!(
+            (u.input_tokens, u.output_tokens, u.cache_read_input_tokens),
+            (100, 42, 7)
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn totals_are_sums(calls in proptest::collection::vec((0u64..1_000_000, 0u64..1_000_000), 0..20)) {
+            let mut l = UsageLedger::default();
+            for (i, o) in &calls {
+                l.record(Usage { input_tokens: *i, output_tokens: *o, ..Usage::default() });
+            }
+            prop_assert_eq!(l.calls, calls.len() as u64);
+            prop_assert_eq!(l.total_input_tokens, calls.iter().map(|c| c.0).sum::<u64>());
+            prop_assert_eq!(l.total_output_tokens, calls.iter().map(|c| c.1).sum::<u64>());
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! The `fairyring` binary: subcommands over the library.
+
+use clap::{Parser, Subcommand};
+
+/// fairyring: a Yjs collaboration server for infinite canvases, with AI agents ("fairies")
+/// that draw alongside people.
+#[derive(Debug, Parser)]
+#[command(name = "fairyring", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the server (WebSocket rooms at /rooms/{room}, fairies, /healthz, /metrics).
+    Serve(Box<fairyring::config::ServeConfig>),
+    /// Load-test a running server: N y-sync clients in one room, latency percentiles, RSS.
+    Bench(fairyring::bench::BenchArgs),
+    /// Mint an HS256 token signed with the server's secret and print it on stdout.
+    Token(fairyring::auth::TokenArgs),
+    /// Serve scripted model answers (Anthropic and OpenAI wire formats) for tests and demos.
+    MockModel(fairyring::llm::mock::MockModelArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(config) => {
+            fairyring::server::logging::init(config.log_format);
+            runtime()?.block_on(fairyring::server::run(*config))
+        }
+        Command::Bench(args) => runtime()?.block_on(fairyring::bench::run(args)),
+        Command::MockModel(args) => runtime()?.block_on(fairyring::llm::mock::run(args)),
+        Command::Token(args) => {
+            let token = fairyring::auth::mint_from_args(&args, fairyring::auth::unix_now())?;
+            println!("{token}");
+            Ok(())
+        }
+    }
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+}

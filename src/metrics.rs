@@ -1,0 +1,188 @@
+//! Prometheus metrics (text exposition via the `prometheus-client` crate).
+//!
+//! Owns the process-wide metric set and its rendering for `GET /metrics`. Other modules only
+//! increment what is here; this module knows nothing about rooms or sockets.
+
+use std::sync::OnceLock;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Label set naming why a connection was refused or closed, or what was dropped.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// A short stable snake_case reason (`malformed`, `too_big`, `slow_consumer`, …).
+    pub reason: String,
+}
+
+/// Every metric the server exports.
+pub struct Metrics {
+    registry: Registry,
+    /// Rooms currently loaded in memory.
+    pub rooms_loaded: Gauge,
+    /// Open WebSocket connections.
+    pub connections: Gauge,
+    /// Document updates received from peers and applied.
+    pub updates_in: Counter,
+    /// Document update frames sent to peers.
+    pub updates_out: Counter,
+    /// WebSocket payload bytes received.
+    pub bytes_in: Counter,
+    /// WebSocket payload bytes sent.
+    pub bytes_out: Counter,
+    /// Awareness messages received.
+    pub awareness_in: Counter,
+    /// Seconds per store commit (one group commit).
+    pub store_commit_seconds: Histogram,
+    /// Connections closed by the server, by reason.
+    pub closed: Family<ReasonLabel, Counter>,
+    /// Connections refused before the upgrade, by reason.
+    pub refused: Family<ReasonLabel, Counter>,
+    /// Messages dropped without closing the connection (e.g. updates from read-only peers).
+    pub dropped: Family<ReasonLabel, Counter>,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("fairyring");
+        let m = Metrics {
+            rooms_loaded: Gauge::default(),
+            connections: Gauge::default(),
+            updates_in: Counter::default(),
+            updates_out: Counter::default(),
+            bytes_in: Counter::default(),
+            bytes_out: Counter::default(),
+            awareness_in: Counter::default(),
+            store_commit_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
+            closed: Family::default(),
+            refused: Family::default(),
+            dropped: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "rooms_loaded",
+            "Rooms loaded in memory",
+            m.rooms_loaded.clone(),
+        );
+        registry.register(
+            "connections",
+            "Open WebSocket connections",
+            m.connections.clone(),
+        );
+        registry.register(
+            "updates_in",
+            "Document updates applied from peers",
+            m.updates_in.clone(),
+        );
+        registry.register(
+            "updates_out",
+            "Document update frames sent to peers",
+            m.updates_out.clone(),
+        );
+        registry.register(
+            "bytes_in",
+            "WebSocket payload bytes received",
+            m.bytes_in.clone(),
+        );
+        registry.register(
+            "bytes_out",
+            "WebSocket payload bytes sent",
+            m.bytes_out.clone(),
+        );
+        registry.register(
+            "awareness_in",
+            "Awareness messages received",
+            m.awareness_in.clone(),
+        );
+        registry.register(
+            "store_commit_seconds",
+            "Latency of one store group commit",
+            m.store_commit_seconds.clone(),
+        );
+        registry.register(
+            "connections_closed",
+            "Connections closed by the server",
+            m.closed.clone(),
+        );
+        registry.register(
+            "connections_refused",
+            "Connections refused before upgrade",
+            m.refused.clone(),
+        );
+        registry.register(
+            "messages_dropped",
+            "Messages dropped without closing",
+            m.dropped.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Counts a server-side close.
+    pub fn close(&self, reason: &str) {
+        self.closed
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a refusal before the upgrade.
+    pub fn refuse(&self, reason: &str) {
+        self.refused
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a dropped message.
+    pub fn drop_message(&self, reason: &str) {
+        self.dropped
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Renders the Prometheus text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// The process-wide metrics.
+pub fn global() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn renders_prometheus_text() {
+        let m = super::global();
+        m.updates_in.inc();
+        m.close("malformed");
+        let text = m.render();
+        assert!(
+            text.contains("# TYPE fairyring_updates_in counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fairyring_connections_closed_total{reason=\"malformed\"}"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fairyring_store_commit_seconds_bucket"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"));
+    }
+}

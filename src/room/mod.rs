@@ -1,0 +1,428 @@
+//! Rooms: one Yrs document and its awareness per room, the peers joined to it, and the
+//! pipeline that makes every update durable before any peer sees it.
+//!
+//! # Layout
+//! - [`name`]: validated room names.
+//! - [`peer`]: a joined peer (identity, bounded outbound queue, close switch).
+//! - `pending`: the durable-then-broadcast queue fed by the document's update observer.
+//! - `commit`: the per-room committer task (group commit, broadcast, compaction, idle unload).
+//! - `presence`: awareness relay, ownership of client ids, timeouts.
+//! - [`registry`]: loading each room once, unloading idle rooms, flushing all at shutdown.
+//!
+//! Rooms never touch sockets (the server gives them frames and takes frames from a queue) nor
+//! databases directly (they call the [`crate::store::Store`] trait).
+//!
+//! # Origins
+//! Peers' updates are applied in transactions whose origin is
+//! [`TxnOrigin::Client`](crate::origin::TxnOrigin) (`client:CONN:SUB`); fairies write with
+//! `fairy:ID`. Any transaction on [`Room::doc`], whoever makes it, is persisted and broadcast.
+
+mod commit;
+pub mod name;
+pub mod peer;
+mod pending;
+mod presence;
+pub mod registry;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use yrs::sync::{Awareness, Clock, Message, SyncMessage};
+use yrs::updates::decoder::Decode;
+use yrs::{Doc, ReadTxn, Transact, Update};
+
+pub use name::{InvalidRoomName, RoomName};
+pub use peer::{PeerControl, PeerInfo};
+pub use registry::Rooms;
+
+use crate::origin::TxnOrigin;
+use crate::protocol::{self, ProtocolError};
+use crate::store::Store;
+use peer::PeerLink;
+use pending::{Pending, PendingQueue};
+
+/// The yrs client id of every room document's own writes (schema, fairies). It is small on
+/// purpose: Yjs clients draw random 32-bit ids, so in a tie between a fairy's revert and a
+/// user's concurrent write of the same key, the user's value wins (see
+/// [`crate::agent::tentative`]). Reusing it after a restart is safe because nothing the server
+/// wrote reaches a peer before it is durable, and a reloaded document continues its clock.
+pub const SERVER_CLIENT_ID: u64 = 1;
+
+/// Why a room refused or closed a peer. The server maps each to an HTTP status or close code.
+#[derive(Debug, thiserror::Error)]
+pub enum RoomError {
+    /// The frame was not a valid y-protocols message.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// A document update yrs could not decode or apply.
+    #[error("invalid document update: {0}")]
+    BadUpdate(String),
+    /// The peer did not read its frames fast enough; it will resync when it reconnects.
+    #[error("outbound queue full: peer too slow")]
+    SlowConsumer,
+    /// The room has as many connections as allowed.
+    #[error("room is full")]
+    RoomFull,
+    /// The process has as many rooms loaded as allowed.
+    #[error("too many rooms loaded")]
+    TooManyRooms,
+    /// The store failed; the room is unloading and peers should reconnect.
+    #[error("storage failure")]
+    Store,
+    /// The room is unloading or the server shutting down.
+    #[error("room closed")]
+    Closed,
+}
+
+/// Limits and timings of rooms (from [`crate::config::ServeConfig`]).
+#[derive(Clone)]
+pub struct RoomConfig {
+    /// Outbound frames queued per peer before it is closed.
+    pub outbound_queue: usize,
+    /// Updates queued for commit before producers wait.
+    pub pending_capacity: usize,
+    /// Most peers per room.
+    pub max_peers: usize,
+    /// Idle time before an unused room is unloaded.
+    pub idle_unload: Duration,
+    /// Log length that triggers compaction into a snapshot.
+    pub compact_every: u64,
+    /// Awareness states not renewed for this long are removed (y-protocols: 30 s).
+    pub awareness_timeout: Duration,
+    /// How often the committer checks timeouts and idleness.
+    pub sweep_every: Duration,
+    /// The clock awareness timestamps come from (milliseconds); injected in tests.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl RoomConfig {
+    /// Room settings from the server configuration, with the system clock.
+    pub fn from_serve(config: &crate::config::ServeConfig) -> Self {
+        RoomConfig {
+            outbound_queue: config.outbound_queue.max(1),
+            pending_capacity: 4096,
+            max_peers: config.max_connections_per_room,
+            idle_unload: config.idle_unload_after(),
+            compact_every: config.compact_every.max(1),
+            awareness_timeout: Duration::from_secs(30),
+            sweep_every: Duration::from_secs(1),
+            clock: Arc::new(yrs::sync::time::SystemClock),
+        }
+    }
+}
+
+/// One loaded room.
+pub struct Room {
+    name: RoomName,
+    doc: Doc,
+    awareness: Mutex<Awareness>,
+    peers: Mutex<presence::Peers>,
+    pending: Arc<PendingQueue>,
+    leases: AtomicUsize,
+    closing: AtomicBool,
+    config: RoomConfig,
+    store: Arc<dyn Store>,
+}
+
+impl Room {
+    /// Builds a room from stored state; new rooms get the schema roots.
+    pub(crate) fn new(
+        name: RoomName,
+        stored: crate::store::StoredRoom,
+        store: Arc<dyn Store>,
+        config: RoomConfig,
+    ) -> Result<Arc<Self>, RoomError> {
+        let doc = Doc::with_client_id(SERVER_CLIENT_ID);
+        let is_new = stored.snapshot.is_none() && stored.updates.is_empty();
+        {
+            let mut txn = doc.transact_mut_with(TxnOrigin::System);
+            for (i, bytes) in stored
+                .snapshot
+                .iter()
+                .chain(stored.updates.iter())
+                .enumerate()
+            {
+                let applied = decode_update(bytes)
+                    .map_err(|e| e.to_string())
+                    .and_then(|u| txn.apply_update(u).map_err(|e| e.to_string()));
+                if let Err(error) = applied {
+                    tracing::error!(room = %name, entry = i, %error, "skipping unreadable stored update");
+                }
+            }
+        }
+        let pending = Arc::new(PendingQueue::new(config.pending_capacity));
+        let queue = pending.clone();
+        doc.observe_update_v1(
+            "fairyring-room",
+            move |txn: &yrs::TransactionMut, event: &yrs::UpdateEvent| {
+                let from = match txn.origin().and_then(TxnOrigin::parse) {
+                    Some(TxnOrigin::Client { conn, .. }) => Some(conn),
+                    _ => None,
+                };
+                queue.push(Pending::Update {
+                    update: Bytes::from(event.update.clone()),
+                    from,
+                });
+            },
+        )
+        .map_err(|_| RoomError::Closed)?;
+        if is_new {
+            crate::canvas::schema::init_schema(&doc, TxnOrigin::System);
+        }
+        let clock = config.clock.clone();
+        let awareness = Awareness::with_clock(doc.clone(), move || clock.now());
+        Ok(Arc::new(Room {
+            name,
+            doc,
+            awareness: Mutex::new(awareness),
+            peers: Mutex::new(presence::Peers::default()),
+            pending,
+            leases: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
+            config,
+            store,
+        }))
+    }
+
+    /// The room's name.
+    pub fn name(&self) -> &RoomName {
+        &self.name
+    }
+
+    /// The room's document. Every write transaction on it is persisted and broadcast; write with
+    /// an origin from [`TxnOrigin`] (`doc.transact_mut_with(TxnOrigin::fairy(id))`).
+    pub fn doc(&self) -> &Doc {
+        &self.doc
+    }
+
+    /// Number of peers joined.
+    pub fn peer_count(&self) -> usize {
+        self.lock_peers().links.len()
+    }
+
+    /// Keeps the room loaded while the lease lives (a working fairy holds one).
+    pub fn lease(self: &Arc<Self>) -> Option<RoomLease> {
+        if self.closing.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.leases.fetch_add(1, Ordering::SeqCst);
+        Some(RoomLease { room: self.clone() })
+    }
+
+    /// Waits until every queued update is durable and delivered.
+    pub async fn flushed(&self) {
+        self.pending.flushed().await
+    }
+
+    fn lock_peers(&self) -> MutexGuard<'_, presence::Peers> {
+        self.peers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_awareness(&self) -> MutexGuard<'_, Awareness> {
+        self.awareness.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Joins a peer: returns its handle and the receiving end of its outbound queue, already
+    /// holding the server's sync step 1 and the current awareness states.
+    pub fn join(
+        self: &Arc<Self>,
+        info: PeerInfo,
+    ) -> Result<(Peer, mpsc::Receiver<Bytes>), RoomError> {
+        let (tx, rx) = mpsc::channel(self.config.outbound_queue.max(2));
+        let control = Arc::new(PeerControl::default());
+        let link = PeerLink {
+            tx,
+            control: control.clone(),
+            awareness_ids: Default::default(),
+        };
+        {
+            // Registered and greeted under the peers lock, so no awareness change can fall
+            // between the snapshot it receives and the first broadcast it is part of. (A
+            // document update in that gap reaches it through its own sync step 1.)
+            let mut peers = self.lock_peers();
+            if self.closing.load(Ordering::SeqCst) {
+                return Err(RoomError::Closed);
+            }
+            if peers.links.len() >= self.config.max_peers {
+                return Err(RoomError::RoomFull);
+            }
+            link.send(protocol::sync_step1(self.doc.transact().state_vector()));
+            if let Some(states) = self.awareness_snapshot() {
+                link.send(states);
+            }
+            peers.links.insert(info.conn, link);
+            peers.idle_since = None;
+        }
+        crate::metrics::global().connections.inc();
+        Ok((
+            Peer {
+                room: self.clone(),
+                info,
+                control,
+            },
+            rx,
+        ))
+    }
+
+    fn leave(&self, conn: u64) {
+        let removed = {
+            let mut peers = self.lock_peers();
+            let link = peers.links.remove(&conn);
+            if peers.links.is_empty() {
+                peers.idle_since = Some(tokio::time::Instant::now());
+            }
+            link
+        };
+        if let Some(link) = removed {
+            crate::metrics::global().connections.dec();
+            self.remove_awareness(link.awareness_ids.into_iter().collect());
+        }
+    }
+
+    /// Sends a frame to every peer except `except`, closing peers whose queue is full.
+    fn broadcast(&self, frame: &Bytes, except: Option<u64>) {
+        let mut peers = self.lock_peers();
+        peers
+            .links
+            .retain(|conn, link| Some(*conn) == except || link.send(frame.clone()));
+    }
+
+    /// Sends a frame to one peer.
+    fn send_to(&self, conn: u64, frame: Bytes) {
+        let mut peers = self.lock_peers();
+        let keep = peers.links.get(&conn).map(|link| link.send(frame));
+        if keep == Some(false) {
+            peers.links.remove(&conn);
+        }
+    }
+
+    /// Handles one inbound frame from a peer.
+    async fn handle(&self, info: &PeerInfo, frame: &[u8]) -> Result<(), RoomError> {
+        self.pending.wait_for_space().await;
+        crate::metrics::global().bytes_in.inc_by(frame.len() as u64);
+        match protocol::decode(frame)? {
+            Message::Sync(SyncMessage::SyncStep1(sv)) => {
+                let diff = self.doc.transact().encode_diff_v1(&sv);
+                // Behind every update already queued: nothing reaches a peer before it is durable.
+                self.pending.push(Pending::Reply {
+                    conn: info.conn,
+                    frame: protocol::sync_step2(diff),
+                });
+            }
+            Message::Sync(SyncMessage::SyncStep2(update) | SyncMessage::Update(update)) => {
+                if !info.can_write {
+                    crate::metrics::global().drop_message("read_only_update");
+                    self.send_to(
+                        info.conn,
+                        protocol::permission_denied("read-only: document updates are not accepted"),
+                    );
+                    return Ok(());
+                }
+                let update = decode_update(&update)?;
+                let origin = TxnOrigin::Client {
+                    conn: info.conn,
+                    sub: info.sub.clone(),
+                };
+                self.apply_client_update(origin, update)?;
+                crate::metrics::global().updates_in.inc();
+            }
+            Message::Awareness(update) => {
+                crate::metrics::global().awareness_in.inc();
+                self.apply_peer_awareness(info.conn, update);
+            }
+            Message::AwarenessQuery => {
+                if let Some(states) = self.awareness_snapshot() {
+                    self.send_to(info.conn, states);
+                }
+            }
+            // Clients do not send auth messages; y-websocket ignores them too.
+            Message::Auth(_) => {}
+            Message::Custom(tag, _) => return Err(ProtocolError::UnknownType(tag).into()),
+        }
+        Ok(())
+    }
+}
+
+impl Room {
+    /// Applies a peer's decoded update. yrs is not panic-free on hostile input; a panic while
+    /// integrating is contained here, logged and answered like any invalid update.
+    fn apply_client_update(&self, origin: TxnOrigin, update: Update) -> Result<(), RoomError> {
+        let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut txn = self.doc.transact_mut_with(origin);
+            txn.apply_update(update)
+        }));
+        match applied {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(RoomError::BadUpdate(error.to_string())),
+            Err(_) => {
+                tracing::error!(room = %self.name, "yrs panicked while applying a peer's update");
+                Err(RoomError::BadUpdate(
+                    "update could not be integrated".into(),
+                ))
+            }
+        }
+    }
+}
+
+/// Decodes a peer's v1 update. yrs 0.28's decoder can panic on hostile lengths (an `u32`
+/// clock + length overflow in delete sets, for one); decoding touches no shared state, so the
+/// panic is caught and the update refused. Release builds keep overflow checks on so such
+/// arithmetic panics instead of wrapping into a corrupt range.
+pub(crate) fn decode_update(bytes: &[u8]) -> Result<Update, RoomError> {
+    match std::panic::catch_unwind(|| Update::decode_v1(bytes)) {
+        Ok(Ok(update)) => Ok(update),
+        Ok(Err(error)) => Err(RoomError::BadUpdate(error.to_string())),
+        Err(_) => Err(RoomError::BadUpdate("malformed update".into())),
+    }
+}
+
+/// Keeps a room loaded (see [`Room::lease`]).
+pub struct RoomLease {
+    room: Arc<Room>,
+}
+
+impl RoomLease {
+    /// The leased room.
+    pub fn room(&self) -> &Arc<Room> {
+        &self.room
+    }
+}
+
+impl Drop for RoomLease {
+    fn drop(&mut self) {
+        self.room.leases.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A joined peer's handle; dropping it leaves the room (and removes its awareness states).
+pub struct Peer {
+    room: Arc<Room>,
+    info: PeerInfo,
+    control: Arc<PeerControl>,
+}
+
+impl Peer {
+    /// Handles one inbound binary frame. An error means the connection must be closed.
+    pub async fn handle(&self, frame: &[u8]) -> Result<(), RoomError> {
+        self.room.handle(&self.info, frame).await
+    }
+
+    /// The switch the room uses to close this peer.
+    pub fn control(&self) -> &Arc<PeerControl> {
+        &self.control
+    }
+
+    /// The room joined.
+    pub fn room(&self) -> &Arc<Room> {
+        &self.room
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.room.leave(self.info.conn);
+    }
+}

@@ -1,0 +1,209 @@
+//! Awareness (presence) of a room: relaying peers' states, who owns which awareness client id,
+//! removing a peer's states the moment it leaves, timing out silent ones, and the server-side
+//! states of fairies (each its own awareness client id).
+//!
+//! Removal follows y-protocols' server semantics: a removed remote state keeps its clock and is
+//! announced as `{clock, null}` (yrs's `remove_state` would bump the clock and make a client that
+//! reconnects with its old clock invisible until its next change).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use yrs::block::ClientID;
+use yrs::sync::awareness::{AwarenessUpdate, AwarenessUpdateEntry};
+
+use super::Room;
+use super::peer::PeerLink;
+use crate::protocol;
+
+/// Who controls an awareness client id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// A WebSocket connection.
+    Conn(u64),
+    /// The server (a fairy).
+    Server,
+}
+
+/// The peers of a room and the ownership of awareness ids, under one lock.
+#[derive(Default)]
+pub(crate) struct Peers {
+    pub links: HashMap<u64, PeerLink>,
+    pub owners: HashMap<ClientID, Owner>,
+    /// Since when the room has had no peer.
+    pub idle_since: Option<tokio::time::Instant>,
+}
+
+/// Errors of server-side presence.
+#[derive(Debug, thiserror::Error)]
+pub enum PresenceError {
+    /// The awareness client id belongs to a connected peer.
+    #[error("awareness client id {0} belongs to a peer")]
+    NotOwned(u64),
+}
+
+impl Room {
+    /// The full current awareness as one frame, or `None` when nobody is present. Takes the
+    /// awareness lock; callers may hold the peers lock (the one allowed nesting order).
+    pub(crate) fn awareness_snapshot(&self) -> Option<bytes::Bytes> {
+        let awareness = self.lock_awareness();
+        let update = awareness.update().ok()?;
+        if update.clients.is_empty() {
+            None
+        } else {
+            Some(protocol::awareness(update))
+        }
+    }
+
+    /// Applies a peer's awareness update (only the ids it owns or newly introduces) and relays it.
+    pub(crate) fn apply_peer_awareness(&self, conn: u64, mut update: AwarenessUpdate) {
+        {
+            let mut peers = self.lock_peers();
+            let peers = &mut *peers;
+            update.clients.retain(|id, _| match peers.owners.get(id) {
+                Some(Owner::Conn(owner)) => *owner == conn,
+                Some(Owner::Server) => false,
+                None => {
+                    peers.owners.insert(*id, Owner::Conn(conn));
+                    if let Some(link) = peers.links.get_mut(&conn) {
+                        link.awareness_ids.insert(*id);
+                    }
+                    true
+                }
+            });
+        }
+        if update.clients.is_empty() {
+            return;
+        }
+        let changed = {
+            let mut awareness = self.lock_awareness();
+            matches!(awareness.apply_update_summary(update.clone()), Ok(Some(_)))
+        };
+        if changed {
+            self.broadcast(&protocol::awareness(update), Some(conn));
+        }
+    }
+
+    /// Removes awareness states (a peer left, or timed out) and tells everyone.
+    pub(crate) fn remove_awareness(&self, ids: Vec<ClientID>) {
+        if ids.is_empty() {
+            return;
+        }
+        {
+            let mut peers = self.lock_peers();
+            for id in &ids {
+                peers.owners.remove(id);
+            }
+        }
+        let removal = {
+            let mut awareness = self.lock_awareness();
+            let mut clients = HashMap::new();
+            for id in ids {
+                if let Some((clock, _)) = awareness.meta(id) {
+                    clients.insert(
+                        id,
+                        AwarenessUpdateEntry {
+                            clock,
+                            json: "null".into(),
+                        },
+                    );
+                }
+            }
+            let update = AwarenessUpdate { clients };
+            let _ = awareness.apply_update(update.clone());
+            update
+        };
+        if !removal.clients.is_empty() {
+            self.broadcast(&protocol::awareness(removal), None);
+        }
+    }
+
+    /// Removes peers' states that were not renewed within the awareness timeout.
+    pub(crate) fn sweep_awareness(&self) {
+        let now = self.config.clock.now();
+        let timeout = u64::try_from(self.config.awareness_timeout.as_millis()).unwrap_or(u64::MAX);
+        let server_owned: Vec<ClientID> = {
+            let peers = self.lock_peers();
+            peers
+                .owners
+                .iter()
+                .filter(|(_, o)| **o == Owner::Server)
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        let stale: Vec<ClientID> = {
+            let awareness = self.lock_awareness();
+            awareness
+                .iter()
+                .filter(|(id, state)| {
+                    state.data.is_some()
+                        && !server_owned.contains(id)
+                        && now.saturating_sub(state.last_updated) >= timeout
+                })
+                .map(|(id, _)| id)
+                .collect()
+        };
+        if !stale.is_empty() {
+            tracing::debug!(room = %self.name, count = stale.len(), "awareness states timed out");
+            self.remove_awareness(stale);
+        }
+    }
+
+    /// Publishes (or with `None` removes) a server-side awareness state, such as a fairy's,
+    /// under its own awareness client id, and broadcasts it to every peer.
+    pub fn set_presence(
+        self: &Arc<Self>,
+        client_id: u64,
+        state: Option<&serde_json::Value>,
+    ) -> Result<(), PresenceError> {
+        let id = ClientID::new(client_id);
+        {
+            let mut peers = self.lock_peers();
+            match peers.owners.get(&id) {
+                Some(Owner::Conn(_)) => return Err(PresenceError::NotOwned(client_id)),
+                _ if state.is_some() => {
+                    peers.owners.insert(id, Owner::Server);
+                }
+                _ => {
+                    peers.owners.remove(&id);
+                }
+            }
+        }
+        let update = {
+            let mut awareness = self.lock_awareness();
+            let clock = match (awareness.meta(id), state) {
+                (Some((clock, _)), None) => clock,
+                (Some((clock, _)), Some(_)) => clock.saturating_add(1),
+                (None, _) => 1,
+            };
+            let json = state
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "null".to_owned());
+            let update = AwarenessUpdate {
+                clients: HashMap::from([(
+                    id,
+                    AwarenessUpdateEntry {
+                        clock,
+                        json: json.into(),
+                    },
+                )]),
+            };
+            let _ = awareness.apply_update(update.clone());
+            update
+        };
+        self.broadcast(&protocol::awareness(update), None);
+        Ok(())
+    }
+
+    /// The current awareness states as JSON values by client id (for fairies and tests).
+    pub fn presence(&self) -> HashMap<u64, serde_json::Value> {
+        let awareness = self.lock_awareness();
+        awareness
+            .iter()
+            .filter_map(|(id, state)| {
+                let value = serde_json::from_str(state.data.as_deref()?).ok()?;
+                Some((id.get(), value))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,266 @@
+//! The room registry: loads each room once (however many peers connect at once), hands out
+//! rooms, unloads idle ones, and flushes every room at shutdown.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::commit::{self, LogState, Stop};
+use super::{Room, RoomConfig, RoomError, RoomName};
+use crate::store::Store;
+
+type Slot = Arc<OnceCell<Arc<Room>>>;
+
+struct Inner {
+    slots: Mutex<HashMap<RoomName, Slot>>,
+    store: Arc<dyn Store>,
+    config: RoomConfig,
+    max_rooms: usize,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+    /// Cancelled per room when its committer stopped (so waiting joiners can reload it).
+    unloaded: Mutex<HashMap<RoomName, CancellationToken>>,
+}
+
+/// All rooms of the process.
+#[derive(Clone)]
+pub struct Rooms {
+    inner: Arc<Inner>,
+}
+
+impl Rooms {
+    /// A registry over a store.
+    pub fn new(store: Arc<dyn Store>, config: RoomConfig, max_rooms: usize) -> Self {
+        Rooms {
+            inner: Arc::new(Inner {
+                slots: Mutex::new(HashMap::new()),
+                store,
+                config,
+                max_rooms,
+                shutdown: CancellationToken::new(),
+                tracker: TaskTracker::new(),
+                unloaded: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The loaded room, loading it from the store first if needed (once, for all callers).
+    pub async fn get(&self, name: &RoomName) -> Result<Arc<Room>, RoomError> {
+        loop {
+            let slot = self.slot(name)?;
+            let loaded = slot.get_or_try_init(|| self.load(name)).await;
+            let room = match loaded {
+                Ok(room) => room.clone(),
+                Err(error) => {
+                    self.forget(name, &slot);
+                    return Err(error);
+                }
+            };
+            if !room.is_closing() {
+                return Ok(room);
+            }
+            // The room is unloading: wait until its last flush is done, then load it again.
+            let done = self.unload_token(name);
+            done.cancelled().await;
+        }
+    }
+
+    /// Rooms currently loaded.
+    pub fn loaded(&self) -> Vec<Arc<Room>> {
+        let slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots
+            .values()
+            .filter_map(|slot| slot.get().cloned())
+            .collect()
+    }
+
+    /// A room if it is loaded, without loading it.
+    pub fn get_loaded(&self, name: &RoomName) -> Option<Arc<Room>> {
+        let slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.get(name).and_then(|slot| slot.get().cloned())
+    }
+
+    /// Resolves once the room is not loaded (at once if it is not loaded now).
+    pub async fn wait_unloaded(&self, name: &RoomName) {
+        let done = self.unload_token(name);
+        if self.get_loaded(name).is_none() {
+            // Do not leave a token behind for a room that is not loaded; waking any other
+            // waiter early is harmless (`get` re-checks in a loop).
+            self.release_unload_token(name);
+            return;
+        }
+        done.cancelled().await;
+    }
+
+    /// Stops every room: each flushes its queue and compacts, then this returns.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+        self.inner.tracker.close();
+        self.inner.tracker.wait().await;
+        self.inner.store.close().await;
+    }
+
+    fn slot(&self, name: &RoomName) -> Result<Slot, RoomError> {
+        if self.inner.shutdown.is_cancelled() {
+            return Err(RoomError::Closed);
+        }
+        let mut slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = slots.get(name) {
+            return Ok(slot.clone());
+        }
+        if slots.len() >= self.inner.max_rooms {
+            return Err(RoomError::TooManyRooms);
+        }
+        let slot = Slot::default();
+        slots.insert(name.clone(), slot.clone());
+        Ok(slot)
+    }
+
+    fn forget(&self, name: &RoomName, slot: &Slot) {
+        let mut slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if slots.get(name).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+            slots.remove(name);
+        }
+    }
+
+    fn unload_token(&self, name: &RoomName) -> CancellationToken {
+        let mut tokens = self
+            .inner
+            .unloaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        tokens.entry(name.clone()).or_default().clone()
+    }
+
+    async fn load(&self, name: &RoomName) -> Result<Arc<Room>, RoomError> {
+        let stored = self.inner.store.load(name).await.map_err(|error| {
+            tracing::error!(room = %name, %error, "loading room failed");
+            RoomError::Store
+        })?;
+        let log = LogState {
+            last_seq: stored.last_seq,
+            since_snapshot: stored.updates.len() as u64,
+        };
+        let room = Room::new(
+            name.clone(),
+            stored,
+            self.inner.store.clone(),
+            self.inner.config.clone(),
+        )?;
+        crate::metrics::global().rooms_loaded.inc();
+        tracing::info!(room = %name, "room loaded");
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let task_room = room.clone();
+        let shutdown = self.inner.shutdown.clone();
+        self.inner.tracker.spawn(async move {
+            let stop = commit::run(task_room.clone(), log, shutdown).await;
+            let reason = match stop {
+                Stop::Idle => "idle",
+                Stop::Shutdown => "shutdown",
+                Stop::StoreFailed => "store failure",
+            };
+            tracing::info!(room = %task_room.name, reason, "room unloaded");
+            crate::metrics::global().rooms_loaded.dec();
+            if let Some(inner) = weak.upgrade() {
+                Rooms { inner }.finish_unload(&task_room);
+            }
+        });
+        Ok(room)
+    }
+
+    fn finish_unload(&self, room: &Arc<Room>) {
+        {
+            let mut slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
+            let same = slots
+                .get(&room.name)
+                .and_then(|slot| slot.get())
+                .is_some_and(|loaded| Arc::ptr_eq(loaded, room));
+            if same {
+                slots.remove(&room.name);
+            }
+        }
+        self.release_unload_token(&room.name);
+    }
+
+    /// Wakes everyone waiting for `name` to unload and forgets the token.
+    fn release_unload_token(&self, name: &RoomName) {
+        let token = {
+            let mut tokens = self
+                .inner
+                .unloaded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            tokens.remove(name)
+        };
+        if let Some(token) = token {
+            token.cancel();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use crate::store::{StoreError, StoredRoom};
+
+    /// A store that counts loads and makes each one slow enough for callers to pile up.
+    #[derive(Default)]
+    struct CountingStore {
+        inner: MemoryStore,
+        loads: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Store for CountingStore {
+        async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
+            self.loads.fetch_add(1, Ordering::SeqCst);
+            tokio::task::yield_now().await;
+            self.inner.load(room).await
+        }
+        async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
+            self.inner.append(room, updates).await
+        }
+        async fn compact(
+            &self,
+            room: &RoomName,
+            snapshot: Bytes,
+            upto: u64,
+        ) -> Result<(), StoreError> {
+            self.inner.compact(room, snapshot, upto).await
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_simultaneous_joiners_load_a_room_once() {
+        let store = Arc::new(CountingStore::default());
+        let config = RoomConfig::from_serve(&crate::config::ServeConfig::for_test());
+        let rooms = Rooms::new(store.clone(), config, 10);
+        let name = RoomName::parse("crowd").unwrap();
+        let gets: Vec<_> = (0..32)
+            .map(|_| {
+                let rooms = rooms.clone();
+                let name = name.clone();
+                tokio::spawn(
+                    async move { rooms.get(&name).await.map(|r| Arc::as_ptr(&r) as usize) },
+                )
+            })
+            .collect();
+        let mut ptrs = Vec::new();
+        for get in gets {
+            ptrs.push(get.await.unwrap().unwrap());
+        }
+        ptrs.dedup();
+        assert_eq!(ptrs.len(), 1, "every caller got the same room");
+        assert_eq!(store.loads.load(Ordering::SeqCst), 1);
+        rooms.shutdown().await;
+    }
+}

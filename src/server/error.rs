@@ -1,0 +1,138 @@
+//! The one place where errors become HTTP responses (status + JSON `{error, detail}`) or
+//! WebSocket close frames (code + reason). Internal details of 5xx are logged, not sent.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::room::RoomError;
+
+/// WebSocket close codes used by the server.
+pub mod close {
+    /// The server is shutting down or the room unloading.
+    pub const GOING_AWAY: u16 = 1001;
+    /// Text frames or unknown message types.
+    pub const UNSUPPORTED: u16 = 1003;
+    /// Malformed messages or document updates.
+    pub const INVALID_PAYLOAD: u16 = 1007;
+    /// Rate limit abuse.
+    pub const POLICY: u16 = 1008;
+    /// Message larger than `--max-message-bytes`.
+    pub const TOO_BIG: u16 = 1009;
+    /// Storage failure.
+    pub const INTERNAL: u16 = 1011;
+    /// The peer was too slow, or the room full: reconnect later.
+    pub const TRY_AGAIN_LATER: u16 = 1013;
+    /// The token expired during the session.
+    pub const TOKEN_EXPIRED: u16 = 4401;
+}
+
+/// An error answered over HTTP.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    detail: String,
+}
+
+impl ApiError {
+    /// A new error with a stable snake_case code and a human-readable detail.
+    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            detail: detail.into(),
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        crate::metrics::global().refuse(self.code);
+        let detail =
+            if self.status.is_server_error() && self.status != StatusCode::SERVICE_UNAVAILABLE {
+                tracing::error!(code = self.code, detail = %self.detail, "internal error");
+                "internal error".to_owned()
+            } else {
+                self.detail
+            };
+        (
+            self.status,
+            Json(json!({ "error": self.code, "detail": detail })),
+        )
+            .into_response()
+    }
+}
+
+impl From<crate::auth::AuthError> for ApiError {
+    fn from(error: crate::auth::AuthError) -> Self {
+        let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+        ApiError::new(status, error.code(), error.detail())
+    }
+}
+
+impl From<RoomError> for ApiError {
+    fn from(error: RoomError) -> Self {
+        let (status, code) = match &error {
+            RoomError::RoomFull => (StatusCode::SERVICE_UNAVAILABLE, "room_full"),
+            RoomError::TooManyRooms => (StatusCode::SERVICE_UNAVAILABLE, "too_many_rooms"),
+            RoomError::Closed => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+            RoomError::Store => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+            _ => (StatusCode::BAD_REQUEST, "bad_request"),
+        };
+        ApiError::new(status, code, error.to_string())
+    }
+}
+
+/// The close code, metric reason and close reason for a room error.
+pub fn close_for(error: &RoomError) -> (u16, &'static str, String) {
+    let (code, reason) = match error {
+        RoomError::Protocol(crate::protocol::ProtocolError::UnknownType(_)) => {
+            (close::UNSUPPORTED, "unknown_type")
+        }
+        RoomError::Protocol(_) => (close::INVALID_PAYLOAD, "malformed"),
+        RoomError::BadUpdate(_) => (close::INVALID_PAYLOAD, "bad_update"),
+        RoomError::SlowConsumer => (close::TRY_AGAIN_LATER, "slow_consumer"),
+        RoomError::RoomFull | RoomError::TooManyRooms => (close::TRY_AGAIN_LATER, "full"),
+        RoomError::Store => (close::INTERNAL, "store_failure"),
+        RoomError::Closed => (close::GOING_AWAY, "room_closed"),
+    };
+    // Close reasons are limited to 123 bytes by RFC 6455.
+    (code, reason, truncate(&error.to_string(), 120))
+}
+
+/// Truncates at a character boundary.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_reasons_fit_a_control_frame() {
+        let long = RoomError::BadUpdate("é".repeat(200));
+        let (code, reason, text) = close_for(&long);
+        assert_eq!((code, reason), (close::INVALID_PAYLOAD, "bad_update"));
+        assert!(text.len() <= 123);
+    }
+}

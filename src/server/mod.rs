@@ -1,0 +1,217 @@
+//! The network edge: the only module that touches sockets.
+//!
+//! Owns the HTTP router (`/rooms/{room}` WebSocket upgrade, `/healthz`, `/metrics`, the web
+//! demo), connection admission, per-socket tasks ([`ws`]), the mapping of errors to HTTP and
+//! close codes ([`error`]), logging set-up ([`logging`]) and graceful shutdown (SIGINT/SIGTERM
+//! flush every room). Rooms, stores and auth are used through their module APIs.
+
+pub mod access;
+pub mod error;
+pub mod logging;
+pub mod web_demo;
+pub mod ws;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::ServeConfig;
+use crate::room::{RoomConfig, Rooms};
+
+/// How long shutdown waits for sockets to send their close frames before flushing rooms.
+const SOCKET_DRAIN: Duration = Duration::from_secs(3);
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone)]
+pub struct AppState {
+    /// The configuration the server started with.
+    pub config: Arc<ServeConfig>,
+    /// Every loaded room.
+    pub rooms: Rooms,
+    /// Cancelled when the server shuts down.
+    pub shutdown: CancellationToken,
+    /// Permits for open WebSocket connections (`--max-connections`).
+    pub connections: Arc<Semaphore>,
+    /// Tracks socket tasks so shutdown can wait for their close frames.
+    pub tracker: TaskTracker,
+    /// Token verification; `None` only with `--insecure-no-auth` and no key configured.
+    pub auth: Option<Arc<crate::auth::Authenticator>>,
+}
+
+/// A running server (returned by [`start`]).
+pub struct ServerHandle {
+    addr: SocketAddr,
+    state: AppState,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ServerHandle {
+    /// The bound address (useful with port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The room registry (for tests and embedding).
+    pub fn rooms(&self) -> &Rooms {
+        &self.state.rooms
+    }
+
+    /// Stops accepting, closes every socket, flushes every room and waits for all of it.
+    pub async fn shutdown(self) {
+        self.state.shutdown.cancel();
+        let _ = self.task.await;
+    }
+
+    /// Resolves when the server has stopped (after a shutdown signal or [`ServerHandle::shutdown`]).
+    pub async fn stopped(self) {
+        let _ = self.task.await;
+    }
+}
+
+/// Binds and starts the server in the background with the configured store.
+pub async fn start(config: ServeConfig) -> anyhow::Result<ServerHandle> {
+    let store = crate::store::open(&config.store).await?;
+    start_with(config, RoomConfig::from_serve, store).await
+}
+
+/// Starts the server with an explicit store and a hook to adjust room settings (tests inject a
+/// clock or shorter sweeps this way).
+pub async fn start_with(
+    config: ServeConfig,
+    room_config: impl FnOnce(&ServeConfig) -> RoomConfig,
+    store: Arc<dyn crate::store::Store>,
+) -> anyhow::Result<ServerHandle> {
+    let auth = authenticator(&config)?;
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let addr = listener.local_addr()?;
+    let rooms = Rooms::new(store, room_config(&config), config.max_rooms);
+    let state = AppState {
+        connections: Arc::new(Semaphore::new(config.max_connections)),
+        config: Arc::new(config),
+        rooms,
+        shutdown: CancellationToken::new(),
+        tracker: TaskTracker::new(),
+        auth,
+    };
+    let app = router(state.clone());
+    let serve_state = state.clone();
+    let task = tokio::spawn(async move {
+        let shutdown = serve_state.shutdown.clone();
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
+        if let Err(error) = served {
+            tracing::error!(%error, "http server failed");
+        }
+        serve_state.tracker.close();
+        if tokio::time::timeout(SOCKET_DRAIN, serve_state.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some sockets did not close in time");
+        }
+        serve_state.rooms.shutdown().await;
+        tracing::info!("all rooms flushed; server stopped");
+    });
+    tracing::info!(%addr, store = %state.config.store, "fairyring listening");
+    Ok(ServerHandle { addr, state, task })
+}
+
+/// Token verification from the configuration; `None` only when explicitly insecure.
+fn authenticator(config: &ServeConfig) -> anyhow::Result<Option<Arc<crate::auth::Authenticator>>> {
+    let keyless = config.jwt_secret.is_none() && config.jwt_public_key.is_none();
+    if keyless && !config.dev && config.insecure_no_auth {
+        tracing::warn!(
+            "AUTHENTICATION IS OFF (--insecure-no-auth): anyone can read and write every room"
+        );
+        return Ok(None);
+    }
+    let auth = crate::auth::Authenticator::from_config(config)?;
+    if config.dev {
+        tracing::warn!(
+            "DEV MODE (--dev): POST /auth/dev-token hands a read/write token for every room to anyone who asks; never use it in production"
+        );
+    }
+    Ok(Some(Arc::new(auth)))
+}
+
+/// The HTTP routes.
+pub fn router(state: AppState) -> Router {
+    let mut router = Router::new()
+        .route("/rooms/{room}", get(ws::upgrade))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics));
+    if state.config.dev {
+        router = router.route("/auth/dev-token", axum::routing::post(access::dev_token));
+    }
+    router.with_state(state).merge(web_demo::routes())
+}
+
+async fn healthz() -> impl IntoResponse {
+    axum::Json(serde_json::json!({ "status": "ok" }))
+}
+
+async fn metrics() -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        crate::metrics::global().render(),
+    )
+}
+
+/// Runs the server until SIGINT or SIGTERM, then shuts down gracefully.
+pub async fn run(config: ServeConfig) -> anyhow::Result<()> {
+    let handle = start(config).await?;
+    // The first line on stdout names the address, for scripts and tests that use port 0.
+    let mut stdout = std::io::stdout();
+    let _ = writeln!(stdout, "listening on http://{}", handle.addr());
+    if handle.state.config.dev {
+        let _ = writeln!(
+            stdout,
+            "open http://{}/?room=demo in two browsers",
+            handle.addr()
+        );
+    }
+    let _ = stdout.flush();
+    let token = handle.state.shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutdown signal received; flushing rooms");
+        token.cancel();
+    });
+    handle.stopped().await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,327 @@
+//! WebSocket peers: `GET /rooms/{room}` refuses bad requests before the upgrade, then runs one
+//! reader loop and one writer task per socket, joined by the room's bounded outbound queue.
+//!
+//! The reader enforces the size and rate limits and hands frames to the room; the writer sends
+//! queued frames, pings, and the close frame when the room, the reader or shutdown asks for one.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use std::collections::HashMap;
+
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use governor::{Quota, RateLimiter};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::AppState;
+use super::error::{ApiError, close, close_for, truncate};
+use crate::room::{Peer, PeerInfo, RoomName};
+
+/// How often the server pings an idle peer.
+pub const PING_INTERVAL: Duration = Duration::from_secs(20);
+/// A peer that sent nothing (not even a pong) for this long is closed.
+pub const PONG_TIMEOUT: Duration = Duration::from_secs(60);
+/// A single socket write that takes longer than this ends the connection.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Initial per-socket read buffer.
+const READ_BUFFER: usize = 8 * 1024;
+/// How long the reader waits for the writer to send a close frame.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+/// `GET /rooms/{room}`: validates the name (400), the token (401/403) and capacity (503),
+/// in that order, before the upgrade; a plain GET that passes them is answered 426.
+pub async fn upgrade(
+    State(state): State<AppState>,
+    Path(room): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let name = RoomName::parse(&room).map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "invalid_room_name",
+            e.to_string(),
+        )
+    })?;
+    let admission = super::access::admit(
+        &state,
+        &name,
+        query.get("token").map(String::as_str),
+        &headers,
+    )?;
+    let ws = ws.map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::UPGRADE_REQUIRED,
+            "websocket_upgrade_required",
+            e.body_text(),
+        )
+    })?;
+    let permit = state.connections.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_connections",
+            "server connection limit reached",
+        )
+    })?;
+    let room = state.rooms.get(&name).await?;
+    if room.peer_count() >= state.config.max_connections_per_room {
+        return Err(crate::room::RoomError::RoomFull.into());
+    }
+    let info = PeerInfo {
+        conn: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
+        sub: admission.sub,
+        can_write: admission.can_write,
+    };
+    let expires_at = admission.expires_at;
+    let hard_cap = state
+        .config
+        .max_message_bytes
+        .saturating_mul(2)
+        .max(state.config.max_message_bytes + 65_536);
+    let span = tracing::info_span!("conn", room = %name, conn = info.conn, sub = %info.sub);
+    let tracker = state.tracker.clone();
+    Ok(ws
+        // tungstenite preallocates its read buffer per socket (128 KiB by default); most y-sync
+        // frames are small, and the buffer grows for the rare large one.
+        .read_buffer_size(READ_BUFFER)
+        .max_message_size(hard_cap)
+        .max_frame_size(hard_cap)
+        .on_upgrade(move |socket| {
+            tracker.track_future(
+                async move {
+                    match room.join(info) {
+                        Ok((peer, rx)) => {
+                            serve_peer(socket, peer, rx, state, permit, expires_at).await
+                        }
+                        Err(error) => refuse_joined(socket, &error).await,
+                    }
+                }
+                .instrument(span),
+            )
+        }))
+}
+
+async fn refuse_joined(mut socket: WebSocket, error: &crate::room::RoomError) {
+    let (code, metric, reason) = close_for(error);
+    crate::metrics::global().close(metric);
+    let _ = socket
+        .send(Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        })))
+        .await;
+}
+
+/// A close the reader asks the writer to send.
+struct CloseRequest {
+    code: u16,
+    metric: &'static str,
+    reason: String,
+}
+
+async fn serve_peer(
+    socket: WebSocket,
+    peer: Peer,
+    rx: mpsc::Receiver<Bytes>,
+    state: AppState,
+    _permit: OwnedSemaphorePermit,
+    expires_at: Option<u64>,
+) {
+    tracing::debug!("peer joined");
+    let (sink, stream) = socket.split();
+    let done = CancellationToken::new();
+    let (close_tx, close_rx) = oneshot::channel();
+    let last_seen = Arc::new(AtomicU64::new(0));
+    let started = tokio::time::Instant::now();
+    let writer = tokio::spawn(
+        write_loop(
+            sink,
+            rx,
+            close_rx,
+            peer.control().clone(),
+            state.shutdown.clone(),
+            done.clone(),
+            last_seen.clone(),
+            started,
+        )
+        .in_current_span(),
+    );
+    // The session ends when the token does (close 4401); the client reconnects with a new one.
+    let expiry = expires_at.map(|at| {
+        let left = at.saturating_sub(crate::auth::unix_now());
+        tokio::time::Instant::now() + Duration::from_secs(left)
+    });
+    let close = tokio::select! {
+        close = read_loop(stream, &peer, &state, &done, &last_seen, started) => close,
+        _ = sleep_until_opt(expiry) => Some(CloseRequest {
+            code: close::TOKEN_EXPIRED,
+            metric: "token_expired",
+            reason: "token expired: reconnect with a fresh token".into(),
+        }),
+    };
+    if let Some(request) = close {
+        tracing::info!(code = request.code, reason = %request.reason, "closing peer");
+        crate::metrics::global().close(request.metric);
+        let _ = close_tx.send(request);
+    }
+    done.cancel();
+    let _ = tokio::time::timeout(CLOSE_GRACE, writer).await;
+    drop(peer);
+    tracing::debug!("peer left");
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn elapsed_ms(started: tokio::time::Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Reads frames until the peer leaves or must be closed; returns the close to send, if any.
+async fn read_loop(
+    mut stream: futures_util::stream::SplitStream<WebSocket>,
+    peer: &Peer,
+    state: &AppState,
+    done: &CancellationToken,
+    last_seen: &AtomicU64,
+    started: tokio::time::Instant,
+) -> Option<CloseRequest> {
+    let rate = NonZeroU32::new(state.config.rate_per_sec).unwrap_or(NonZeroU32::MIN);
+    let burst = NonZeroU32::new(state.config.rate_burst).unwrap_or(rate);
+    let limiter = RateLimiter::direct(Quota::per_second(rate).allow_burst(burst));
+    let max = state.config.max_message_bytes;
+    loop {
+        let message = tokio::select! {
+            _ = done.cancelled() => return None,
+            message = stream.next() => message,
+        };
+        last_seen.store(elapsed_ms(started), Ordering::Relaxed);
+        let frame = match message {
+            None | Some(Ok(Message::Close(_))) => return None,
+            Some(Err(error)) => {
+                let text = error.to_string();
+                if text.contains("too long")
+                    || text.contains("Space limit")
+                    || text.contains("size")
+                {
+                    return Some(CloseRequest {
+                        code: close::TOO_BIG,
+                        metric: "too_big",
+                        reason: truncate(&text, 120),
+                    });
+                }
+                tracing::debug!(%error, "socket error");
+                return None;
+            }
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(Message::Text(_))) => {
+                return Some(CloseRequest {
+                    code: close::UNSUPPORTED,
+                    metric: "text_frame",
+                    reason: "text frames are not part of the y-protocols".into(),
+                });
+            }
+            Some(Ok(Message::Binary(frame))) => frame,
+        };
+        if frame.len() > max {
+            return Some(CloseRequest {
+                code: close::TOO_BIG,
+                metric: "too_big",
+                reason: format!(
+                    "message of {} bytes exceeds the limit of {max}",
+                    frame.len()
+                ),
+            });
+        }
+        if limiter.check().is_err() {
+            return Some(CloseRequest {
+                code: close::POLICY,
+                metric: "rate_limited",
+                reason: "message rate limit exceeded".into(),
+            });
+        }
+        if let Err(error) = peer.handle(&frame).await {
+            tracing::warn!(%error, "refusing peer input");
+            let (code, metric, reason) = close_for(&error);
+            return Some(CloseRequest {
+                code,
+                metric,
+                reason,
+            });
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn write_loop(
+    mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
+    mut rx: mpsc::Receiver<Bytes>,
+    mut close_rx: oneshot::Receiver<CloseRequest>,
+    control: Arc<crate::room::PeerControl>,
+    shutdown: CancellationToken,
+    done: CancellationToken,
+    last_seen: Arc<AtomicU64>,
+    started: tokio::time::Instant,
+) {
+    let mut ping = tokio::time::interval_at(started + PING_INTERVAL, PING_INTERVAL);
+    let close = loop {
+        tokio::select! {
+            biased;
+            request = &mut close_rx => {
+                break request.ok().map(|r| (r.code, r.reason));
+            }
+            _ = control.kicked() => {
+                let reason = control.reason().map(close_for);
+                if let Some((_, metric, _)) = &reason {
+                    crate::metrics::global().close(metric);
+                }
+                break reason.map(|(code, _, text)| (code, text));
+            }
+            _ = shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".into())),
+            _ = done.cancelled() => break None,
+            frame = rx.recv() => {
+                let Some(frame) = frame else { break Some((close::GOING_AWAY, "room closed".into())) };
+                match tokio::time::timeout(WRITE_TIMEOUT, sink.send(Message::Binary(frame))).await {
+                    Ok(Ok(())) => {}
+                    _ => break None,
+                }
+            }
+            _ = ping.tick() => {
+                let silent = elapsed_ms(started).saturating_sub(last_seen.load(Ordering::Relaxed));
+                if u128::from(silent) > PONG_TIMEOUT.as_millis() {
+                    crate::metrics::global().close("ping_timeout");
+                    break Some((close::GOING_AWAY, "no pong received".into()));
+                }
+                if tokio::time::timeout(WRITE_TIMEOUT, sink.send(Message::Ping(Bytes::new()))).await.is_err() {
+                    break None;
+                }
+            }
+        }
+    };
+    if let Some((code, reason)) = close {
+        let frame = Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        }));
+        let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.send(frame)).await;
+    }
+    let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.close()).await;
+    done.cancel();
+}

@@ -1,0 +1,69 @@
+//! An in-memory [`Store`]: nothing survives the process. For tests and `--store memory:`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::{Store, StoreError, StoredRoom};
+use crate::room::RoomName;
+
+#[derive(Default)]
+struct Log {
+    snapshot: Option<Bytes>,
+    updates: Vec<(u64, Bytes)>,
+    last_seq: u64,
+}
+
+/// Keeps every room's log in a map.
+#[derive(Default)]
+pub struct MemoryStore {
+    rooms: Mutex<HashMap<String, Log>>,
+}
+
+impl MemoryStore {
+    fn with<R>(&self, f: impl FnOnce(&mut HashMap<String, Log>) -> R) -> R {
+        let mut guard = self.rooms.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard)
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
+        Ok(self.with(|rooms| match rooms.get(room.as_str()) {
+            None => StoredRoom::default(),
+            Some(log) => StoredRoom {
+                snapshot: log.snapshot.clone(),
+                updates: log.updates.iter().map(|(_, u)| u.clone()).collect(),
+                last_seq: log.last_seq,
+            },
+        }))
+    }
+
+    async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
+        Ok(self.with(|rooms| {
+            let log = rooms.entry(room.as_str().to_owned()).or_default();
+            for update in updates {
+                log.last_seq += 1;
+                log.updates.push((log.last_seq, update));
+            }
+            log.last_seq
+        }))
+    }
+
+    async fn compact(
+        &self,
+        room: &RoomName,
+        snapshot: Bytes,
+        upto_seq: u64,
+    ) -> Result<(), StoreError> {
+        self.with(|rooms| {
+            let log = rooms.entry(room.as_str().to_owned()).or_default();
+            log.snapshot = Some(snapshot);
+            log.updates.retain(|(seq, _)| *seq > upto_seq);
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,249 @@
+//! The embedded SQLite [`Store`]: one file, WAL journal, `synchronous=FULL`.
+//!
+//! Writes go through one writer task that performs *group commit*: every append request that
+//! arrives while a commit is in flight joins the next transaction, across all rooms, so one
+//! fsync serves many updates. An append returns only after its transaction committed.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Row, SqlitePool};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Store, StoreError, StoredRoom};
+use crate::room::RoomName;
+
+/// Most requests the writer folds into one transaction.
+const MAX_GROUP: usize = 256;
+/// Requests queued for the writer before appenders wait (backpressure).
+const WRITER_QUEUE: usize = 1024;
+
+const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS updates (
+        room TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (room, seq)
+    ) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS snapshots (
+        room TEXT PRIMARY KEY NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL
+    )",
+];
+
+enum WriteReq {
+    Append {
+        room: String,
+        updates: Vec<Bytes>,
+        done: oneshot::Sender<Result<u64, StoreError>>,
+    },
+    Compact {
+        room: String,
+        snapshot: Bytes,
+        upto_seq: u64,
+        done: oneshot::Sender<Result<(), StoreError>>,
+    },
+}
+
+/// SQLite-backed store with a group-committing writer task.
+pub struct SqliteStore {
+    pool: SqlitePool,
+    writer: mpsc::Sender<WriteReq>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file at `path`.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let url = format!("sqlite://{}", path.as_ref().display());
+        let options = SqliteConnectOptions::from_str(&url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(std::time::Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        for statement in SCHEMA {
+            sqlx::query(sqlx::AssertSqlSafe(*statement))
+                .execute(&pool)
+                .await?;
+        }
+        let (writer, requests) = mpsc::channel(WRITER_QUEUE);
+        tokio::spawn(write_loop(pool.clone(), requests));
+        Ok(SqliteStore { pool, writer })
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
+        let snapshot = sqlx::query("SELECT seq, data FROM snapshots WHERE room = ?")
+            .bind(room.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        let (snapshot_seq, snapshot) = match snapshot {
+            Some(row) => (
+                row.try_get::<i64, _>(0)?,
+                Some(Bytes::from(row.try_get::<Vec<u8>, _>(1)?)),
+            ),
+            None => (0, None),
+        };
+        let rows =
+            sqlx::query("SELECT seq, data FROM updates WHERE room = ? AND seq > ? ORDER BY seq")
+                .bind(room.as_str())
+                .bind(snapshot_seq)
+                .fetch_all(&self.pool)
+                .await?;
+        let mut last_seq = snapshot_seq;
+        let mut updates = Vec::with_capacity(rows.len());
+        for row in rows {
+            last_seq = row.try_get::<i64, _>(0)?;
+            updates.push(Bytes::from(row.try_get::<Vec<u8>, _>(1)?));
+        }
+        Ok(StoredRoom {
+            snapshot,
+            updates,
+            last_seq: u64::try_from(last_seq).unwrap_or(0),
+        })
+    }
+
+    async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
+        let (done, result) = oneshot::channel();
+        let req = WriteReq::Append {
+            room: room.as_str().to_owned(),
+            updates,
+            done,
+        };
+        self.writer
+            .send(req)
+            .await
+            .map_err(|_| StoreError::WriterStopped)?;
+        result.await.map_err(|_| StoreError::WriterStopped)?
+    }
+
+    async fn compact(
+        &self,
+        room: &RoomName,
+        snapshot: Bytes,
+        upto_seq: u64,
+    ) -> Result<(), StoreError> {
+        let (done, result) = oneshot::channel();
+        let req = WriteReq::Compact {
+            room: room.as_str().to_owned(),
+            snapshot,
+            upto_seq,
+            done,
+        };
+        self.writer
+            .send(req)
+            .await
+            .map_err(|_| StoreError::WriterStopped)?;
+        result.await.map_err(|_| StoreError::WriterStopped)?
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// The writer task: takes every queued request, commits them in one transaction, answers all.
+async fn write_loop(pool: SqlitePool, mut requests: mpsc::Receiver<WriteReq>) {
+    let mut batch = Vec::with_capacity(MAX_GROUP);
+    while requests.recv_many(&mut batch, MAX_GROUP).await > 0 {
+        let started = Instant::now();
+        let outcome = commit_batch(&pool, &batch).await;
+        crate::metrics::global()
+            .store_commit_seconds
+            .observe(started.elapsed().as_secs_f64());
+        match outcome {
+            Ok(seqs) => {
+                for (req, seq) in batch.drain(..).zip(seqs) {
+                    match req {
+                        WriteReq::Append { done, .. } => {
+                            let _ = done.send(Ok(seq));
+                        }
+                        WriteReq::Compact { done, .. } => {
+                            let _ = done.send(Ok(()));
+                        }
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::error!(error = %err, requests = batch.len(), "store commit failed");
+                let text = err.to_string();
+                for req in batch.drain(..) {
+                    let err = StoreError::Database(sqlx::Error::Protocol(text.clone()));
+                    match req {
+                        WriteReq::Append { done, .. } => {
+                            let _ = done.send(Err(err));
+                        }
+                        WriteReq::Compact { done, .. } => {
+                            let _ = done.send(Err(err));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Commits a batch in one transaction; returns, per request, the last sequence number written.
+async fn commit_batch(pool: &SqlitePool, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let mut seqs = Vec::with_capacity(batch.len());
+    for req in batch {
+        match req {
+            WriteReq::Append { room, updates, .. } => {
+                let row = sqlx::query(
+                    "SELECT MAX(m) FROM (SELECT MAX(seq) AS m FROM updates WHERE room = ?1
+                     UNION ALL SELECT seq FROM snapshots WHERE room = ?1)",
+                )
+                .bind(room)
+                .fetch_one(&mut *tx)
+                .await?;
+                let mut seq: i64 = row.try_get::<Option<i64>, _>(0)?.unwrap_or(0);
+                for update in updates {
+                    seq += 1;
+                    sqlx::query("INSERT INTO updates (room, seq, data) VALUES (?, ?, ?)")
+                        .bind(room)
+                        .bind(seq)
+                        .bind(update.as_ref())
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                seqs.push(u64::try_from(seq).unwrap_or(0));
+            }
+            WriteReq::Compact {
+                room,
+                snapshot,
+                upto_seq,
+                ..
+            } => {
+                let upto = i64::try_from(*upto_seq).unwrap_or(i64::MAX);
+                sqlx::query(
+                    "INSERT INTO snapshots (room, seq, data) VALUES (?1, ?2, ?3)
+                     ON CONFLICT(room) DO UPDATE SET seq = excluded.seq, data = excluded.data",
+                )
+                .bind(room)
+                .bind(upto)
+                .bind(snapshot.as_ref())
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("DELETE FROM updates WHERE room = ? AND seq <= ?")
+                    .bind(room)
+                    .bind(upto)
+                    .execute(&mut *tx)
+                    .await?;
+                seqs.push(*upto_seq);
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(seqs)
+}

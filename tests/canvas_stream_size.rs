@@ -1,0 +1,163 @@
+//! Measures what tentative application of streamed actions costs in encoded document size:
+//! the same plan (notes, rectangles with labels, arrows, pen strokes, moves) streamed chunk by
+//! chunk and applied (a) only when each action is complete, (b) at every chunk, (c) through the
+//! default [`StreamThrottle`]. Goal: (c) ≤ 1.2 × (a). Run with `--nocapture` to see the figures.
+
+use std::time::{Duration, Instant};
+
+use fairyring::agent::actions::{ActionCtx, Registry};
+use fairyring::agent::tentative::Tentative;
+use fairyring::agent::throttle::{StreamThrottle, ThrottleConfig};
+use serde_json::{Value, json};
+use yrs::{Doc, ReadTxn, StateVector, Transact};
+
+/// The versions a partial-JSON parser yields while one action streams: fields appear one by
+/// one, numbers grow digit by digit, strings grow a few characters per chunk, points one by one.
+fn versions(complete: &Value) -> Vec<Value> {
+    fn grow(v: &Value, out: &mut Vec<Value>, rebuild: &dyn Fn(Value) -> Value) {
+        match v {
+            Value::Object(o) => {
+                let mut acc = serde_json::Map::new();
+                for (k, child) in o {
+                    let acc_now = acc.clone();
+                    let key = k.clone();
+                    grow(child, out, &|partial| {
+                        let mut m = acc_now.clone();
+                        m.insert(key.clone(), partial);
+                        rebuild(Value::Object(m))
+                    });
+                    acc.insert(k.clone(), child.clone());
+                }
+            }
+            Value::Array(items) => {
+                let mut acc = Vec::new();
+                for item in items {
+                    acc.push(item.clone());
+                    out.push(rebuild(Value::Array(acc.clone())));
+                }
+            }
+            Value::String(s) => {
+                let chars: Vec<char> = s.chars().collect();
+                for end in (0..=chars.len()).step_by(4) {
+                    out.push(rebuild(Value::String(chars[..end].iter().collect())));
+                }
+                out.push(rebuild(v.clone()));
+            }
+            Value::Number(n) => {
+                let text = n.to_string();
+                for end in 1..=text.len() {
+                    if let Ok(p) = text[..end].parse::<f64>() {
+                        out.push(rebuild(json!(p)));
+                    }
+                }
+            }
+            other => out.push(rebuild(other.clone())),
+        }
+    }
+    let mut out = Vec::new();
+    grow(complete, &mut out, &|v| v);
+    out
+}
+
+fn plan() -> Vec<Value> {
+    let mut actions = Vec::new();
+    for i in 0..12 {
+        let (x, y) = (i as f64 * 260.0, (i % 3) as f64 * 240.0);
+        actions.push(json!({"_type": "create", "intent": "add a step of the flow", "shape": {
+            "_type": "rectangle", "shapeId": format!("step{i}"), "x": x, "y": y, "w": 220, "h": 140,
+            "color": "blue", "fill": "semi", "text": format!("Step {i}: collect the requirements and write them down")}}));
+        actions.push(json!({"_type": "create", "intent": "add a note", "shape": {
+            "_type": "note", "shapeId": format!("note{i}"), "x": x, "y": y + 600.0, "color": "yellow",
+            "text": "Remember to ask the team about this one before Friday"}}));
+        if i > 0 {
+            actions.push(json!({"_type": "create", "intent": "connect the steps", "shape": {
+                "_type": "arrow", "shapeId": format!("arrow{i}"), "x1": x - 40.0, "y1": y + 70.0,
+                "x2": x, "y2": y + 70.0, "fromId": format!("step{}", i - 1), "toId": format!("step{i}"), "color": "black"}}));
+        }
+    }
+    for i in 0..4 {
+        let pts: Vec<Value> = (0..30)
+            .map(|k| json!({"x": 100.0 + k as f64 * 12.0, "y": 1000.0 + i as f64 * 80.0 + ((k as f64) / 3.0).sin() * 30.0}))
+            .collect();
+        actions.push(json!({"_type": "pen", "intent": "underline", "points": pts, "style": "smooth", "color": "red"}));
+    }
+    for i in 0..6 {
+        actions.push(json!({"_type": "move", "intent": "tidy up", "shapeId": format!("note{i}"), "x": i * 300 + 17, "y": 900}));
+    }
+    actions.push(json!({"_type": "align", "intent": "line up", "shapeIds": ["step0", "step1", "step2"], "alignment": "top"}));
+    actions
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    CompleteOnly,
+    EveryChunk,
+    Throttled(ThrottleConfig),
+}
+
+/// Streams the plan at one chunk per `chunk` of simulated time; returns the encoded size.
+fn run(mode: Mode, chunk: Duration) -> (usize, usize) {
+    let doc = Doc::new();
+    fairyring::canvas::init_schema(&doc, "system");
+    let registry = Registry::canvas();
+    let mut ctx = ActionCtx::new("f1");
+    let mut tentative = Tentative::new(&doc, "f1");
+    let mut now = Instant::now();
+    let mut applied = 0;
+    for action in plan() {
+        let mut throttle = match mode {
+            Mode::Throttled(cfg) => Some(StreamThrottle::new(cfg)),
+            _ => None,
+        };
+        for version in versions(&action) {
+            now += chunk;
+            let apply = match (&mode, throttle.as_mut()) {
+                (Mode::CompleteOnly, _) => false,
+                (Mode::EveryChunk, _) => true,
+                (Mode::Throttled(_), Some(t)) => t.should_apply(now, &version),
+                _ => false,
+            };
+            if apply
+                && tentative
+                    .apply_tentative(&registry, &version, &mut ctx)
+                    .is_ok()
+            {
+                applied += 1;
+            }
+        }
+        let result = tentative.apply_complete(&registry, &action, &mut ctx);
+        assert!(result.is_ok(), "{action}: {result:?}");
+    }
+    let size = doc
+        .transact()
+        .encode_state_as_update_v1(&StateVector::default())
+        .len();
+    (size, applied)
+}
+
+#[test]
+fn throttled_streaming_stays_within_1_2x_of_complete_only() {
+    let chunk = Duration::from_millis(20);
+    let (complete, _) = run(Mode::CompleteOnly, chunk);
+    let (every, every_n) = run(Mode::EveryChunk, chunk);
+    let (throttled, throttled_n) = run(Mode::Throttled(ThrottleConfig::default()), chunk);
+    let ratio = throttled as f64 / complete as f64;
+    eprintln!(
+        "encoded doc size: complete-only {complete} B; every chunk {every} B ({:.2}x, {every_n} tentative applies); \
+         throttled {throttled} B ({ratio:.2}x, {throttled_n} tentative applies)",
+        every as f64 / complete as f64
+    );
+    assert!(every > complete, "streaming should cost something");
+    for ms in [100u64, 500, 1000] {
+        let cfg = ThrottleConfig {
+            min_interval: Duration::from_millis(ms),
+            ..ThrottleConfig::default()
+        };
+        let (size, n) = run(Mode::Throttled(cfg), chunk);
+        eprintln!(
+            "  interval {ms} ms: {size} B ({:.2}x, {n} tentative applies)",
+            size as f64 / complete as f64
+        );
+    }
+    assert!(ratio <= 1.2, "throttled streaming costs {ratio:.2}x");
+}

@@ -1,0 +1,361 @@
+//! The sync core through the real server on 127.0.0.1:0 with real WebSocket clients.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use fairyring::config::ServeConfig;
+use fairyring::room::RoomConfig;
+use fairyring::server::{self, ServerHandle};
+use support::{Client, put_shape, shape_x};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+use yrs::types::ToJson;
+use yrs::{Map, Transact, WriteTxn};
+
+async fn start(config: ServeConfig) -> (ServerHandle, String) {
+    let handle = server::start(config).await.expect("server starts");
+    let base = format!("ws://{}", handle.addr());
+    (handle, base)
+}
+
+async fn start_default() -> (ServerHandle, String) {
+    start(ServeConfig::for_test()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_peers_converge_on_concurrent_edits() {
+    let (server, base) = start_default().await;
+    let mut peers = Vec::new();
+    for _ in 0..6 {
+        peers.push(Client::connect(&base, "converge").await);
+    }
+    for (i, peer) in peers.iter_mut().enumerate() {
+        for j in 0..10 {
+            let id = format!("s{i}-{j}");
+            peer.edit(|txn| put_shape(txn, &id, (i * 100 + j) as f64))
+                .await;
+        }
+    }
+    for peer in peers.iter_mut() {
+        peer.until("all 60 shapes", |c| {
+            let shapes = c.doc.get_or_insert_map("shapes");
+            shapes.len(&c.doc.transact()) == 60
+        })
+        .await;
+    }
+    let reference = peers[0]
+        .doc
+        .get_or_insert_map("shapes")
+        .to_json(&peers[0].doc.transact());
+    for peer in &peers {
+        let shapes = peer.doc.get_or_insert_map("shapes");
+        assert_eq!(shapes.to_json(&peer.doc.transact()), reference);
+    }
+    // New rooms carry the schema roots.
+    let meta = peers[0].doc.get_or_insert_map("meta");
+    assert!(
+        meta.get(&peers[0].doc.transact(), "schemaVersion")
+            .is_some()
+    );
+    let pages = peers[0].doc.get_or_insert_map("pages");
+    assert!(pages.get(&peers[0].doc.transact(), "page:main").is_some());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn rooms_are_isolated() {
+    let (server, base) = start_default().await;
+    let mut a = Client::connect(&base, "iso-a").await;
+    let mut b = Client::connect(&base, "iso-b").await;
+    let mut a2 = Client::connect(&base, "iso-a").await;
+    a.edit(|txn| put_shape(txn, "only-a", 1.0)).await;
+    a2.until("a's shape", |c| shape_x(&c.doc, "only-a") == Some(1.0))
+        .await;
+    b.drain(Duration::from_millis(200)).await;
+    assert_eq!(shape_x(&b.doc, "only-a"), None);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn awareness_is_relayed_and_removed_on_disconnect() {
+    let (server, base) = start_default().await;
+    let mut a = Client::connect(&base, "aw").await;
+    let mut b = Client::connect(&base, "aw").await;
+    a.set_awareness(serde_json::json!({"user": {"id": "a", "name": "Ann", "color": "red"}, "cursor": {"x": 1, "y": 2}}))
+        .await;
+    b.until("a's presence", |c| c.peers_present() == 1).await;
+    a.set_awareness(serde_json::json!({"user": {"id": "a", "name": "Ann", "color": "red"}, "cursor": {"x": 5, "y": 6}}))
+        .await;
+    let a_id = a.doc.client_id();
+    b.until("a's cursor update", |c| {
+        c.awareness
+            .state::<serde_json::Value>(a_id)
+            .is_some_and(|s| s["cursor"]["x"] == 5)
+    })
+    .await;
+    // A peer joining later receives the current states at once.
+    let mut c = Client::connect(&base, "aw").await;
+    c.until("existing presence", |c| c.peers_present() == 1)
+        .await;
+    a.close().await;
+    b.until("a removed", |c| c.peers_present() == 0).await;
+    c.until("a removed", |c| c.peers_present() == 0).await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn silent_awareness_times_out_with_injected_clock() {
+    let now = Arc::new(AtomicU64::new(1_000_000));
+    let clock = now.clone();
+    let store = fairyring::store::open("memory:").await.expect("store");
+    let server = server::start_with(
+        ServeConfig::for_test(),
+        move |config| RoomConfig {
+            sweep_every: Duration::from_millis(20),
+            clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+            ..RoomConfig::from_serve(config)
+        },
+        store,
+    )
+    .await
+    .expect("server");
+    let base = format!("ws://{}", server.addr());
+    let mut silent = Client::connect(&base, "timeout").await;
+    let mut watcher = Client::connect(&base, "timeout").await;
+    silent
+        .set_awareness(serde_json::json!({"user": {"id": "s"}}))
+        .await;
+    watcher
+        .until("silent's presence", |c| c.peers_present() == 1)
+        .await;
+    now.fetch_add(29_000, Ordering::SeqCst);
+    watcher.drain(Duration::from_millis(150)).await;
+    assert_eq!(watcher.peers_present(), 1, "still present before 30 s");
+    now.fetch_add(1_500, Ordering::SeqCst);
+    watcher
+        .until("silent timed out", |c| c.peers_present() == 0)
+        .await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn documents_survive_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = ServeConfig::for_test();
+    config.store = format!("sqlite:{}", dir.path().join("db.sqlite").display());
+    config.compact_every = 7;
+    let (server, base) = start(config.clone()).await;
+    let mut a = Client::connect(&base, "persist").await;
+    for i in 0..20 {
+        a.edit(|txn| put_shape(txn, &format!("p{i}"), i as f64))
+            .await;
+    }
+    let mut b = Client::connect(&base, "persist").await;
+    b.until("20 shapes", |c| shape_x(&c.doc, "p19") == Some(19.0))
+        .await;
+    server.shutdown().await;
+
+    let (server, base) = start(config).await;
+    let mut c = Client::connect(&base, "persist").await;
+    c.until("20 shapes after restart", |c| {
+        (0..20).all(|i| shape_x(&c.doc, &format!("p{i}")) == Some(i as f64))
+    })
+    .await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn idle_rooms_unload_and_reload() {
+    let mut config = ServeConfig::for_test();
+    config.idle_unload = 0;
+    let (server, base) = start(config).await;
+    let mut a = Client::connect(&base, "idle").await;
+    a.edit(|txn| put_shape(txn, "kept", 3.0)).await;
+    a.until("echo-free sync", |_| true).await;
+    let mut b = Client::connect(&base, "idle").await;
+    b.until("kept", |c| shape_x(&c.doc, "kept") == Some(3.0))
+        .await;
+    a.close().await;
+    b.close().await;
+    let name = fairyring::room::RoomName::parse("idle").expect("name");
+    tokio::time::timeout(support::TIMEOUT, server.rooms().wait_unloaded(&name))
+        .await
+        .expect("room unloads");
+    assert!(server.rooms().get_loaded(&name).is_none());
+    let mut c = Client::connect(&base, "idle").await;
+    c.until("kept after reload", |c| {
+        shape_x(&c.doc, "kept") == Some(3.0)
+    })
+    .await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn malformed_frames_close_only_that_socket() {
+    let (server, base) = start_default().await;
+    let mut good = Client::connect(&base, "hostile").await;
+    good.edit(|txn| put_shape(txn, "safe", 7.0)).await;
+    let cases: Vec<(&str, WsMessage, u16)> = vec![
+        (
+            "truncated varint",
+            WsMessage::Binary(vec![0x80].into()),
+            1007,
+        ),
+        (
+            "truncated update",
+            WsMessage::Binary(vec![0, 2, 50, 1, 2].into()),
+            1007,
+        ),
+        (
+            "unknown sync step",
+            WsMessage::Binary(vec![0, 9, 0].into()),
+            1007,
+        ),
+        (
+            "unknown message type",
+            WsMessage::Binary(vec![42, 0].into()),
+            1003,
+        ),
+        (
+            "garbage update",
+            WsMessage::Binary(vec![0, 2, 4, 0xff, 0xff, 0xff, 0xff].into()),
+            1007,
+        ),
+        (
+            "trailing bytes",
+            WsMessage::Binary(vec![0, 2, 2, 0, 0, 7].into()),
+            1007,
+        ),
+        ("text frame", WsMessage::Text("hello".into()), 1003),
+        ("empty frame", WsMessage::Binary(Vec::new().into()), 1007),
+    ];
+    for (what, frame, code) in cases {
+        let mut bad = Client::connect(&base, "hostile").await;
+        bad.send_ws(frame).await;
+        assert_eq!(bad.until_closed().await, Some(code), "{what}");
+    }
+    // The room, its document and the other peer are untouched.
+    let mut later = Client::connect(&base, "hostile").await;
+    later
+        .until("safe shape", |c| shape_x(&c.doc, "safe") == Some(7.0))
+        .await;
+    good.edit(|txn| put_shape(txn, "after", 8.0)).await;
+    later
+        .until("edit after attacks", |c| {
+            shape_x(&c.doc, "after") == Some(8.0)
+        })
+        .await;
+    assert!(good.closed.is_none());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn oversized_messages_close_with_1009() {
+    let mut config = ServeConfig::for_test();
+    config.max_message_bytes = 1024;
+    let (server, base) = start(config).await;
+    let mut big = Client::connect(&base, "big").await;
+    big.edit(|txn| put_shape(txn, &"x".repeat(4096), 1.0)).await;
+    assert_eq!(big.until_closed().await, Some(1009));
+    let mut huge = Client::connect(&base, "big").await;
+    huge.send_raw(vec![0; 200_000]).await;
+    assert_eq!(huge.until_closed().await, Some(1009));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_consumer_is_closed_and_others_continue() {
+    let mut config = ServeConfig::for_test();
+    config.outbound_queue = 16;
+    let (server, base) = start(config).await;
+    let mut slow = Client::connect(&base, "slow").await;
+    let mut writer = Client::connect(&base, "slow").await;
+    let mut reader = Client::connect(&base, "slow").await;
+    // The healthy reader reports its progress; the writer never runs more than 40 updates
+    // ahead of it, so only the peer that does not read at all falls behind.
+    let (progress_tx, mut progress) = tokio::sync::watch::channel(0usize);
+    const TOTAL: usize = 600;
+    let reading = tokio::spawn(async move {
+        reader
+            .until("all big shapes", |c| {
+                let n = c.doc.get_or_insert_map("shapes").len(&c.doc.transact()) as usize;
+                progress_tx.send_replace(n);
+                n == TOTAL
+            })
+            .await;
+        reader
+    });
+    let payload = "y".repeat(60_000);
+    for i in 0..TOTAL {
+        writer
+            .edit(|txn| {
+                use yrs::MapPrelim;
+                let shapes = txn.get_or_insert_map("shapes");
+                shapes.insert(
+                    txn,
+                    format!("big{i}"),
+                    MapPrelim::from([("text", yrs::Any::from(payload.as_str()))]),
+                );
+            })
+            .await;
+        tokio::time::timeout(support::TIMEOUT, progress.wait_for(|n| n + 40 >= i))
+            .await
+            .expect("reader keeps up")
+            .expect("reader alive");
+    }
+    let reader = reading.await.expect("reader task");
+    // The slow peer never read; when it does, it finds it was closed as too slow (1013).
+    assert_eq!(slow.until_closed().await, Some(1013));
+    assert!(reader.closed.is_none() && writer.closed.is_none());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_room_names_are_refused_before_upgrade() {
+    let (server, base) = start_default().await;
+    let url = format!("{base}/rooms/{}", "x".repeat(129));
+    match tokio_tungstenite::connect_async(url).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 400);
+            let body: serde_json::Value =
+                serde_json::from_slice(response.body().as_deref().unwrap_or_default())
+                    .expect("json body");
+            assert_eq!(body["error"], "invalid_room_name");
+            assert!(body["detail"].is_string());
+        }
+        other => panic!("expected a 400, got {other:?}"),
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn healthz_and_metrics_answer() {
+    let (server, base) = start_default().await;
+    let http = base.replace("ws://", "http://");
+    let mut a = Client::connect(&base, "metrics").await;
+    a.edit(|txn| put_shape(txn, "m", 1.0)).await;
+    a.drain(Duration::from_millis(100)).await;
+    let health = reqwest::get(format!("{http}/healthz"))
+        .await
+        .expect("healthz");
+    assert_eq!(health.status(), 200);
+    let text = reqwest::get(format!("{http}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("body");
+    for name in [
+        "fairyring_rooms_loaded",
+        "fairyring_connections",
+        "fairyring_updates_in_total",
+        "fairyring_updates_out_total",
+        "fairyring_bytes_in_total",
+        "fairyring_store_commit_seconds_bucket",
+    ] {
+        assert!(text.contains(name), "{name} missing from /metrics");
+    }
+    server.shutdown().await;
+}

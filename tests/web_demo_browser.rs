@@ -1,0 +1,121 @@
+//! The web demo's checks, run from `cargo test`: the TypeScript type-check and unit tests, the
+//! committed `web-demo/dist` being up to date with the sources, and the Playwright test that
+//! drives Debian's Chromium against the real `fairyring` binary (started by the script on a
+//! free loopback port with a temporary SQLite store and `--dev`).
+//!
+//! Needs Node and npm (`npm ci` runs once if `web-demo/node_modules` is missing). When Chromium
+//! is missing the browser test fails if `FAIRYRING_REQUIRE_BROWSER=1` (CI sets it) and is
+//! otherwise skipped with a loud message. Screenshots land in `target/web-demo-artifacts/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+/// The demo's npm steps share `node_modules` and the machine's two cores: one at a time (an
+/// async mutex, made to be held across the awaits of the step it guards).
+static NPM: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+fn demo_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("web-demo")
+}
+
+fn artifacts_dir() -> PathBuf {
+    // CARGO_TARGET_TMPDIR is `<target>/tmp`; the artifacts go beside it in `<target>/`.
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    tmp.parent().unwrap_or(tmp).join("web-demo-artifacts")
+}
+
+fn require_browser() -> bool {
+    std::env::var("FAIRYRING_REQUIRE_BROWSER").is_ok_and(|v| v == "1")
+}
+
+/// Runs a command in `web-demo/` with a time limit; panics with its output if it fails.
+async fn run(program: &str, args: &[&str], envs: &[(&str, &str)], limit: Duration) {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(demo_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let what = format!("{program} {}", args.join(" "));
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start `{what}`: {e}"));
+    let out = tokio::time::timeout(limit, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("`{what}` did not finish within {limit:?}"))
+        .unwrap_or_else(|e| panic!("`{what}` failed to run: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "`{what}` failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    // Shown with --nocapture.
+    println!("$ {what}\n{stdout}{stderr}");
+}
+
+/// Installs the locked npm dependencies once, if they are missing.
+async fn ensure_node_modules() {
+    if !demo_dir().join("node_modules").is_dir() {
+        run(
+            "npm",
+            &["ci", "--no-audit", "--no-fund"],
+            &[],
+            Duration::from_secs(300),
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn web_demo_typechecks_and_its_unit_tests_pass() {
+    let _one = NPM.lock().await;
+    ensure_node_modules().await;
+    run("npm", &["run", "typecheck"], &[], Duration::from_secs(180)).await;
+    run("npm", &["test"], &[], Duration::from_secs(180)).await;
+}
+
+#[tokio::test]
+async fn committed_dist_matches_a_fresh_build() {
+    let _one = NPM.lock().await;
+    ensure_node_modules().await;
+    run("npm", &["run", "check-dist"], &[], Duration::from_secs(180)).await;
+}
+
+#[tokio::test]
+async fn two_browsers_share_a_room_in_chromium() {
+    let _one = NPM.lock().await;
+    if !Path::new(CHROMIUM).exists() {
+        let msg = format!(
+            "{CHROMIUM} is missing: install it with `apt-get install -y chromium` \
+             (never `npx playwright install`)"
+        );
+        assert!(!require_browser(), "FAIRYRING_REQUIRE_BROWSER=1 but {msg}");
+        eprintln!("\n!!!!!!!!\n!!! SKIPPED the web demo browser test: {msg}\n!!!!!!!!\n");
+        return;
+    }
+    ensure_node_modules().await;
+    let artifacts = artifacts_dir();
+    let artifacts = artifacts.to_string_lossy();
+    run(
+        "node",
+        &["e2e/browser.mjs"],
+        &[
+            ("FAIRYRING_BIN", env!("CARGO_BIN_EXE_fairyring")),
+            ("FAIRYRING_ARTIFACTS", &artifacts),
+            ("CHROMIUM", CHROMIUM),
+        ],
+        Duration::from_secs(300),
+    )
+    .await;
+}

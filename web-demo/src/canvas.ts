@@ -1,0 +1,460 @@
+// The canvas controller: owns the camera, the current tool, our selection and the gesture in
+// progress; turns pointer and keyboard input into `ops` calls (one transaction per gesture), and
+// redraws the SVG from the document and awareness. It never writes the document except via `ops`.
+import * as Y from 'yjs'
+import type { Awareness } from 'y-protocols/awareness'
+import * as ops from './ops.js'
+import { readShapes, MAIN_PAGE, NOTE_SIZE, type Shape } from './schema.js'
+import { compareZ } from './zorder.js'
+import {
+  boxContains, boxFromCorners, boxesOverlap, resizeBox, screenToPage, shapeBounds, visibleBox, zoomAt,
+  type Camera, type Point
+} from './geometry.js'
+import { renderDefs } from './render.js'
+import { strokeFromPage } from './overlay.js'
+import type { LocalUser } from './presence.js'
+import { drawScene, type Gesture, type Layers } from './scene.js'
+import { CLICK_SLOP, isGeoTool, toolForKey } from './tools.js'
+import { toDom } from './vnode.js'
+
+/** Shortest interval between two cursor updates sent to the others (about 30 per second). */
+const CURSOR_MS = 33
+
+
+/** What the page gives the canvas: the shared document, presence, and hooks for the side panels. */
+export interface CanvasDeps {
+  doc: Y.Doc
+  awareness: Awareness
+  user: LocalUser
+  svg: SVGSVGElement
+  textEditor: HTMLTextAreaElement
+  /** Called when the tool or the selection changes (toolbar and style panel highlight). */
+  onUiChange: () => void
+  /** Short notices ("that shape is still being drawn by a fairy"). */
+  toast: (msg: string) => void
+}
+
+export class Canvas {
+  readonly origin = { local: 'user-edits' }
+  readonly undo: Y.UndoManager
+  tool = 'select'
+  style = { color: 'black', fill: 'none' }
+  selection: string[] = []
+  cam: Camera = { x: 0, y: 0, zoom: 1 }
+  private gesture: Gesture | null = null
+  private cursor: Point | null = null
+  private spaceHeld = false
+  private renderQueued = false
+  private cursorSentAt = 0
+  private cursorTimer: ReturnType<typeof setTimeout> | undefined
+  private lastClick: { id: string, at: number, p: Point } | null = null
+  private editing: { id: string | null, at: Point, type: 'text' | 'edit' } | null = null
+  private readonly layers: Layers
+  private shapes: Shape[] = []
+  private byId = new Map<string, Shape>()
+
+  constructor (private readonly d: CanvasDeps) {
+    this.undo = ops.ownUndoManager(d.doc, this.origin)
+    const svg = d.svg
+    svg.replaceChildren(toDom(renderDefs()))
+    const mk = (id: string, parent: Element): SVGGElement => {
+      const g = document.createElementNS('http://www.w3.org/2000/svg', 'g')
+      g.id = id
+      parent.appendChild(g)
+      return g
+    }
+    const world = mk('world', svg)
+    this.layers = {
+      world,
+      tasks: mk('layer-tasks', world),
+      shapes: mk('layer-shapes', world),
+      overlay: mk('layer-overlay', world),
+      fairies: mk('layer-fairies', world),
+      cursors: mk('layer-cursors', svg)
+    }
+    const { shapes, tasks } = ops.roots(d.doc)
+    shapes.observeDeep(() => { this.reloadShapes(); this.scheduleRender() })
+    tasks.observeDeep(() => this.scheduleRender())
+    d.awareness.on('change', () => this.scheduleRender())
+    this.undo.on('stack-item-popped', () => { this.pruneSelection(); this.d.onUiChange() })
+    this.bindInput()
+    this.reloadShapes()
+    this.publishViewport()
+    this.scheduleRender()
+  }
+
+  // ---- state --------------------------------------------------------------------------------
+
+  private reloadShapes (): void {
+    this.shapes = readShapes(ops.roots(this.d.doc).shapes).filter(s => s.pageId === MAIN_PAGE).sort(compareZ)
+    this.byId = new Map(this.shapes.map(s => [s.id, s]))
+    this.pruneSelection()
+  }
+
+  private pruneSelection (): void {
+    const kept = this.selection.filter(id => this.byId.has(id))
+    if (kept.length !== this.selection.length) this.select(kept)
+  }
+
+  /** Selects `ids` (locked shapes are dropped) and tells the others. */
+  select (ids: string[]): void {
+    this.selection = ids.filter(id => this.byId.get(id)?.locked === false)
+    this.d.awareness.setLocalStateField('selection', this.selection)
+    this.d.onUiChange()
+    this.scheduleRender()
+  }
+
+  setTool (tool: string): void {
+    this.commitTextEditor()
+    this.tool = tool
+    this.d.svg.dataset.activeTool = tool
+    this.d.onUiChange()
+  }
+
+  setCamera (cam: Camera): void {
+    this.cam = cam
+    this.publishViewport()
+    this.scheduleRender()
+  }
+
+  private publishViewport (): void {
+    const r = this.d.svg.getBoundingClientRect()
+    const v = visibleBox(this.cam, r.width, r.height)
+    this.d.awareness.setLocalStateField('viewport', { x: Math.round(v.x), y: Math.round(v.y), w: Math.round(v.w), h: Math.round(v.h) })
+  }
+
+  /**
+   * Sends our cursor at most every `CURSOR_MS` (each awareness change is one network message),
+   * always ending with the latest position.
+   */
+  private publishCursor (): void {
+    const send = (): void => {
+      this.cursorTimer = undefined
+      this.cursorSentAt = performance.now()
+      const c = this.cursor
+      this.d.awareness.setLocalStateField('cursor', c === null ? null : { x: Math.round(c.x), y: Math.round(c.y) })
+    }
+    const wait = CURSOR_MS - (performance.now() - this.cursorSentAt)
+    if (wait <= 0) send()
+    else if (this.cursorTimer === undefined) this.cursorTimer = setTimeout(send, wait)
+  }
+
+  // ---- commands (toolbar and keys) ----------------------------------------------------------
+
+  applyStyle (key: 'color' | 'fill', value: string): void {
+    this.style[key] = value
+    if (this.selection.length > 0) ops.setStyle(this.d.doc, this.origin, this.selection, key, value)
+    this.d.onUiChange()
+  }
+
+  deleteSelection (): void {
+    if (this.selection.length === 0) return
+    ops.deleteShapes(this.d.doc, this.origin, this.selection)
+    this.select([])
+  }
+
+  reorderSelection (where: 'front' | 'back'): void {
+    ops.reorder(this.d.doc, this.origin, this.selection, where)
+  }
+
+  undoOwn (): void { this.undo.undo() }
+  redoOwn (): void { this.undo.redo() }
+
+  zoomBy (factor: number): void {
+    const r = this.d.svg.getBoundingClientRect()
+    this.setCamera(zoomAt(this.cam, { x: r.width / 2, y: r.height / 2 }, this.cam.zoom * factor))
+  }
+
+  resetZoom (): void { this.setCamera({ x: 0, y: 0, zoom: 1 }) }
+
+  // ---- input --------------------------------------------------------------------------------
+
+  private screenPoint (e: { clientX: number, clientY: number }): Point {
+    const r = this.d.svg.getBoundingClientRect()
+    return { x: e.clientX - r.left, y: e.clientY - r.top }
+  }
+
+  private pagePoint (e: { clientX: number, clientY: number }): Point {
+    return screenToPage(this.cam, this.screenPoint(e))
+  }
+
+  private shapeAt (target: EventTarget | null): Shape | null {
+    const el = target instanceof Element ? target.closest('[data-shape-id]') : null
+    const id = el?.getAttribute('data-shape-id')
+    return id != null ? this.byId.get(id) ?? null : null
+  }
+
+  /** The topmost shape whose bounds contain `p` (for arrow bindings). */
+  private shapeUnder (p: Point, except: string | null = null): Shape | null {
+    for (let i = this.shapes.length - 1; i >= 0; i--) {
+      const s = this.shapes[i]
+      if (s !== undefined && s.id !== except && s.kind !== 'link' && boxContains(shapeBounds(s), p)) return s
+    }
+    return null
+  }
+
+  private bindInput (): void {
+    const svg = this.d.svg
+    svg.addEventListener('pointerdown', e => this.onPointerDown(e))
+    svg.addEventListener('pointermove', e => this.onPointerMove(e))
+    svg.addEventListener('pointerup', e => this.onPointerUp(e))
+    svg.addEventListener('pointercancel', () => { this.gesture = null; this.scheduleRender() })
+    svg.addEventListener('pointerleave', () => { this.cursor = null; this.publishCursor() })
+    svg.addEventListener('wheel', e => this.onWheel(e), { passive: false })
+    window.addEventListener('keydown', e => this.onKeyDown(e))
+    window.addEventListener('keyup', e => { if (e.code === 'Space') this.spaceHeld = false })
+    window.addEventListener('resize', () => { this.publishViewport(); this.scheduleRender() })
+    const ed = this.d.textEditor
+    ed.addEventListener('keydown', e => {
+      e.stopPropagation()
+      if (e.key === 'Escape') { this.closeTextEditor(); return }
+      if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); this.commitTextEditor() }
+    })
+    ed.addEventListener('blur', () => this.commitTextEditor())
+  }
+
+  private onPointerDown (e: PointerEvent): void {
+    if (this.editing !== null) this.commitTextEditor()
+    const p = this.pagePoint(e)
+    if (e.button === 1 || this.tool === 'hand' || this.spaceHeld) {
+      this.gesture = { kind: 'pan', startScreen: this.screenPoint(e), startCam: this.cam }
+    } else if (e.button !== 0) {
+      return
+    } else if (this.tool === 'select') {
+      this.startSelectGesture(e, p)
+    } else if (isGeoTool(this.tool)) {
+      this.gesture = { kind: 'create-geo', start: p, end: p, type: this.tool }
+    } else if (this.tool === 'arrow' || this.tool === 'line') {
+      this.gesture = { kind: 'create-link', start: p, end: p, type: this.tool }
+    } else if (this.tool === 'draw') {
+      this.gesture = { kind: 'draw', points: [p] }
+    } else if (this.tool === 'text') {
+      this.openTextEditor(null, p)
+      return
+    } else if (this.tool === 'note') {
+      const id = ops.createShape(this.d.doc, this.origin, this.d.user.id, 'note', {
+        x: p.x - NOTE_SIZE / 2, y: p.y - NOTE_SIZE / 2, color: this.style.color === 'black' ? 'yellow' : this.style.color, text: ''
+      })
+      this.reloadShapes()
+      this.setTool('select')
+      this.select([id])
+      this.openTextEditor(id, { x: p.x - NOTE_SIZE / 2, y: p.y - NOTE_SIZE / 2 })
+      return
+    }
+    this.d.svg.setPointerCapture(e.pointerId)
+    e.preventDefault()
+  }
+
+  private startSelectGesture (e: PointerEvent, p: Point): void {
+    const target = e.target instanceof Element ? e.target : null
+    if (target?.getAttribute('data-handle') === 'resize') {
+      const id = this.selection[0]
+      const s = id !== undefined ? this.byId.get(id) : undefined
+      if (s !== undefined && s.kind === 'geo') {
+        const box = shapeBounds(s)
+        this.gesture = { kind: 'resize', start: p, id: s.id, box, preview: box }
+      }
+      return
+    }
+    const hit = this.shapeAt(e.target)
+    if (hit === null) {
+      if (!e.shiftKey) this.select([])
+      this.gesture = { kind: 'brush', start: p, box: { x: p.x, y: p.y, w: 0, h: 0 } }
+      return
+    }
+    if (hit.locked) {
+      this.d.toast('A fairy is still drawing that shape: it can be edited once it is done.')
+      return
+    }
+    const now = performance.now()
+    const last = this.lastClick
+    this.lastClick = { id: hit.id, at: now, p }
+    if (last !== null && last.id === hit.id && now - last.at < 400 && Math.hypot(p.x - last.p.x, p.y - last.p.y) < 6) {
+      this.lastClick = null
+      this.openTextEditor(hit.id, { x: hit.x, y: hit.y })
+      return
+    }
+    if (e.shiftKey) {
+      this.select(this.selection.includes(hit.id) ? this.selection.filter(i => i !== hit.id) : [...this.selection, hit.id])
+    } else if (!this.selection.includes(hit.id)) {
+      this.select([hit.id])
+    }
+    if (this.selection.includes(hit.id)) this.gesture = { kind: 'move', start: p, ids: [...this.selection], dx: 0, dy: 0 }
+  }
+
+  private onPointerMove (e: PointerEvent): void {
+    const p = this.pagePoint(e)
+    this.cursor = p
+    this.publishCursor()
+    const g = this.gesture
+    if (g === null) return
+    switch (g.kind) {
+      case 'pan': {
+        const s = this.screenPoint(e)
+        this.cam = { ...g.startCam, x: g.startCam.x - (s.x - g.startScreen.x) / this.cam.zoom, y: g.startCam.y - (s.y - g.startScreen.y) / this.cam.zoom }
+        break
+      }
+      case 'move': g.dx = p.x - g.start.x; g.dy = p.y - g.start.y; break
+      case 'resize': g.preview = resizeBox(g.box, p.x - g.start.x, p.y - g.start.y); break
+      case 'brush': g.box = boxFromCorners(g.start, p); break
+      case 'create-geo': case 'create-link': g.end = p; break
+      case 'draw': g.points.push(p); break
+    }
+    this.scheduleRender()
+  }
+
+  private onPointerUp (e: PointerEvent): void {
+    const g = this.gesture
+    this.gesture = null
+    if (g === null) return
+    const p = this.pagePoint(e)
+    const clickSlop = CLICK_SLOP / this.cam.zoom
+    const { doc } = this.d
+    const { color, fill } = this.style
+    switch (g.kind) {
+      case 'pan': this.publishViewport(); break
+      case 'move':
+        ops.moveShapes(doc, this.origin, g.ids, p.x - g.start.x, p.y - g.start.y)
+        break
+      case 'resize':
+        ops.resizeShape(doc, this.origin, g.id, resizeBox(g.box, p.x - g.start.x, p.y - g.start.y))
+        break
+      case 'brush': {
+        const box = boxFromCorners(g.start, p)
+        if (box.w > clickSlop || box.h > clickSlop) {
+          this.select(this.shapes.filter(s => !s.locked && boxesOverlap(shapeBounds(s), box)).map(s => s.id))
+        }
+        break
+      }
+      case 'create-geo': {
+        let box = boxFromCorners(g.start, p)
+        if (box.w < clickSlop && box.h < clickSlop) box = { x: p.x - 50, y: p.y - 50, w: 100, h: 100 }
+        const id = ops.createShape(doc, this.origin, this.d.user.id, g.type, {
+          x: box.x, y: box.y, w: Math.max(1, box.w), h: Math.max(1, box.h), color, fill, text: '', textAlign: 'middle'
+        })
+        this.afterCreate(id)
+        break
+      }
+      case 'create-link': {
+        let end = p
+        if (Math.hypot(end.x - g.start.x, end.y - g.start.y) < clickSlop) end = { x: g.start.x + 150, y: g.start.y }
+        const from = this.shapeUnder(g.start)
+        const to = this.shapeUnder(end, from?.id ?? null)
+        const id = ops.createShape(doc, this.origin, this.d.user.id, g.type, {
+          x: g.start.x, y: g.start.y, x1: g.start.x, y1: g.start.y, x2: end.x, y2: end.y,
+          fromId: from?.id ?? null, toId: to?.id ?? null, bend: 0, text: '', color
+        })
+        this.afterCreate(id)
+        break
+      }
+      case 'draw': {
+        const stroke = strokeFromPage(g.points)
+        if (stroke !== null) {
+          const id = ops.createShape(doc, this.origin, this.d.user.id, 'draw', { x: stroke.x, y: stroke.y, points: stroke.points, color })
+          this.reloadShapes()
+          this.select([id])
+        }
+        break
+      }
+    }
+    this.scheduleRender()
+  }
+
+  private afterCreate (id: string): void {
+    this.reloadShapes()
+    this.setTool('select')
+    this.select([id])
+  }
+
+  private onWheel (e: WheelEvent): void {
+    e.preventDefault()
+    if (e.ctrlKey || e.metaKey) {
+      this.setCamera(zoomAt(this.cam, this.screenPoint(e), this.cam.zoom * Math.exp(-e.deltaY / 300)))
+    } else {
+      this.setCamera({ ...this.cam, x: this.cam.x + e.deltaX / this.cam.zoom, y: this.cam.y + e.deltaY / this.cam.zoom })
+    }
+  }
+
+  private onKeyDown (e: KeyboardEvent): void {
+    const t = e.target
+    if (t instanceof HTMLInputElement || t instanceof HTMLTextAreaElement) return
+    const mod = e.ctrlKey || e.metaKey
+    if (e.code === 'Space') { this.spaceHeld = true; return }
+    if (mod && e.key.toLowerCase() === 'z') { e.preventDefault(); if (e.shiftKey) this.redoOwn(); else this.undoOwn(); return }
+    if (mod && e.key.toLowerCase() === 'y') { e.preventDefault(); this.redoOwn(); return }
+    if (mod && (e.key === '=' || e.key === '+')) { e.preventDefault(); this.zoomBy(1.25); return }
+    if (mod && e.key === '-') { e.preventDefault(); this.zoomBy(0.8); return }
+    if (mod) return
+    if (e.key === 'Delete' || e.key === 'Backspace') { e.preventDefault(); this.deleteSelection(); return }
+    if (e.key === 'Escape') { this.gesture = null; this.select([]); this.setTool('select'); return }
+    if (e.key === ']') { this.reorderSelection('front'); return }
+    if (e.key === '[') { this.reorderSelection('back'); return }
+    if (e.key === 'Enter' && this.selection.length === 1) {
+      const s = this.byId.get(this.selection[0] ?? '')
+      if (s !== undefined) { e.preventDefault(); this.openTextEditor(s.id, { x: s.x, y: s.y }) }
+      return
+    }
+    const tool = toolForKey(e.key)
+    if (tool !== null) this.setTool(tool)
+  }
+
+  // ---- text editing -------------------------------------------------------------------------
+
+  /** Opens the text box over shape `id` (or, for `null`, where a new text shape will go). */
+  openTextEditor (id: string | null, at: Point): void {
+    const s = id !== null ? this.byId.get(id) : undefined
+    if (s !== undefined && (s.locked || s.kind === 'draw')) return
+    const ed = this.d.textEditor
+    const screen = { x: (at.x - this.cam.x) * this.cam.zoom, y: (at.y - this.cam.y) * this.cam.zoom }
+    this.editing = { id, at, type: id === null ? 'text' : 'edit' }
+    ed.value = s !== undefined && 'text' in s ? s.text : ''
+    ed.style.left = `${Math.round(screen.x)}px`
+    ed.style.top = `${Math.round(screen.y)}px`
+    ed.hidden = false
+    ed.dataset.editing = id ?? 'new'
+    setTimeout(() => ed.focus(), 0)
+  }
+
+  private closeTextEditor (): void {
+    this.editing = null
+    this.d.textEditor.hidden = true
+    delete this.d.textEditor.dataset.editing
+  }
+
+  /** Commits the open text box: a new text shape, or the edited shape's `text` (one transaction). */
+  commitTextEditor (): void {
+    const ed = this.editing
+    if (ed === null) return
+    const value = this.d.textEditor.value
+    this.closeTextEditor()
+    if (ed.id === null) {
+      if (value.trim() === '') return
+      const id = ops.createShape(this.d.doc, this.origin, this.d.user.id, 'text', {
+        x: ed.at.x, y: ed.at.y, text: value, fontSize: 24, textAlign: 'start', color: this.style.color
+      })
+      this.afterCreate(id)
+    } else {
+      ops.setText(this.d.doc, this.origin, ed.id, value)
+    }
+  }
+
+  // ---- drawing ------------------------------------------------------------------------------
+
+  scheduleRender (): void {
+    if (this.renderQueued) return
+    this.renderQueued = true
+    requestAnimationFrame(() => { this.renderQueued = false; this.render() })
+  }
+
+  private render (): void {
+    drawScene(this.layers, {
+      cam: this.cam,
+      shapes: this.shapes,
+      gesture: this.gesture,
+      selection: this.selection,
+      style: this.style,
+      awareness: this.d.awareness,
+      tasks: ops.roots(this.d.doc).tasks
+    })
+  }
+}

@@ -1,0 +1,238 @@
+// Entry point: reads the URL, gets a token, connects the shared document with the official
+// y-websocket provider, publishes presence, and wires the canvas and the panels together.
+import * as Y from 'yjs'
+import { WebsocketProvider } from 'y-websocket'
+import * as authProtocol from 'y-protocols/auth'
+import type * as decoding from 'lib0/decoding'
+import { cleanName, parseParams } from './params.js'
+import { fetchDevToken, TokenError, type DevToken } from './auth.js'
+import { colorForId, COLOR_NAMES, FILL_NAMES, swatch } from './palette.js'
+import { describeClose, describeRefusal, describeStalled, probeUrl } from './connection.js'
+import { Canvas } from './canvas.js'
+import { TOOLS } from './tools.js'
+import { renderChat, renderPeople, renderTaskList, setBanner, setStatus } from './panels.js'
+import { roots } from './ops.js'
+
+function byId<T extends HTMLElement | SVGSVGElement> (id: string): T {
+  const e = document.getElementById(id)
+  if (e === null) throw new Error(`page is missing #${id}`)
+  return e as T
+}
+
+function randomId (): string {
+  return Math.floor(Math.random() * 36 ** 6).toString(36).padStart(6, '0')
+}
+
+function storedGuestId (): string {
+  try {
+    const existing = localStorage.getItem('fairyring.guest')
+    if (existing !== null && /^[a-z0-9-]{1,40}$/.test(existing)) return existing
+    const id = `guest-${randomId()}`
+    localStorage.setItem('fairyring.guest', id)
+    return id
+  } catch {
+    return `guest-${randomId()}`
+  }
+}
+
+function askName (fromUrl: string | null): string {
+  if (fromUrl !== null) return fromUrl
+  let saved: string | null = null
+  try { saved = cleanName(localStorage.getItem('fairyring.name')) } catch { /* storage disabled */ }
+  const answer = cleanName(window.prompt('Your name on the canvas?', saved ?? '')) ?? saved ?? `guest ${randomId().slice(0, 3)}`
+  try { localStorage.setItem('fairyring.name', answer) } catch { /* storage disabled */ }
+  return answer
+}
+
+async function start (): Promise<void> {
+  const params = parseParams(location.search)
+  const status = byId<HTMLElement>('status')
+  const banner = byId<HTMLElement>('banner')
+  byId<HTMLElement>('room-name').textContent = params.room
+  document.title = `${params.room} · fairyring`
+  setStatus(status, 'connecting')
+  if (params.roomWasInvalid) setBanner(banner, `That room name is not valid (1–128 of A–Z a–z 0–9 . _ -): opened "${params.room}" instead.`)
+
+  const name = askName(params.name)
+  const urlToken = new URLSearchParams(location.search).get('token')
+  let dev: DevToken | null = null
+  let devMode = false
+  if (urlToken === null) {
+    try {
+      dev = await fetchDevToken(name)
+      devMode = dev !== null
+    } catch (e) {
+      setBanner(banner, e instanceof TokenError ? e.message : String(e))
+    }
+  }
+  const sub = dev?.sub ?? storedGuestId()
+  const user = { id: sub, name, color: colorForId(sub) }
+  const token = urlToken ?? dev?.token ?? null
+
+  const doc = new Y.Doc()
+  const wsBase = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/rooms`
+  const provider = new WebsocketProvider(wsBase, params.room, doc, { params: token !== null ? { token } : {} })
+  const awareness = provider.awareness
+  awareness.setLocalState({ user, cursor: null, selection: [], viewport: { x: 0, y: 0, w: 0, h: 0 } })
+
+  // ---- connection status and refusals ----
+  let refused = false
+  let lastProbe = 0
+  let failures = 0
+  const recover = (): void => {
+    if (devMode) {
+      fetchDevToken(name).then(t => {
+        if (t !== null) provider.params.token = t.token
+        refused = false
+        setBanner(banner, null)
+        provider.connect()
+      }).catch(e => setBanner(banner, `Could not get a new token: ${String(e)}`, { label: 'Try again', run: recover }))
+    } else {
+      refused = false
+      setBanner(banner, null)
+      provider.connect()
+    }
+  }
+  const refuse = (message: string): void => {
+    refused = true
+    provider.disconnect()
+    setStatus(status, 'refused')
+    setBanner(banner, message, { label: devMode ? 'Get a new token and reconnect' : 'Try again', run: recover })
+  }
+  provider.on('status', ({ status: s }: { status: string }) => {
+    if (refused) return
+    if (s === 'connected') {
+      failures = 0
+      setStatus(status, 'connected')
+    } else if (s === 'connecting') {
+      setStatus(status, failures > 0 ? 'offline' : 'connecting', describeStalled(failures) ?? '')
+    } else {
+      setStatus(status, 'offline')
+    }
+  })
+  provider.on('connection-close', (event: CloseEvent | null) => {
+    // A refusal before the upgrade reaches the browser as a bare 1006: ask over HTTP why.
+    if (event === null || provider.wsconnected || refused) return
+    failures++
+    const stalled = describeStalled(failures)
+    if (stalled !== null) setStatus(status, 'offline', stalled)
+    const now = Date.now()
+    if (now - lastProbe < 3000) return
+    lastProbe = now
+    const t = typeof provider.params.token === 'string' ? provider.params.token : null
+    fetch(probeUrl(location.origin, params.room, t)).then(async res => {
+      const body: unknown = await res.json().catch(() => null)
+      const message = describeRefusal(res.status, body)
+      if (message !== null) refuse(message)
+    }).catch(() => { /* server unreachable: the provider keeps retrying */ })
+  })
+  provider.on('closed', ({ code, reason }: { code: number, reason: string }) => {
+    refuse(describeClose(code, reason) ?? `The server closed the connection (${code}).`)
+  })
+  // The y-protocols auth message (permission denied) would only be logged by the provider.
+  provider.messageHandlers[2] = (_enc: unknown, decoder: decoding.Decoder) => {
+    authProtocol.readAuthMessage(decoder, doc, (_doc: unknown, reason: string) => refuse(`Permission denied: ${reason}`))
+  }
+
+  // ---- canvas, toolbar, panels ----
+  const toolbar = byId<HTMLElement>('tools')
+  for (const t of TOOLS) {
+    const b = document.createElement('button')
+    b.type = 'button'
+    b.dataset.tool = t.name
+    b.title = t.key !== '' ? `${t.label} (${t.key.toUpperCase()})` : t.label
+    b.textContent = t.label.split(' ')[0] ?? t.name
+    toolbar.appendChild(b)
+  }
+  const colors = byId<HTMLElement>('colors')
+  for (const c of COLOR_NAMES) {
+    const b = document.createElement('button')
+    b.type = 'button'
+    b.dataset.color = c
+    b.title = c
+    b.style.background = swatch(c).solid
+    colors.appendChild(b)
+  }
+  const fills = byId<HTMLElement>('fills')
+  for (const f of FILL_NAMES) {
+    const b = document.createElement('button')
+    b.type = 'button'
+    b.dataset.fill = f
+    b.textContent = f
+    fills.appendChild(b)
+  }
+  const people = byId<HTMLElement>('people')
+  const undoBtn = document.querySelector<HTMLButtonElement>('[data-action="undo"]')
+  const redoBtn = document.querySelector<HTMLButtonElement>('[data-action="redo"]')
+  let canvas: Canvas | null = null
+  const refreshUi = (): void => {
+    if (canvas === null) return
+    for (const b of toolbar.querySelectorAll<HTMLElement>('[data-tool]')) b.setAttribute('aria-pressed', String(b.dataset.tool === canvas.tool))
+    for (const b of colors.querySelectorAll<HTMLElement>('[data-color]')) b.setAttribute('aria-pressed', String(b.dataset.color === canvas.style.color))
+    for (const b of fills.querySelectorAll<HTMLElement>('[data-fill]')) b.setAttribute('aria-pressed', String(b.dataset.fill === canvas.style.fill))
+    if (undoBtn !== null) undoBtn.disabled = !canvas.undo.canUndo()
+    if (redoBtn !== null) redoBtn.disabled = !canvas.undo.canRedo()
+  }
+  const toastNode = byId<HTMLElement>('toast')
+  let toastTimer: ReturnType<typeof setTimeout> | undefined
+  canvas = new Canvas({
+    doc,
+    awareness,
+    user,
+    svg: byId<SVGSVGElement>('canvas'),
+    textEditor: byId<HTMLTextAreaElement>('text-editor'),
+    onUiChange: refreshUi,
+    toast: msg => {
+      toastNode.textContent = msg
+      toastNode.hidden = false
+      clearTimeout(toastTimer)
+      toastTimer = setTimeout(() => { toastNode.hidden = true }, 3000)
+    }
+  })
+  const c = canvas
+  c.undo.on('stack-item-added', refreshUi)
+  c.undo.on('stack-item-popped', refreshUi)
+  toolbar.addEventListener('click', e => {
+    const t = (e.target as Element).closest<HTMLElement>('[data-tool]')?.dataset.tool
+    if (t !== undefined) c.setTool(t)
+  })
+  colors.addEventListener('click', e => {
+    const v = (e.target as Element).closest<HTMLElement>('[data-color]')?.dataset.color
+    if (v !== undefined) c.applyStyle('color', v)
+  })
+  fills.addEventListener('click', e => {
+    const v = (e.target as Element).closest<HTMLElement>('[data-fill]')?.dataset.fill
+    if (v !== undefined) c.applyStyle('fill', v)
+  })
+  const actions: Record<string, () => void> = {
+    undo: () => c.undoOwn(),
+    redo: () => c.redoOwn(),
+    delete: () => c.deleteSelection(),
+    front: () => c.reorderSelection('front'),
+    back: () => c.reorderSelection('back'),
+    'zoom-in': () => c.zoomBy(1.25),
+    'zoom-out': () => c.zoomBy(0.8),
+    'zoom-reset': () => c.resetZoom()
+  }
+  byId<HTMLElement>('actions').addEventListener('click', e => {
+    const a = (e.target as Element).closest<HTMLElement>('[data-action]')?.dataset.action
+    if (a !== undefined) actions[a]?.()
+  })
+  const chat = byId<HTMLElement>('chat')
+  const tasks = byId<HTMLElement>('tasks')
+  awareness.on('change', () => renderPeople(people, awareness, user))
+  roots(doc).fairies.observeDeep(() => renderChat(chat, doc))
+  roots(doc).tasks.observeDeep(() => renderTaskList(tasks, doc))
+  renderPeople(people, awareness, user)
+  renderChat(chat, doc)
+  renderTaskList(tasks, doc)
+  refreshUi()
+
+  // For debugging in the console and for the browser tests.
+  Object.assign(window, { fairyring: { doc, provider, canvas: c, user } })
+}
+
+start().catch(e => {
+  const banner = document.getElementById('banner')
+  if (banner !== null) setBanner(banner, `The demo failed to start: ${String(e)}`)
+})

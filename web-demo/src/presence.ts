@@ -1,0 +1,95 @@
+// Awareness (SPEC §3): what this browser publishes and how other peers' states are read.
+// Browser peers publish `{user, cursor, selection, viewport}`; fairies publish `{fairy: {...}}`.
+// Reading is defensive: states come from the network and may be anything.
+import type { Box, Point } from './geometry.js'
+
+/** Who this browser is. */
+export interface LocalUser { id: string, name: string, color: string }
+
+/** This browser's awareness state, exactly as SPEC §3 names the keys. */
+export interface BrowserState {
+  user: LocalUser
+  cursor: Point | null
+  selection: string[]
+  viewport: Box
+}
+
+/** Another browser in the room. */
+export interface PeerUser {
+  clientId: number
+  id: string
+  name: string
+  color: string
+  cursor: Point | null
+  selection: string[]
+}
+
+/** A fairy in the room (drawn as a sprite; its panels come with the fairy layer). */
+export interface PeerFairy {
+  clientId: number
+  id: string
+  name: string
+  x: number
+  y: number
+  mode: string
+  thinking: boolean
+  lastMessage: string
+}
+
+function isObj (v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+function finite (v: unknown): number | null {
+  return typeof v === 'number' && Number.isFinite(v) ? v : null
+}
+function text (v: unknown, fallback: string, max = 60): string {
+  return typeof v === 'string' && v.trim() !== '' ? v.slice(0, max) : fallback
+}
+const CSS_COLOR = /^(#[0-9a-fA-F]{3,8}|[a-z-]{3,20})$/
+
+/** Reads a cursor `{x, y}`; anything else is "no cursor". */
+export function readPoint (v: unknown): Point | null {
+  if (!isObj(v)) return null
+  const x = finite(v.x)
+  const y = finite(v.y)
+  return x !== null && y !== null ? { x, y } : null
+}
+
+/** Splits awareness states into other browsers and fairies, ignoring ours and malformed ones. */
+export function readPeers (states: Map<number, unknown>, selfId: number): { users: PeerUser[], fairies: PeerFairy[] } {
+  const users: PeerUser[] = []
+  const fairies: PeerFairy[] = []
+  for (const [clientId, state] of states) {
+    if (clientId === selfId || !isObj(state)) continue
+    if (isObj(state.fairy)) {
+      const fy = state.fairy
+      fairies.push({
+        clientId,
+        id: text(fy.id, String(clientId)),
+        name: text(fy.name, 'fairy'),
+        x: finite(fy.x) ?? 0,
+        y: finite(fy.y) ?? 0,
+        mode: text(fy.mode, 'idling'),
+        thinking: fy.thinking === true,
+        lastMessage: text(fy.lastMessage, '', 200)
+      })
+    } else if (isObj(state.user)) {
+      const u = state.user
+      const color = typeof u.color === 'string' && CSS_COLOR.test(u.color) ? u.color : '#4465e9'
+      const selection = Array.isArray(state.selection)
+        ? state.selection.filter((s): s is string => typeof s === 'string').slice(0, 1000)
+        : []
+      users.push({
+        clientId,
+        id: text(u.id, String(clientId)),
+        name: text(u.name, 'anonymous', 40),
+        color,
+        cursor: readPoint(state.cursor),
+        selection
+      })
+    }
+  }
+  users.sort((a, b) => a.name.localeCompare(b.name) || a.clientId - b.clientId)
+  fairies.sort((a, b) => a.name.localeCompare(b.name) || a.clientId - b.clientId)
+  return { users, fairies }
+}
