@@ -189,9 +189,11 @@ try {
   await step('text edits and recolours travel; undo takes back only your own change', async () => {
     // Bob writes in Alice's rectangle: double-click, type, Ctrl+Enter (one transaction).
     const r = await shapeBox(b.page, shapeId)
-    await b.page.mouse.click(r.x + r.width / 2, r.y + r.height / 2)
-    await b.page.mouse.click(r.x + r.width / 2, r.y + r.height / 2)
+    // One double-click (two quick clicks, however busy the machine), then wait until the text
+    // box has the keyboard focus: keys typed before that would go to the canvas as tool shortcuts.
+    await b.page.mouse.dblclick(r.x + r.width / 2, r.y + r.height / 2)
     await b.page.waitForSelector('#text-editor:not([hidden])')
+    await b.page.waitForFunction(() => document.activeElement?.id === 'text-editor')
     await b.page.keyboard.type('hello fairies')
     await b.page.keyboard.press('Control+Enter')
     // Wrapped into one tspan per line, so look for each word.
