@@ -12,7 +12,8 @@ use fairyring::server::{self, ServerHandle};
 use support::{Client, put_shape, shape_x};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use yrs::types::ToJson;
-use yrs::{Map, Transact, WriteTxn};
+use yrs::updates::decoder::Decode;
+use yrs::{Array, Doc, Map, ReadTxn, StateVector, Transact, Update, WriteTxn};
 
 async fn start(config: ServeConfig) -> (ServerHandle, String) {
     let handle = server::start(config).await.expect("server starts");
@@ -248,6 +249,103 @@ async fn malformed_frames_close_only_that_socket() {
         })
         .await;
     assert!(good.closed.is_none());
+    server.shutdown().await;
+}
+
+/// Frames carrying legacy JSON content (Yjs `ContentJSON`), which yrs 0.28.1 decodes off by one:
+/// the 90-byte fuzz find (its first, writer frame; pending, its parent is unknown) and minimal
+/// variants, integrated into a root and pending.
+const JSON_CONTENT_FRAMES: [(&str, &[u8]); 3] = [
+    (
+        "fuzz find",
+        &[
+            0x00, 0x02, 0x19, 0x01, 0x01, 0xbd, 0xf8, 0x01, 0x61, 0x02, 0x00, 0x00, 0xb7, 0xbe,
+            0xc7, 0xa3, 0x01, 0x00, 0x01, 0x26, 0x01, 0x7d, 0x01, 0x65, 0x78, 0x74, 0x01, 0x77,
+        ],
+    ),
+    // client 5, clock 0, info 2 (JSON), named parent "t", len 0 + one string "x", no deletes.
+    (
+        "integrated",
+        &[
+            0x00, 0x02, 0x0c, 0x01, 0x01, 0x05, 0x00, 0x02, 0x01, 0x01, b't', 0x00, 0x01, b'x',
+            0x00,
+        ],
+    ),
+    // The same under an unknown parent (client 7, clock 0): it stays pending.
+    (
+        "pending",
+        &[
+            0x00, 0x02, 0x0c, 0x01, 0x01, 0x05, 0x00, 0x02, 0x00, 0x07, 0x00, 0x00, 0x01, b'x',
+            0x00,
+        ],
+    ),
+];
+
+async fn closed_for_bad_update(http: &str) -> u64 {
+    let text = reqwest::get(format!("{http}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("body");
+    text.lines()
+        .find(|line| line.starts_with("fairyring_connections_closed_total{reason=\"bad_update\"}"))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn legacy_json_content_closes_with_1007_and_room_survives() {
+    let mut config = ServeConfig::for_test();
+    // Compact after every commit: a poisoned pending update would panic the snapshot encoder.
+    config.compact_every = 1;
+    let (server, base) = start(config).await;
+    let http = base.replace("ws://", "http://");
+    let mut good = Client::connect(&base, "json-content").await;
+    let mut watcher = Client::connect(&base, "json-content").await;
+    good.edit(|txn| put_shape(txn, "safe", 7.0)).await;
+    watcher
+        .until("safe shape", |c| shape_x(&c.doc, "safe") == Some(7.0))
+        .await;
+    let closed_before = closed_for_bad_update(&http).await;
+    for (what, frame) in JSON_CONTENT_FRAMES {
+        let mut bad = Client::connect(&base, "json-content").await;
+        bad.send_raw(frame.to_vec()).await;
+        assert_eq!(bad.until_closed().await, Some(1007), "{what}");
+        let reason = bad.closed.clone().flatten().map(|f| f.reason.to_string());
+        assert!(
+            reason.as_deref().is_some_and(|r| r.contains("ContentJSON")),
+            "{what}: close reason {reason:?}"
+        );
+    }
+    assert!(closed_for_bad_update(&http).await >= closed_before + 3);
+    // The room, its document and the other peers are untouched.
+    good.edit(|txn| put_shape(txn, "after", 8.0)).await;
+    watcher
+        .until("edit after attacks", |c| {
+            shape_x(&c.doc, "after") == Some(8.0)
+        })
+        .await;
+    let mut later = Client::connect(&base, "json-content").await;
+    later
+        .until("both shapes", |c| {
+            shape_x(&c.doc, "safe") == Some(7.0) && shape_x(&c.doc, "after") == Some(8.0)
+        })
+        .await;
+    assert!(good.closed.is_none() && watcher.closed.is_none());
+    let name = fairyring::room::RoomName::parse("json-content").expect("name");
+    let room = server.rooms().get_loaded(&name).expect("room still loaded");
+    room.flushed().await;
+    let state = room
+        .doc()
+        .transact()
+        .encode_state_as_update_v1(&StateVector::default());
+    let copy = Doc::new();
+    copy.transact_mut()
+        .apply_update(Update::decode_v1(&state).expect("room state decodes"))
+        .expect("room state applies");
+    assert_eq!(copy.get_or_insert_array("t").len(&copy.transact()), 0);
     server.shutdown().await;
 }
 

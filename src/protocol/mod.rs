@@ -1,5 +1,6 @@
 //! Sans-IO y-protocols framing: turns inbound WebSocket binary frames into typed messages and
-//! typed messages into outbound frames, with the checks a hostile peer requires.
+//! typed messages into outbound frames, with the checks a hostile peer requires (a decoder
+//! panic on a hostile frame is contained and the frame refused as malformed).
 //!
 //! Encoding and decoding are yrs's own (`yrs::sync`), byte for byte what `y-websocket` and
 //! `y-protocols` speak: sync (0) with step 1 (0), step 2 (1), update (2); awareness (1);
@@ -34,7 +35,15 @@ pub fn decode(frame: &[u8]) -> Result<Message, ProtocolError> {
     if frame.is_empty() {
         return Err(ProtocolError::Empty);
     }
-    let message = Message::decode_v1(frame).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
+    // yrs's decoders are not panic-free on hostile input: a client id over 53 bits (in a state
+    // vector, an update or an awareness message) trips the `debug_assert!` in `ClientID::new`
+    // in builds with debug assertions (release builds truncate it to 53 bits, which is no worse
+    // than naming that client). Decoding touches no shared state, so a panic is contained here
+    // and the frame refused like any other malformed one.
+    let message = match std::panic::catch_unwind(|| Message::decode_v1(frame)) {
+        Ok(decoded) => decoded.map_err(|e| ProtocolError::Malformed(e.to_string()))?,
+        Err(_) => return Err(ProtocolError::Malformed("undecodable message".into())),
+    };
     if let Message::Custom(tag, _) = message {
         return Err(ProtocolError::UnknownType(tag));
     }
@@ -128,6 +137,18 @@ mod tests {
         // messageAuth=2, permission denied=0, string "x".
         assert_eq!(&permission_denied("x")[..], &[2, 0, 1, b'x']);
         assert!(matches!(decode(&[3]), Ok(Message::AwarenessQuery)));
+    }
+
+    #[test]
+    fn client_ids_over_53_bits_do_not_panic() {
+        // Sync step 1 with a state vector naming client 2^53 (found by fuzzing `protocol`).
+        let frame = [
+            0, 0, 10, 1, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10, 0,
+        ];
+        let decoded = decode(&frame);
+        if cfg!(debug_assertions) {
+            assert!(matches!(decoded, Err(ProtocolError::Malformed(_))));
+        }
     }
 
     #[test]
