@@ -173,6 +173,10 @@ pub struct ServeConfig {
     /// Geometry change in px that re-applies a streaming fairy action before the interval.
     #[arg(long, env = "FAIRYRING_FAIRY_APPLY_MIN_MOVE", default_value_t = 64.0)]
     pub fairy_apply_min_move: f64,
+
+    /// Most model turns one fairy request may take.
+    #[arg(long, env = "FAIRYRING_FAIRY_MAX_ITERATIONS", default_value_t = 25)]
+    pub fairy_max_iterations: usize,
 }
 
 impl ServeConfig {
@@ -206,6 +210,7 @@ impl ServeConfig {
             llm_max_retries: 4,
             fairy_apply_interval_ms: 250,
             fairy_apply_min_move: 64.0,
+            fairy_max_iterations: 25,
         }
     }
 

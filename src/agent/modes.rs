@@ -1,0 +1,505 @@
+//! Fairy modes (SPEC §5): a state machine whose modes each declare a memory level, whether the
+//! fairy is active (working on a request) in it, the actions the model may use, and lifecycle
+//! hooks (`on_enter`, `on_exit`, `on_prompt_start`, `on_prompt_end`, `on_prompt_cancel`).
+//!
+//! Hooks are pure: they look at a [`HookCtx`] and return [`ModeEffect`]s that the runtime
+//! carries out (switching mode, scheduling a follow-up, writing a memory transition), so the
+//! machine is tested without a room or a model. Idling, soloing, working-solo and standing-by
+//! are implemented; the project modes are declared (memory level, activity, actions) with the
+//! default no-op hooks, so a later issue only adds their actions and hooks.
+//!
+//! Deviation from the seed, on purpose: the seed's soloing mode may only plan (create and start
+//! tasks); here soloing may also draw directly, because a single request like "draw a house"
+//! (and the offline model) answers with canvas actions at once. Planning with solo tasks still
+//! works as in the seed (soloing → working-solo → soloing).
+
+use serde::{Deserialize, Serialize};
+
+/// How far back a mode's prompt sees the chat history (the seed's `FairyMemoryLevel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryLevel {
+    /// Long-term: everything said outside projects and tasks.
+    Fairy,
+    /// A project's history, up to the last fairy-level item.
+    Project,
+    /// The current task's history only.
+    Task,
+}
+
+/// Every mode of the seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Waiting for a prompt.
+    Idling,
+    /// Working alone on a user's request.
+    Soloing,
+    /// Working alone on one of its solo tasks.
+    WorkingSolo,
+    /// A project member waiting for its orchestrator.
+    StandingBy,
+    /// A project member working on its task.
+    WorkingDrone,
+    /// An orchestrator doing a task itself.
+    WorkingOrchestrator,
+    /// An orchestrator planning and directing.
+    OrchestratingActive,
+    /// An orchestrator waiting for tasks to complete.
+    OrchestratingWaiting,
+    /// One of a duo, planning and directing.
+    DuoOrchestratingActive,
+    /// One of a duo, waiting for tasks to complete.
+    DuoOrchestratingWaiting,
+}
+
+/// Canvas actions (the `actions` module's registry).
+pub const CANVAS_ACTIONS: &[&str] = &[
+    "create",
+    "update",
+    "delete",
+    "move",
+    "label",
+    "place",
+    "align",
+    "distribute",
+    "stack",
+    "rotate",
+    "resize",
+    "bring-to-front",
+    "send-to-back",
+    "pen",
+    "clear",
+    "create-page",
+    "change-page",
+];
+
+const SOLOING: &[&str] = &[
+    "message",
+    "think",
+    "review",
+    "upsert-personal-todo",
+    "fly-to-bounds",
+    "create-solo-task",
+    "start-solo-task",
+];
+const WORKING_SOLO: &[&str] = &[
+    "mark-solo-task-done",
+    "think",
+    "message",
+    "upsert-personal-todo",
+];
+const WORKING_DRONE: &[&str] = &["mark-drone-task-done", "think", "upsert-personal-todo"];
+const ORCHESTRATING: &[&str] = &[
+    "message",
+    "think",
+    "review",
+    "fly-to-bounds",
+    "start-project",
+    "create-project-task",
+    "direct-to-start-project-task",
+    "await-tasks-completion",
+    "end-project",
+    "abort-project",
+];
+const WAITING: &[&str] = &[];
+
+impl Mode {
+    /// Every mode.
+    pub const ALL: [Mode; 10] = [
+        Mode::Idling,
+        Mode::Soloing,
+        Mode::WorkingSolo,
+        Mode::StandingBy,
+        Mode::WorkingDrone,
+        Mode::WorkingOrchestrator,
+        Mode::OrchestratingActive,
+        Mode::OrchestratingWaiting,
+        Mode::DuoOrchestratingActive,
+        Mode::DuoOrchestratingWaiting,
+    ];
+
+    /// The kebab-case name (as in awareness and the API).
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Idling => "idling",
+            Mode::Soloing => "soloing",
+            Mode::WorkingSolo => "working-solo",
+            Mode::StandingBy => "standing-by",
+            Mode::WorkingDrone => "working-drone",
+            Mode::WorkingOrchestrator => "working-orchestrator",
+            Mode::OrchestratingActive => "orchestrating-active",
+            Mode::OrchestratingWaiting => "orchestrating-waiting",
+            Mode::DuoOrchestratingActive => "duo-orchestrating-active",
+            Mode::DuoOrchestratingWaiting => "duo-orchestrating-waiting",
+        }
+    }
+
+    /// The mode named `name`.
+    pub fn parse(name: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Its memory level (as in the seed's mode definitions).
+    pub fn memory_level(self) -> MemoryLevel {
+        match self {
+            Mode::Idling | Mode::Soloing => MemoryLevel::Fairy,
+            Mode::WorkingSolo | Mode::WorkingDrone | Mode::WorkingOrchestrator => MemoryLevel::Task,
+            _ => MemoryLevel::Project,
+        }
+    }
+
+    /// Whether the fairy works on requests in this mode.
+    pub fn is_active(self) -> bool {
+        !matches!(
+            self,
+            Mode::Idling
+                | Mode::StandingBy
+                | Mode::OrchestratingWaiting
+                | Mode::DuoOrchestratingWaiting
+        )
+    }
+
+    /// Whether this issue implements the mode's hooks and actions (the others are declared).
+    pub fn is_implemented(self) -> bool {
+        matches!(
+            self,
+            Mode::Idling | Mode::Soloing | Mode::WorkingSolo | Mode::StandingBy
+        )
+    }
+
+    /// The runtime (non-canvas) actions the model may use.
+    fn runtime_actions(self) -> &'static [&'static str] {
+        match self {
+            Mode::Idling | Mode::Soloing => SOLOING,
+            Mode::WorkingSolo => WORKING_SOLO,
+            Mode::WorkingDrone | Mode::WorkingOrchestrator => WORKING_DRONE,
+            Mode::OrchestratingActive | Mode::DuoOrchestratingActive => ORCHESTRATING,
+            Mode::StandingBy | Mode::OrchestratingWaiting | Mode::DuoOrchestratingWaiting => {
+                WAITING
+            }
+        }
+    }
+
+    /// Whether the mode may change the canvas.
+    fn draws(self) -> bool {
+        matches!(
+            self,
+            Mode::Idling
+                | Mode::Soloing
+                | Mode::WorkingSolo
+                | Mode::WorkingDrone
+                | Mode::WorkingOrchestrator
+        )
+    }
+
+    /// Every action the model may write in this mode.
+    pub fn allowed_actions(self) -> Vec<&'static str> {
+        let mut out: Vec<&'static str> = self.runtime_actions().to_vec();
+        if self.draws() {
+            out.extend_from_slice(CANVAS_ACTIONS);
+        }
+        out
+    }
+
+    /// Whether `action` may be used in this mode.
+    pub fn allows(self, action: &str) -> bool {
+        self.runtime_actions().contains(&action)
+            || (self.draws() && CANVAS_ACTIONS.contains(&action))
+    }
+
+    /// The mode's hooks.
+    pub fn hooks(self) -> &'static dyn ModeHooks {
+        match self {
+            Mode::Idling => &Idling,
+            Mode::Soloing => &Soloing,
+            Mode::WorkingSolo => &WorkingSolo,
+            Mode::StandingBy => &StandingBy,
+            _ => &Declared,
+        }
+    }
+}
+
+/// What a hook sees.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HookCtx {
+    /// The personal todo list has items not done.
+    pub open_todo: bool,
+    /// The solo task in progress, if any, and whether it has been marked done.
+    pub current_task: Option<(String, bool)>,
+    /// Solo tasks not done yet (not counting the current one).
+    pub pending_tasks: usize,
+}
+
+/// What a hook asks the runtime to do, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModeEffect {
+    /// Switch to another mode (running exit and enter hooks).
+    SwitchTo(Mode),
+    /// Schedule a follow-up request with this agent-facing message.
+    Schedule(String),
+    /// Write a memory-transition item at this level with this agent-facing message.
+    MemoryTransition(MemoryLevel, String),
+}
+
+/// A mode's lifecycle hooks; every default does nothing.
+pub trait ModeHooks: Sync {
+    /// The fairy entered this mode.
+    fn on_enter(&self, _ctx: &HookCtx) -> Vec<ModeEffect> {
+        Vec::new()
+    }
+    /// The fairy leaves this mode.
+    fn on_exit(&self, _ctx: &HookCtx) -> Vec<ModeEffect> {
+        Vec::new()
+    }
+    /// A request starts in this mode.
+    fn on_prompt_start(&self, _ctx: &HookCtx) -> Vec<ModeEffect> {
+        Vec::new()
+    }
+    /// A request ended normally in this mode (no follow-up scheduled by the model).
+    fn on_prompt_end(&self, _ctx: &HookCtx) -> Vec<ModeEffect> {
+        Vec::new()
+    }
+    /// A request was cancelled in this mode.
+    fn on_prompt_cancel(&self, _ctx: &HookCtx) -> Vec<ModeEffect> {
+        Vec::new()
+    }
+}
+
+struct Idling;
+impl ModeHooks for Idling {
+    /// A prompt wakes an idle fairy: it works alone.
+    fn on_prompt_start(&self, _ctx: &HookCtx) -> Vec<ModeEffect> {
+        vec![ModeEffect::SwitchTo(Mode::Soloing)]
+    }
+}
+
+struct Soloing;
+impl ModeHooks for Soloing {
+    fn on_prompt_end(&self, ctx: &HookCtx) -> Vec<ModeEffect> {
+        if ctx.open_todo {
+            return vec![ModeEffect::Schedule(
+                "Continue: your todo list still has items that are not done.".into(),
+            )];
+        }
+        if ctx.pending_tasks > 0 {
+            return vec![ModeEffect::Schedule(
+                "Continue: start your next solo task.".into(),
+            )];
+        }
+        vec![ModeEffect::SwitchTo(Mode::Idling)]
+    }
+    fn on_prompt_cancel(&self, _ctx: &HookCtx) -> Vec<ModeEffect> {
+        vec![ModeEffect::SwitchTo(Mode::Idling)]
+    }
+}
+
+struct WorkingSolo;
+impl ModeHooks for WorkingSolo {
+    fn on_prompt_end(&self, ctx: &HookCtx) -> Vec<ModeEffect> {
+        match &ctx.current_task {
+            Some((_, true)) | None => vec![ModeEffect::SwitchTo(Mode::Soloing)],
+            Some((id, false)) => vec![ModeEffect::Schedule(format!(
+                "Continue working on task '{id}', and mark it done when it is finished."
+            ))],
+        }
+    }
+    fn on_exit(&self, ctx: &HookCtx) -> Vec<ModeEffect> {
+        match &ctx.current_task {
+            Some((id, true)) => vec![ModeEffect::MemoryTransition(
+                MemoryLevel::Fairy,
+                format!("I completed the solo task '{id}'."),
+            )],
+            _ => Vec::new(),
+        }
+    }
+    fn on_prompt_cancel(&self, _ctx: &HookCtx) -> Vec<ModeEffect> {
+        vec![ModeEffect::SwitchTo(Mode::Idling)]
+    }
+}
+
+struct StandingBy;
+impl ModeHooks for StandingBy {}
+
+/// The project modes' hooks until their issue implements them.
+struct Declared;
+impl ModeHooks for Declared {}
+
+/// Longest chain of switches one event may cause (a hook loop is a bug, not a hang).
+pub const MAX_SWITCHES: usize = 8;
+
+/// The current mode and the transitions between modes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModeMachine {
+    mode: Mode,
+}
+
+impl Default for ModeMachine {
+    fn default() -> Self {
+        ModeMachine { mode: Mode::Idling }
+    }
+}
+
+/// What one event did: the modes passed through and the other effects, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Every mode entered, in order.
+    pub entered: Vec<Mode>,
+    /// Effects other than switches, in order.
+    pub effects: Vec<ModeEffect>,
+}
+
+impl ModeMachine {
+    /// A machine in `mode` (restored state).
+    pub fn new(mode: Mode) -> Self {
+        ModeMachine { mode }
+    }
+
+    /// The current mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Switches to `to` (exit hook of the old mode, then enter hook of the new one), following
+    /// any switches the hooks ask for. Switching to the current mode does nothing.
+    pub fn switch(&mut self, to: Mode, ctx: &HookCtx) -> Outcome {
+        let mut out = Outcome::default();
+        self.follow(vec![ModeEffect::SwitchTo(to)], ctx, &mut out);
+        out
+    }
+
+    /// Runs a hook of the current mode and follows its effects.
+    pub fn prompt_start(&mut self, ctx: &HookCtx) -> Outcome {
+        self.run(|h| h.on_prompt_start(ctx), ctx)
+    }
+
+    /// See [`ModeHooks::on_prompt_end`].
+    pub fn prompt_end(&mut self, ctx: &HookCtx) -> Outcome {
+        self.run(|h| h.on_prompt_end(ctx), ctx)
+    }
+
+    /// See [`ModeHooks::on_prompt_cancel`].
+    pub fn prompt_cancel(&mut self, ctx: &HookCtx) -> Outcome {
+        self.run(|h| h.on_prompt_cancel(ctx), ctx)
+    }
+
+    fn run(
+        &mut self,
+        hook: impl FnOnce(&dyn ModeHooks) -> Vec<ModeEffect>,
+        ctx: &HookCtx,
+    ) -> Outcome {
+        let mut out = Outcome::default();
+        let effects = hook(self.mode.hooks());
+        self.follow(effects, ctx, &mut out);
+        out
+    }
+
+    fn follow(&mut self, effects: Vec<ModeEffect>, ctx: &HookCtx, out: &mut Outcome) {
+        let mut queue: std::collections::VecDeque<ModeEffect> = effects.into();
+        let mut switches = 0;
+        while let Some(effect) = queue.pop_front() {
+            match effect {
+                ModeEffect::SwitchTo(to) if to != self.mode && switches < MAX_SWITCHES => {
+                    switches += 1;
+                    let exit = self.mode.hooks().on_exit(ctx);
+                    self.mode = to;
+                    out.entered.push(to);
+                    let enter = to.hooks().on_enter(ctx);
+                    for e in exit.into_iter().chain(enter).rev() {
+                        queue.push_front(e);
+                    }
+                }
+                ModeEffect::SwitchTo(_) => {}
+                other => out.effects.push(other),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_levels_follow_the_seed() {
+        for m in Mode::ALL {
+            assert_eq!(Mode::parse(m.name()), Some(m));
+            assert_eq!(
+                serde_json::to_value(m).ok(),
+                Some(serde_json::json!(m.name()))
+            );
+        }
+        assert_eq!(Mode::Idling.memory_level(), MemoryLevel::Fairy);
+        assert_eq!(Mode::WorkingSolo.memory_level(), MemoryLevel::Task);
+        assert_eq!(Mode::StandingBy.memory_level(), MemoryLevel::Project);
+        assert!(!Mode::StandingBy.is_active());
+        assert!(Mode::Soloing.is_active());
+    }
+
+    #[test]
+    fn allowed_actions_per_mode() {
+        assert!(Mode::Soloing.allows("create"));
+        assert!(Mode::Soloing.allows("create-solo-task"));
+        assert!(!Mode::Soloing.allows("mark-solo-task-done"));
+        assert!(Mode::WorkingSolo.allows("mark-solo-task-done"));
+        assert!(!Mode::WorkingSolo.allows("fly-to-bounds"));
+        assert!(!Mode::StandingBy.allows("create"));
+        assert!(Mode::StandingBy.allowed_actions().is_empty());
+        assert!(!Mode::OrchestratingActive.allows("create"));
+        assert!(Mode::WorkingDrone.allows("mark-drone-task-done"));
+    }
+
+    #[test]
+    fn a_prompt_wakes_an_idle_fairy_and_it_rests_when_done() {
+        let mut m = ModeMachine::default();
+        let ctx = HookCtx::default();
+        let out = m.prompt_start(&ctx);
+        assert_eq!(out.entered, vec![Mode::Soloing]);
+        assert_eq!(m.mode(), Mode::Soloing);
+        let busy = HookCtx {
+            open_todo: true,
+            ..HookCtx::default()
+        };
+        let out = m.prompt_end(&busy);
+        assert!(matches!(out.effects.as_slice(), [ModeEffect::Schedule(_)]));
+        assert_eq!(m.mode(), Mode::Soloing);
+        let out = m.prompt_end(&ctx);
+        assert_eq!(out.entered, vec![Mode::Idling]);
+    }
+
+    #[test]
+    fn solo_tasks_go_back_to_soloing_with_a_memory_transition() {
+        let mut m = ModeMachine::new(Mode::WorkingSolo);
+        let unfinished = HookCtx {
+            current_task: Some(("t1".into(), false)),
+            ..HookCtx::default()
+        };
+        let out = m.prompt_end(&unfinished);
+        assert!(out.entered.is_empty());
+        assert!(matches!(out.effects.as_slice(), [ModeEffect::Schedule(s)] if s.contains("t1")));
+        let done = HookCtx {
+            current_task: Some(("t1".into(), true)),
+            ..HookCtx::default()
+        };
+        let out = m.prompt_end(&done);
+        assert_eq!(out.entered, vec![Mode::Soloing]);
+        assert_eq!(
+            out.effects,
+            vec![ModeEffect::MemoryTransition(
+                MemoryLevel::Fairy,
+                "I completed the solo task 't1'.".into()
+            )]
+        );
+    }
+
+    #[test]
+    fn cancel_goes_idle_and_self_switches_are_no_ops() {
+        let mut m = ModeMachine::new(Mode::WorkingSolo);
+        let out = m.prompt_cancel(&HookCtx::default());
+        assert_eq!(out.entered, vec![Mode::Idling]);
+        let out = m.switch(Mode::Idling, &HookCtx::default());
+        assert!(out.entered.is_empty());
+        let mut s = ModeMachine::new(Mode::StandingBy);
+        assert_eq!(s.prompt_end(&HookCtx::default()), Outcome::default());
+    }
+}

@@ -1,0 +1,373 @@
+//! One model turn of a fairy's request: build the prompt, stream the answer through
+//! [`ActionStream`], apply canvas actions tentatively while they stream and for good when they
+//! complete, carry out the runtime actions (message, think, review, todo, fly-to-bounds, solo
+//! tasks), and collect what the model must be told next turn (rejected actions, sanitizer
+//! notes, broken JSON).
+//!
+//! A failover retry that discards delivered text reverts the incomplete action and skips the
+//! actions already completed when the answer streams again, so the document ends as if only
+//! the completed actions had been applied once.
+
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use serde_json::Value;
+use yrs::Transact;
+
+use super::actions::{ActionCtx, Registered};
+use super::events::AgentEvent;
+use super::memory::HistoryItem;
+use super::modes::Mode;
+use super::presence::{Pose, TodoItem};
+use super::prompt::{PromptInput, build_request};
+use super::runtime::{FairyRuntime, Request, SoloTask};
+use super::throttle::StreamThrottle;
+use crate::canvas::geometry::Bounds;
+use crate::canvas::shape::list_shapes;
+use crate::canvas::transform::PromptTransform;
+use crate::llm::{LlmError, ModelEvent};
+use crate::partial_json::{ActionStream, StreamedAction};
+
+/// Longest text kept from a `message` or `think` action.
+const MAX_SAY_CHARS: usize = 4000;
+
+fn text_of(action: &Value, key: &str) -> String {
+    action
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .chars()
+        .take(MAX_SAY_CHARS)
+        .collect()
+}
+
+fn num(action: &Value, key: &str) -> Option<f64> {
+    match action.get(key)? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+    .filter(|n: &f64| n.is_finite())
+}
+
+/// Model-space bounds `{x, y, w, h}` of an action, in page coordinates.
+fn bounds_of(action: &Value, t: &PromptTransform) -> Option<Bounds> {
+    let (x, y) = t.point_from_model(num(action, "x")?, num(action, "y")?);
+    Some(Bounds::new(
+        x,
+        y,
+        num(action, "w").unwrap_or(0.0),
+        num(action, "h").unwrap_or(0.0),
+    ))
+}
+
+/// Where the turn is while streaming.
+struct TurnState {
+    ctx: ActionCtx,
+    throttle: StreamThrottle,
+    /// Actions with a lower index were handled before a discarding retry.
+    skip_below: usize,
+    /// Complete actions handled so far.
+    handled: usize,
+}
+
+impl FairyRuntime {
+    /// Runs one model turn; `Err` only for a model failure after its retries.
+    pub(super) async fn run_turn(&mut self, request: &Request) -> Result<(), LlmError> {
+        let origin = self
+            .state
+            .chat_origin
+            .unwrap_or((self.bounds.x, self.bounds.y));
+        let mut transform = PromptTransform::new(origin.0, origin.1);
+        let changes = self.tracker.report(&mut transform);
+        self.tracker.start_request();
+        let shapes = list_shapes(&self.room.doc().transact());
+        let corrections = std::mem::take(&mut self.corrections);
+        let me = self.beacon.client_id();
+        let other_fairies: Vec<Value> = self
+            .room
+            .presence()
+            .into_iter()
+            .filter(|(id, _)| *id != me)
+            .filter_map(|(_, s)| {
+                let f = s.get("fairy")?;
+                Some(serde_json::json!({"id": f["id"], "name": f["name"], "x": f["x"], "y": f["y"], "mode": f["mode"]}))
+            })
+            .collect();
+        let tasks: Vec<_> = self.beacon.snapshot().tasks;
+        let page_id = self.state.page_id.clone();
+        let input = PromptInput {
+            fairy: &self.entity,
+            mode: self.modes.mode(),
+            history: &self.state.history,
+            messages: &request.messages,
+            bounds: self.bounds,
+            page_id: &page_id,
+            shapes: &shapes,
+            selected: &request.selected,
+            changes: &changes,
+            todo: &self.state.todo,
+            tasks: &tasks,
+            other_fairies,
+            corrections: &corrections,
+            time: format!("{} ms since the Unix epoch", super::fairy::now_millis()),
+        };
+        let model_request = build_request(&input, &self.registry, &mut transform);
+        let mut ctx = ActionCtx::new(self.entity.id.as_str());
+        ctx.transform = transform;
+        ctx.page_id = page_id;
+        let mut turn = TurnState {
+            ctx,
+            throttle: StreamThrottle::new(self.config.throttle),
+            skip_below: 0,
+            handled: 0,
+        };
+        let mut stream = self.model.stream(model_request);
+        let mut actions = ActionStream::new();
+        while let Some(event) = stream.next().await {
+            match event? {
+                ModelEvent::TextDelta(text) => {
+                    for a in actions.push(&text) {
+                        self.on_streamed(a, &mut turn);
+                    }
+                }
+                ModelEvent::Retry { discard: true, .. } => {
+                    self.tentative.revert_tentative();
+                    actions = ActionStream::new();
+                    turn.skip_below = turn.handled;
+                    turn.throttle.reset();
+                }
+                ModelEvent::Retry { .. } | ModelEvent::Usage(_) => {}
+                ModelEvent::Done { .. } => break,
+            }
+        }
+        for a in actions.finish() {
+            self.on_streamed(a, &mut turn);
+        }
+        // An action still open when the answer ended never completes.
+        self.tentative.revert_tentative();
+        if let Some(error) = actions.error() {
+            self.corrections.push(format!(
+                "Your JSON was invalid ({error}); the actions after that point were ignored."
+            ));
+        }
+        self.state.page_id = turn.ctx.page_id.clone();
+        Ok(())
+    }
+
+    fn on_streamed(&mut self, a: StreamedAction, turn: &mut TurnState) {
+        if a.index < turn.skip_below {
+            return;
+        }
+        let kind = a
+            .action
+            .get("_type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        self.emit(AgentEvent::Action {
+            index: a.index,
+            action: a.action.clone(),
+            complete: a.complete,
+        });
+        let mode = self.modes.mode();
+        let canvas = matches!(self.registry.get(&kind), Some(Registered::Canvas(_)));
+        if !a.complete {
+            if canvas && mode.allows(&kind) && turn.throttle.should_apply(Instant::now(), &a.action)
+            {
+                self.beacon.update(|p| p.pose = Pose::Working);
+                // An incomplete version that cannot be applied yet is simply not shown.
+                let _ = self
+                    .tentative
+                    .apply_tentative(&self.registry, &a.action, &mut turn.ctx);
+            }
+            return;
+        }
+        turn.handled = a.index + 1;
+        turn.throttle.reset();
+        let level = mode.memory_level();
+        if kind.is_empty() {
+            self.tentative.revert_tentative();
+            self.reject(
+                &a.action,
+                "unknown",
+                "the action has no '_type'".into(),
+                level,
+            );
+            return;
+        }
+        if !mode.allows(&kind) {
+            self.tentative.revert_tentative();
+            let why = format!(
+                "'{kind}' is not allowed in mode {}; allowed actions: {}",
+                mode.name(),
+                mode.allowed_actions().join(", ")
+            );
+            self.reject(&a.action, &kind, why, level);
+            return;
+        }
+        if canvas {
+            match self
+                .tentative
+                .apply_complete(&self.registry, &a.action, &mut turn.ctx)
+            {
+                Ok(notes) => {
+                    self.corrections.extend(notes.notes.iter().cloned());
+                    self.accept(&a.action, notes.notes.join(" "), level);
+                }
+                Err(error) => self.reject(&a.action, &kind, error.to_string(), level),
+            }
+            return;
+        }
+        self.tentative.revert_tentative();
+        self.apply_runtime(&kind, &a.action, &turn.ctx.transform);
+        let saves = self
+            .registry
+            .get(&kind)
+            .is_none_or(Registered::saves_to_history);
+        if saves {
+            self.accept(&a.action, String::new(), level);
+        }
+    }
+
+    fn accept(&mut self, action: &Value, note: String, level: super::modes::MemoryLevel) {
+        self.state.history.push(HistoryItem::Action {
+            action: action.clone(),
+            acceptance: "accepted".into(),
+            note: (!note.is_empty()).then_some(note),
+            memory_level: level,
+        });
+    }
+
+    fn reject(
+        &mut self,
+        action: &Value,
+        kind: &str,
+        why: String,
+        level: super::modes::MemoryLevel,
+    ) {
+        self.emit(AgentEvent::ActionRejected {
+            action_type: kind.into(),
+            reason: why.clone(),
+        });
+        self.corrections.push(format!("Rejected '{kind}': {why}"));
+        self.state.history.push(HistoryItem::Action {
+            action: action.clone(),
+            acceptance: "rejected".into(),
+            note: Some(why),
+            memory_level: level,
+        });
+    }
+
+    /// Carries out a complete, allowed runtime action.
+    fn apply_runtime(&mut self, kind: &str, action: &Value, t: &PromptTransform) {
+        match kind {
+            "message" => {
+                let text = text_of(action, "text");
+                if !text.is_empty() {
+                    self.say(&text);
+                }
+            }
+            "think" => {
+                let text = text_of(action, "text");
+                self.beacon.update(|p| p.thinking = Some(text));
+            }
+            "review" => match bounds_of(action, t) {
+                Some(b) => {
+                    let intent = text_of(action, "intent");
+                    self.schedule(Request::follow_up(
+                        format!("Review your work in the bounds given. {intent}"),
+                        Some(b),
+                    ));
+                }
+                None => self
+                    .corrections
+                    .push("Rejected 'review': it needs x, y, w, h".into()),
+            },
+            "fly-to-bounds" => match bounds_of(action, t) {
+                Some(b) => {
+                    self.bounds = b;
+                    self.beacon.fly_to((b.center_x(), b.center_y()));
+                }
+                None => self
+                    .corrections
+                    .push("Rejected 'fly-to-bounds': it needs x, y, w, h".into()),
+            },
+            "upsert-personal-todo" => {
+                let id = text_of(action, "id");
+                let id = if id.is_empty() {
+                    format!("todo-{}", self.state.todo.len() + 1)
+                } else {
+                    id
+                };
+                let status = match text_of(action, "status").as_str() {
+                    s @ ("todo" | "in-progress" | "done") => s.to_owned(),
+                    _ => "todo".to_owned(),
+                };
+                let text = text_of(action, "text");
+                match self.state.todo.iter_mut().find(|i| i.id == id) {
+                    Some(item) => {
+                        item.status = status;
+                        if !text.is_empty() {
+                            item.text = text;
+                        }
+                    }
+                    None => self.state.todo.push(TodoItem { id, text, status }),
+                }
+                self.refresh_tasks();
+            }
+            "create-solo-task" => {
+                let id = text_of(action, "taskId");
+                let id = if id.is_empty() {
+                    format!("task-{}", self.state.tasks.len() + 1)
+                } else {
+                    id
+                };
+                self.state.tasks.retain(|t| t.id != id);
+                self.state.tasks.push(SoloTask {
+                    id,
+                    title: text_of(action, "title"),
+                    text: text_of(action, "text"),
+                    status: "todo".into(),
+                    bounds: bounds_of(action, t),
+                });
+                self.refresh_tasks();
+            }
+            "start-solo-task" => self.start_task(&text_of(action, "taskId")),
+            "mark-solo-task-done" => {
+                let id = self.state.current_task.clone();
+                if let Some(task) = self
+                    .state
+                    .tasks
+                    .iter_mut()
+                    .find(|t| Some(&t.id) == id.as_ref())
+                {
+                    task.status = "done".into();
+                }
+                self.refresh_tasks();
+            }
+            other => self.corrections.push(format!(
+                "Rejected '{other}': this action is not available yet"
+            )),
+        }
+    }
+
+    fn start_task(&mut self, id: &str) {
+        let Some(task) = self.state.tasks.iter_mut().find(|t| t.id == id) else {
+            self.corrections.push(format!(
+                "Rejected 'start-solo-task': there is no task '{id}'"
+            ));
+            return;
+        };
+        task.status = "in-progress".into();
+        let (title, text, bounds) = (task.title.clone(), task.text.clone(), task.bounds);
+        self.state.current_task = Some(id.to_owned());
+        self.switch_mode(Mode::WorkingSolo);
+        self.state.current_task = Some(id.to_owned());
+        self.refresh_tasks();
+        self.schedule(Request::follow_up(
+            format!("Work on your task '{id}': {title}. {text}"),
+            bounds,
+        ));
+    }
+}
