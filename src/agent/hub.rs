@@ -283,6 +283,12 @@ async fn run_host(
     mut rx: mpsc::Receiver<Command>,
     shutdown: CancellationToken,
 ) {
+    /// Why a running request stopped early.
+    enum Stopped {
+        Interrupt(Option<Command>),
+        Stop,
+    }
+    use Stopped::{Interrupt, Stop};
     let mut next: Option<Request> = None;
     loop {
         let command = if let Some(request) = next.take() {
@@ -291,13 +297,17 @@ async fn run_host(
                 tokio::pin!(run);
                 tokio::select! {
                     _ = &mut run => None,
-                    command = rx.recv() => Some(command),
-                    _ = shutdown.cancelled() => Some(None),
+                    command = rx.recv() => Some(Interrupt(command)),
+                    _ = shutdown.cancelled() => Some(Stop),
                 }
             };
             match interrupted {
                 None => continue,
-                Some(command) => {
+                Some(Stop) => {
+                    rt.abort_for_shutdown();
+                    return;
+                }
+                Some(Interrupt(command)) => {
                     let reason = match command {
                         Some(Command::Prompt(_)) => "interrupted",
                         _ => "cancelled",

@@ -483,6 +483,16 @@ impl FairyRuntime {
         }
     }
 
+    /// The server is stopping mid-request: reverts the incomplete action but keeps the state
+    /// marked as working, so that the restarted fairy says its work was interrupted.
+    pub fn abort_for_shutdown(&mut self) {
+        self.tentative.revert_tentative();
+        self.scheduled = None;
+        if self.state.working {
+            self.persist();
+        }
+    }
+
     /// Model failure after retries: revert, tell the user, go idle.
     fn fail(&mut self, error: &str) {
         tracing::warn!(fairy = %self.entity.id, %error, "fairy request failed");

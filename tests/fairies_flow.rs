@@ -1,0 +1,325 @@
+//! Fairy request flows end to end (real server, yrs client, mock model over HTTP): users'
+//! changes reach the next prompt, multi-turn todo lists, disallowed actions answered with a
+//! correction, the event stream, the `fairies` scope, and state surviving a restart.
+
+mod support;
+
+use std::time::Duration;
+
+use fairyring::auth::{Authenticator, MintRequest, Scopes, unix_now};
+use fairyring::config::ServeConfig;
+use fairyring::llm::mock::{MockResponse, MockScript, MockServer};
+use serde_json::{Value, json};
+use support::Client;
+use support::fairy_http::*;
+use yrs::{Map, Out, ReadTxn};
+
+fn ok(text: &str) -> MockResponse {
+    MockResponse {
+        text: text.into(),
+        ..MockResponse::default()
+    }
+}
+
+const TWO_BOXES: &str = r#"{"actions": [{"_type": "create", "intent": "a", "shape": {"_type": "rectangle", "shapeId": "a", "note": "", "x": 0, "y": 0, "w": 50, "h": 50, "color": "blue"}}, {"_type": "create", "intent": "b", "shape": {"_type": "rectangle", "shapeId": "b", "note": "", "x": 100, "y": 0, "w": 50, "h": 50, "color": "blue"}}]}"#;
+const DONE: &str = r#"{"actions": [{"_type": "message", "text": "ok"}]}"#;
+
+async fn mock_server(responses: Vec<MockResponse>) -> MockServer {
+    MockServer::start(MockScript { responses })
+        .await
+        .expect("mock")
+}
+
+async fn wait_requests(mock: &MockServer, n: usize) {
+    let deadline = tokio::time::Instant::now() + support::TIMEOUT;
+    while mock.requests().len() < n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "mock got {} requests",
+            mock.requests().len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The text of the first user turn (the context parts) of the n-th model request.
+fn context_of(mock: &MockServer, n: usize) -> String {
+    let body = &mock.requests()[n].body;
+    body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == json!("user")))
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default()
+}
+
+fn idle(c: &Client, id: &str) -> bool {
+    fairy_presence(c, id).is_some_and(|p| p["fairy"]["mode"] == json!("idling"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_prompt_lists_the_users_changes_not_the_fairys() {
+    let mock = mock_server(vec![ok(TWO_BOXES), ok(DONE)]).await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "changes").await;
+    let id = invite(&http, "changes", "Clover").await;
+    prompt(&http, "changes", &id, "two boxes").await;
+    client
+        .until("both boxes settled and the fairy idle", |c| {
+            let s = shapes(c);
+            s["a"]["locked"] == json!(false) && s["b"]["locked"] == json!(false) && idle(c, &id)
+        })
+        .await;
+    // The user moves one box and recolors the other.
+    client
+        .edit(|txn| {
+            let root = txn.get_map("shapes").expect("shapes");
+            if let Some(Out::YMap(a)) = root.get(txn, "a") {
+                a.insert(txn, "x", 300.0);
+            }
+            if let Some(Out::YMap(b)) = root.get(txn, "b") {
+                b.insert(txn, "color", "red");
+            }
+        })
+        .await;
+    prompt(&http, "changes", &id, "what changed?").await;
+    wait_requests(&mock, 2).await;
+    let first = context_of(&mock, 0);
+    let second = context_of(&mock, 1);
+    assert!(!first.contains("changesSinceLastRequest"), "{first}");
+    assert!(second.contains("changesSinceLastRequest"), "{second}");
+    assert!(second.contains("300"), "{second}");
+    assert!(second.contains("red"), "{second}");
+    assert!(
+        !second.contains("\\\"added\\\""),
+        "the fairy's own creations are not listed: {second}"
+    );
+    client.until("the fairy idle again", |c| idle(c, &id)).await;
+    let s = shapes(&client);
+    assert_eq!(s["a"]["x"].as_f64(), Some(300.0));
+    assert_eq!(s["b"]["color"], json!("red"));
+    client.close().await;
+    server.shutdown().await;
+}
+
+fn todo(items: &[(&str, &str)]) -> String {
+    let actions: Vec<Value> = items
+        .iter()
+        .map(|(id, status)| json!({"_type": "upsert-personal-todo", "id": id, "text": format!("step {id}"), "status": status}))
+        .collect();
+    json!({ "actions": actions }).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_todo_list_continues_on_its_own_and_stops_when_done() {
+    let mock = mock_server(vec![
+        ok(&todo(&[("1", "todo"), ("2", "todo")])),
+        ok(&todo(&[("1", "done")])),
+        ok(&todo(&[("2", "done")])),
+        ok(DONE),
+    ])
+    .await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "todo").await;
+    let id = invite(&http, "todo", "Fennel").await;
+    prompt(&http, "todo", &id, "a plan in steps").await;
+    client
+        .until("every todo item done and the fairy idle", |c| {
+            fairy_presence(c, &id).is_some_and(|p| {
+                let todo = p["fairy"]["todo"].as_array().cloned().unwrap_or_default();
+                todo.len() == 2
+                    && todo.iter().all(|i| i["status"] == json!("done"))
+                    && p["fairy"]["mode"] == json!("idling")
+            })
+        })
+        .await;
+    assert_eq!(mock.requests().len(), 3, "three turns, then it stopped");
+    client.close().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disallowed_action_is_answered_with_a_correction() {
+    let mock = mock_server(vec![
+        ok(r#"{"actions": [{"_type": "mark-solo-task-done"}, {"_type": "nonsense"}]}"#),
+        ok(DONE),
+    ])
+    .await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "rules").await;
+    let id = invite(&http, "rules", "Sorrel").await;
+    prompt(&http, "rules", &id, "finish").await;
+    wait_requests(&mock, 2).await;
+    let second = context_of(&mock, 1);
+    assert!(
+        second.contains("is not allowed in mode soloing"),
+        "{second}"
+    );
+    assert!(second.contains("nonsense"), "{second}");
+    client.until("the fairy idle", |c| idle(c, &id)).await;
+    client.close().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_reports_a_request() {
+    let (server, _ws, http) = start(ServeConfig::for_test()).await;
+    let id = invite(&http, "events", "Thistle").await;
+    let mut response = reqwest::get(format!("{http}/rooms/events/fairies/{id}/events"))
+        .await
+        .expect("events");
+    assert_eq!(response.status().as_u16(), 200);
+    prompt(&http, "events", &id, "three boxes in a row").await;
+    let mut seen = String::new();
+    let read = tokio::time::timeout(support::TIMEOUT, async {
+        while !seen.contains("event: request-ended") {
+            match response.chunk().await {
+                Ok(Some(bytes)) => seen.push_str(&String::from_utf8_lossy(&bytes)),
+                _ => break,
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "no request-ended event: {seen}");
+    for name in ["request-started", "mode-changed", "action", "request-ended"] {
+        assert!(
+            seen.contains(&format!("event: {name}")),
+            "{name} missing: {seen}"
+        );
+    }
+    assert!(seen.contains(r#""complete":true"#), "{seen}");
+    assert!(seen.contains(r#""complete":false"#), "{seen}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fairy_routes_need_the_fairies_scope() {
+    let mut config = ServeConfig::for_test();
+    config.insecure_no_auth = false;
+    config.jwt_secret = Some("a-test-secret-of-at-least-32-bytes!!".into());
+    let auth = Authenticator::from_config(&config).expect("auth");
+    let mint = |scope: &str| {
+        let request = MintRequest {
+            sub: "alice".into(),
+            name: None,
+            rooms: vec!["*".into()],
+            scope: Scopes::from_words(scope.split(' ')),
+            ttl: Duration::from_secs(600),
+        };
+        auth.mint(request, unix_now()).expect("mint")
+    };
+    let (server, _ws, http) = start(config).await;
+    let url = format!("{http}/rooms/scoped/fairies");
+    let http_client = reqwest::Client::new();
+    let none = http_client
+        .post(&url)
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(none.status().as_u16(), 401);
+    let writer = http_client
+        .post(&url)
+        .bearer_auth(mint("read write"))
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(writer.status().as_u16(), 403);
+    let body: Value = writer.json().await.expect("json");
+    assert_eq!(body["error"], json!("insufficient_scope"));
+    let fairy = http_client
+        .post(&url)
+        .bearer_auth(mint("read fairies"))
+        .json(&json!({"name": "Pip"}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(fairy.status().as_u16(), 201);
+    let body: Value = fairy.json().await.expect("json");
+    assert_eq!(body["createdBy"], json!("user:alice"));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fairy_state_survives_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = ServeConfig::for_test();
+    config.store = format!("sqlite:{}", dir.path().join("fairies.db").display());
+    let (server, ws, http) = start(config.clone()).await;
+    let mut client = Client::connect(&ws, "persist").await;
+    let id = invite(&http, "persist", "Juniper").await;
+    prompt(&http, "persist", &id, "draw a house").await;
+    client
+        .until("the house settled and the fairy idle", |c| {
+            shapes(c)["roof"]["locked"] == json!(false) && idle(c, &id)
+        })
+        .await;
+    client.close().await;
+    server.shutdown().await;
+
+    let (server, ws, http) = start(config).await;
+    let mut client = Client::connect(&ws, "persist").await;
+    client
+        .until("the fairy back as an awareness peer", |c| {
+            fairy_presence(c, &id).is_some()
+        })
+        .await;
+    let history: Value = reqwest::get(format!("{http}/rooms/persist/fairies/{id}/history"))
+        .await
+        .expect("history")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(history["mode"], json!("idling"));
+    let items = history["history"].as_array().cloned().unwrap_or_default();
+    assert!(
+        items
+            .iter()
+            .any(|i| i["agentFacingMessage"] == json!("draw a house")),
+        "{history}"
+    );
+    client
+        .until("the chat restored with the document", |c| {
+            chat_texts(c, &id)
+                .iter()
+                .any(|t| t.contains("offline model"))
+        })
+        .await;
+    client.close().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fairy_stopped_mid_request_comes_back_idle_and_says_so() {
+    let long_text = "x".repeat(3000);
+    let first = format!(
+        r#"{{"actions": [{{"_type": "create", "intent": "long", "shape": {{"_type": "rectangle", "shapeId": "slow", "note": "", "x": 0, "y": 0, "w": 10, "h": 10, "text": "{long_text}"}}}}]}}"#
+    );
+    let mock = mock_server(vec![slow(&first)]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = mock_config(&mock);
+    config.store = format!("sqlite:{}", dir.path().join("fairies.db").display());
+    let (server, ws, http) = start(config.clone()).await;
+    let mut client = Client::connect(&ws, "crash").await;
+    let id = invite(&http, "crash", "Bramble").await;
+    prompt(&http, "crash", &id, "a slow one").await;
+    client
+        .until("the slow shape streaming", |c| {
+            shapes(c)["slow"]["locked"] == json!(true)
+        })
+        .await;
+    server.shutdown().await;
+
+    let (server, ws, _http) = start(config).await;
+    let mut client = Client::connect(&ws, "crash").await;
+    client
+        .until(
+            "the fairy back, idle, saying its work was interrupted",
+            |c| idle(c, &id) && chat_texts(c, &id).iter().any(|t| t.contains("interrupted")),
+        )
+        .await;
+    assert!(shapes(&client).get("slow").is_none());
+    assert_eq!(locked_count(&client), 0);
+    client.close().await;
+    server.shutdown().await;
+}
