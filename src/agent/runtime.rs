@@ -10,7 +10,6 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use yrs::Transact;
 
@@ -23,127 +22,15 @@ use super::memory::HistoryItem;
 use super::modes::{HookCtx, Mode, ModeEffect, ModeMachine, Outcome};
 use super::presence::{Pose, TaskSummary, TodoItem};
 use super::tentative::Tentative;
-use super::throttle::ThrottleConfig;
 use crate::canvas::geometry::Bounds;
-use crate::canvas::schema::MAIN_PAGE;
 use crate::canvas::shape::{delete_shape, list_shapes};
 use crate::llm::Model;
 use crate::origin::TxnOrigin;
 use crate::room::Room;
 
-/// Default most model turns per request.
-pub const DEFAULT_MAX_ITERATIONS: usize = 25;
-/// Size of the area a request without bounds works on, around the fairy.
-pub const DEFAULT_VIEW: (f64, f64) = (1200.0, 800.0);
-
-/// Settings of every fairy.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RuntimeConfig {
-    /// Most model turns per request.
-    pub max_iterations: usize,
-    /// Tentative application throttle.
-    pub throttle: ThrottleConfig,
-}
-
-impl Default for RuntimeConfig {
-    fn default() -> Self {
-        RuntimeConfig {
-            max_iterations: DEFAULT_MAX_ITERATIONS,
-            throttle: ThrottleConfig::default(),
-        }
-    }
-}
-
-/// A solo task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SoloTask {
-    /// Task id.
-    pub id: String,
-    /// Title.
-    pub title: String,
-    /// Details.
-    pub text: String,
-    /// `todo`, `in-progress` or `done`.
-    pub status: String,
-    /// Area it covers (page coordinates).
-    pub bounds: Option<Bounds>,
-}
-
-/// What survives a restart (stored in the fairy's `runtime` key).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct FairyState {
-    /// Current mode.
-    pub mode: Mode,
-    /// Chat history.
-    pub history: Vec<HistoryItem>,
-    /// Personal todo list.
-    pub todo: Vec<TodoItem>,
-    /// Solo tasks.
-    pub tasks: Vec<SoloTask>,
-    /// The solo task in progress.
-    pub current_task: Option<String>,
-    /// Page point the model's coordinates are relative to.
-    pub chat_origin: Option<(f64, f64)>,
-    /// Where the fairy is.
-    pub position: (f64, f64),
-    /// Page it works on.
-    pub page_id: String,
-    /// True while a request runs (found true after a restart: the work was interrupted).
-    pub working: bool,
-}
-
-impl Default for FairyState {
-    fn default() -> Self {
-        FairyState {
-            mode: Mode::Idling,
-            history: Vec::new(),
-            todo: Vec::new(),
-            tasks: Vec::new(),
-            current_task: None,
-            chat_origin: None,
-            position: (100.0, 100.0),
-            page_id: MAIN_PAGE.into(),
-            working: false,
-        }
-    }
-}
-
-/// One request: messages and where to work. Scheduling merges into the pending one.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Request {
-    /// Messages, oldest first.
-    pub messages: Vec<String>,
-    /// Area (page coordinates); `None`: around the fairy, or the previous request's.
-    pub bounds: Option<Bounds>,
-    /// Selected shape ids.
-    pub selected: Vec<String>,
-    /// `user` or `self`.
-    pub source: String,
-}
-
-impl Request {
-    /// A request from the runtime itself.
-    pub fn follow_up(message: impl Into<String>, bounds: Option<Bounds>) -> Self {
-        Request {
-            messages: vec![message.into()],
-            bounds,
-            selected: Vec::new(),
-            source: "self".into(),
-        }
-    }
-
-    /// `schedule` semantics: messages appended, bounds and selection overridden when given.
-    pub fn merge(&mut self, other: Request) {
-        self.messages.extend(other.messages);
-        if other.bounds.is_some() {
-            self.bounds = other.bounds;
-        }
-        if !other.selected.is_empty() {
-            self.selected = other.selected;
-        }
-    }
-}
+pub use super::state::{
+    DEFAULT_MAX_ITERATIONS, DEFAULT_VIEW, FairyState, Request, RuntimeConfig, SoloTask,
+};
 
 /// A fairy at work in one room.
 pub struct FairyRuntime {
