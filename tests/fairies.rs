@@ -151,10 +151,7 @@ async fn streamed_shapes_are_locked_until_complete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_prompt_interrupts_and_leaves_no_partial_shape() {
-    let long_text = "x".repeat(3000);
-    let first = format!(
-        r#"{{"actions": [{{"_type": "create", "intent": "long", "shape": {{"_type": "rectangle", "shapeId": "slow", "note": "", "x": 0, "y": 0, "w": 10, "h": 10, "text": "{long_text}"}}}}]}}"#
-    );
+    let first = slow_shape();
     let second = r#"{"actions": [{"_type": "create", "intent": "quick", "shape": {"_type": "ellipse", "shapeId": "quick", "note": "", "x": 5, "y": 5, "w": 30, "h": 30}}]}"#;
     let mock = MockServer::start(MockScript {
         responses: vec![
@@ -224,6 +221,74 @@ async fn a_model_failure_reverts_posts_a_message_and_goes_idle() {
         .await;
     assert_eq!(locked_count(&client), 0);
     assert!(shapes(&client).get("box1").is_none());
+    client.close().await;
+    server.shutdown().await;
+}
+
+fn slow_shape() -> String {
+    let long_text = "x".repeat(3000);
+    format!(
+        r#"{{"actions": [{{"_type": "create", "intent": "long", "shape": {{"_type": "rectangle", "shapeId": "slow", "note": "", "x": 0, "y": 0, "w": 10, "h": 10, "text": "{long_text}"}}}}]}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_dismiss_mid_stream_leave_nothing_behind() {
+    let mock = MockServer::start(MockScript {
+        responses: vec![slow(&slow_shape())],
+    })
+    .await
+    .expect("mock");
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "cancel").await;
+    let id = invite(&http, "cancel", "Pip").await;
+    prompt(&http, "cancel", &id, "a slow one").await;
+    client
+        .until("the slow shape streaming", |c| {
+            shapes(c)["slow"]["locked"] == json!(true)
+        })
+        .await;
+    let (status, _) = post(
+        &format!("{http}/rooms/cancel/fairies/{id}/cancel"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 202);
+    assert!(
+        mock.wait_disconnects(1, Duration::from_secs(10)).await,
+        "stream aborted"
+    );
+    client
+        .until("the partial shape reverted and the fairy idle", |c| {
+            shapes(c).get("slow").is_none()
+                && fairy_presence(c, &id).is_some_and(|p| p["fairy"]["mode"] == json!("idling"))
+        })
+        .await;
+
+    prompt(&http, "cancel", &id, "again").await;
+    client
+        .until("the slow shape streaming again", |c| {
+            shapes(c)["slow"]["locked"] == json!(true)
+        })
+        .await;
+    let response = reqwest::Client::new()
+        .delete(format!("{http}/rooms/cancel/fairies/{id}"))
+        .send()
+        .await
+        .expect("dismiss");
+    assert_eq!(response.status().as_u16(), 204);
+    assert!(
+        mock.wait_disconnects(2, Duration::from_secs(10)).await,
+        "stream aborted"
+    );
+    client
+        .until("no partial shape, no fairy", |c| {
+            shapes(c).get("slow").is_none()
+                && fairy_presence(c, &id).is_none()
+                && root_json(c, "fairies").get(&id).is_none()
+        })
+        .await;
+    assert_eq!(locked_count(&client), 0);
     client.close().await;
     server.shutdown().await;
 }
