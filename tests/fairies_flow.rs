@@ -323,3 +323,78 @@ async fn a_fairy_stopped_mid_request_comes_back_idle_and_says_so() {
     client.close().await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sanitizing_renames_coerces_and_drops_end_to_end() {
+    let first = r#"{"actions": [{"_type": "create", "intent": "a box", "shape": {"_type": "rectangle", "shapeId": "box1", "note": "", "x": 0, "y": 0, "w": 40, "h": 40}}]}"#;
+    let second = r#"{"actions": [{"_type": "create", "intent": "another", "shape": {"_type": "rectangle", "shapeId": "box1", "note": "", "x": "12", "y": 0, "w": 40, "h": 40}}, {"_type": "move", "intent": "move it", "shapeId": "box1", "x": 500, "y": 0}, {"_type": "delete", "intent": "remove", "shapeId": "ghost"}]}"#;
+    let mock = mock_server(vec![ok(first), ok(second), ok(DONE)]).await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "sanitize").await;
+    let id = invite(&http, "sanitize", "Wren").await;
+    prompt(&http, "sanitize", &id, "a box").await;
+    client
+        .until("box1 settled, fairy idle", |c| {
+            shapes(c)["box1"]["locked"] == json!(false) && idle(c, &id)
+        })
+        .await;
+    prompt(&http, "sanitize", &id, "another box, moved").await;
+    wait_requests(&mock, 3).await;
+    client
+        .until("the renamed box moved", |c| {
+            shapes(c)["box1-1"]["x"].as_f64() == Some(500.0) && idle(c, &id)
+        })
+        .await;
+    let s = shapes(&client);
+    assert_eq!(s["box1"]["x"].as_f64(), Some(0.0), "the first box stays");
+    let third = context_of(&mock, 2);
+    assert!(third.contains("box1-1"), "the rename is told: {third}");
+    assert!(
+        third.contains("ghost"),
+        "the dropped reference is told: {third}"
+    );
+    client.close().await;
+    server.shutdown().await;
+}
+
+const TASKS: &str = r#"{"actions": [{"_type": "create-solo-task", "taskId": "t1", "title": "a box", "x": 0, "y": 0, "w": 200, "h": 200}, {"_type": "start-solo-task", "taskId": "t1"}]}"#;
+const WORK: &str = r#"{"actions": [{"_type": "create", "intent": "box", "shape": {"_type": "rectangle", "shapeId": "t1box", "note": "", "x": 10, "y": 10, "w": 40, "h": 40}}, {"_type": "mark-solo-task-done"}]}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn solo_tasks_switch_to_working_solo_and_back() {
+    let mock = mock_server(vec![ok(TASKS), ok(WORK), ok(DONE)]).await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "tasks").await;
+    let id = invite(&http, "tasks", "Moss").await;
+    prompt(&http, "tasks", &id, "plan and do it").await;
+    client
+        .until("the task done and the fairy idle", |c| {
+            fairy_presence(c, &id).is_some_and(|p| {
+                p["fairy"]["tasks"][0]["status"] == json!("done")
+                    && p["fairy"]["mode"] == json!("idling")
+            }) && shapes(c)["t1box"]["locked"] == json!(false)
+        })
+        .await;
+    assert_eq!(mock.requests().len(), 3);
+    let second = mock.requests()[1].body.to_string();
+    assert!(
+        second.contains("working-solo"),
+        "the task turn runs in working-solo"
+    );
+    let third = context_of(&mock, 2);
+    assert!(third.contains("I completed the solo task 't1'."), "{third}");
+    let history: Value = reqwest::get(format!("{http}/rooms/tasks/fairies/{id}/history"))
+        .await
+        .expect("history")
+        .json()
+        .await
+        .expect("json");
+    let items = history["history"].as_array().cloned().unwrap_or_default();
+    assert!(
+        items
+            .iter()
+            .any(|i| i["type"] == json!("memory-transition"))
+    );
+    client.close().await;
+    server.shutdown().await;
+}

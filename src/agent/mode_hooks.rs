@@ -83,7 +83,14 @@ pub(super) struct WorkingSolo;
 impl ModeHooks for WorkingSolo {
     fn on_prompt_end(&self, ctx: &HookCtx) -> Vec<ModeEffect> {
         match &ctx.current_task {
-            Some((_, true)) | None => vec![ModeEffect::SwitchTo(Mode::Soloing)],
+            // Back to soloing, and one more turn there to report or start the next task.
+            Some((id, true)) => vec![
+                ModeEffect::SwitchTo(Mode::Soloing),
+                ModeEffect::Schedule(format!(
+                    "You finished the task '{id}'. Start your next task, or tell the user what you did."
+                )),
+            ],
+            None => vec![ModeEffect::SwitchTo(Mode::Soloing)],
             Some((id, false)) => vec![ModeEffect::Schedule(format!(
                 "Continue working on task '{id}', and mark it done when it is finished."
             ))],
@@ -240,12 +247,13 @@ mod tests {
         let out = m.prompt_end(&done);
         assert_eq!(out.entered, vec![Mode::Soloing]);
         assert_eq!(
-            out.effects,
-            vec![ModeEffect::MemoryTransition(
+            out.effects[0],
+            ModeEffect::MemoryTransition(
                 MemoryLevel::Fairy,
                 "I completed the solo task 't1'.".into()
-            )]
+            )
         );
+        assert!(matches!(&out.effects[1], ModeEffect::Schedule(s) if s.contains("t1")));
     }
 
     #[test]
