@@ -398,3 +398,44 @@ async fn solo_tasks_switch_to_working_solo_and_back() {
     client.close().await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overlong_history_is_summarised_by_the_model() {
+    let long = format!(
+        r#"{{"actions": [{{"_type": "message", "text": "{}"}}]}}"#,
+        "la ".repeat(700)
+    );
+    let mock = mock_server(vec![
+        ok(&long),
+        ok("The user asked for a long song; I sang it."),
+        ok(DONE),
+    ])
+    .await;
+    let mut config = mock_config(&mock);
+    config.fairy_history_chars = 1000;
+    let (server, ws, http) = start(config).await;
+    let mut client = Client::connect(&ws, "compact").await;
+    let id = invite(&http, "compact", "Pip").await;
+    prompt(&http, "compact", &id, "sing").await;
+    client
+        .until("the song in the chat", |c| {
+            chat_texts(c, &id).iter().any(|t| t.starts_with("la la")) && idle(c, &id)
+        })
+        .await;
+    prompt(&http, "compact", &id, "again?").await;
+    wait_requests(&mock, 3).await;
+    let summary_request = &mock.requests()[1].body;
+    assert!(
+        summary_request.to_string().contains("summarise"),
+        "{summary_request}"
+    );
+    let third = context_of(&mock, 2);
+    assert!(third.contains("I sang it"), "{third}");
+    assert!(
+        !third.contains("la la la"),
+        "the old items are gone: {third}"
+    );
+    client.until("idle", |c| idle(c, &id)).await;
+    client.close().await;
+    server.shutdown().await;
+}

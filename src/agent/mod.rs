@@ -4,7 +4,7 @@
 //! revertibly; [`changes`] tracks the changes that were not a fairy's own; [`throttle`] decides
 //! when a streaming action is worth re-applying; [`fairy`] is the persistent entity in the
 //! document; [`presence`] its awareness state and flight; [`modes`] the modes and [`mode_hooks`] their state machine;
-//! [`memory`] the chat history and its filtering; [`prompt`] builds model requests;
+//! [`memory`] the chat history and its filtering, [`compact`] its summarising; [`prompt`] builds model requests;
 //! [`runtime`] runs requests (its data in [`state`]) and [`turn`] one model turn of them ([`runtime_actions`]
 //! declares the non-canvas actions, [`events`] what observers see, [`beacon`] publishes the
 //! presence); [`hub`] hosts the fairies of every room. Must not touch sockets
@@ -13,6 +13,7 @@
 pub mod actions;
 pub mod beacon;
 pub mod changes;
+pub mod compact;
 pub mod events;
 pub mod fairy;
 pub mod hub;

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::actions::Registry;
 use super::changes::ChangeReport;
 use super::fairy::FairyEntity;
-use super::memory::{HISTORY_BUDGET_CHARS, HistoryItem, compact_for_prompt, filter_by_level};
+use super::memory::{HistoryItem, compact_for_prompt, filter_by_level};
 use super::modes::{CANVAS_ACTIONS, Mode};
 use super::presence::{TaskSummary, TodoItem};
 use super::runtime_actions::response_schema_for;
@@ -59,6 +59,8 @@ pub struct PromptInput<'a> {
     pub corrections: &'a [String],
     /// Current time, RFC 3339 or similar.
     pub time: String,
+    /// Characters of history at most (older items are folded into a summary item).
+    pub history_budget: usize,
 }
 
 fn section_intro(fairy: &FairyEntity) -> String {
@@ -209,7 +211,7 @@ pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> Value 
         .collect();
     let mut parts = json!({
         "mode": input.mode.name(),
-        "chatHistory": compact_for_prompt(&history, HISTORY_BUDGET_CHARS),
+        "chatHistory": compact_for_prompt(&history, input.history_budget),
         "bounds": bounds_to_model(&input.bounds, t),
         "blurryShapes": blurry,
         "shapesInBounds": inside.len(),
@@ -318,6 +320,7 @@ mod tests {
             other_fairies: vec![],
             corrections: &[],
             time: "now".into(),
+            history_budget: crate::agent::memory::HISTORY_BUDGET_CHARS,
         };
         let mut t = PromptTransform::new(1000.0, 2000.0);
         let req = build_request(&input, &r, &mut t);

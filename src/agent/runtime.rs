@@ -303,6 +303,7 @@ impl FairyRuntime {
                 memory_level: self.modes.mode().memory_level(),
             });
             self.beacon.update(|p| p.pose = Pose::Thinking);
+            self.compact_history().await;
             self.emit(AgentEvent::TurnStarted { turn });
             if let Err(error) = self.run_turn(&request).await {
                 self.tentative.revert_tentative();

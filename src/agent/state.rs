@@ -21,6 +21,8 @@ pub const DEFAULT_VIEW: (f64, f64) = (1200.0, 800.0);
 pub struct RuntimeConfig {
     /// Most model turns per request.
     pub max_iterations: usize,
+    /// Characters of history a prompt may carry before old items are summarised.
+    pub history_budget: usize,
     /// Tentative application throttle.
     pub throttle: ThrottleConfig,
 }
@@ -29,6 +31,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             max_iterations: DEFAULT_MAX_ITERATIONS,
+            history_budget: super::memory::HISTORY_BUDGET_CHARS,
             throttle: ThrottleConfig::default(),
         }
     }

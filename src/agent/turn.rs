@@ -111,6 +111,7 @@ impl FairyRuntime {
             other_fairies,
             corrections: &corrections,
             time: format!("{} ms since the Unix epoch", super::fairy::now_millis()),
+            history_budget: self.config.history_budget,
         };
         let model_request = build_request(&input, &self.registry, &mut transform);
         let mut ctx = ActionCtx::new(self.entity.id.as_str());
