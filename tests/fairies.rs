@@ -100,6 +100,18 @@ async fn the_offline_model_draws_a_house() {
             .iter()
             .any(|i| i["type"] == json!("action") && i["acceptance"] == json!("accepted"))
     );
+    let metrics = reqwest::get(format!("{http}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    for line in [
+        r#"fairyring_fairy_actions_total{reason="accepted"}"#,
+        r#"fairyring_model_tokens_total{reason="output"}"#,
+    ] {
+        assert!(metrics.contains(line), "{line} missing in {metrics}");
+    }
     client.close().await;
     server.shutdown().await;
 }

@@ -343,6 +343,8 @@ impl FairyRuntime {
     }
 
     fn finish(&mut self, reason: &str) {
+        let metrics = crate::metrics::global();
+        crate::metrics::Metrics::count(&metrics.fairy_requests, reason, 1);
         self.state.working = false;
         self.beacon.update(|p| {
             p.pose = if reason == "done" {
@@ -384,6 +386,7 @@ impl FairyRuntime {
     /// Model failure after retries: revert, tell the user, go idle.
     fn fail(&mut self, error: &str) {
         tracing::warn!(fairy = %self.entity.id, %error, "fairy request failed");
+        crate::metrics::global().model_errors.inc();
         self.emit(AgentEvent::Error {
             message: error.into(),
         });

@@ -61,6 +61,15 @@ fn bounds_of(action: &Value, t: &PromptTransform) -> Option<Bounds> {
     ))
 }
 
+/// Adds a turn's token usage (failed attempts plus the last one) to the metrics.
+fn record_usage(spent: &crate::llm::Usage, last: &crate::llm::Usage) {
+    let m = crate::metrics::global();
+    let input = spent.input_tokens + last.input_tokens;
+    let output = spent.output_tokens + last.output_tokens;
+    crate::metrics::Metrics::count(&m.model_tokens, "input", input);
+    crate::metrics::Metrics::count(&m.model_tokens, "output", output);
+}
+
 /// Where the turn is while streaming.
 struct TurnState {
     ctx: ActionCtx,
@@ -125,23 +134,37 @@ impl FairyRuntime {
         };
         let mut stream = self.model.stream(model_request);
         let mut actions = ActionStream::new();
+        let mut usage = crate::llm::Usage::default();
+        let mut spent = crate::llm::Usage::default();
         while let Some(event) = stream.next().await {
-            match event? {
+            let event = match event {
+                Ok(event) => event,
+                Err(error) => {
+                    record_usage(&spent, &usage);
+                    return Err(error);
+                }
+            };
+            match event {
                 ModelEvent::TextDelta(text) => {
                     for a in actions.push(&text) {
                         self.on_streamed(a, &mut turn);
                     }
                 }
+                ModelEvent::Usage(u) => usage = u,
                 ModelEvent::Retry { discard: true, .. } => {
+                    spent.input_tokens += usage.input_tokens;
+                    spent.output_tokens += usage.output_tokens;
+                    usage = crate::llm::Usage::default();
                     self.tentative.revert_tentative();
                     actions = ActionStream::new();
                     turn.skip_below = turn.handled;
                     turn.throttle.reset();
                 }
-                ModelEvent::Retry { .. } | ModelEvent::Usage(_) => {}
+                ModelEvent::Retry { .. } => {}
                 ModelEvent::Done { .. } => break,
             }
         }
+        record_usage(&spent, &usage);
         for a in actions.finish() {
             self.on_streamed(a, &mut turn);
         }
@@ -232,6 +255,8 @@ impl FairyRuntime {
     }
 
     fn accept(&mut self, action: &Value, note: String, level: super::modes::MemoryLevel) {
+        let metrics = crate::metrics::global();
+        crate::metrics::Metrics::count(&metrics.fairy_actions, "accepted", 1);
         self.state.history.push(HistoryItem::Action {
             action: action.clone(),
             acceptance: "accepted".into(),
@@ -247,6 +272,8 @@ impl FairyRuntime {
         why: String,
         level: super::modes::MemoryLevel,
     ) {
+        let metrics = crate::metrics::global();
+        crate::metrics::Metrics::count(&metrics.fairy_actions, "rejected", 1);
         self.emit(AgentEvent::ActionRejected {
             action_type: kind.into(),
             reason: why.clone(),
