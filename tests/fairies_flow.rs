@@ -376,6 +376,13 @@ async fn solo_tasks_switch_to_working_solo_and_back() {
         })
         .await;
     assert_eq!(mock.requests().len(), 3);
+    let key = format!("{id}/t1");
+    client
+        .until("the task done in the document's tasks", |c| {
+            let task = &root_json(c, "tasks")[&key];
+            task["status"] == json!("done") && task["assignedTo"] == json!(id)
+        })
+        .await;
     let second = mock.requests()[1].body.to_string();
     assert!(
         second.contains("working-solo"),

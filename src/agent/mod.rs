@@ -7,7 +7,7 @@
 //! [`memory`] the chat history and its filtering, [`compact`] its summarising; [`prompt`] builds model requests;
 //! [`runtime`] runs requests (its data in [`state`]) and [`turn`] one model turn of them ([`runtime_actions`]
 //! declares the non-canvas actions, [`events`] what observers see, [`beacon`] publishes the
-//! presence); [`hub`] hosts the fairies of every room. Must not touch sockets
+//! presence); [`tasks_doc`] mirrors solo tasks into the `tasks` root; [`hub`] hosts the fairies of every room. Must not touch sockets
 //! or stores directly.
 
 pub mod actions;
@@ -25,6 +25,7 @@ pub mod prompt;
 pub mod runtime;
 pub mod runtime_actions;
 pub mod state;
+pub mod tasks_doc;
 pub mod tentative;
 pub mod throttle;
 pub mod turn;

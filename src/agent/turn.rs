@@ -353,12 +353,13 @@ impl FairyRuntime {
                 };
                 self.state.tasks.retain(|t| t.id != id);
                 self.state.tasks.push(SoloTask {
-                    id,
+                    id: id.clone(),
                     title: text_of(action, "title"),
                     text: text_of(action, "text"),
                     status: "todo".into(),
                     bounds: bounds_of(action, t),
                 });
+                self.mirror_task(&id);
                 self.refresh_tasks();
             }
             "start-solo-task" => self.start_task(&text_of(action, "taskId")),
@@ -372,11 +373,26 @@ impl FairyRuntime {
                 {
                     task.status = "done".into();
                 }
+                if let Some(id) = id {
+                    self.mirror_task(&id);
+                }
                 self.refresh_tasks();
             }
             other => self.corrections.push(format!(
                 "Rejected '{other}': this action is not available yet"
             )),
+        }
+    }
+
+    /// Writes the solo task's current state into the document's `tasks` root.
+    fn mirror_task(&self, id: &str) {
+        if let Some(task) = self.state.tasks.iter().find(|t| t.id == id) {
+            super::tasks_doc::upsert_task(
+                self.room.doc(),
+                &self.entity.id,
+                task,
+                &self.state.page_id,
+            );
         }
     }
 
@@ -389,6 +405,7 @@ impl FairyRuntime {
         };
         task.status = "in-progress".into();
         let (title, text, bounds) = (task.title.clone(), task.text.clone(), task.bounds);
+        self.mirror_task(id);
         self.state.current_task = Some(id.to_owned());
         self.switch_mode(Mode::WorkingSolo);
         self.state.current_task = Some(id.to_owned());
