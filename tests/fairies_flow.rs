@@ -446,3 +446,66 @@ async fn an_overlong_history_is_summarised_by_the_model() {
     client.close().await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_edits_survive_a_fairys_streaming_update() {
+    let long = "and so on ".repeat(30);
+    let second = format!(
+        r#"{{"actions": [{{"_type": "update", "update": {{"shapeId": "a", "color": "green"}}, "intent": "{long}"}}, {{"_type": "update", "update": {{"shapeId": "b", "x": 999}}, "intent": "{long}"}}, {{"_type": "message", "text": "ok"}}]}}"#
+    );
+    let mock = mock_server(vec![ok(TWO_BOXES), slow(&second), ok(DONE)]).await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "concurrent").await;
+    let id = invite(&http, "concurrent", "Clover").await;
+    prompt(&http, "concurrent", &id, "two boxes").await;
+    client
+        .until("both boxes settled and the fairy idle", |c| {
+            let s = shapes(c);
+            s["a"]["locked"] == json!(false) && s["b"]["locked"] == json!(false) && idle(c, &id)
+        })
+        .await;
+    prompt(&http, "concurrent", &id, "recolor a, move b").await;
+    client
+        .until("a turning green while streaming", |c| {
+            shapes(c)["a"]["color"] == json!("green")
+        })
+        .await;
+    client
+        .edit(|txn| {
+            let root = txn.get_map("shapes").expect("shapes");
+            if let Some(Out::YMap(a)) = root.get(txn, "a") {
+                a.insert(txn, "x", 300.0);
+            }
+        })
+        .await;
+    client
+        .until("b moving while streaming", |c| {
+            shapes(c)["b"]["x"].as_f64() == Some(999.0)
+        })
+        .await;
+    client
+        .edit(|txn| {
+            let root = txn.get_map("shapes").expect("shapes");
+            if let Some(Out::YMap(b)) = root.get(txn, "b") {
+                b.insert(txn, "color", "red");
+            }
+        })
+        .await;
+    client
+        .until("the fairy done", |c| {
+            chat_texts(c, &id).contains(&"ok".to_owned()) && idle(c, &id)
+        })
+        .await;
+    client.drain(Duration::from_millis(200)).await;
+    let s = shapes(&client);
+    assert_eq!(
+        s["a"]["x"].as_f64(),
+        Some(300.0),
+        "the user's move survives"
+    );
+    assert_eq!(s["a"]["color"], json!("green"), "the fairy's recolor stays");
+    assert_eq!(s["b"]["color"], json!("red"), "the user's recolor survives");
+    assert_eq!(s["b"]["x"].as_f64(), Some(999.0), "the fairy's move stays");
+    client.close().await;
+    server.shutdown().await;
+}
