@@ -1,6 +1,7 @@
 //! A fairy's awareness peer in one loaded room: holds its [`Presence`] under a short lock,
 //! publishes it under the fairy's own awareness client id after every change, and runs its
-//! flights (a task ticking at [`FLIGHT_HZ`] per second). Dropping the beacon stops the flight;
+//! flights (a task ticking at [`FLIGHT_HZ`] per second), and renews it every [`RENEW_EVERY`]
+//! so that clients do not time it out. Dropping the beacon stops both tasks;
 //! [`Beacon::remove`] announces the removal to everyone.
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -11,12 +12,17 @@ use rand::Rng;
 use super::presence::{FLIGHT_HZ, Flight, Presence};
 use crate::room::Room;
 
+/// How often an unchanged state is published again. y-protocols clients drop remote states
+/// not renewed for 30 s (and so do their servers), so a quiet fairy renews like a browser does.
+pub const RENEW_EVERY: Duration = Duration::from_secs(15);
+
 /// A fairy's awareness peer.
 pub struct Beacon {
     room: Arc<Room>,
     client_id: u64,
     presence: Mutex<Presence>,
     flight: Mutex<Option<tokio::task::AbortHandle>>,
+    renewal: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 impl Beacon {
@@ -26,12 +32,27 @@ impl Beacon {
         // Yjs draws 32-bit ids; draw from the upper half of the 53-bit safe range instead, so
         // a fairy never collides with a browser (which could then not set its own state).
         let client_id = rand::rng().random_range((1u64 << 40)..(1u64 << 52));
-        Arc::new(Beacon {
+        let beacon = Arc::new(Beacon {
             room,
             client_id,
             presence: Mutex::new(presence),
             flight: Mutex::new(None),
-        })
+            renewal: Mutex::new(None),
+        });
+        let weak = Arc::downgrade(&beacon);
+        let renewal = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(RENEW_EVERY);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                match weak.upgrade() {
+                    Some(beacon) => beacon.publish(),
+                    None => return,
+                }
+            }
+        });
+        *beacon.renewal.lock().unwrap_or_else(|p| p.into_inner()) = Some(renewal.abort_handle());
+        beacon
     }
 
     fn lock(&self) -> MutexGuard<'_, Presence> {
@@ -73,7 +94,15 @@ impl Beacon {
     /// Removes the fairy's awareness state for everyone.
     pub fn remove(&self) {
         self.stop_flight();
+        self.stop_renewal();
         let _ = self.room.set_presence(self.client_id, None);
+    }
+
+    fn stop_renewal(&self) {
+        let mut renewal = self.renewal.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(handle) = renewal.take() {
+            handle.abort();
+        }
     }
 
     fn stop_flight(&self) {
@@ -115,5 +144,6 @@ impl Beacon {
 impl Drop for Beacon {
     fn drop(&mut self) {
         self.stop_flight();
+        self.stop_renewal();
     }
 }

@@ -72,12 +72,16 @@ pub struct FairyView {
     pub client_id: Option<u64>,
 }
 
+/// Hosted fairies by room and id, with their awareness client id (which tells two hostings of
+/// one fairy apart).
+type HostedMap = HashMap<(RoomName, FairyId), (Hosted, u64)>;
+
 struct Inner {
     rooms: Rooms,
     model: Arc<dyn Model>,
     registry: Arc<Registry>,
     config: RuntimeConfig,
-    hosted: Mutex<HashMap<(RoomName, FairyId), (Hosted, u64)>>,
+    hosted: Mutex<HostedMap>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -104,7 +108,7 @@ impl FairyHub {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<(RoomName, FairyId), (Hosted, u64)>> {
+    fn lock(&self) -> MutexGuard<'_, HostedMap> {
         self.inner.hosted.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -123,17 +127,20 @@ impl FairyHub {
         if self.inner.shutdown.is_cancelled() {
             return;
         }
-        for entity in list_fairies(room.doc()) {
+        let entities = list_fairies(room.doc());
+        // Checked and hosted under one lock, so two peers joining at once cannot host a fairy
+        // twice. Lock order: the hub's map, then the room's locks (rooms never call the hub).
+        let mut map = self.lock();
+        for entity in entities {
             let key = (room.name().clone(), entity.id.clone());
-            let current = self.lock().get(&key).map(|(h, _)| h.room.clone());
-            match current {
-                Some(r) if Arc::ptr_eq(&r, room) => {}
-                _ => self.host(room, entity),
+            match map.get(&key) {
+                Some((h, _)) if Arc::ptr_eq(&h.room, room) => {}
+                _ => self.host(&mut map, room, entity),
             }
         }
     }
 
-    fn host(&self, room: &Arc<Room>, entity: FairyEntity) {
+    fn host(&self, map: &mut HostedMap, room: &Arc<Room>, entity: FairyEntity) {
         let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let key = (room.name().clone(), entity.id.clone());
@@ -152,7 +159,7 @@ impl FairyHub {
             tx,
             events,
         };
-        self.lock().insert(key.clone(), (hosted, client_id));
+        map.insert(key.clone(), (hosted, client_id));
         let hub = self.clone();
         let shutdown = self.inner.shutdown.clone();
         self.inner.tracker.spawn(
