@@ -31,6 +31,10 @@ pub enum AgentEvent {
         action: Value,
         /// Its final version.
         complete: bool,
+        /// Unix time in milliseconds when the model text that produced this version arrived
+        /// (for measuring the server's latency from model token to peer receipt).
+        #[serde(rename = "receivedAt")]
+        received_at: f64,
     },
     /// An action was refused; the model is told why next turn.
     ActionRejected {

@@ -286,6 +286,14 @@ pub fn read_runtime(doc: &Doc, id: &FairyId) -> Option<serde_json::Value> {
     serde_json::from_str(&string_of(&txn, &map, "runtime")).ok()
 }
 
+/// Unix time in milliseconds with a fraction (for latency measurements).
+pub fn now_millis_precise() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
+}
+
 /// Unix time in milliseconds (for chat items).
 pub fn now_millis() -> f64 {
     std::time::SystemTime::now()

@@ -193,6 +193,7 @@ impl FairyRuntime {
             index: a.index,
             action: a.action.clone(),
             complete: a.complete,
+            received_at: super::fairy::now_millis_precise(),
         });
         let mode = self.modes.mode();
         let canvas = matches!(self.registry.get(&kind), Some(Registered::Canvas(_)));
