@@ -304,3 +304,38 @@ async fn cancel_and_dismiss_mid_stream_leave_nothing_behind() {
     client.close().await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fairy_flies_smoothly_to_its_work() {
+    let (server, ws, http) = start(ServeConfig::for_test()).await;
+    let mut client = Client::connect(&ws, "flight").await;
+    let id = invite(&http, "flight", "Wren").await;
+    let (status, _) = post(
+        &format!("{http}/rooms/flight/fairies/{id}/prompt"),
+        json!({"message": "draw a house", "bounds": {"x": 3000, "y": 2000, "w": 800, "h": 600}}),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let mut xs: Vec<f64> = Vec::new();
+    client
+        .until("the fairy at the centre of the bounds", |c| {
+            let Some(p) = fairy_presence(c, &id) else {
+                return false;
+            };
+            let (x, y) = (p["fairy"]["x"].as_f64(), p["fairy"]["y"].as_f64());
+            if let Some(x) = x
+                && xs.last() != Some(&x)
+            {
+                xs.push(x);
+            }
+            x == Some(3400.0) && y == Some(2300.0)
+        })
+        .await;
+    assert!(xs.len() >= 4, "several intermediate positions: {xs:?}");
+    for pair in xs.windows(2) {
+        assert!(pair[1] >= pair[0], "monotonic: {xs:?}");
+        assert!(pair[1] - pair[0] < 3300.0 / 2.0, "no teleport: {xs:?}");
+    }
+    client.close().await;
+    server.shutdown().await;
+}
