@@ -56,6 +56,32 @@ async fn invite_shows_a_fairy_peer_and_dismiss_removes_it() {
     assert_eq!(body["error"], json!("fairy_not_found"));
     let bad = post(&format!("{http}/rooms/bad%20name/fairies"), json!({})).await;
     assert_eq!(bad.0, 400);
+    assert_eq!(bad.1["error"], json!("invalid_room_name"));
+    let garbled = reqwest::Client::new()
+        .post(format!("{http}/rooms/garden/fairies"))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .expect("invite");
+    assert_eq!(garbled.status().as_u16(), 400);
+    let body: Value = garbled.json().await.expect("json error");
+    assert_eq!(body["error"], json!("invalid_json"));
+    let unnamed = reqwest::Client::new()
+        .post(format!("{http}/rooms/garden/fairies"))
+        .send()
+        .await
+        .expect("invite");
+    assert_eq!(unnamed.status().as_u16(), 201, "no body: random traits");
+    let (status, body) = post(
+        &format!("{http}/rooms/garden/fairies/nope/prompt"),
+        json!({"message": "x"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].clone()),
+        (404, json!("fairy_not_found"))
+    );
     client.close().await;
     server.shutdown().await;
 }

@@ -114,10 +114,16 @@ async fn invite(
     Path(room): Path<String>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    body: Option<Json<InviteBody>>,
+    body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let (room, sub) = admit(&state, &room, &query, &headers)?;
-    let body = body.map(|Json(b)| b).unwrap_or_default();
+    // The body is optional: nothing (or whitespace) invites a fairy with random traits.
+    let body: InviteBody = if body.iter().all(u8::is_ascii_whitespace) {
+        InviteBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))?
+    };
     let view = state
         .fairies
         .invite(
