@@ -107,6 +107,16 @@ async fn the_offline_model_draws_a_house() {
                 .any(|t| t.contains("offline model"))
         })
         .await;
+    client
+        .until("the fairy celebrates, then idles", |c| {
+            fairy_presence(c, &id).is_some_and(|p| p["fairy"]["pose"] == json!("celebrating"))
+        })
+        .await;
+    client
+        .until("the fairy idles after celebrating", |c| {
+            fairy_presence(c, &id).is_some_and(|p| p["fairy"]["pose"] == json!("idle"))
+        })
+        .await;
     let s = shapes(&client);
     assert_eq!(s["walls"]["createdBy"], json!(format!("fairy:{id}")));
     assert_eq!(locked_count(&client), 0);

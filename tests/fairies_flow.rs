@@ -509,3 +509,29 @@ async fn users_edits_survive_a_fairys_streaming_update() {
     client.close().await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fairy_comes_back_when_its_room_reloads() {
+    let (server, ws, http) = start(fairyring::config::ServeConfig::for_test()).await;
+    let client = Client::connect(&ws, "reload").await;
+    let id = invite(&http, "reload", "Pip").await;
+    client.close().await;
+    let name = fairyring::room::RoomName::parse("reload").expect("name");
+    tokio::time::timeout(support::TIMEOUT, server.rooms().wait_unloaded(&name))
+        .await
+        .expect("the idle room unloads (an idle fairy does not keep it loaded)");
+    let mut client = Client::connect(&ws, "reload").await;
+    client
+        .until("the fairy's presence in the reloaded room", |c| {
+            fairy_presence(c, &id).is_some()
+        })
+        .await;
+    prompt(&http, "reload", &id, "draw a house").await;
+    client
+        .until("the house", |c| {
+            shapes(c)["walls"]["locked"] == json!(false)
+        })
+        .await;
+    client.close().await;
+    server.shutdown().await;
+}

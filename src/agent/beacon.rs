@@ -12,6 +12,9 @@ use rand::Rng;
 use super::presence::{FLIGHT_HZ, Flight, Presence};
 use crate::room::Room;
 
+/// How long the fairy shows the celebrating pose after finishing a request.
+pub const CELEBRATION: Duration = Duration::from_millis(1500);
+
 /// How often an unchanged state is published again. y-protocols clients drop remote states
 /// not renewed for 30 s (and so do their servers), so a quiet fairy renews like a browser does.
 pub const RENEW_EVERY: Duration = Duration::from_secs(15);
@@ -110,6 +113,20 @@ impl Beacon {
         if let Some(handle) = flight.take() {
             handle.abort();
         }
+    }
+
+    /// Shows the celebrating pose for [`CELEBRATION`], then idles (unless the pose changed).
+    pub fn celebrate(self: &Arc<Self>) {
+        self.update(|p| p.pose = super::presence::Pose::Celebrating);
+        let weak: Weak<Beacon> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(CELEBRATION).await;
+            if let Some(beacon) = weak.upgrade()
+                && beacon.snapshot().pose == super::presence::Pose::Celebrating
+            {
+                beacon.update(|p| p.pose = super::presence::Pose::Idle);
+            }
+        });
     }
 
     /// Flies smoothly to `to` (replacing any flight under way).

@@ -347,13 +347,12 @@ impl FairyRuntime {
         crate::metrics::Metrics::count(&metrics.fairy_requests, reason, 1);
         self.state.working = false;
         self.beacon.update(|p| {
-            p.pose = if reason == "done" {
-                Pose::Celebrating
-            } else {
-                Pose::Idle
-            };
+            p.pose = Pose::Idle;
             p.thinking = None;
         });
+        if reason == "done" {
+            self.beacon.celebrate();
+        }
         self.persist();
         self.emit(AgentEvent::RequestEnded {
             reason: reason.into(),
