@@ -535,3 +535,31 @@ async fn a_fairy_comes_back_when_its_room_reloads() {
     client.close().await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prose_and_a_code_fence_before_the_json_work_without_prefill() {
+    let text =
+        std::fs::read_to_string("tests/fixtures/models/prose_then_json.json").expect("fixture");
+    let script = MockScript::from_json(&text, "prose_then_json.json").expect("script");
+    let mock = MockServer::start(script).await.expect("mock");
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "prose").await;
+    let id = invite(&http, "prose", "Pip").await;
+    prompt(&http, "prose", &id, "three boxes").await;
+    client
+        .until("box1 settled", |c| {
+            shapes(c)["box1"]["locked"] == json!(false)
+        })
+        .await;
+    client.until("the fairy idle", |c| idle(c, &id)).await;
+    let body = &mock.requests()[0].body;
+    assert!(
+        body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .is_some_and(|m| m["role"] == json!("user")),
+        "no assistant prefill sent to this model: {body}"
+    );
+    client.close().await;
+    server.shutdown().await;
+}
