@@ -81,7 +81,13 @@ async fn the_next_prompt_lists_the_users_changes_not_the_fairys() {
             }
         })
         .await;
-    prompt(&http, "changes", &id, "what changed?").await;
+    let (status, body) = post(
+        &format!("{http}/rooms/changes/fairies/{id}/prompt"),
+        json!({"message": "what changed?", "bounds": {"x": 0, "y": 0, "w": 800, "h": 600},
+               "selectedShapeIds": ["b"]}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
     wait_requests(&mock, 2).await;
     let first = context_of(&mock, 0);
     let second = context_of(&mock, 1);
@@ -89,6 +95,19 @@ async fn the_next_prompt_lists_the_users_changes_not_the_fairys() {
     assert!(second.contains("changesSinceLastRequest"), "{second}");
     assert!(second.contains("300"), "{second}");
     assert!(second.contains("red"), "{second}");
+    let selected = second
+        .split("selectedShapes")
+        .nth(1)
+        .unwrap_or_default()
+        .split(']')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        selected.contains("\\\"shapeId\\\":\\\"b\\\""),
+        "b in full detail: {selected}"
+    );
+    assert!(selected.contains("color"), "full detail: {selected}");
     assert!(
         !second.contains("\\\"added\\\""),
         "the fairy's own creations are not listed: {second}"
