@@ -582,3 +582,41 @@ async fn prose_and_a_code_fence_before_the_json_work_without_prefill() {
     client.close().await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_fairys_changes_are_listed_apart_from_the_users() {
+    let mock = mock_server(vec![ok(TWO_BOXES), ok(DONE)]).await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "pair").await;
+    let first = invite(&http, "pair", "Clover").await;
+    let second = invite(&http, "pair", "Wren").await;
+    prompt(&http, "pair", &first, "two boxes").await;
+    client
+        .until("the first fairy done", |c| {
+            shapes(c)["b"]["locked"] == json!(false) && idle(c, &first)
+        })
+        .await;
+    prompt(&http, "pair", &second, "what did the other fairy do?").await;
+    wait_requests(&mock, 2).await;
+    let context = context_of(&mock, 1);
+    let changes = context
+        .split("changesSinceLastRequest")
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    assert!(changes.contains("\\\"users\\\":[]"), "{changes}");
+    assert!(
+        changes.contains("\\\"change\\\":\\\"added\\\""),
+        "{changes}"
+    );
+    assert!(context.contains("otherFairies"), "{context}");
+    assert!(
+        context.contains("Clover"),
+        "the other fairy is listed: {context}"
+    );
+    client
+        .until("the second fairy idle", |c| idle(c, &second))
+        .await;
+    client.close().await;
+    server.shutdown().await;
+}

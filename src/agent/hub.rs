@@ -164,11 +164,14 @@ impl FairyHub {
         let shutdown = self.inner.shutdown.clone();
         self.inner.tracker.spawn(
             async move {
-                run_host(runtime, rx, shutdown).await;
-                let mut map = hub.lock();
-                if map.get(&key).is_some_and(|(_, id)| *id == client_id) {
-                    map.remove(&key);
+                let runtime = run_host(runtime, rx, shutdown).await;
+                {
+                    let mut map = hub.lock();
+                    if map.get(&key).is_some_and(|(_, id)| *id == client_id) {
+                        map.remove(&key);
+                    }
                 }
+                hub.bury(key.0, runtime);
             }
             .instrument(span),
         );
@@ -275,6 +278,21 @@ impl FairyHub {
         Ok(super::fairy::read_runtime(r.doc(), id).unwrap_or_else(|| serde_json::json!({})))
     }
 
+    /// Drops a finished runtime once its room has unloaded. yrs 0.28's undo manager
+    /// unregisters its document observers with `try_transact_mut().unwrap()` when dropped: a
+    /// panic if any other thread is in a transaction then, which would leave the document
+    /// calling into freed memory. After the unload nothing else uses the document. Not tracked
+    /// by the shutdown tracker (rooms unload after fairies stop); at process exit the runtime
+    /// is dropped with the task, when rooms are gone too.
+    fn bury(&self, room: RoomName, runtime: FairyRuntime) {
+        runtime.beacon().remove();
+        let rooms = self.inner.rooms.clone();
+        tokio::spawn(async move {
+            rooms.wait_unloaded(&room).await;
+            drop(runtime);
+        });
+    }
+
     /// Stops every fairy (requests are aborted and reverted) and waits for them.
     pub async fn shutdown(&self) {
         self.inner.shutdown.cancel();
@@ -289,7 +307,7 @@ async fn run_host(
     mut rt: FairyRuntime,
     mut rx: mpsc::Receiver<Command>,
     shutdown: CancellationToken,
-) {
+) -> FairyRuntime {
     /// Why a running request stopped early.
     enum Stopped {
         Interrupt(Option<Command>),
@@ -312,7 +330,7 @@ async fn run_host(
                 None => continue,
                 Some(Stop) => {
                     rt.abort_for_shutdown();
-                    return;
+                    return rt;
                 }
                 Some(Interrupt(command)) => {
                     let reason = match command {
@@ -329,7 +347,7 @@ async fn run_host(
                 _ = shutdown.cancelled() => None,
                 _ = tokio::time::sleep(ROOM_CHECK) => {
                     if rt.room().is_closing() {
-                        return;
+                        return rt;
                     }
                     continue;
                 }
@@ -342,11 +360,11 @@ async fn run_host(
                 remove_fairy(rt.room().doc(), &rt.entity.id);
                 rt.beacon().remove();
                 let _ = done.send(());
-                return;
+                return rt;
             }
             None => {
                 rt.beacon().remove();
-                return;
+                return rt;
             }
         }
     }
