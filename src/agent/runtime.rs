@@ -32,37 +32,6 @@ pub use super::state::{
     DEFAULT_MAX_ITERATIONS, DEFAULT_VIEW, FairyState, Request, RuntimeConfig, SoloTask,
 };
 
-/// Most attempts at creating a fairy's undo manager while the document is busy.
-const TENTATIVE_ATTEMPTS: usize = 1000;
-
-/// Creates the fairy's [`Tentative`] at a quiet moment of the document. yrs 0.28's undo
-/// manager registers its document observers with `try_transact_mut().unwrap()`, which panics
-/// when any other thread holds a transaction on the document at that instant. Waiting until a
-/// transaction can be taken (and retrying a panic, which happens before anything is
-/// registered when it is the first registration that fails) makes that practically
-/// impossible; see [`super::hub`] for the matching rule when dropping it.
-fn new_tentative(doc: &yrs::Doc, fairy_id: &str) -> Tentative {
-    for _ in 0..TENTATIVE_ATTEMPTS {
-        let quiet = doc.try_transact_mut().is_ok();
-        if !quiet {
-            std::thread::yield_now();
-            continue;
-        }
-        let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            Tentative::new(doc, fairy_id)
-        }));
-        if let Ok(tentative) = made {
-            return tentative;
-        }
-        tracing::warn!(
-            fairy = fairy_id,
-            "document busy while creating the undo manager; retrying"
-        );
-    }
-    // Last resort: block until it works (a panic here is contained by the task).
-    Tentative::new(doc, fairy_id)
-}
-
 /// A fairy at work in one room.
 pub struct FairyRuntime {
     /// Who it is.
@@ -103,7 +72,7 @@ impl FairyRuntime {
             .and_then(|v| serde_json::from_value(v).ok())
             .unwrap_or_default();
         let id = entity.id.as_str().to_owned();
-        let tentative = new_tentative(&doc, &id);
+        let tentative = Tentative::new_when_quiet(&doc, &id);
         let tracker = ChangeTracker::new(&doc, &id, &[tentative.revert_origin()]);
         let mut presence =
             super::presence::Presence::new(&id, &entity.name, state.position.0, state.position.1);
