@@ -173,6 +173,15 @@ pub struct ServeConfig {
     /// Geometry change in px that re-applies a streaming fairy action before the interval.
     #[arg(long, env = "FAIRYRING_FAIRY_APPLY_MIN_MOVE", default_value_t = 64.0)]
     pub fairy_apply_min_move: f64,
+
+    /// Most model turns one fairy request may take.
+    #[arg(long, env = "FAIRYRING_FAIRY_MAX_ITERATIONS", default_value_t = 25)]
+    pub fairy_max_iterations: usize,
+
+    /// Characters of chat history a fairy's prompt may carry; older items are summarised by
+    /// the model (and cut if that fails) beyond it.
+    #[arg(long, env = "FAIRYRING_FAIRY_HISTORY_CHARS", default_value_t = 100_000)]
+    pub fairy_history_chars: usize,
 }
 
 impl ServeConfig {
@@ -206,6 +215,8 @@ impl ServeConfig {
             llm_max_retries: 4,
             fairy_apply_interval_ms: 250,
             fairy_apply_min_move: 64.0,
+            fairy_max_iterations: 25,
+            fairy_history_chars: 100_000,
         }
     }
 

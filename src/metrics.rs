@@ -44,6 +44,14 @@ pub struct Metrics {
     pub refused: Family<ReasonLabel, Counter>,
     /// Messages dropped without closing the connection (e.g. updates from read-only peers).
     pub dropped: Family<ReasonLabel, Counter>,
+    /// Fairy requests ended, by reason (`done`, `cancelled`, `interrupted`, `error`, …).
+    pub fairy_requests: Family<ReasonLabel, Counter>,
+    /// Complete fairy actions, by outcome (`accepted`, `rejected`).
+    pub fairy_actions: Family<ReasonLabel, Counter>,
+    /// Model tokens used by fairies, by kind (`input`, `output`).
+    pub model_tokens: Family<ReasonLabel, Counter>,
+    /// Fairy model calls that failed after their retries.
+    pub model_errors: Counter,
 }
 
 impl Metrics {
@@ -61,6 +69,10 @@ impl Metrics {
             closed: Family::default(),
             refused: Family::default(),
             dropped: Family::default(),
+            fairy_requests: Family::default(),
+            fairy_actions: Family::default(),
+            model_tokens: Family::default(),
+            model_errors: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -118,7 +130,36 @@ impl Metrics {
             "Messages dropped without closing",
             m.dropped.clone(),
         );
+        registry.register(
+            "fairy_requests",
+            "Fairy requests ended, by reason",
+            m.fairy_requests.clone(),
+        );
+        registry.register(
+            "fairy_actions",
+            "Complete fairy actions, by outcome",
+            m.fairy_actions.clone(),
+        );
+        registry.register(
+            "model_tokens",
+            "Model tokens used by fairies, by kind",
+            m.model_tokens.clone(),
+        );
+        registry.register(
+            "model_errors",
+            "Fairy model calls failed after retries",
+            m.model_errors.clone(),
+        );
         Metrics { registry, ..m }
+    }
+
+    /// Counts one event of a labelled fairy/model counter.
+    pub fn count(family: &Family<ReasonLabel, Counter>, label: &str, n: u64) {
+        family
+            .get_or_create(&ReasonLabel {
+                reason: label.to_owned(),
+            })
+            .inc_by(n);
     }
 
     /// Counts a server-side close.

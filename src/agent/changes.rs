@@ -118,6 +118,7 @@ static OBSERVER_IDS: AtomicU64 = AtomicU64::new(0);
 
 /// Tracks the shape changes not made by one fairy. Dropping it stops the observation.
 pub struct ChangeTracker {
+    doc: Doc,
     shapes: MapRef,
     key: Origin,
     state: Arc<Mutex<State>>,
@@ -164,6 +165,7 @@ impl ChangeTracker {
         let n = OBSERVER_IDS.fetch_add(1, Ordering::Relaxed);
         let key = Origin::from(format!("change-tracker:{fairy_id}:{n}").as_str());
         let observed = Arc::clone(&state);
+        let _registering = Registration::begin(doc);
         shapes.observe_deep(key.clone(), move |txn, events| {
             let mut st = lock(&observed);
             let author = st.author(txn.origin());
@@ -187,7 +189,12 @@ impl ChangeTracker {
                     .or_insert(Delta { before, after });
             }
         });
-        ChangeTracker { shapes, key, state }
+        ChangeTracker {
+            doc: doc.clone(),
+            shapes,
+            key,
+            state,
+        }
     }
 
     /// Adds an origin to count as the fairy's own.
@@ -220,7 +227,31 @@ impl ChangeTracker {
 
 impl Drop for ChangeTracker {
     fn drop(&mut self) {
+        let _registering = Registration::begin(&self.doc);
         self.shapes.unobserve_deep(self.key.clone());
+    }
+}
+
+/// Serialises observer (un)registration on a shared document. yrs 0.28 adds and removes a
+/// branch's deep observers through a raw pointer without any lock, while a write transaction
+/// on another thread may be iterating (and pruning) the same observer map: a data race that
+/// corrupted memory when fairies of one room were dropped while peers wrote (seen in the fairy
+/// integration tests). Holding a read transaction keeps writers (and so observer triggers)
+/// out; the process-wide mutex keeps two registrations from racing each other.
+struct Registration<'doc> {
+    _serial: MutexGuard<'static, ()>,
+    _readers: yrs::Transaction<'doc>,
+}
+
+static REGISTRATION: Mutex<()> = Mutex::new(());
+
+impl<'doc> Registration<'doc> {
+    fn begin(doc: &'doc Doc) -> Self {
+        let serial = REGISTRATION.lock().unwrap_or_else(|p| p.into_inner());
+        Registration {
+            _serial: serial,
+            _readers: doc.transact(),
+        }
     }
 }
 

@@ -1,10 +1,38 @@
 //! Fairies: the agent runtime (actions, modes, requests, memory).
 //!
-//! Layout: `actions/` holds one file per action; [`tentative`] applies still-streaming actions
-//! revertibly; [`changes`] tracks the changes that were not a fairy's own; [`throttle`] decides
-//! when a streaming action is worth re-applying. Must not touch sockets or stores directly.
+//! # Layout
+//! - `actions/`: one file per canvas action; [`runtime_actions`] declares the non-canvas ones
+//!   and [`runtime_apply`] carries them out.
+//! - [`tentative`]: applying still-streaming actions revertibly; [`throttle`]: when a streaming
+//!   action is worth re-applying; [`changes`]: the changes that were not a fairy's own.
+//! - [`fairy`]: the persistent entity in the document; [`tasks_doc`]: solo tasks mirrored into
+//!   the `tasks` root.
+//! - [`presence`]: the awareness state and flights; [`beacon`]: publishing them.
+//! - [`modes`]: the modes; [`mode_hooks`]: their hooks and state machine.
+//! - [`memory`]: chat history and its filtering; [`compact`]: summarising it.
+//! - [`prompt`]: model requests; [`state`]: a fairy's data; [`runtime`]: the request loop;
+//!   [`turn`]: one model turn; [`events`]: what observers see.
+//! - [`hub`]: hosting the fairies of every room (one task each).
+//!
+//! Must not touch sockets or stores directly.
 
 pub mod actions;
+pub mod beacon;
 pub mod changes;
+pub mod compact;
+pub mod events;
+pub mod fairy;
+pub mod hub;
+pub mod memory;
+pub mod mode_hooks;
+pub mod modes;
+pub mod presence;
+pub mod prompt;
+pub mod runtime;
+pub mod runtime_actions;
+pub mod runtime_apply;
+pub mod state;
+pub mod tasks_doc;
 pub mod tentative;
 pub mod throttle;
+pub mod turn;

@@ -40,6 +40,9 @@ use crate::origin::TxnOrigin;
 /// module documentation).
 pub const MAX_SERVER_CLIENT_ID: u64 = 1 << 16;
 
+/// Most attempts at creating a fairy's undo manager while the document is busy.
+const TENTATIVE_ATTEMPTS: usize = 1000;
+
 /// One fairy's revertible application of streaming actions on one document.
 pub struct Tentative {
     doc: Doc,
@@ -84,6 +87,34 @@ impl Tentative {
             undo,
             pending: None,
         }
+    }
+
+    /// Creates the fairy's [`Tentative`] at a quiet moment of the document. yrs 0.28's undo
+    /// manager registers its document observers with `try_transact_mut().unwrap()`, which panics
+    /// when any other thread holds a transaction on the document at that instant. Waiting until a
+    /// transaction can be taken (and retrying a panic, which happens before anything is
+    /// registered when it is the first registration that fails) makes that practically
+    /// impossible; see `agent::hub` for the matching rule when dropping it.
+    pub fn new_when_quiet(doc: &Doc, fairy_id: &str) -> Tentative {
+        for _ in 0..TENTATIVE_ATTEMPTS {
+            let quiet = doc.try_transact_mut().is_ok();
+            if !quiet {
+                std::thread::yield_now();
+                continue;
+            }
+            let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                Tentative::new(doc, fairy_id)
+            }));
+            if let Ok(tentative) = made {
+                return tentative;
+            }
+            tracing::warn!(
+                fairy = fairy_id,
+                "document busy while creating the undo manager; retrying"
+            );
+        }
+        // Last resort: block until it works (a panic here is contained by the task).
+        Tentative::new(doc, fairy_id)
     }
 
     /// The origin of the undo manager's own transactions (reverts): a change tracker must count

@@ -1,12 +1,13 @@
 //! The network edge: the only module that touches sockets.
 //!
 //! Owns the HTTP router (`/rooms/{room}` WebSocket upgrade, `/healthz`, `/metrics`, the web
-//! demo), connection admission, per-socket tasks ([`ws`]), the mapping of errors to HTTP and
+//! demo, the fairy API in [`fairies`]), connection admission, per-socket tasks ([`ws`]), the mapping of errors to HTTP and
 //! close codes ([`error`]), logging set-up ([`logging`]) and graceful shutdown (SIGINT/SIGTERM
 //! flush every room). Rooms, stores and auth are used through their module APIs.
 
 pub mod access;
 pub mod error;
+pub mod fairies;
 pub mod logging;
 pub mod web_demo;
 pub mod ws;
@@ -45,6 +46,8 @@ pub struct AppState {
     pub tracker: TaskTracker,
     /// Token verification; `None` only with `--insecure-no-auth` and no key configured.
     pub auth: Option<Arc<crate::auth::Authenticator>>,
+    /// The fairies hosted in every room.
+    pub fairies: crate::agent::hub::FairyHub,
 }
 
 /// A running server (returned by [`start`]).
@@ -94,7 +97,15 @@ pub async fn start_with(
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let rooms = Rooms::new(store, room_config(&config), config.max_rooms);
+    let model = crate::llm::model_from_config(&config)?;
+    let runtime = crate::agent::runtime::RuntimeConfig {
+        max_iterations: config.fairy_max_iterations.max(1),
+        history_budget: config.fairy_history_chars.max(1000),
+        throttle: crate::agent::throttle::ThrottleConfig::from_serve(&config),
+    };
+    let fairies = crate::agent::hub::FairyHub::new(rooms.clone(), model, runtime);
     let state = AppState {
+        fairies,
         connections: Arc::new(Semaphore::new(config.max_connections)),
         config: Arc::new(config),
         rooms,
@@ -119,6 +130,8 @@ pub async fn start_with(
         {
             tracing::warn!("some sockets did not close in time");
         }
+        // Fairies first: their requests are aborted and reverted before the rooms flush.
+        serve_state.fairies.shutdown().await;
         serve_state.rooms.shutdown().await;
         tracing::info!("all rooms flushed; server stopped");
     });
@@ -149,7 +162,8 @@ pub fn router(state: AppState) -> Router {
     let mut router = Router::new()
         .route("/rooms/{room}", get(ws::upgrade))
         .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics));
+        .route("/metrics", get(metrics))
+        .merge(fairies::routes());
     if state.config.dev {
         router = router.route("/auth/dev-token", axum::routing::post(access::dev_token));
     }

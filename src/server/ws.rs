@@ -77,6 +77,8 @@ pub async fn upgrade(
         )
     })?;
     let room = state.rooms.get(&name).await?;
+    // The room's fairies appear as awareness peers of this room instance.
+    state.fairies.ensure_hosted(&room);
     if room.peer_count() >= state.config.max_connections_per_room {
         return Err(crate::room::RoomError::RoomFull.into());
     }

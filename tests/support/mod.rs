@@ -1,6 +1,8 @@
 //! Test support: a real y-sync WebSocket client (tokio-tungstenite + yrs) and server helpers.
 #![allow(dead_code)]
 
+pub mod fairy_http;
+
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};

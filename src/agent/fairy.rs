@@ -1,0 +1,367 @@
+//! The persistent fairy entity in a room document (SPEC §2 `fairies` root): one nested Y.Map
+//! per fairy with `name, personality, hat, createdBy`, a `chat` Y.Array of user-facing chat
+//! items `{from, role, text, at}`, and `runtime`, the JSON of the fairy's runtime state (mode,
+//! history, todo, chat origin) so that it survives a restart with the document.
+//!
+//! Owns the reads and writes of that map and the [`FairyId`] newtype. No I/O, no async: the
+//! caller passes the room's [`Doc`]; every write is a transaction with the fairy's origin.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use yrs::{Any, Array, ArrayPrelim, ArrayRef, Doc, Map, MapPrelim, MapRef, Out, ReadTxn, Transact};
+
+use crate::canvas::schema::FAIRIES;
+use crate::origin::TxnOrigin;
+
+/// Longest name, personality or chat text accepted from a request, in characters.
+pub const MAX_TEXT_CHARS: usize = 2000;
+
+/// Hats a fairy may wear (picked at random when not given).
+pub const HATS: &[&str] = &[
+    "pointy", "top", "bow", "crown", "beret", "flower", "wizard", "cap",
+];
+
+const NAMES: &[&str] = &[
+    "Bramble", "Clover", "Fennel", "Juniper", "Moss", "Nettle", "Pip", "Sorrel", "Thistle", "Wren",
+];
+
+const PERSONALITIES: &[&str] = &[
+    "cheerful and precise",
+    "calm and methodical",
+    "playful and quick",
+    "thoughtful and tidy",
+];
+
+/// Why a fairy entity could not be read or written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FairyError {
+    /// An id that is empty, too long or has characters outside `[A-Za-z0-9_-]`.
+    #[error("invalid fairy id: {0}")]
+    InvalidId(String),
+    /// No fairy with that id in the room.
+    #[error("no fairy '{0}' in this room")]
+    NotFound(String),
+    /// A field of the invitation is unusable.
+    #[error("invalid fairy: {0}")]
+    Invalid(String),
+}
+
+/// A fairy's id: 1–64 characters of `[A-Za-z0-9_-]`, safe in origins (`fairy:ID`) and URLs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct FairyId(String);
+
+impl FairyId {
+    /// Validates an id.
+    pub fn parse(raw: &str) -> Result<Self, FairyError> {
+        let ok = !raw.is_empty()
+            && raw.len() <= 64
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if ok {
+            Ok(FairyId(raw.to_owned()))
+        } else {
+            Err(FairyError::InvalidId(raw.chars().take(80).collect()))
+        }
+    }
+
+    /// A fresh random id (`f-` + 10 hex digits).
+    pub fn random() -> Self {
+        let n: u64 = rand::rng().random::<u64>() & 0xff_ffff_ffff;
+        FairyId(format!("f-{n:010x}"))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for FairyId {
+    type Error = FairyError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        FairyId::parse(&value)
+    }
+}
+
+impl From<FairyId> for String {
+    fn from(id: FairyId) -> String {
+        id.0
+    }
+}
+
+impl fmt::Display for FairyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The persistent description of a fairy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FairyEntity {
+    /// Its id (the key in `fairies`).
+    pub id: FairyId,
+    /// Display name.
+    pub name: String,
+    /// A short description the system prompt uses.
+    pub personality: String,
+    /// One of [`HATS`] (or whatever a client stored).
+    pub hat: String,
+    /// `user:SUB` of whoever invited it.
+    pub created_by: String,
+}
+
+impl FairyEntity {
+    /// A new fairy; missing name, personality or hat are picked at random.
+    pub fn invite(
+        name: Option<&str>,
+        personality: Option<&str>,
+        hat: Option<&str>,
+        created_by: &str,
+    ) -> Result<Self, FairyError> {
+        let mut rng = rand::rng();
+        let mut pick = |list: &[&str]| list[rng.random_range(0..list.len())].to_owned();
+        let clean = |what: &str, v: Option<&str>| -> Result<Option<String>, FairyError> {
+            match v.map(str::trim) {
+                None | Some("") => Ok(None),
+                Some(s) if s.chars().count() > MAX_TEXT_CHARS => {
+                    Err(FairyError::Invalid(format!("{what} is too long")))
+                }
+                Some(s) => Ok(Some(s.to_owned())),
+            }
+        };
+        let name = clean("name", name)?.unwrap_or_else(|| pick(NAMES));
+        let personality = clean("personality", personality)?.unwrap_or_else(|| pick(PERSONALITIES));
+        let hat = clean("hat", hat)?.unwrap_or_else(|| pick(HATS));
+        Ok(FairyEntity {
+            id: FairyId::random(),
+            name,
+            personality,
+            hat,
+            created_by: format!("user:{created_by}"),
+        })
+    }
+}
+
+/// One user-facing chat item (`{from, role, text, at}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatItem {
+    /// `user:SUB` or `fairy:ID`.
+    pub from: String,
+    /// `user` or `fairy`.
+    pub role: String,
+    /// The text.
+    pub text: String,
+    /// Unix milliseconds.
+    pub at: f64,
+}
+
+fn fairy_map<T: ReadTxn>(txn: &T, id: &FairyId) -> Option<MapRef> {
+    let root = txn.get_map(FAIRIES)?;
+    match root.get(txn, id.as_str())? {
+        Out::YMap(m) => Some(m),
+        _ => None,
+    }
+}
+
+fn string_of<T: ReadTxn>(txn: &T, map: &MapRef, key: &str) -> String {
+    match map.get(txn, key) {
+        Some(Out::Any(Any::String(s))) => s.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Writes a new fairy (with an empty `chat`) into the document.
+pub fn insert_fairy(doc: &Doc, fairy: &FairyEntity) {
+    let root = doc.get_or_insert_map(FAIRIES);
+    let mut txn = doc.transact_mut_with(TxnOrigin::fairy(fairy.id.as_str()));
+    let prelim = MapPrelim::from([
+        ("name".to_owned(), yrs::In::from(fairy.name.as_str())),
+        ("personality".to_owned(), fairy.personality.as_str().into()),
+        ("hat".to_owned(), fairy.hat.as_str().into()),
+        ("createdBy".to_owned(), fairy.created_by.as_str().into()),
+        ("chat".to_owned(), ArrayPrelim::default().into()),
+    ]);
+    root.insert(&mut txn, fairy.id.as_str(), prelim);
+}
+
+/// Reads one fairy.
+pub fn read_fairy<T: ReadTxn>(txn: &T, id: &FairyId) -> Option<FairyEntity> {
+    let map = fairy_map(txn, id)?;
+    Some(FairyEntity {
+        id: id.clone(),
+        name: string_of(txn, &map, "name"),
+        personality: string_of(txn, &map, "personality"),
+        hat: string_of(txn, &map, "hat"),
+        created_by: string_of(txn, &map, "createdBy"),
+    })
+}
+
+/// Every fairy of the document whose key is a valid id, sorted by id.
+pub fn list_fairies(doc: &Doc) -> Vec<FairyEntity> {
+    let txn = doc.transact();
+    let Some(root) = txn.get_map(FAIRIES) else {
+        return Vec::new();
+    };
+    let mut out: Vec<FairyEntity> = root
+        .keys(&txn)
+        .filter_map(|k| FairyId::parse(k).ok())
+        .filter_map(|id| read_fairy(&txn, &id))
+        .collect();
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    out
+}
+
+/// Removes a fairy from the document; false if it was not there.
+pub fn remove_fairy(doc: &Doc, id: &FairyId) -> bool {
+    let root = doc.get_or_insert_map(FAIRIES);
+    let mut txn = doc.transact_mut_with(TxnOrigin::fairy(id.as_str()));
+    root.remove(&mut txn, id.as_str()).is_some()
+}
+
+fn chat_array<T: ReadTxn>(txn: &T, map: &MapRef) -> Option<ArrayRef> {
+    match map.get(txn, "chat")? {
+        Out::YArray(a) => Some(a),
+        _ => None,
+    }
+}
+
+/// Appends a chat item to the fairy's `chat` (created if a client removed it).
+pub fn append_chat(doc: &Doc, id: &FairyId, item: &ChatItem) -> Result<(), FairyError> {
+    let mut txn = doc.transact_mut_with(TxnOrigin::fairy(id.as_str()));
+    let map = fairy_map(&txn, id).ok_or_else(|| FairyError::NotFound(id.to_string()))?;
+    let chat = match chat_array(&txn, &map) {
+        Some(a) => a,
+        None => map.insert(&mut txn, "chat", ArrayPrelim::default()),
+    };
+    let entry: HashMap<String, Any> = HashMap::from([
+        ("from".to_owned(), Any::from(item.from.as_str())),
+        ("role".to_owned(), Any::from(item.role.as_str())),
+        ("text".to_owned(), Any::from(item.text.as_str())),
+        ("at".to_owned(), Any::from(item.at)),
+    ]);
+    chat.push_back(&mut txn, Any::from(entry));
+    Ok(())
+}
+
+/// The fairy's chat items, oldest first (items that are not objects are skipped).
+pub fn read_chat(doc: &Doc, id: &FairyId) -> Vec<ChatItem> {
+    let txn = doc.transact();
+    let Some(chat) = fairy_map(&txn, id).and_then(|m| chat_array(&txn, &m)) else {
+        return Vec::new();
+    };
+    chat.iter(&txn)
+        .filter_map(|v| match v {
+            Out::Any(any) => {
+                let mut json = String::new();
+                any.to_json(&mut json);
+                serde_json::from_str(&json).ok()
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Stores the fairy's runtime state (JSON) under `runtime`; false if the fairy is gone.
+pub fn write_runtime(doc: &Doc, id: &FairyId, state: &serde_json::Value) -> bool {
+    let mut txn = doc.transact_mut_with(TxnOrigin::fairy(id.as_str()));
+    match fairy_map(&txn, id) {
+        Some(map) => {
+            map.insert(&mut txn, "runtime", state.to_string());
+            true
+        }
+        None => false,
+    }
+}
+
+/// The fairy's stored runtime state, if any and if it parses.
+pub fn read_runtime(doc: &Doc, id: &FairyId) -> Option<serde_json::Value> {
+    let txn = doc.transact();
+    let map = fairy_map(&txn, id)?;
+    serde_json::from_str(&string_of(&txn, &map, "runtime")).ok()
+}
+
+/// Unix time in milliseconds with a fraction (for latency measurements).
+pub fn now_millis_precise() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
+}
+
+/// Unix time in milliseconds (for chat items).
+pub fn now_millis() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as f64)
+        .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_validated() {
+        assert!(FairyId::parse("f-1_a").is_ok());
+        assert!(FairyId::parse("").is_err());
+        assert!(FairyId::parse("a:b").is_err());
+        assert!(FairyId::parse(&"x".repeat(65)).is_err());
+        assert!(FairyId::parse(FairyId::random().as_str()).is_ok());
+    }
+
+    #[test]
+    fn entity_chat_and_runtime_round_trip() {
+        let doc = Doc::new();
+        let fairy = FairyEntity::invite(Some("Pip"), None, None, "alice").unwrap_or_else(|e| {
+            panic!("{e}");
+        });
+        assert!(HATS.contains(&fairy.hat.as_str()));
+        insert_fairy(&doc, &fairy);
+        assert_eq!(list_fairies(&doc), vec![fairy.clone()]);
+        let item = ChatItem {
+            from: "fairy:x".into(),
+            role: "fairy".into(),
+            text: "hi \"there\"".into(),
+            at: 12.0,
+        };
+        assert_eq!(append_chat(&doc, &fairy.id, &item), Ok(()));
+        assert_eq!(read_chat(&doc, &fairy.id), vec![item]);
+        assert!(write_runtime(
+            &doc,
+            &fairy.id,
+            &serde_json::json!({"mode": "idling"})
+        ));
+        assert_eq!(
+            read_runtime(&doc, &fairy.id),
+            Some(serde_json::json!({"mode": "idling"}))
+        );
+        assert!(remove_fairy(&doc, &fairy.id));
+        assert!(list_fairies(&doc).is_empty());
+        let missing = FairyId::parse("nope").unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            append_chat(
+                &doc,
+                &missing,
+                &read_chat(&doc, &fairy.id).pop().unwrap_or(ChatItem {
+                    from: String::new(),
+                    role: String::new(),
+                    text: String::new(),
+                    at: 0.0,
+                })
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn overlong_fields_are_refused() {
+        let long = "x".repeat(MAX_TEXT_CHARS + 1);
+        assert!(FairyEntity::invite(Some(&long), None, None, "a").is_err());
+    }
+}

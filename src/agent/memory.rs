@@ -1,0 +1,254 @@
+//! A fairy's chat history (the seed's `ChatHistoryItem`s): prompts, actions with their
+//! acceptance, continuations and memory transitions, each tagged with the memory level of the
+//! mode it was written in; the seed's `filterChatHistoryByMode`; and the bound that keeps the
+//! history inside the model's context budget (oldest items folded into one summary item, then
+//! oversized items truncated).
+//!
+//! Owns the item types and pure functions over them. No I/O.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::modes::MemoryLevel;
+
+/// Characters of history sent to the model at most (≈ 25k tokens).
+pub const HISTORY_BUDGET_CHARS: usize = 100_000;
+/// Characters one item may take in the prompt before it is truncated.
+pub const MAX_ITEM_CHARS: usize = 4_000;
+
+/// One history item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum HistoryItem {
+    /// A request: the user's (or the runtime's) message.
+    #[serde(rename_all = "camelCase")]
+    Prompt {
+        /// `user`, `self` (review/continuation) or `system`.
+        source: String,
+        /// What the model is told.
+        agent_facing_message: String,
+        /// The memory level of the mode it was written in.
+        memory_level: MemoryLevel,
+    },
+    /// An action the model wrote.
+    #[serde(rename_all = "camelCase")]
+    Action {
+        /// The (sanitized) action.
+        action: Value,
+        /// `accepted` or `rejected`.
+        acceptance: String,
+        /// Why it was rejected or corrected, for the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        /// The memory level of the mode it was written in.
+        memory_level: MemoryLevel,
+    },
+    /// Data carried to the next turn (a review's findings, corrections).
+    #[serde(rename_all = "camelCase")]
+    Continuation {
+        /// What the model is told.
+        data: Vec<Value>,
+        /// The memory level of the mode it was written in.
+        memory_level: MemoryLevel,
+    },
+    /// The end of a task or project: a summary replaces the filtered-out detail.
+    #[serde(rename_all = "camelCase")]
+    MemoryTransition {
+        /// What the model is told.
+        agent_facing_message: String,
+        /// What the chat shows, if anything.
+        user_facing_message: Option<String>,
+        /// The level it belongs to.
+        memory_level: MemoryLevel,
+    },
+}
+
+impl HistoryItem {
+    /// The item's memory level.
+    pub fn memory_level(&self) -> MemoryLevel {
+        match self {
+            HistoryItem::Prompt { memory_level, .. }
+            | HistoryItem::Action { memory_level, .. }
+            | HistoryItem::Continuation { memory_level, .. }
+            | HistoryItem::MemoryTransition { memory_level, .. } => *memory_level,
+        }
+    }
+
+    /// The item as the model sees it in the prompt.
+    pub fn to_prompt_json(&self) -> Value {
+        let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
+        if let Some(o) = v.as_object_mut() {
+            o.remove("memoryLevel");
+        }
+        v
+    }
+}
+
+/// The history the prompt sees in a mode of `level` (the seed's `filterChatHistoryByMode`):
+/// fairy level sees only fairy items; project level walks back over project items, skipping
+/// task items, and stops at the first fairy item; task level walks back over task items and
+/// stops at the first item of another level.
+pub fn filter_by_level(items: &[HistoryItem], level: MemoryLevel) -> Vec<&HistoryItem> {
+    match level {
+        MemoryLevel::Fairy => items
+            .iter()
+            .filter(|i| i.memory_level() == MemoryLevel::Fairy)
+            .collect(),
+        MemoryLevel::Project => {
+            let mut out = Vec::new();
+            for item in items.iter().rev() {
+                match item.memory_level() {
+                    MemoryLevel::Project => out.push(item),
+                    MemoryLevel::Task => continue,
+                    MemoryLevel::Fairy => break,
+                }
+            }
+            out.reverse();
+            out
+        }
+        MemoryLevel::Task => {
+            let mut out: Vec<&HistoryItem> = items
+                .iter()
+                .rev()
+                .take_while(|i| i.memory_level() == MemoryLevel::Task)
+                .collect();
+            out.reverse();
+            out
+        }
+    }
+}
+
+/// Truncates a text to `max` characters, saying so.
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let head: String = text.chars().take(max).collect();
+    format!("{head}… (truncated)")
+}
+
+/// The prompt's history items as JSON, within `budget` characters: the oldest items are folded
+/// into one memory-transition summary (counting what was left out, by kind), then every item
+/// is cut to [`MAX_ITEM_CHARS`]. Never fails: at worst only the summary remains.
+pub fn compact_for_prompt(items: &[&HistoryItem], budget: usize) -> Vec<Value> {
+    let rendered: Vec<String> = items
+        .iter()
+        .map(|i| clip(&i.to_prompt_json().to_string(), MAX_ITEM_CHARS))
+        .collect();
+    let mut total = 0usize;
+    let mut keep_from = rendered.len();
+    for (i, r) in rendered.iter().enumerate().rev() {
+        if total + r.len() > budget {
+            break;
+        }
+        total += r.len();
+        keep_from = i;
+    }
+    let mut out = Vec::new();
+    if keep_from > 0 {
+        let dropped = &items[..keep_from];
+        let prompts = dropped
+            .iter()
+            .filter(|i| matches!(i, HistoryItem::Prompt { .. }))
+            .count();
+        let actions = dropped
+            .iter()
+            .filter(|i| matches!(i, HistoryItem::Action { .. }))
+            .count();
+        let last_request = dropped.iter().rev().find_map(|i| match i {
+            HistoryItem::Prompt {
+                agent_facing_message,
+                ..
+            } => Some(clip(agent_facing_message, 200)),
+            _ => None,
+        });
+        let mut text = format!(
+            "Earlier history was compacted: {prompts} requests and {actions} actions are not shown."
+        );
+        if let Some(last) = last_request {
+            text.push_str(&format!(" The last of those requests was: {last}"));
+        }
+        out.push(serde_json::json!({"type": "memory-transition", "agentFacingMessage": text}));
+    }
+    for r in &rendered[keep_from..] {
+        out.push(serde_json::from_str(r).unwrap_or_else(|_| Value::String(r.clone())));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prompt(text: &str, level: MemoryLevel) -> HistoryItem {
+        HistoryItem::Prompt {
+            source: "user".into(),
+            agent_facing_message: text.into(),
+            memory_level: level,
+        }
+    }
+
+    fn texts(items: &[&HistoryItem]) -> Vec<String> {
+        items
+            .iter()
+            .map(|i| match i {
+                HistoryItem::Prompt {
+                    agent_facing_message,
+                    ..
+                } => agent_facing_message.clone(),
+                _ => "?".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn filtering_matches_the_seed() {
+        use MemoryLevel::*;
+        let items = vec![
+            prompt("f1", Fairy),
+            prompt("p1", Project),
+            prompt("t1", Task),
+            prompt("f2", Fairy),
+            prompt("p2", Project),
+            prompt("t2", Task),
+            prompt("p3", Project),
+            prompt("t3", Task),
+            prompt("t4", Task),
+        ];
+        assert_eq!(texts(&filter_by_level(&items, Fairy)), ["f1", "f2"]);
+        assert_eq!(texts(&filter_by_level(&items, Project)), ["p2", "p3"]);
+        assert_eq!(texts(&filter_by_level(&items, Task)), ["t3", "t4"]);
+        assert!(filter_by_level(&items[..1], Task).is_empty());
+    }
+
+    #[test]
+    fn compaction_keeps_recent_items_and_summarises_the_rest() {
+        let items: Vec<HistoryItem> = (0..50)
+            .map(|i| {
+                prompt(
+                    &format!("request {i} {}", "x".repeat(100)),
+                    MemoryLevel::Fairy,
+                )
+            })
+            .collect();
+        let refs: Vec<&HistoryItem> = items.iter().collect();
+        let all = compact_for_prompt(&refs, usize::MAX);
+        assert_eq!(all.len(), 50);
+        let out = compact_for_prompt(&refs, 1000);
+        assert!(out.len() < 50 && out.len() > 1);
+        assert_eq!(out[0]["type"], "memory-transition");
+        let summary = out[0]["agentFacingMessage"].as_str().unwrap_or_default();
+        assert!(summary.contains("requests"), "{summary}");
+        assert!(
+            out.last()
+                .map(|v| v["agentFacingMessage"].to_string())
+                .unwrap_or_default()
+                .contains("request 49")
+        );
+        let huge = [prompt(&"y".repeat(MAX_ITEM_CHARS * 3), MemoryLevel::Fairy)];
+        let refs: Vec<&HistoryItem> = huge.iter().collect();
+        let out = compact_for_prompt(&refs, HISTORY_BUDGET_CHARS);
+        assert!(out[0].to_string().len() < MAX_ITEM_CHARS + 100);
+        assert_eq!(compact_for_prompt(&refs, 10).len(), 1);
+    }
+}

@@ -1,0 +1,397 @@
+//! One fairy at work in one loaded room: its persistent state (mode, history, todo, tasks,
+//! chat origin), the request loop (SPEC §5 "requests": a prompt runs turns while a request is
+//! scheduled or the mode's `on_prompt_end` asks for more, up to
+//! [`RuntimeConfig::max_iterations`]), cancellation (revert the incomplete tentative action,
+//! `on_prompt_cancel`), failure (revert, chat message, idle) and restoring after a restart.
+//! One model turn — streaming, applying, the runtime actions — is in [`super::turn`].
+//!
+//! The runtime is driven by its host task ([`super::hub`]); it never holds a lock across an
+//! `.await`, and all of its document writes are short transactions with the fairy's origin.
+
+use std::sync::Arc;
+
+use tokio::sync::broadcast;
+use yrs::Transact;
+
+use super::actions::Registry;
+use super::beacon::Beacon;
+use super::changes::ChangeTracker;
+use super::events::AgentEvent;
+use super::fairy::{ChatItem, FairyEntity, append_chat, now_millis, read_runtime, write_runtime};
+use super::memory::HistoryItem;
+use super::modes::{HookCtx, Mode, ModeEffect, ModeMachine, Outcome};
+use super::presence::{Pose, TaskSummary, TodoItem};
+use super::tentative::Tentative;
+use crate::canvas::geometry::Bounds;
+use crate::canvas::shape::{delete_shape, list_shapes};
+use crate::llm::Model;
+use crate::origin::TxnOrigin;
+use crate::room::Room;
+
+pub use super::state::{
+    DEFAULT_MAX_ITERATIONS, DEFAULT_VIEW, FairyState, Request, RuntimeConfig, SoloTask,
+};
+
+/// A fairy at work in one room.
+pub struct FairyRuntime {
+    /// Who it is.
+    pub entity: FairyEntity,
+    /// Its persistent state.
+    pub state: FairyState,
+    pub(super) modes: ModeMachine,
+    pub(super) room: Arc<Room>,
+    pub(super) beacon: Arc<Beacon>,
+    pub(super) tentative: Tentative,
+    pub(super) tracker: ChangeTracker,
+    pub(super) model: Arc<dyn Model>,
+    pub(super) registry: Arc<Registry>,
+    pub(super) config: RuntimeConfig,
+    pub(super) events: broadcast::Sender<AgentEvent>,
+    /// Follow-up scheduled during the current turn.
+    pub(super) scheduled: Option<Request>,
+    /// What the model is told next turn (rejections, sanitizer notes).
+    pub(super) corrections: Vec<String>,
+    /// The current request's bounds.
+    pub(super) bounds: Bounds,
+}
+
+impl FairyRuntime {
+    /// Hosts `entity` in `room`, restoring its stored state. A fairy that was working when
+    /// the server stopped comes back idle: its half-applied (locked) shapes are removed and
+    /// its chat says its work was interrupted.
+    pub fn new(
+        room: Arc<Room>,
+        entity: FairyEntity,
+        model: Arc<dyn Model>,
+        registry: Arc<Registry>,
+        config: RuntimeConfig,
+        events: broadcast::Sender<AgentEvent>,
+    ) -> Self {
+        let doc = room.doc().clone();
+        let mut state: FairyState = read_runtime(&doc, &entity.id)
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default();
+        let id = entity.id.as_str().to_owned();
+        let tentative = Tentative::new_when_quiet(&doc, &id);
+        let tracker = ChangeTracker::new(&doc, &id, &[tentative.revert_origin()]);
+        let mut presence =
+            super::presence::Presence::new(&id, &entity.name, state.position.0, state.position.1);
+        let interrupted = state.working;
+        if interrupted {
+            state.working = false;
+            state.mode = Mode::Idling;
+        }
+        presence.mode = state.mode.name().into();
+        presence.todo = state.todo.clone();
+        let beacon = Beacon::new(room.clone(), presence);
+        let mut rt = FairyRuntime {
+            modes: ModeMachine::new(state.mode),
+            entity,
+            state,
+            room,
+            beacon,
+            tentative,
+            tracker,
+            model,
+            registry,
+            config,
+            events,
+            scheduled: None,
+            corrections: Vec::new(),
+            bounds: Bounds::default(),
+        };
+        rt.refresh_tasks();
+        if interrupted {
+            rt.remove_locked_shapes();
+            rt.say("My previous work was interrupted (the server restarted); ask me again to continue.");
+            rt.persist();
+        }
+        rt.beacon.publish();
+        rt
+    }
+
+    /// The room instance this runtime lives in.
+    pub fn room(&self) -> &Arc<Room> {
+        &self.room
+    }
+
+    /// Its awareness peer.
+    pub fn beacon(&self) -> &Arc<Beacon> {
+        &self.beacon
+    }
+
+    fn remove_locked_shapes(&mut self) {
+        let author = format!("fairy:{}", self.entity.id);
+        let doc = self.room.doc();
+        let locked: Vec<String> = list_shapes(&doc.transact())
+            .into_iter()
+            .filter(|s| s.locked && s.created_by == author)
+            .map(|s| s.id)
+            .collect();
+        if !locked.is_empty() {
+            let mut txn = doc.transact_mut_with(TxnOrigin::fairy(self.entity.id.as_str()));
+            for id in &locked {
+                delete_shape(&mut txn, id);
+            }
+        }
+    }
+
+    pub(super) fn emit(&self, event: AgentEvent) {
+        // No observer is fine.
+        let _ = self.events.send(event);
+    }
+
+    /// Writes the state into the document (it survives a restart with the room).
+    pub fn persist(&mut self) {
+        self.state.position = {
+            let p = self.beacon.snapshot();
+            (p.x, p.y)
+        };
+        self.state.mode = self.modes.mode();
+        match serde_json::to_value(&self.state) {
+            Ok(v) => {
+                write_runtime(self.room.doc(), &self.entity.id, &v);
+            }
+            Err(error) => tracing::error!(fairy = %self.entity.id, %error, "fairy state not saved"),
+        }
+    }
+
+    /// Posts a chat message as the fairy (doc `chat` and awareness `lastMessage`).
+    pub(super) fn say(&self, text: &str) {
+        let item = ChatItem {
+            from: format!("fairy:{}", self.entity.id),
+            role: "fairy".into(),
+            text: text.into(),
+            at: now_millis(),
+        };
+        if let Err(error) = append_chat(self.room.doc(), &self.entity.id, &item) {
+            tracing::warn!(fairy = %self.entity.id, %error, "chat message lost");
+        }
+        self.beacon
+            .update(|p| p.last_message = Some(text.to_owned()));
+    }
+
+    pub(super) fn hook_ctx(&self) -> HookCtx {
+        let current = self.state.current_task.as_ref().map(|id| {
+            let done = self
+                .state
+                .tasks
+                .iter()
+                .any(|t| &t.id == id && t.status == "done");
+            (id.clone(), done)
+        });
+        HookCtx {
+            open_todo: self.state.todo.iter().any(TodoItem::is_open),
+            current_task: current,
+            pending_tasks: self
+                .state
+                .tasks
+                .iter()
+                .filter(|t| t.status == "todo" && Some(&t.id) != self.state.current_task.as_ref())
+                .count(),
+        }
+    }
+
+    /// Carries out what the mode machine decided.
+    pub(super) fn apply_outcome(&mut self, outcome: Outcome) {
+        for mode in &outcome.entered {
+            self.emit(AgentEvent::ModeChanged {
+                mode: mode.name().into(),
+            });
+        }
+        if !outcome.entered.is_empty() {
+            let mode = self.modes.mode();
+            self.state.mode = mode;
+            if mode != Mode::WorkingSolo {
+                self.state.current_task = None;
+            }
+            self.beacon.update(|p| {
+                p.mode = mode.name().into();
+                if mode != Mode::WorkingSolo {
+                    p.task_id = None;
+                }
+            });
+        }
+        let level = self.modes.mode().memory_level();
+        for effect in outcome.effects {
+            match effect {
+                ModeEffect::Schedule(message) => self.schedule(Request::follow_up(message, None)),
+                ModeEffect::MemoryTransition(memory_level, text) => {
+                    self.state.history.push(HistoryItem::MemoryTransition {
+                        agent_facing_message: text,
+                        user_facing_message: None,
+                        memory_level,
+                    })
+                }
+                ModeEffect::SwitchTo(_) => {
+                    tracing::debug!(?level, "switch effects are followed by the machine")
+                }
+            }
+        }
+    }
+
+    /// Switches mode (exit and enter hooks in order).
+    pub fn switch_mode(&mut self, to: Mode) {
+        let ctx = self.hook_ctx();
+        let out = self.modes.switch(to, &ctx);
+        self.apply_outcome(out);
+    }
+
+    /// Merges a follow-up into the pending request.
+    pub(super) fn schedule(&mut self, request: Request) {
+        match &mut self.scheduled {
+            Some(pending) => pending.merge(request),
+            None => self.scheduled = Some(request),
+        }
+    }
+
+    pub(super) fn refresh_tasks(&self) {
+        let tasks: Vec<TaskSummary> = self
+            .state
+            .tasks
+            .iter()
+            .map(|t| TaskSummary {
+                id: t.id.clone(),
+                title: t.title.clone(),
+                status: t.status.clone(),
+            })
+            .collect();
+        let todo = self.state.todo.clone();
+        let current = self.state.current_task.clone();
+        self.beacon.update(|p| {
+            p.tasks = tasks;
+            p.todo = todo;
+            p.task_id = current;
+        });
+    }
+
+    fn default_bounds(&self) -> Bounds {
+        let p = self.beacon.snapshot();
+        Bounds::new(p.x - 100.0, p.y - 100.0, DEFAULT_VIEW.0, DEFAULT_VIEW.1)
+    }
+
+    /// Runs a request to its end (see the module docs). Cancellation is dropping the future
+    /// and then calling [`FairyRuntime::abort`].
+    pub async fn run_request(&mut self, first: Request) {
+        let lease = self.room.lease();
+        self.state.working = true;
+        self.corrections.clear();
+        self.scheduled = None;
+        let ctx = self.hook_ctx();
+        let out = self.modes.prompt_start(&ctx);
+        self.apply_outcome(out);
+        self.persist();
+        self.emit(AgentEvent::RequestStarted {
+            messages: first.messages.clone(),
+        });
+        let mut request = first;
+        self.bounds = request.bounds.unwrap_or_else(|| self.default_bounds());
+        if self.state.chat_origin.is_none() {
+            self.state.chat_origin = Some((self.bounds.x, self.bounds.y));
+        }
+        self.beacon
+            .fly_to((self.bounds.center_x(), self.bounds.center_y()));
+        let mut turn = 0;
+        let reason = loop {
+            turn += 1;
+            if turn > self.config.max_iterations {
+                break "max-iterations";
+            }
+            self.state.history.push(HistoryItem::Prompt {
+                source: request.source.clone(),
+                agent_facing_message: request.messages.join("\n\n"),
+                memory_level: self.modes.mode().memory_level(),
+            });
+            self.beacon.update(|p| p.pose = Pose::Thinking);
+            self.compact_history().await;
+            self.emit(AgentEvent::TurnStarted { turn });
+            if let Err(error) = self.run_turn(&request).await {
+                self.tentative.revert_tentative();
+                self.fail(&error.to_string());
+                break "error";
+            }
+            self.persist();
+            let next = match self.scheduled.take() {
+                Some(next) => Some(next),
+                None if !self.corrections.is_empty() => Some(Request::follow_up(
+                    "Some of your actions were corrected or rejected: see `corrections`, then continue.",
+                    None,
+                )),
+                None => {
+                    let ctx = self.hook_ctx();
+                    let out = self.modes.prompt_end(&ctx);
+                    self.apply_outcome(out);
+                    self.scheduled.take()
+                }
+            };
+            match next {
+                Some(next) => {
+                    if let Some(b) = next.bounds {
+                        self.bounds = b;
+                    }
+                    request = next;
+                }
+                None => break "done",
+            }
+        };
+        if reason == "max-iterations" {
+            self.say("I stopped: this request took more turns than I am allowed.");
+            self.switch_mode(Mode::Idling);
+        }
+        self.finish(reason);
+        drop(lease);
+    }
+
+    fn finish(&mut self, reason: &str) {
+        let metrics = crate::metrics::global();
+        crate::metrics::Metrics::count(&metrics.fairy_requests, reason, 1);
+        self.state.working = false;
+        self.beacon.update(|p| {
+            p.pose = Pose::Idle;
+            p.thinking = None;
+        });
+        if reason == "done" {
+            self.beacon.celebrate();
+        }
+        self.persist();
+        self.emit(AgentEvent::RequestEnded {
+            reason: reason.into(),
+        });
+    }
+
+    /// After the request future was dropped: reverts the incomplete action, runs
+    /// `on_prompt_cancel`, and ends the request with `reason`.
+    pub fn abort(&mut self, reason: &str) {
+        self.tentative.revert_tentative();
+        self.scheduled = None;
+        if self.state.working {
+            let ctx = self.hook_ctx();
+            let out = self.modes.prompt_cancel(&ctx);
+            self.apply_outcome(out);
+            self.finish(reason);
+        }
+    }
+
+    /// The server is stopping mid-request: reverts the incomplete action but keeps the state
+    /// marked as working, so that the restarted fairy says its work was interrupted.
+    pub fn abort_for_shutdown(&mut self) {
+        self.tentative.revert_tentative();
+        self.scheduled = None;
+        if self.state.working {
+            self.persist();
+        }
+    }
+
+    /// Model failure after retries: revert, tell the user, go idle.
+    fn fail(&mut self, error: &str) {
+        tracing::warn!(fairy = %self.entity.id, %error, "fairy request failed");
+        crate::metrics::global().model_errors.inc();
+        self.emit(AgentEvent::Error {
+            message: error.into(),
+        });
+        self.say(&format!(
+            "Sorry, I could not finish: the language model failed ({error})."
+        ));
+        self.switch_mode(Mode::Idling);
+    }
+}

@@ -1,0 +1,168 @@
+//! The data of a fairy at work: its settings ([`RuntimeConfig`]), what survives a restart
+//! ([`FairyState`], stored as JSON in the fairy's `runtime` key), its solo tasks and the
+//! [`Request`]s it runs (with the `schedule` merge rule). Plain data, no I/O.
+
+use serde::{Deserialize, Serialize};
+
+use super::memory::HistoryItem;
+use super::modes::Mode;
+use super::presence::TodoItem;
+use super::throttle::ThrottleConfig;
+use crate::canvas::geometry::Bounds;
+use crate::canvas::schema::MAIN_PAGE;
+
+/// Default most model turns per request.
+pub const DEFAULT_MAX_ITERATIONS: usize = 25;
+/// Size of the area a request without bounds works on, around the fairy.
+pub const DEFAULT_VIEW: (f64, f64) = (1200.0, 800.0);
+
+/// Settings of every fairy.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RuntimeConfig {
+    /// Most model turns per request.
+    pub max_iterations: usize,
+    /// Characters of history a prompt may carry before old items are summarised.
+    pub history_budget: usize,
+    /// Tentative application throttle.
+    pub throttle: ThrottleConfig,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+            history_budget: super::memory::HISTORY_BUDGET_CHARS,
+            throttle: ThrottleConfig::default(),
+        }
+    }
+}
+
+/// A solo task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SoloTask {
+    /// Task id.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// Details.
+    pub text: String,
+    /// `todo`, `in-progress` or `done`.
+    pub status: String,
+    /// Area it covers (page coordinates).
+    pub bounds: Option<Bounds>,
+}
+
+/// What survives a restart (stored in the fairy's `runtime` key).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FairyState {
+    /// Current mode.
+    pub mode: Mode,
+    /// Chat history.
+    pub history: Vec<HistoryItem>,
+    /// Personal todo list.
+    pub todo: Vec<TodoItem>,
+    /// Solo tasks.
+    pub tasks: Vec<SoloTask>,
+    /// The solo task in progress.
+    pub current_task: Option<String>,
+    /// Page point the model's coordinates are relative to.
+    pub chat_origin: Option<(f64, f64)>,
+    /// Where the fairy is.
+    pub position: (f64, f64),
+    /// Page it works on.
+    pub page_id: String,
+    /// True while a request runs (found true after a restart: the work was interrupted).
+    pub working: bool,
+}
+
+impl Default for FairyState {
+    fn default() -> Self {
+        FairyState {
+            mode: Mode::Idling,
+            history: Vec::new(),
+            todo: Vec::new(),
+            tasks: Vec::new(),
+            current_task: None,
+            chat_origin: None,
+            position: (100.0, 100.0),
+            page_id: MAIN_PAGE.into(),
+            working: false,
+        }
+    }
+}
+
+/// One request: messages and where to work. Scheduling merges into the pending one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Request {
+    /// Messages, oldest first.
+    pub messages: Vec<String>,
+    /// Area (page coordinates); `None`: around the fairy, or the previous request's.
+    pub bounds: Option<Bounds>,
+    /// Selected shape ids.
+    pub selected: Vec<String>,
+    /// `user` or `self`.
+    pub source: String,
+}
+
+impl Request {
+    /// A request from the runtime itself.
+    pub fn follow_up(message: impl Into<String>, bounds: Option<Bounds>) -> Self {
+        Request {
+            messages: vec![message.into()],
+            bounds,
+            selected: Vec::new(),
+            source: "self".into(),
+        }
+    }
+
+    /// `schedule` semantics: messages appended, bounds and selection overridden when given.
+    pub fn merge(&mut self, other: Request) {
+        self.messages.extend(other.messages);
+        if other.bounds.is_some() {
+            self.bounds = other.bounds;
+        }
+        if !other.selected.is_empty() {
+            self.selected = other.selected;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_appends_messages_and_overrides_bounds() {
+        let mut r = Request {
+            messages: vec!["a".into()],
+            bounds: Some(Bounds::new(0.0, 0.0, 1.0, 1.0)),
+            selected: vec!["s".into()],
+            source: "user".into(),
+        };
+        r.merge(Request::follow_up("b", None));
+        assert_eq!(r.messages, ["a", "b"]);
+        assert_eq!(r.bounds, Some(Bounds::new(0.0, 0.0, 1.0, 1.0)));
+        r.merge(Request::follow_up(
+            "c",
+            Some(Bounds::new(5.0, 5.0, 1.0, 1.0)),
+        ));
+        assert_eq!(r.bounds, Some(Bounds::new(5.0, 5.0, 1.0, 1.0)));
+        assert_eq!(r.selected, ["s"]);
+    }
+
+    #[test]
+    fn state_round_trips_and_tolerates_missing_fields() {
+        let state = FairyState {
+            working: true,
+            chat_origin: Some((1.5, 2.0)),
+            ..FairyState::default()
+        };
+        let json = serde_json::to_value(&state).unwrap_or_default();
+        let back: Option<FairyState> = serde_json::from_value(json).ok();
+        assert_eq!(back, Some(state));
+        let partial: Option<FairyState> =
+            serde_json::from_value(serde_json::json!({"mode": "working-solo"})).ok();
+        assert_eq!(partial.map(|s| s.mode), Some(Mode::WorkingSolo));
+    }
+}

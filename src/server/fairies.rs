@@ -1,0 +1,278 @@
+//! The fairy HTTP API (SPEC §5, scope `fairies`): invite, list, prompt (interrupt semantics,
+//! `202`), cancel, dismiss, history, and the SSE stream of a fairy's events. Bodies are JSON;
+//! errors are `{"error", "detail"}` like every other route. The work is done by
+//! [`crate::agent::hub::FairyHub`]; this file only admits requests and maps errors.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::Stream;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::AppState;
+use super::error::ApiError;
+use crate::agent::fairy::{FairyError, FairyId, MAX_TEXT_CHARS};
+use crate::agent::hub::HubError;
+use crate::agent::runtime::Request;
+use crate::auth::{Scope, unix_now};
+use crate::canvas::geometry::Bounds;
+use crate::room::RoomName;
+
+/// Most selected shape ids accepted in one prompt.
+const MAX_SELECTED: usize = 1000;
+
+/// The fairy routes.
+pub fn routes() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route("/rooms/{room}/fairies", post(invite).get(list))
+        .route("/rooms/{room}/fairies/{id}", axum::routing::delete(dismiss))
+        .route("/rooms/{room}/fairies/{id}/prompt", post(prompt))
+        .route("/rooms/{room}/fairies/{id}/cancel", post(cancel))
+        .route("/rooms/{room}/fairies/{id}/history", get(history))
+        .route("/rooms/{room}/fairies/{id}/events", get(events))
+}
+
+impl From<HubError> for ApiError {
+    fn from(error: HubError) -> Self {
+        match error {
+            HubError::Room(e) => e.into(),
+            HubError::Fairy(FairyError::NotFound(id)) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "fairy_not_found",
+                format!("no fairy '{id}' in this room"),
+            ),
+            HubError::Fairy(e) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_fairy", e.to_string())
+            }
+            HubError::Busy => ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "fairy_busy",
+                error.to_string(),
+            ),
+            HubError::ShuttingDown => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                error.to_string(),
+            ),
+        }
+    }
+}
+
+/// Checks the room name and the token's `fairies` scope for that room; returns the `sub`.
+fn admit(
+    state: &AppState,
+    room: &str,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Result<(RoomName, String), ApiError> {
+    let name = RoomName::parse(room)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_room_name", e.to_string()))?;
+    let Some(auth) = &state.auth else {
+        return Ok((name, "anonymous".into()));
+    };
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let token =
+        crate::auth::token_from_request(query.get("token").map(String::as_str), authorization)
+            .ok_or(crate::auth::AuthError::MissingToken)?;
+    let claims = auth.authenticate(token, unix_now())?;
+    crate::auth::authorize_scope(&claims, name.as_str(), Scope::Fairies)?;
+    Ok((name, claims.sub))
+}
+
+fn fairy_id(raw: &str) -> Result<FairyId, ApiError> {
+    FairyId::parse(raw)
+        .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "fairy_not_found", e.to_string()))
+}
+
+fn json_body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    body.map(|Json(b)| b)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.body_text()))
+}
+
+/// Body of an invitation (everything optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InviteBody {
+    name: Option<String>,
+    personality: Option<String>,
+    hat: Option<String>,
+}
+
+async fn invite(
+    State(state): State<AppState>,
+    Path(room): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let (room, sub) = admit(&state, &room, &query, &headers)?;
+    // The body is optional: nothing (or whitespace) invites a fairy with random traits.
+    let body: InviteBody = if body.iter().all(u8::is_ascii_whitespace) {
+        InviteBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))?
+    };
+    let view = state
+        .fairies
+        .invite(
+            &room,
+            body.name.as_deref(),
+            body.personality.as_deref(),
+            body.hat.as_deref(),
+            &sub,
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(view)).into_response())
+}
+
+async fn list(
+    State(state): State<AppState>,
+    Path(room): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (room, _) = admit(&state, &room, &query, &headers)?;
+    let fairies = state.fairies.list(&room).await?;
+    Ok(Json(json!({ "fairies": fairies })).into_response())
+}
+
+/// Body of a prompt.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PromptBody {
+    message: String,
+    bounds: Option<Bounds>,
+    #[serde(default)]
+    selected_shape_ids: Vec<String>,
+}
+
+async fn prompt(
+    State(state): State<AppState>,
+    Path((room, id)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Result<Json<PromptBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let (room, _) = admit(&state, &room, &query, &headers)?;
+    let id = fairy_id(&id)?;
+    let body = json_body(body)?;
+    let message = body.message.trim();
+    if message.is_empty() || message.chars().count() > MAX_TEXT_CHARS {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_prompt",
+            format!("message must be 1 to {MAX_TEXT_CHARS} characters"),
+        ));
+    }
+    let bounds = match body.bounds {
+        Some(b) if [b.x, b.y, b.w, b.h].iter().all(|v| v.is_finite()) => {
+            Some(Bounds::new(b.x, b.y, b.w, b.h))
+        }
+        Some(_) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_prompt",
+                "bounds must be finite numbers",
+            ));
+        }
+        None => None,
+    };
+    if body.selected_shape_ids.len() > MAX_SELECTED {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_prompt",
+            "too many selected shapes",
+        ));
+    }
+    let request = Request {
+        messages: vec![message.to_owned()],
+        bounds,
+        selected: body.selected_shape_ids,
+        source: "user".into(),
+    };
+    state.fairies.prompt(&room, &id, request).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "status": "accepted" }))).into_response())
+}
+
+async fn cancel(
+    State(state): State<AppState>,
+    Path((room, id)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (room, _) = admit(&state, &room, &query, &headers)?;
+    state.fairies.cancel(&room, &fairy_id(&id)?).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "status": "cancelling" })),
+    )
+        .into_response())
+}
+
+async fn dismiss(
+    State(state): State<AppState>,
+    Path((room, id)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (room, _) = admit(&state, &room, &query, &headers)?;
+    state.fairies.dismiss(&room, &fairy_id(&id)?).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn history(
+    State(state): State<AppState>,
+    Path((room, id)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (room, _) = admit(&state, &room, &query, &headers)?;
+    let stored = state.fairies.state(&room, &fairy_id(&id)?).await?;
+    Ok(Json(json!({
+        "mode": stored.get("mode").cloned().unwrap_or_else(|| json!("idling")),
+        "history": stored.get("history").cloned().unwrap_or_else(|| json!([])),
+        "todo": stored.get("todo").cloned().unwrap_or_else(|| json!([])),
+        "tasks": stored.get("tasks").cloned().unwrap_or_else(|| json!([])),
+    }))
+    .into_response())
+}
+
+async fn events(
+    State(state): State<AppState>,
+    Path((room, id)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let (room, _) = admit(&state, &room, &query, &headers)?;
+    let rx = state.fairies.subscribe(&room, &fairy_id(&id)?).await?;
+    let shutdown = state.shutdown.clone();
+    let stream = futures_util::stream::unfold((rx, shutdown), |(mut rx, shutdown)| async move {
+        let next = tokio::select! {
+            next = rx.recv() => next,
+            _ = shutdown.cancelled() => return None,
+        };
+        let event = match next {
+            Ok(event) => Event::default()
+                .event(event.name())
+                .data(serde_json::to_string(&event).unwrap_or_default()),
+            Err(RecvError::Lagged(n)) => Event::default()
+                .event("lagged")
+                .data(json!({ "missed": n }).to_string()),
+            Err(RecvError::Closed) => return None,
+        };
+        Some((Ok(event), (rx, shutdown)))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}

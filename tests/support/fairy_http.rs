@@ -1,0 +1,108 @@
+//! Fairy test helpers: the server with the offline or the mock model, the fairy HTTP API,
+//! and what a yrs client sees of fairies (document roots, awareness).
+
+use fairyring::config::{LlmProvider, ServeConfig};
+use fairyring::llm::mock::{MockResponse, MockServer};
+use fairyring::server::{self, ServerHandle};
+use serde_json::{Value, json};
+use yrs::Transact;
+use yrs::types::ToJson;
+
+use super::Client;
+
+pub async fn start(config: ServeConfig) -> (ServerHandle, String, String) {
+    let handle = server::start(config).await.expect("server starts");
+    let ws = format!("ws://{}", handle.addr());
+    let http = format!("http://{}", handle.addr());
+    (handle, ws, http)
+}
+
+pub fn mock_config(mock: &MockServer) -> ServeConfig {
+    let mut config = ServeConfig::for_test();
+    config.llm = LlmProvider::Openai;
+    config.llm_base_url = Some(mock.base_url());
+    config.llm_model = Some("mock".into());
+    config.llm_max_retries = 2;
+    // Show every streamed version, so that locked shapes are seen while streaming.
+    config.fairy_apply_interval_ms = 0;
+    config
+}
+
+pub async fn post(url: &str, body: Value) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .expect("request sent");
+    let status = response.status().as_u16();
+    let body = response.json().await.unwrap_or(Value::Null);
+    (status, body)
+}
+
+pub async fn invite(http: &str, room: &str, name: &str) -> String {
+    let (status, body) = post(
+        &format!("{http}/rooms/{room}/fairies"),
+        json!({"name": name}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    body["id"].as_str().expect("id").to_owned()
+}
+
+pub async fn prompt(http: &str, room: &str, id: &str, message: &str) {
+    let (status, body) = post(
+        &format!("{http}/rooms/{room}/fairies/{id}/prompt"),
+        json!({"message": message, "bounds": {"x": 0, "y": 0, "w": 800, "h": 600}}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+}
+
+pub fn root_json(c: &Client, root: &str) -> Value {
+    let map = c.doc.get_or_insert_map(root);
+    let any = map.to_json(&c.doc.transact());
+    let mut text = String::new();
+    any.to_json(&mut text);
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
+pub fn shapes(c: &Client) -> Value {
+    root_json(c, "shapes")
+}
+
+pub fn locked_count(c: &Client) -> usize {
+    shapes(c)
+        .as_object()
+        .map(|m| m.values().filter(|s| s["locked"] == json!(true)).count())
+        .unwrap_or(0)
+}
+
+pub fn chat_texts(c: &Client, id: &str) -> Vec<String> {
+    root_json(c, "fairies")[id]["chat"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|i| i["text"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn fairy_presence(c: &Client, id: &str) -> Option<Value> {
+    c.awareness.iter().find_map(|(_, state)| {
+        let v: Value = serde_json::from_str(state.data.as_deref()?).ok()?;
+        (v["fairy"]["id"] == json!(id)).then_some(v)
+    })
+}
+
+/// A response streamed slowly enough to be seen while streaming.
+pub fn slow(text: &str) -> MockResponse {
+    MockResponse {
+        text: text.into(),
+        delta_chars: 6,
+        chunk_size: 64,
+        delay_ms: 10,
+        ..MockResponse::default()
+    }
+}
