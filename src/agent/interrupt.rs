@@ -1,0 +1,217 @@
+//! `interrupt({input, mode})` (SPEC §5): what an interrupt carries, how a newer interrupt merges
+//! into one not handled yet, and carrying one out on a runtime: the active request is aborted
+//! (its host dropped the request future, which aborts the model stream; the incomplete tentative
+//! action is reverted and `on_prompt_cancel` runs), the mode is switched if one is given (exit
+//! hook of the old mode, then enter hook of the new one), and the input is scheduled.
+
+use super::modes::Mode;
+use super::runtime::{FairyRuntime, Request};
+
+/// Most messages a merged pending input keeps (the oldest are dropped first), so that a burst
+/// of interrupts the fairy has not handled yet stays bounded.
+pub const MAX_MERGED_MESSAGES: usize = 16;
+
+/// One interrupt: optional input to run, optional mode to switch to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Interrupt {
+    /// The request to run once the active one is cancelled.
+    pub input: Option<Request>,
+    /// The mode to switch to before running it.
+    pub mode: Option<Mode>,
+}
+
+impl Interrupt {
+    /// Merges a later interrupt into this one, as if both were handled in order: the inputs
+    /// merge like `schedule` (messages appended, bounds and selection overridden when given);
+    /// a later interrupt without input (a cancel) drops the input that had not started; the
+    /// later mode wins when it names one.
+    pub fn merge(&mut self, later: Interrupt) {
+        self.input = match (self.input.take(), later.input) {
+            (Some(mut pending), Some(input)) => {
+                pending.merge(input);
+                let excess = pending.messages.len().saturating_sub(MAX_MERGED_MESSAGES);
+                pending.messages.drain(..excess);
+                Some(pending)
+            }
+            (_, input) => input,
+        };
+        if later.mode.is_some() {
+            self.mode = later.mode;
+        }
+    }
+}
+
+impl FairyRuntime {
+    /// Carries out an interrupt once the active request's future (if any) was dropped: aborts
+    /// the request (reverting its incomplete action; it ends `interrupted` when there is new
+    /// input, `cancelled` otherwise), switches mode if asked, schedules the input, and returns
+    /// the request to run next (the input, merged with anything a mode hook scheduled).
+    pub fn interrupt(&mut self, interrupt: Interrupt) -> Option<Request> {
+        let Interrupt { input, mode } = interrupt;
+        self.abort(if input.is_some() {
+            "interrupted"
+        } else {
+            "cancelled"
+        });
+        if let Some(mode) = mode {
+            self.switch_mode(mode);
+            self.persist();
+        }
+        if let Some(input) = input {
+            self.schedule(input);
+        }
+        self.scheduled.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::sync::broadcast;
+
+    use super::*;
+    use crate::agent::events::AgentEvent;
+    use crate::agent::fairy::{FairyEntity, insert_fairy};
+    use crate::agent::memory::HistoryItem;
+    use crate::agent::modes::ModeMachine;
+    use crate::agent::runtime::RuntimeConfig;
+    use crate::agent::runtime_actions::full_registry;
+    use crate::agent::state::SoloTask;
+    use crate::room::{RoomConfig, RoomName, Rooms};
+
+    fn user(message: &str) -> Request {
+        Request {
+            messages: vec![message.into()],
+            source: "user".into(),
+            ..Request::default()
+        }
+    }
+
+    #[test]
+    fn later_inputs_append_a_cancel_drops_and_the_later_mode_wins() {
+        let mut pending = Interrupt {
+            input: Some(user("a")),
+            mode: Some(Mode::Soloing),
+        };
+        pending.merge(Interrupt {
+            input: Some(user("b")),
+            mode: None,
+        });
+        assert_eq!(pending.mode, Some(Mode::Soloing));
+        assert_eq!(pending.input.as_ref().map(|r| r.messages.len()), Some(2));
+        pending.merge(Interrupt {
+            input: None,
+            mode: Some(Mode::StandingBy),
+        });
+        assert_eq!(
+            pending.input, None,
+            "a later cancel drops input not started"
+        );
+        assert_eq!(pending.mode, Some(Mode::StandingBy));
+        pending.merge(Interrupt {
+            input: Some(user("c")),
+            mode: None,
+        });
+        assert_eq!(pending.input, Some(user("c")));
+        assert_eq!(pending.mode, Some(Mode::StandingBy));
+    }
+
+    #[test]
+    fn a_burst_keeps_the_last_messages_only() {
+        let mut pending = Interrupt::default();
+        for i in 0..100 {
+            pending.merge(Interrupt {
+                input: Some(user(&i.to_string())),
+                mode: None,
+            });
+        }
+        let messages = pending.input.map(|r| r.messages).unwrap_or_default();
+        assert_eq!(messages.len(), MAX_MERGED_MESSAGES);
+        assert_eq!(messages.last().map(String::as_str), Some("99"));
+        assert_eq!(messages.first().map(String::as_str), Some("84"));
+    }
+
+    async fn runtime(rooms: &Rooms, mode: Mode) -> (FairyRuntime, broadcast::Receiver<AgentEvent>) {
+        let name = RoomName::parse("interrupts").unwrap_or_else(|e| panic!("{e}"));
+        let room = rooms.get(&name).await.unwrap_or_else(|e| panic!("{e}"));
+        let entity = FairyEntity::invite(Some("Pip"), None, None, "tester")
+            .unwrap_or_else(|e| panic!("{e}"));
+        insert_fairy(room.doc(), &entity);
+        let (events, rx) = broadcast::channel(64);
+        let mut rt = FairyRuntime::new(
+            room,
+            entity,
+            Arc::new(crate::llm::offline::OfflineModel),
+            Arc::new(full_registry()),
+            RuntimeConfig::default(),
+            events,
+        );
+        rt.modes = ModeMachine::new(mode);
+        rt.state.mode = mode;
+        (rt, rx)
+    }
+
+    fn drain(rx: &mut broadcast::Receiver<AgentEvent>) -> Vec<AgentEvent> {
+        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    }
+
+    fn changed(mode: Mode) -> AgentEvent {
+        AgentEvent::ModeChanged {
+            mode: mode.name().into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_interrupt_cancels_then_switches_then_schedules() {
+        let store = Arc::new(crate::store::memory::MemoryStore::default());
+        let config = RoomConfig::from_serve(&crate::config::ServeConfig::for_test());
+        let rooms = Rooms::new(store, config, 4);
+        let (mut rt, mut rx) = runtime(&rooms, Mode::Soloing).await;
+        rt.state.working = true;
+        let next = rt.interrupt(Interrupt {
+            input: Some(user("now this")),
+            mode: Some(Mode::StandingBy),
+        });
+        assert_eq!(
+            drain(&mut rx),
+            vec![
+                changed(Mode::Idling),
+                AgentEvent::RequestEnded {
+                    reason: "interrupted".into()
+                },
+                changed(Mode::StandingBy),
+            ],
+            "on_prompt_cancel, the request's end, then the switch"
+        );
+        assert_eq!(next, Some(user("now this")));
+        assert_eq!(rt.state.mode, Mode::StandingBy);
+        assert!(!rt.state.working);
+
+        // Idle in working-solo with its task done: the exit hook writes the memory transition
+        // before the new mode is entered; a cancel schedules nothing.
+        rt.modes = ModeMachine::new(Mode::WorkingSolo);
+        rt.state.tasks.push(SoloTask {
+            id: "t1".into(),
+            title: "t".into(),
+            text: String::new(),
+            status: "done".into(),
+            bounds: None,
+        });
+        rt.state.current_task = Some("t1".into());
+        let next = rt.interrupt(Interrupt {
+            input: None,
+            mode: Some(Mode::Soloing),
+        });
+        assert_eq!(next, None);
+        assert_eq!(drain(&mut rx), vec![changed(Mode::Soloing)]);
+        assert!(matches!(
+            rt.state.history.last(),
+            Some(HistoryItem::MemoryTransition { agent_facing_message, .. })
+                if agent_facing_message.contains("t1")
+        ));
+        assert_eq!(rt.state.current_task, None);
+        rooms.shutdown().await;
+        drop(rt);
+    }
+}
