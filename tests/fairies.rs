@@ -375,3 +375,72 @@ async fn the_fairy_flies_smoothly_to_its_work() {
     client.close().await;
     server.shutdown().await;
 }
+
+/// Reads the SSE stream until `done` holds for what was read (or the test timeout).
+async fn read_events_until(
+    response: &mut reqwest::Response,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let mut seen = String::new();
+    let read = tokio::time::timeout(support::TIMEOUT, async {
+        while !done(&seen) {
+            match response.chunk().await {
+                Ok(Some(bytes)) => seen.push_str(&String::from_utf8_lossy(&bytes)),
+                _ => break,
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok() && done(&seen), "no {what}: {seen}");
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_prompts_is_never_refused_and_the_last_one_runs() {
+    let mock = MockServer::start(MockScript {
+        responses: vec![slow(r#"{"actions": [{"_type": "message", "text": "ok"}]}"#)],
+    })
+    .await
+    .expect("mock");
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "burst").await;
+    let id = invite(&http, "burst", "Pip").await;
+    let mut events = reqwest::get(format!("{http}/rooms/burst/fairies/{id}/events"))
+        .await
+        .expect("events");
+    for i in 0..40 {
+        let (status, body) = post(
+            &format!("{http}/rooms/burst/fairies/{id}/prompt"),
+            json!({"message": format!("burst {i}")}),
+        )
+        .await;
+        assert_eq!(status, 202, "prompt {i}: {body}");
+    }
+    // The last request starts (alone, or with prompts merged before it) and ends done.
+    let seen = read_events_until(&mut events, "the last request done", |seen| {
+        seen.rfind("burst 39")
+            .is_some_and(|at| seen[at..].contains("event: request-ended"))
+    })
+    .await;
+    let at = seen.rfind("burst 39").unwrap_or_default();
+    assert!(
+        seen[..at].rfind("event: request-started") > seen[..at].rfind("event: request-ended"),
+        "burst 39 is in a request-started event: {seen}"
+    );
+    assert!(seen[at..].contains(r#""reason":"done""#), "{seen}");
+    client
+        .until("the answer in the chat and the fairy idle", |c| {
+            chat_texts(c, &id).contains(&"ok".to_owned())
+                && fairy_presence(c, &id).is_some_and(|p| p["fairy"]["mode"] == json!("idling"))
+        })
+        .await;
+    let last = mock.requests().last().map(|r| r.body.to_string());
+    assert!(
+        last.as_deref().is_some_and(|b| b.contains("burst 39")),
+        "the last model request carries the last prompt: {last:?}"
+    );
+    assert!(mock.requests().len() <= 40);
+    client.close().await;
+    server.shutdown().await;
+}

@@ -1,8 +1,9 @@
-//! Hosting fairies: one task per fairy per loaded room instance, driven by a bounded command
-//! queue (prompt = interrupt with new input, cancel, dismiss), with a broadcast of its
-//! [`AgentEvent`]s. The hub brings a room's fairies to life when the room is used (a peer
-//! joins, or a fairy route is called) — restoring their state after a restart — and lets an
-//! idle fairy's task end when its room unloads.
+//! Hosting fairies: one task per fairy per loaded room instance, driven by its [`Inbox`]
+//! (interrupts — a prompt is an interrupt with input, a cancel one without — and dismissal,
+//! never refused while the fairy is hosted), with a broadcast of its [`AgentEvent`]s. The hub
+//! brings a room's fairies to life when the room is used (a peer joins, or a fairy route is
+//! called) — restoring their state after a restart — and lets an idle fairy's task end when
+//! its room unloads.
 //!
 //! Owns the map of hosted fairies (a short critical section, never held across `.await`).
 
@@ -11,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -19,13 +20,13 @@ use tracing::Instrument;
 use super::actions::Registry;
 use super::events::{AgentEvent, EVENT_BUFFER};
 use super::fairy::{FairyEntity, FairyError, FairyId, insert_fairy, list_fairies, remove_fairy};
-use super::runtime::{FairyRuntime, Request, RuntimeConfig};
+use super::inbox::{Inbox, Signal};
+use super::interrupt::Interrupt;
+use super::runtime::{FairyRuntime, RuntimeConfig};
 use super::runtime_actions::full_registry;
 use crate::llm::Model;
 use crate::room::{Room, RoomError, RoomName, Rooms};
 
-/// Commands queued per fairy before callers are told it is busy.
-pub const COMMAND_QUEUE: usize = 16;
 /// How often an idle fairy checks whether its room unloaded.
 const ROOM_CHECK: Duration = Duration::from_secs(2);
 /// Longest wait for a dismissed fairy to clean up.
@@ -40,24 +41,15 @@ pub enum HubError {
     /// The fairy is unknown or its input invalid.
     #[error(transparent)]
     Fairy(#[from] FairyError),
-    /// Its command queue is full.
-    #[error("fairy is busy: too many commands queued")]
-    Busy,
     /// The server is shutting down.
     #[error("shutting down")]
     ShuttingDown,
 }
 
-enum Command {
-    Prompt(Request),
-    Cancel,
-    Dismiss(oneshot::Sender<()>),
-}
-
 #[derive(Clone)]
 struct Hosted {
     room: Arc<Room>,
-    tx: mpsc::Sender<Command>,
+    inbox: Arc<Inbox>,
     events: broadcast::Sender<AgentEvent>,
 }
 
@@ -141,7 +133,7 @@ impl FairyHub {
     }
 
     fn host(&self, map: &mut HostedMap, room: &Arc<Room>, entity: FairyEntity) {
-        let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
+        let inbox = Arc::new(Inbox::new());
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let key = (room.name().clone(), entity.id.clone());
         let span = tracing::info_span!("fairy", room = %room.name(), fairy = %entity.id);
@@ -156,7 +148,7 @@ impl FairyHub {
         let client_id = runtime.beacon().client_id();
         let hosted = Hosted {
             room: room.clone(),
-            tx,
+            inbox: inbox.clone(),
             events,
         };
         map.insert(key.clone(), (hosted, client_id));
@@ -164,7 +156,8 @@ impl FairyHub {
         let shutdown = self.inner.shutdown.clone();
         self.inner.tracker.spawn(
             async move {
-                let runtime = run_host(runtime, rx, shutdown).await;
+                let runtime = run_host(runtime, &inbox, shutdown).await;
+                inbox.close();
                 {
                     let mut map = hub.lock();
                     if map.get(&key).is_some_and(|(_, id)| *id == client_id) {
@@ -218,42 +211,28 @@ impl FairyHub {
         Ok((r, hosted))
     }
 
-    fn send(hosted: &Hosted, command: Command) -> Result<(), HubError> {
-        hosted.tx.try_send(command).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => HubError::Busy,
-            mpsc::error::TrySendError::Closed(_) => HubError::ShuttingDown,
-        })
-    }
-
-    /// Interrupts the fairy with a user's request (cancels what it does, then runs this).
-    pub async fn prompt(
+    /// Interrupts the fairy (SPEC §5 `interrupt({input, mode})`): its current request is
+    /// cancelled, it switches to `mode` if given, then runs `input` if given. Never refused
+    /// while the fairy is hosted: an interrupt not handled yet merges with this one.
+    pub async fn interrupt(
         &self,
         room: &RoomName,
         id: &FairyId,
-        request: Request,
+        interrupt: Interrupt,
     ) -> Result<(), HubError> {
         let (_, hosted) = self.hosted(room, id).await?;
-        Self::send(&hosted, Command::Prompt(request))
-    }
-
-    /// Cancels the fairy's current request, if any.
-    pub async fn cancel(&self, room: &RoomName, id: &FairyId) -> Result<(), HubError> {
-        let (_, hosted) = self.hosted(room, id).await?;
-        Self::send(&hosted, Command::Cancel)
+        hosted
+            .inbox
+            .interrupt(interrupt)
+            .map_err(|_| HubError::ShuttingDown)
     }
 
     /// Dismisses the fairy: its request is cancelled, its awareness state removed for
     /// everyone and its entity removed from the document.
     pub async fn dismiss(&self, room: &RoomName, id: &FairyId) -> Result<(), HubError> {
         let (r, hosted) = self.hosted(room, id).await?;
-        let (done, wait) = oneshot::channel();
-        // A dismissal must not be refused by a full queue: wait for room in it.
-        hosted
-            .tx
-            .send(Command::Dismiss(done))
-            .await
-            .map_err(|_| HubError::ShuttingDown)?;
-        let _ = tokio::time::timeout(DISMISS_TIMEOUT, wait).await;
+        hosted.inbox.dismiss().map_err(|_| HubError::ShuttingDown)?;
+        let _ = tokio::time::timeout(DISMISS_TIMEOUT, hosted.inbox.ended()).await;
         remove_fairy(r.doc(), id);
         Ok(())
     }
@@ -301,68 +280,55 @@ impl FairyHub {
     }
 }
 
-/// One fairy's task: runs requests, and on a command while a request runs, drops the request
-/// (aborting the model stream) and reverts before handling the command.
+/// One fairy's task: runs requests, and on a signal while a request runs, drops the request
+/// (aborting the model stream) before carrying the signal out (the runtime reverts and runs
+/// the cancel hook).
 async fn run_host(
     mut rt: FairyRuntime,
-    mut rx: mpsc::Receiver<Command>,
+    inbox: &Inbox,
     shutdown: CancellationToken,
 ) -> FairyRuntime {
-    /// Why a running request stopped early.
-    enum Stopped {
-        Interrupt(Option<Command>),
-        Stop,
-    }
-    use Stopped::{Interrupt, Stop};
-    let mut next: Option<Request> = None;
+    let mut next: Option<super::runtime::Request> = None;
     loop {
-        let command = if let Some(request) = next.take() {
-            let interrupted = {
+        let signal = if let Some(request) = next.take() {
+            let stopped = {
                 let run = rt.run_request(request);
                 tokio::pin!(run);
                 tokio::select! {
                     _ = &mut run => None,
-                    command = rx.recv() => Some(Interrupt(command)),
-                    _ = shutdown.cancelled() => Some(Stop),
+                    signal = inbox.recv() => Some(Some(signal)),
+                    _ = shutdown.cancelled() => Some(None),
                 }
             };
-            match interrupted {
-                None => continue,
-                Some(Stop) => {
+            match stopped {
+                None => None,
+                Some(Some(signal)) => Some(signal),
+                Some(None) => {
                     rt.abort_for_shutdown();
                     return rt;
-                }
-                Some(Interrupt(command)) => {
-                    let reason = match command {
-                        Some(Command::Prompt(_)) => "interrupted",
-                        _ => "cancelled",
-                    };
-                    rt.abort(reason);
-                    command
                 }
             }
         } else {
             tokio::select! {
-                command = rx.recv() => command,
-                _ = shutdown.cancelled() => None,
+                signal = inbox.recv() => Some(signal),
+                _ = shutdown.cancelled() => {
+                    rt.beacon().remove();
+                    return rt;
+                }
                 _ = tokio::time::sleep(ROOM_CHECK) => {
                     if rt.room().is_closing() {
                         return rt;
                     }
-                    continue;
+                    None
                 }
             }
         };
-        match command {
-            Some(Command::Prompt(request)) => next = Some(request),
-            Some(Command::Cancel) => {}
-            Some(Command::Dismiss(done)) => {
+        match signal {
+            None => {}
+            Some(Signal::Interrupt(interrupt)) => next = rt.interrupt(interrupt),
+            Some(Signal::Dismiss) => {
+                rt.abort("cancelled");
                 remove_fairy(rt.room().doc(), &rt.entity.id);
-                rt.beacon().remove();
-                let _ = done.send(());
-                return rt;
-            }
-            None => {
                 rt.beacon().remove();
                 return rt;
             }

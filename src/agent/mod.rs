@@ -12,7 +12,8 @@
 //! - [`memory`]: chat history and its filtering; [`compact`]: summarising it.
 //! - [`prompt`]: model requests; [`state`]: a fairy's data; [`runtime`]: the request loop;
 //!   [`turn`]: one model turn; [`events`]: what observers see.
-//! - [`interrupt`]: `interrupt({input, mode})` and how pending interrupts merge.
+//! - [`interrupt`]: `interrupt({input, mode})` and how pending interrupts merge; [`inbox`]:
+//!   delivering them (never refused) and dismissals to a fairy's host task.
 //! - [`hub`]: hosting the fairies of every room (one task each).
 //!
 //! Must not touch sockets or stores directly.
@@ -24,6 +25,7 @@ pub mod compact;
 pub mod events;
 pub mod fairy;
 pub mod hub;
+pub mod inbox;
 pub mod interrupt;
 pub mod memory;
 pub mod mode_hooks;

@@ -1,7 +1,8 @@
-//! The fairy HTTP API (SPEC §5, scope `fairies`): invite, list, prompt (interrupt semantics,
-//! `202`), cancel, dismiss, history, and the SSE stream of a fairy's events. Bodies are JSON;
-//! errors are `{"error", "detail"}` like every other route. The work is done by
-//! [`crate::agent::hub::FairyHub`]; this file only admits requests and maps errors.
+//! The fairy HTTP API (SPEC §5, scope `fairies`): invite, list, prompt and cancel (both
+//! `interrupt({input, mode})`, `202`, never refused for being busy), dismiss, history, and the
+//! SSE stream of a fairy's events. Bodies are JSON; errors are `{"error", "detail"}` like every
+//! other route. The work is done by [`crate::agent::hub::FairyHub`]; this file only admits
+//! requests and maps errors.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -22,6 +23,7 @@ use super::AppState;
 use super::error::ApiError;
 use crate::agent::fairy::{FairyError, FairyId, MAX_TEXT_CHARS};
 use crate::agent::hub::HubError;
+use crate::agent::interrupt::Interrupt;
 use crate::agent::runtime::Request;
 use crate::auth::{Scope, unix_now};
 use crate::canvas::geometry::Bounds;
@@ -53,11 +55,6 @@ impl From<HubError> for ApiError {
             HubError::Fairy(e) => {
                 ApiError::new(StatusCode::BAD_REQUEST, "invalid_fairy", e.to_string())
             }
-            HubError::Busy => ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "fairy_busy",
-                error.to_string(),
-            ),
             HubError::ShuttingDown => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "shutting_down",
@@ -202,7 +199,11 @@ async fn prompt(
         selected: body.selected_shape_ids,
         source: "user".into(),
     };
-    state.fairies.prompt(&room, &id, request).await?;
+    let interrupt = Interrupt {
+        input: Some(request),
+        mode: None,
+    };
+    state.fairies.interrupt(&room, &id, interrupt).await?;
     Ok((StatusCode::ACCEPTED, Json(json!({ "status": "accepted" }))).into_response())
 }
 
@@ -213,7 +214,9 @@ async fn cancel(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (room, _) = admit(&state, &room, &query, &headers)?;
-    state.fairies.cancel(&room, &fairy_id(&id)?).await?;
+    let id = fairy_id(&id)?;
+    let interrupt = Interrupt::default();
+    state.fairies.interrupt(&room, &id, interrupt).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({ "status": "cancelling" })),

@@ -1,0 +1,176 @@
+//! A fairy's inbox: how callers reach its host task without ever being refused. It holds one
+//! pending [`Interrupt`] (a newer interrupt merges into one the host has not taken yet, see
+//! [`Interrupt::merge`], so memory stays bounded however many arrive) and a dismissal flag that
+//! takes precedence over it; a [`Notify`] wakes the host. Once the host task ends the inbox is
+//! closed and refuses with [`Closed`].
+//!
+//! The state sits behind a short critical section, never held across an `.await`.
+
+use std::sync::{Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::interrupt::Interrupt;
+
+/// The fairy's host task has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the fairy is no longer hosted")]
+pub struct Closed;
+
+/// What the host takes out of the inbox.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Signal {
+    /// Leave the room (taken before any pending interrupt).
+    Dismiss,
+    /// Carry out this (possibly merged) interrupt.
+    Interrupt(Interrupt),
+}
+
+#[derive(Default)]
+struct Pending {
+    interrupt: Option<Interrupt>,
+    dismiss: bool,
+    closed: bool,
+}
+
+/// One fairy's inbox.
+#[derive(Default)]
+pub struct Inbox {
+    pending: Mutex<Pending>,
+    wake: Notify,
+    ended: CancellationToken,
+}
+
+impl Inbox {
+    /// An empty, open inbox.
+    pub fn new() -> Self {
+        Inbox::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Delivers an interrupt, merging it into one not taken yet.
+    pub fn interrupt(&self, interrupt: Interrupt) -> Result<(), Closed> {
+        {
+            let mut pending = self.lock();
+            if pending.closed {
+                return Err(Closed);
+            }
+            match &mut pending.interrupt {
+                Some(earlier) => earlier.merge(interrupt),
+                None => pending.interrupt = Some(interrupt),
+            }
+        }
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Asks the host to dismiss the fairy.
+    pub fn dismiss(&self) -> Result<(), Closed> {
+        {
+            let mut pending = self.lock();
+            if pending.closed {
+                return Err(Closed);
+            }
+            pending.dismiss = true;
+        }
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    fn take(&self) -> Option<Signal> {
+        let mut pending = self.lock();
+        if pending.dismiss {
+            pending.dismiss = false;
+            pending.interrupt = None;
+            return Some(Signal::Dismiss);
+        }
+        pending.interrupt.take().map(Signal::Interrupt)
+    }
+
+    /// The next signal, waiting for one. Cancel-safe: nothing is taken until it returns.
+    pub async fn recv(&self) -> Signal {
+        loop {
+            if let Some(signal) = self.take() {
+                return signal;
+            }
+            // `notify_one` keeps a permit when nobody waits, so no delivery is missed between
+            // `take` and here.
+            self.wake.notified().await;
+        }
+    }
+
+    /// The host task ended: refuse from now on and wake whoever waits in [`Inbox::ended`].
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.ended.cancel();
+    }
+
+    /// Resolves once the inbox is closed.
+    pub async fn ended(&self) {
+        self.ended.cancelled().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::modes::Mode;
+    use crate::agent::runtime::Request;
+
+    fn prompt(message: &str) -> Interrupt {
+        Interrupt {
+            input: Some(Request::follow_up(message, None)),
+            mode: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn interrupts_not_taken_merge_and_nothing_is_refused() {
+        let inbox = Inbox::new();
+        for i in 0..1000 {
+            assert_eq!(inbox.interrupt(prompt(&i.to_string())), Ok(()));
+        }
+        assert_eq!(
+            inbox.interrupt(Interrupt {
+                input: None,
+                mode: Some(Mode::Soloing)
+            }),
+            Ok(())
+        );
+        assert_eq!(inbox.interrupt(prompt("last")), Ok(()));
+        let Signal::Interrupt(merged) = inbox.recv().await else {
+            panic!("an interrupt");
+        };
+        assert_eq!(merged.mode, Some(Mode::Soloing));
+        assert_eq!(merged.input.map(|r| r.messages), Some(vec!["last".into()]));
+        assert_eq!(inbox.take(), None, "one slot: everything was merged");
+    }
+
+    #[tokio::test]
+    async fn a_dismissal_goes_first_and_a_closed_inbox_refuses() {
+        let inbox = std::sync::Arc::new(Inbox::new());
+        let waiting = tokio::spawn({
+            let inbox = inbox.clone();
+            async move { inbox.recv().await }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(inbox.interrupt(prompt("a")), Ok(()));
+        assert!(matches!(waiting.await, Ok(Signal::Interrupt(_))));
+        assert_eq!(inbox.interrupt(prompt("b")), Ok(()));
+        assert_eq!(inbox.dismiss(), Ok(()));
+        assert_eq!(inbox.recv().await, Signal::Dismiss);
+        assert_eq!(
+            inbox.take(),
+            None,
+            "the dismissal dropped the pending interrupt"
+        );
+        inbox.close();
+        inbox.ended().await;
+        assert_eq!(inbox.interrupt(prompt("c")), Err(Closed));
+        assert_eq!(inbox.dismiss(), Err(Closed));
+    }
+}
