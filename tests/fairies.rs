@@ -376,6 +376,11 @@ async fn the_fairy_flies_smoothly_to_its_work() {
     server.shutdown().await;
 }
 
+/// Reads the SSE stream until `until` is in it (or the test timeout).
+async fn read_events(response: &mut reqwest::Response, until: &str) -> String {
+    read_events_until(response, until, |seen| seen.contains(until)).await
+}
+
 /// Reads the SSE stream until `done` holds for what was read (or the test timeout).
 async fn read_events_until(
     response: &mut reqwest::Response,
@@ -394,6 +399,80 @@ async fn read_events_until(
     .await;
     assert!(read.is_ok() && done(&seen), "no {what}: {seen}");
     seen
+}
+
+async fn stored_mode(http: &str, room: &str, id: &str) -> Value {
+    let history: Value = reqwest::get(format!("{http}/rooms/{room}/fairies/{id}/history"))
+        .await
+        .expect("history")
+        .json()
+        .await
+        .expect("json");
+    history["mode"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_or_a_cancel_with_a_mode_switches_it() {
+    let mock = MockServer::start(MockScript {
+        responses: vec![MockResponse {
+            text: r#"{"actions": []}"#.into(),
+            ..MockResponse::default()
+        }],
+    })
+    .await
+    .expect("mock");
+    let (server, _ws, http) = start(mock_config(&mock)).await;
+    let id = invite(&http, "modes", "Fern").await;
+    let url = format!("{http}/rooms/modes/fairies/{id}");
+    let mut events = reqwest::get(format!("{url}/events")).await.expect("events");
+    let (status, body) = post(
+        &format!("{url}/prompt"),
+        json!({"message": "wait for the others", "mode": "standing-by"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let seen = read_events(&mut events, "event: request-ended").await;
+    let switched = seen
+        .find(r#""mode":"standing-by""#)
+        .expect("a mode-changed event to standing-by");
+    let started = seen.find("event: request-started").expect("started");
+    assert!(switched < started, "the switch comes first: {seen}");
+    assert!(seen.contains(r#""reason":"done""#), "{seen}");
+    assert_eq!(stored_mode(&http, "modes", &id).await, json!("standing-by"));
+
+    // A cancel with a mode switches too; an empty cancel body still works.
+    let (status, body) = post(&format!("{url}/cancel"), json!({"mode": "idling"})).await;
+    assert_eq!(status, 202, "{body}");
+    read_events(&mut events, r#""mode":"idling""#).await;
+    assert_eq!(stored_mode(&http, "modes", &id).await, json!("idling"));
+    let empty = reqwest::Client::new()
+        .post(format!("{url}/cancel"))
+        .send()
+        .await
+        .expect("cancel");
+    assert_eq!(empty.status().as_u16(), 202);
+
+    // Unknown modes are refused.
+    let (status, body) = post(
+        &format!("{url}/prompt"),
+        json!({"message": "hi", "mode": "dancing"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].clone()),
+        (400, json!("invalid_prompt"))
+    );
+    let (status, body) = post(&format!("{url}/cancel"), json!({"mode": "dancing"})).await;
+    assert_eq!(
+        (status, body["error"].clone()),
+        (400, json!("invalid_mode"))
+    );
+    assert_eq!(
+        mock.requests().len(),
+        1,
+        "refused prompts never reach the model"
+    );
+    server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,8 @@
 //! The fairy HTTP API (SPEC §5, scope `fairies`): invite, list, prompt and cancel (both
-//! `interrupt({input, mode})`, `202`, never refused for being busy), dismiss, history, and the
-//! SSE stream of a fairy's events. Bodies are JSON; errors are `{"error", "detail"}` like every
-//! other route. The work is done by [`crate::agent::hub::FairyHub`]; this file only admits
-//! requests and maps errors.
+//! `interrupt({input, mode})`, `202`, never refused for being busy; an optional `mode` switches
+//! the fairy's mode, an unknown one is a 400), dismiss, history, and the SSE stream of a fairy's
+//! events. Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
+//! is done by [`crate::agent::hub::FairyHub`]; this file only admits requests and maps errors.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -24,6 +24,7 @@ use super::error::ApiError;
 use crate::agent::fairy::{FairyError, FairyId, MAX_TEXT_CHARS};
 use crate::agent::hub::HubError;
 use crate::agent::interrupt::Interrupt;
+use crate::agent::modes::Mode;
 use crate::agent::runtime::Request;
 use crate::auth::{Scope, unix_now};
 use crate::canvas::geometry::Bounds;
@@ -153,6 +154,24 @@ pub struct PromptBody {
     bounds: Option<Bounds>,
     #[serde(default)]
     selected_shape_ids: Vec<String>,
+    mode: Option<String>,
+}
+
+/// Body of a cancel (optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelBody {
+    mode: Option<String>,
+}
+
+/// The mode named `name` (its wire name, e.g. `soloing`); unknown → 400 with `code`.
+fn parse_mode(name: Option<&str>, code: &'static str) -> Result<Option<Mode>, ApiError> {
+    name.map(|n| {
+        Mode::parse(n).ok_or_else(|| {
+            ApiError::new(StatusCode::BAD_REQUEST, code, format!("unknown mode '{n}'"))
+        })
+    })
+    .transpose()
 }
 
 async fn prompt(
@@ -193,6 +212,7 @@ async fn prompt(
             "too many selected shapes",
         ));
     }
+    let mode = parse_mode(body.mode.as_deref(), "invalid_prompt")?;
     let request = Request {
         messages: vec![message.to_owned()],
         bounds,
@@ -201,7 +221,7 @@ async fn prompt(
     };
     let interrupt = Interrupt {
         input: Some(request),
-        mode: None,
+        mode,
     };
     state.fairies.interrupt(&room, &id, interrupt).await?;
     Ok((StatusCode::ACCEPTED, Json(json!({ "status": "accepted" }))).into_response())
@@ -212,10 +232,19 @@ async fn cancel(
     Path((room, id)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
+    body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let (room, _) = admit(&state, &room, &query, &headers)?;
     let id = fairy_id(&id)?;
-    let interrupt = Interrupt::default();
+    // The body is optional: nothing (or whitespace) just cancels.
+    let body: CancelBody = if body.iter().all(u8::is_ascii_whitespace) {
+        CancelBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))?
+    };
+    let mode = parse_mode(body.mode.as_deref(), "invalid_mode")?;
+    let interrupt = Interrupt { input: None, mode };
     state.fairies.interrupt(&room, &id, interrupt).await?;
     Ok((
         StatusCode::ACCEPTED,
