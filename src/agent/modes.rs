@@ -55,26 +55,8 @@ pub enum Mode {
     DuoOrchestratingWaiting,
 }
 
-/// Canvas actions (the `actions` module's registry).
-pub const CANVAS_ACTIONS: &[&str] = &[
-    "create",
-    "update",
-    "delete",
-    "move",
-    "label",
-    "place",
-    "align",
-    "distribute",
-    "stack",
-    "rotate",
-    "resize",
-    "bring-to-front",
-    "send-to-back",
-    "pen",
-    "clear",
-    "create-page",
-    "change-page",
-];
+/// Canvas actions (the `actions` module's registry; the list lives there).
+pub use super::actions::CANVAS_ACTIONS;
 
 const SOLOING: &[&str] = &[
     "message",
