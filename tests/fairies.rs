@@ -120,12 +120,7 @@ async fn the_offline_model_draws_a_house() {
     let s = shapes(&client);
     assert_eq!(s["walls"]["createdBy"], json!(format!("fairy:{id}")));
     assert_eq!(locked_count(&client), 0);
-    let history: Value = reqwest::get(format!("{http}/rooms/house/fairies/{id}/history"))
-        .await
-        .expect("history")
-        .json()
-        .await
-        .expect("json");
+    let history: Value = history(&http, "house", &id).await;
     let items = history["history"].as_array().cloned().unwrap_or_default();
     assert!(
         items.iter().any(|i| i["type"] == json!("prompt")),
@@ -402,12 +397,7 @@ async fn read_events_until(
 }
 
 async fn stored_mode(http: &str, room: &str, id: &str) -> Value {
-    let history: Value = reqwest::get(format!("{http}/rooms/{room}/fairies/{id}/history"))
-        .await
-        .expect("history")
-        .json()
-        .await
-        .expect("json");
+    let history: Value = history(http, room, id).await;
     history["mode"].clone()
 }
 

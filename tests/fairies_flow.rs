@@ -283,12 +283,7 @@ async fn fairy_state_survives_a_restart() {
             fairy_presence(c, &id).is_some()
         })
         .await;
-    let history: Value = reqwest::get(format!("{http}/rooms/persist/fairies/{id}/history"))
-        .await
-        .expect("history")
-        .json()
-        .await
-        .expect("json");
+    let history: Value = history(&http, "persist", &id).await;
     assert_eq!(history["mode"], json!("idling"));
     let items = history["history"].as_array().cloned().unwrap_or_default();
     assert!(
@@ -409,12 +404,7 @@ async fn solo_tasks_switch_to_working_solo_and_back() {
     );
     let third = context_of(&mock, 2);
     assert!(third.contains("I completed the solo task 't1'."), "{third}");
-    let history: Value = reqwest::get(format!("{http}/rooms/tasks/fairies/{id}/history"))
-        .await
-        .expect("history")
-        .json()
-        .await
-        .expect("json");
+    let history: Value = history(&http, "tasks", &id).await;
     let items = history["history"].as_array().cloned().unwrap_or_default();
     assert!(
         items

@@ -59,6 +59,16 @@ pub async fn prompt(http: &str, room: &str, id: &str, message: &str) {
     assert_eq!(status, 202, "{body}");
 }
 
+/// `GET …/fairies/{id}/history` (no token: the test servers run without auth).
+pub async fn history(http: &str, room: &str, id: &str) -> Value {
+    reqwest::get(format!("{http}/rooms/{room}/fairies/{id}/history"))
+        .await
+        .expect("history")
+        .json()
+        .await
+        .expect("json")
+}
+
 pub fn root_json(c: &Client, root: &str) -> Value {
     let map = c.doc.get_or_insert_map(root);
     let any = map.to_json(&c.doc.transact());
