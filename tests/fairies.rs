@@ -8,8 +8,8 @@ use std::time::Duration;
 use fairyring::config::ServeConfig;
 use fairyring::llm::mock::{MockResponse, MockScript, MockServer};
 use serde_json::{Value, json};
-use support::Client;
 use support::fairy_http::*;
+use support::{Client, metrics_text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invite_shows_a_fairy_peer_and_dismiss_removes_it() {
@@ -131,12 +131,7 @@ async fn the_offline_model_draws_a_house() {
             .iter()
             .any(|i| i["type"] == json!("action") && i["acceptance"] == json!("accepted"))
     );
-    let metrics = reqwest::get(format!("{http}/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = metrics_text(&http).await;
     for line in [
         r#"fairyring_fairy_actions_total{reason="accepted"}"#,
         r#"fairyring_model_tokens_total{reason="output"}"#,

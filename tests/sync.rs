@@ -9,7 +9,7 @@ use std::time::Duration;
 use fairyring::config::ServeConfig;
 use fairyring::room::RoomConfig;
 use fairyring::server::{self, ServerHandle};
-use support::{Client, put_shape, shape_x};
+use support::{Client, metrics_text, put_shape, shape_x};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use yrs::types::ToJson;
 use yrs::updates::decoder::Decode;
@@ -282,12 +282,7 @@ const JSON_CONTENT_FRAMES: [(&str, &[u8]); 3] = [
 ];
 
 async fn closed_for_bad_update(http: &str) -> u64 {
-    let text = reqwest::get(format!("{http}/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("body");
+    let text = metrics_text(http).await;
     text.lines()
         .find(|line| line.starts_with("fairyring_connections_closed_total{reason=\"bad_update\"}"))
         .and_then(|line| line.rsplit(' ').next())
@@ -439,12 +434,7 @@ async fn healthz_and_metrics_answer() {
         .await
         .expect("healthz");
     assert_eq!(health.status(), 200);
-    let text = reqwest::get(format!("{http}/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("body");
+    let text = metrics_text(&http).await;
     for name in [
         "fairyring_rooms_loaded",
         "fairyring_connections",

@@ -200,6 +200,16 @@ impl Client {
     }
 }
 
+/// The server's `/metrics` text.
+pub async fn metrics_text(http: &str) -> String {
+    reqwest::get(format!("{http}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics body")
+}
+
 /// A shape map's `x` as seen by a client.
 pub fn shape_x(doc: &Doc, id: &str) -> Option<f64> {
     use yrs::{Map, Out};
