@@ -4,24 +4,15 @@
 
 use serde_json::{Value, json};
 
+use super::actions::common::{bare_schema, with_props};
 use super::actions::{Registry, RuntimeAction};
 
+/// A runtime action's schema: [`bare_schema`] with a `title`.
 fn schema(name: &str, description: &str, props: Value, required: &[&str]) -> Value {
-    let mut properties = json!({"_type": {"type": "string", "const": name}});
-    if let (Some(all), Some(extra)) = (properties.as_object_mut(), props.as_object()) {
-        for (k, v) in extra {
-            all.insert(k.clone(), v.clone());
-        }
-    }
-    let mut req = vec!["_type"];
-    req.extend_from_slice(required);
-    json!({
-        "type": "object",
-        "title": name,
-        "description": description,
-        "properties": properties,
-        "required": req,
-    })
+    with_props(
+        bare_schema(name, description, props, required),
+        json!({"title": name}),
+    )
 }
 
 fn bounds_props() -> Value {
@@ -29,15 +20,6 @@ fn bounds_props() -> Value {
         "x": {"type": "number"}, "y": {"type": "number"},
         "w": {"type": "number"}, "h": {"type": "number"},
     })
-}
-
-fn with(mut base: Value, extra: Value) -> Value {
-    if let (Some(b), Some(e)) = (base.as_object_mut(), extra.as_object()) {
-        for (k, v) in e {
-            b.insert(k.clone(), v.clone());
-        }
-    }
-    base
 }
 
 /// Every runtime action.
@@ -69,7 +51,7 @@ pub fn runtime_actions() -> Vec<RuntimeAction> {
             schema: schema(
                 "review",
                 "Look again at an area after this turn: a follow-up request is scheduled over these bounds.",
-                with(bounds_props(), json!({"intent": {"type": "string"}})),
+                with_props(bounds_props(), json!({"intent": {"type": "string"}})),
                 &["x", "y", "w", "h"],
             ),
             saves_to_history: true,
@@ -100,7 +82,7 @@ pub fn runtime_actions() -> Vec<RuntimeAction> {
             schema: schema(
                 "create-solo-task",
                 "Plan a task for yourself, with the area it covers.",
-                with(
+                with_props(
                     bounds_props(),
                     json!({"taskId": {"type": "string"}, "title": {"type": "string"}, "text": {"type": "string"}}),
                 ),

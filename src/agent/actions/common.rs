@@ -216,17 +216,20 @@ pub fn origin_point(
     })
 }
 
-/// JSON Schema of an action object: `_type` const, an `intent` string, and `props`.
-pub fn schema(name: &str, description: &str, props: Value, required: &[&str]) -> Value {
-    let mut properties = json!({
-        "_type": {"type": "string", "const": name},
-        "intent": {"type": "string", "description": "one short sentence shown to users"},
-    });
-    if let (Some(p), Some(extra)) = (properties.as_object_mut(), props.as_object()) {
-        for (k, v) in extra {
-            p.insert(k.clone(), v.clone());
+/// `base` with `extra`'s keys added (both JSON objects; otherwise `base` is returned as is).
+pub fn with_props(mut base: Value, extra: Value) -> Value {
+    if let (Some(b), Some(e)) = (base.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            b.insert(k.clone(), v.clone());
         }
     }
+    base
+}
+
+/// JSON Schema of an action object: the `_type` const and `props`; `_type` and `required`
+/// are required.
+pub fn bare_schema(name: &str, description: &str, props: Value, required: &[&str]) -> Value {
+    let properties = with_props(json!({"_type": {"type": "string", "const": name}}), props);
     let mut req = vec!["_type"];
     req.extend_from_slice(required);
     json!({
@@ -235,6 +238,14 @@ pub fn schema(name: &str, description: &str, props: Value, required: &[&str]) ->
         "properties": properties,
         "required": req,
     })
+}
+
+/// JSON Schema of a canvas action object: [`bare_schema`] plus an `intent` string.
+pub fn schema(name: &str, description: &str, props: Value, required: &[&str]) -> Value {
+    let intent = json!({
+        "intent": {"type": "string", "description": "one short sentence shown to users"},
+    });
+    bare_schema(name, description, with_props(intent, props), required)
 }
 
 /// Schema of a list of shape ids.
