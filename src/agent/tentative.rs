@@ -113,7 +113,9 @@ impl Tentative {
                 "document busy while creating the undo manager; retrying"
             );
         }
-        // Last resort: block until it works (a panic here is contained by the task).
+        // Last resort: try once more without catching. A panic here unwinds the caller (the
+        // socket or HTTP task hosting the fairy, which tokio contains; the hub's map lock
+        // recovers from poisoning), never the room.
         Tentative::new(doc, fairy_id)
     }
 
