@@ -284,6 +284,27 @@ try {
     await shot(b.page, '09-bob-sees-the-fairy')
   })
 
+  await step('Shift+click selects several fairies, a plain click one', async () => {
+    // Bob invites a second fairy without a name (a random one is picked).
+    const before = await b.page.locator('[data-fairy-item]').count()
+    await b.page.click('[data-action="invite-fairy"]')
+    await b.page.waitForFunction(n => document.querySelectorAll('[data-fairy-item]').length > n, before)
+    const other = await b.page.getAttribute('[data-fairy-item][aria-selected="true"]', 'data-fairy-item')
+    assert(other && other !== fairyId, 'the second fairy is selected in the page that invited it')
+    await a.page.waitForSelector(`[data-fairy="${other}"]`)
+    await b.page.click(`[data-fairy-item="${fairyId}"] .name`, { modifiers: ['Shift'] })
+    await b.page.waitForSelector(`[data-fairy="${fairyId}"][data-selected="true"]`)
+    await b.page.waitForSelector(`[data-fairy="${other}"][data-selected="true"]`)
+    assert(await b.page.locator('[data-fairy-item][aria-selected="true"]').count() === 2, 'two fairies selected')
+    await shot(b.page, '09-bob-selected-two-fairies')
+    await b.page.click(`[data-fairy-item="${other}"] .name`)
+    await b.page.waitForSelector(`[data-fairy="${fairyId}"]:not([data-selected])`)
+    // Selections are per browser: Alice's is unchanged.
+    await a.page.waitForSelector(`[data-fairy-item="${fairyId}"][aria-selected="true"]`)
+    await b.page.click(`[data-fairy-item="${other}"] [data-action="dismiss-fairy"]`)
+    await a.page.waitForSelector(`[data-fairy="${other}"]`, { state: 'detached' })
+  })
+
   await step('Alice prompts "draw a house" from the chat input; both see the house and the conversation', async () => {
     // Clicking the sprite selects it (a plain click: it alone).
     await a.page.click(`[data-fairy="${fairyId}"] .body`, { force: true })
