@@ -361,6 +361,27 @@ try {
     await shot(a.page, '11-alice-stopped-the-fairy')
   })
 
+  await step('a chat item with a requestId gets one reject button that calls the revert route', async () => {
+    // The server does not tag chat items with requestId yet: write one as it will, from Alice's
+    // document, and answer the revert route in Bob's browser as the server will.
+    await a.page.evaluate(id => {
+      const fairy = window.fairyring.doc.getMap('fairies').get(id)
+      fairy.get('chat').push([{ from: `fairy:${id}`, role: 'fairy', text: 'Drew a house.', at: Date.now(), requestId: 'req-e2e' }])
+    }, fairyId)
+    const asked = []
+    await b.page.route('**/requests/*/revert', route => {
+      asked.push(new URL(route.request().url()).pathname)
+      return route.fulfill({ status: 200, contentType: 'application/json', body: '{"reverted":4,"kept":0}' })
+    })
+    const button = `[data-fairy-chat="${fairyId}"] [data-request="req-e2e"] [data-action="reject-request"]`
+    await a.page.waitForSelector(button)
+    await b.page.click(button)
+    await b.page.waitForFunction(() => document.querySelector('#fairy-error')?.hidden === true)
+    assert(asked.length === 1 && asked[0] === `/rooms/${room}/fairies/${fairyId}/requests/req-e2e/revert`, `revert called once (got ${asked.join(',')})`)
+    assert(await a.page.locator(`[data-fairy-chat="${fairyId}"] [data-action="reject-request"]`).count() === 1, 'one button per request')
+    await b.page.unroute('**/requests/*/revert')
+  })
+
   await step('dismissing the fairy removes its sprite in both', async () => {
     await a.page.click(`[data-fairy-item="${fairyId}"] [data-action="dismiss-fairy"]`)
     for (const p of [a.page, b.page]) {

@@ -2,7 +2,7 @@
 // `fairies` root and awareness together), which of them this browser has selected, what each
 // sprite looks like, how a sprite glides between awareness updates, and who said a chat line.
 // No DOM, no network: the panels, the canvas and the API client use these.
-import type { FairyChat, Project } from './fairydoc.js'
+import type { ChatItem, FairyChat, Project } from './fairydoc.js'
 import { fairyProjectColor } from './fairydoc.js'
 import type { PeerFairy, Pose, TodoItem } from './presence.js'
 import type { Point } from './geometry.js'
@@ -93,4 +93,20 @@ export function chatAuthor (from: string, role: string, mySub: string, people: R
 /** The `data-chat-role` of a chat item: `user` or `fairy` (the server's roles; others read as fairy). */
 export function chatRole (role: string, from: string): 'user' | 'fairy' {
   return role === 'user' || (role === '' && from.startsWith('user:')) ? 'user' : 'fairy'
+}
+
+/**
+ * Where the reject buttons go: the first chat item of each request (`requestId`), one button
+ * per request whatever its role; and the requests shown as rejected (any of their items says so).
+ */
+export function requestMarks (chat: readonly ChatItem[]): { heads: Set<number>, rejected: Set<string> } {
+  const heads = new Set<number>()
+  const rejected = new Set<string>()
+  const seen = new Set<string>()
+  chat.forEach((item, i) => {
+    if (item.requestId === null) return
+    if (item.rejected) rejected.add(item.requestId)
+    if (!seen.has(item.requestId)) { seen.add(item.requestId); heads.add(i) }
+  })
+  return { heads, rejected }
 }

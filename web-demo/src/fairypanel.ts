@@ -8,7 +8,7 @@ import type * as Y from 'yjs'
 import type { Awareness } from 'y-protocols/awareness'
 import { readPeers, type LocalUser } from './presence.js'
 import { readFairyChats, readProjects, type FairyChat } from './fairydoc.js'
-import { chatAuthor, chatRole, isIdle, keepPresent, mergeFairies, nextSelection, type FairyView } from './fairies.js'
+import { chatAuthor, chatRole, isIdle, keepPresent, mergeFairies, nextSelection, requestMarks, type FairyView } from './fairies.js'
 import { FairyApiError, promptBody, type FairyApi } from './fairyapi.js'
 import type { FairyLook } from './canvas.js'
 import type { Box } from './geometry.js'
@@ -188,19 +188,21 @@ export class FairyPanel {
       const section = el('div', { class: this.selected.includes(c.id) ? 'fairy-chat selected' : 'fairy-chat', 'data-fairy-chat': c.id })
       section.append(el('h3', {}, c.name))
       if (c.chat.length === 0) section.append(el('p', { class: 'empty' }, 'Nothing said yet.'))
-      for (const item of c.chat) {
+      const marks = requestMarks(c.chat)
+      c.chat.forEach((item, i) => {
         const role = chatRole(item.role, item.from)
+        const rejected = item.requestId !== null && marks.rejected.has(item.requestId)
         const attrs: Record<string, string> = { class: `chat-item role-${role}`, 'data-chat-role': role }
         if (item.requestId !== null) attrs['data-request'] = item.requestId
-        if (item.rejected) attrs['data-rejected'] = 'true'
+        if (rejected) attrs['data-rejected'] = 'true'
         const p = el('p', attrs)
         p.append(el('b', {}, `${chatAuthor(item.from, item.role, this.d.user.id, people, c.name)}: `), document.createTextNode(item.text))
-        if (item.requestId !== null && role === 'fairy') {
-          if (item.rejected) p.append(el('span', { class: 'rejected' }, ' (rejected)'))
+        if (marks.heads.has(i)) {
+          if (rejected) p.append(el('span', { class: 'rejected' }, ' (rejected)'))
           else p.append(el('button', { type: 'button', 'data-action': 'reject-request', title: 'Take back what the fairy did for this request' }, 'Reject'))
         }
         section.append(p)
-      }
+      })
       return section
     }))
     panel.scrollTop = panel.scrollHeight

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import * as Y from 'yjs'
 import { readPeers, readTodo } from '../src/presence.js'
 import { fairyProjectColor, groupTasks, projectCss, readChatItem, readFairyChats, readProjects, readTasks } from '../src/fairydoc.js'
-import { chatAuthor, chatRole, glide, isIdle, keepPresent, mergeFairies, nextSelection } from '../src/fairies.js'
+import { chatAuthor, chatRole, glide, isIdle, keepPresent, mergeFairies, nextSelection, requestMarks } from '../src/fairies.js'
 import { describeFairyError, FairyApi, FairyApiError, promptBody } from '../src/fairyapi.js'
 import { ellipsize, renderFairies, renderHat, renderTaskFrames, taskLabel, type FairySprite } from '../src/overlay.js'
 import { findNode, textOf } from '../src/vnode.js'
@@ -113,6 +113,14 @@ test('fairies: chat authors and roles', () => {
   assert.equal(chatRole('', 'user:a'), 'user')
   assert.equal(chatRole('fairy', 'fairy:f'), 'fairy')
   assert.equal(chatRole('assistant', 'x'), 'fairy')
+})
+
+test('fairies: one reject button per request, on its first item; a rejection marks the request', () => {
+  const item = (requestId: string | null, rejected = false) => ({ from: 'fairy:f', role: 'fairy', text: 't', at: 0, requestId, rejected })
+  const marks = requestMarks([item(null), item('r1'), item('r1'), item('r2'), item('r2', true), item(null)])
+  assert.deepEqual([...marks.heads], [1, 3])
+  assert.deepEqual([...marks.rejected], ['r2'])
+  assert.equal(requestMarks([]).heads.size, 0)
 })
 
 test('overlay: sprites carry pose, mode, flip, hat, selection, project colour and a bubble', () => {
