@@ -382,6 +382,39 @@ try {
     await b.page.unroute('**/requests/*/revert')
   })
 
+  await step('task frames on the canvas and the tasks panel by project; a project member wears its colour', async () => {
+    // Projects arrive with another issue: write a project and a task as the server will.
+    await a.page.evaluate(id => {
+      const { doc } = window.fairyring
+      const Y = Object.getPrototypeOf(doc.getMap('tasks')).constructor
+      doc.transact(() => {
+        const project = new Y()
+        project.set('title', 'Village'); project.set('color', 'green'); project.set('status', 'active')
+        project.set('members', [{ id, role: 'orchestrator' }])
+        doc.getMap('projects').set('p-e2e', project)
+        const task = new Y()
+        for (const [k, v] of Object.entries({ title: 'Roof', projectId: 'p-e2e', assignedTo: id, status: 'in-progress', x: 500, y: 450, w: 200, h: 120, pageId: 'page:main' })) task.set(k, v)
+        doc.getMap('tasks').set('t-e2e', task)
+      })
+    }, fairyId)
+    for (const p of [a.page, b.page]) {
+      const frame = await p.waitForSelector('[data-task="t-e2e"][data-status="in-progress"]')
+      const label = await frame.textContent()
+      assert(label.includes('Roof') && label.includes('Pip') && label.includes('in-progress'), `the frame shows title, assignee and status (got ${label})`)
+      await p.waitForSelector('[data-task-group="p-e2e"] [data-task-item="t-e2e"]')
+      await p.waitForFunction(id => {
+        const fill = document.querySelector(`[data-fairy="${id}"] .body`)?.getAttribute('fill')
+        return fill !== undefined && fill !== null && fill !== '#f9a8d4'
+      }, fairyId)
+    }
+    await shot(b.page, '12-bob-sees-task-frame-and-project-colour')
+    await a.page.evaluate(() => {
+      const { doc } = window.fairyring
+      doc.transact(() => { doc.getMap('tasks').delete('t-e2e'); doc.getMap('projects').delete('p-e2e') })
+    })
+    await b.page.waitForSelector('[data-task="t-e2e"]', { state: 'detached' })
+  })
+
   await step('dismissing the fairy removes its sprite in both', async () => {
     await a.page.click(`[data-fairy-item="${fairyId}"] [data-action="dismiss-fairy"]`)
     for (const p of [a.page, b.page]) {
@@ -389,7 +422,7 @@ try {
       await p.waitForSelector(`[data-fairy-item="${fairyId}"]`, { state: 'detached' })
     }
     assert((await fairyShapes(a.page)).length >= 4, 'the house stays after the fairy left')
-    await shot(b.page, '12-bob-after-dismiss')
+    await shot(b.page, '13-bob-after-dismiss')
   })
 
   await step('a token without the fairies scope gets a clear message', async () => {
@@ -400,7 +433,7 @@ try {
     const msg = await e.page.waitForSelector('#fairy-error:not([hidden])')
     const text = await msg.textContent()
     assert(/fairies" scope/.test(text), `the message names the missing scope (got ${text})`)
-    await shot(e.page, '13-erin-lacks-the-fairies-scope')
+    await shot(e.page, '14-erin-lacks-the-fairies-scope')
     await e.context.close()
   })
 

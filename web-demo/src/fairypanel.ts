@@ -67,8 +67,9 @@ export class FairyPanel {
       const fairy = b?.closest<HTMLElement>('[data-fairy-chat]')?.dataset.fairyChat
       const request = item?.dataset.request
       if (b == null || fairy === undefined || request === undefined) return
-      (b as HTMLButtonElement).disabled = true
-      this.run(() => d.api.revert(fairy, request))
+      const button = b as HTMLButtonElement
+      button.disabled = true
+      this.run(() => d.api.revert(fairy, request).catch(err => { button.disabled = false; throw err }))
     })
   }
 
