@@ -508,3 +508,30 @@ async fn a_burst_of_prompts_is_never_refused_and_the_last_one_runs() {
     client.close().await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_writes_the_users_message_into_the_fairys_chat_first() {
+    let (server, ws, http) = start(ServeConfig::for_test()).await;
+    let mut client = Client::connect(&ws, "talk").await;
+    let id = invite(&http, "talk", "Wren").await;
+    prompt(&http, "talk", &id, "draw a house").await;
+    client
+        .until(
+            "the user's message, then the fairy's answer, in the chat",
+            |c| {
+                let chat = root_json(c, "fairies")[&id]["chat"].clone();
+                let items = chat.as_array().cloned().unwrap_or_default();
+                items.len() >= 2
+                    && items[0]["role"] == json!("user")
+                    && items[0]["text"] == json!("draw a house")
+                    && items[0]["from"]
+                        .as_str()
+                        .is_some_and(|f| f.starts_with("user:"))
+                    && items[0]["at"].as_f64().is_some_and(|at| at > 0.0)
+                    && items[1..].iter().any(|i| i["role"] == json!("fairy"))
+            },
+        )
+        .await;
+    client.close().await;
+    server.shutdown().await;
+}

@@ -161,6 +161,20 @@ pub struct ChatItem {
     pub at: f64,
 }
 
+impl ChatItem {
+    /// What a person said to the fairy (`{from: "user:SUB", role: "user", text, at: now}`),
+    /// written into the fairy's `chat` when a prompt is accepted so every browser reads the
+    /// whole conversation, not only the fairy's side of it.
+    pub fn from_user(sub: &str, text: &str) -> Self {
+        ChatItem {
+            from: format!("user:{sub}"),
+            role: "user".into(),
+            text: text.into(),
+            at: now_millis(),
+        }
+    }
+}
+
 fn fairy_map<T: ReadTxn>(txn: &T, id: &FairyId) -> Option<MapRef> {
     let root = txn.get_map(FAIRIES)?;
     match root.get(txn, id.as_str())? {
@@ -357,6 +371,23 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn a_user_message_is_a_user_chat_item() {
+        let doc = Doc::new();
+        let fairy = FairyEntity::invite(Some("Pip"), None, None, "alice").unwrap_or_else(|e| {
+            panic!("{e}");
+        });
+        insert_fairy(&doc, &fairy);
+        let item = ChatItem::from_user("alice", "draw a house");
+        assert_eq!(append_chat(&doc, &fairy.id, &item), Ok(()));
+        let chat = read_chat(&doc, &fairy.id);
+        assert_eq!(chat.len(), 1);
+        assert_eq!(chat[0].from, "user:alice");
+        assert_eq!(chat[0].role, "user");
+        assert_eq!(chat[0].text, "draw a house");
+        assert!(chat[0].at > 0.0);
     }
 
     #[test]

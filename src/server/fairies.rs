@@ -1,7 +1,8 @@
 //! The fairy HTTP API (SPEC §5, scope `fairies`): invite, list, prompt and cancel (both
 //! `interrupt({input, mode})`, `202`, never refused for being busy; an optional `mode` switches
-//! the fairy's mode, an unknown one is a 400), dismiss, history, and the SSE stream of a fairy's
-//! events. Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
+//! the fairy's mode, an unknown one is a 400; an accepted prompt also writes the person's
+//! message into the fairy's `chat` as `{from: "user:SUB", role: "user", text, at}`), dismiss,
+//! history, and the SSE stream of a fairy's events. Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
 //! is done by [`crate::agent::hub::FairyHub`]; this file only admits requests and maps errors.
 
 use std::collections::HashMap;
@@ -21,7 +22,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::agent::fairy::{FairyError, FairyId, MAX_TEXT_CHARS};
+use crate::agent::fairy::{ChatItem, FairyError, FairyId, MAX_TEXT_CHARS, append_chat};
 use crate::agent::hub::HubError;
 use crate::agent::interrupt::Interrupt;
 use crate::agent::modes::Mode;
@@ -181,7 +182,7 @@ async fn prompt(
     headers: HeaderMap,
     body: Result<Json<PromptBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let (room, _) = admit(&state, &room, &query, &headers)?;
+    let (room, sub) = admit(&state, &room, &query, &headers)?;
     let id = fairy_id(&id)?;
     let body = json_body(body)?;
     let message = body.message.trim();
@@ -213,6 +214,11 @@ async fn prompt(
         ));
     }
     let mode = parse_mode(body.mode.as_deref(), "invalid_prompt")?;
+    // The person's side of the conversation goes into the fairy's `chat` before the fairy can
+    // answer, so every browser shows the exchange in order.
+    let loaded = state.rooms.get(&room).await?;
+    append_chat(loaded.doc(), &id, &ChatItem::from_user(&sub, message))
+        .map_err(|e| ApiError::from(HubError::Fairy(e)))?;
     let request = Request {
         messages: vec![message.to_owned()],
         bounds,

@@ -11,14 +11,30 @@ import {
   type Camera, type Point
 } from './geometry.js'
 import { renderDefs } from './render.js'
-import { strokeFromPage } from './overlay.js'
-import type { LocalUser } from './presence.js'
-import { drawScene, type Gesture, type Layers } from './scene.js'
+import { strokeFromPage, type FairySprite } from './overlay.js'
+import { readPeers, type LocalUser } from './presence.js'
+import { drawFairies, drawScene, type Gesture, type Layers } from './scene.js'
+import { glide } from './fairies.js'
 import { CLICK_SLOP, isGeoTool, toolForKey } from './tools.js'
 import { toDom } from './vnode.js'
 
 /** Shortest interval between two cursor updates sent to the others (about 30 per second). */
 const CURSOR_MS = 33
+
+/** What the page knows about fairies beyond their awareness state (from the document and the panels). */
+export interface FairyLook {
+  hats: ReadonlyMap<string, string>
+  colors: ReadonlyMap<string, string | null>
+  selected: ReadonlySet<string>
+  /** Display names by id (fairies and people), for task frame labels. */
+  names: ReadonlyMap<string, string>
+}
+
+/** Whether a key press belongs to a text field (then no canvas shortcut may fire). */
+export function isTypingTarget (t: EventTarget | null): boolean {
+  if (typeof HTMLElement === 'undefined' || !(t instanceof HTMLElement)) return false
+  return t instanceof HTMLInputElement || t instanceof HTMLTextAreaElement || t instanceof HTMLSelectElement || t.isContentEditable
+}
 
 
 /** What the page gives the canvas: the shared document, presence, and hooks for the side panels. */
@@ -32,6 +48,10 @@ export interface CanvasDeps {
   onUiChange: () => void
   /** Short notices ("that shape is still being drawn by a fairy"). */
   toast: (msg: string) => void
+  /** Hats, project colours, selection and names for the fairy sprites and task frames. */
+  fairyLook: () => FairyLook
+  /** A click on a fairy's sprite (`additive` with Shift). */
+  onFairyClick: (id: string, additive: boolean) => void
 }
 
 export class Canvas {
@@ -52,6 +72,10 @@ export class Canvas {
   private readonly layers: Layers
   private shapes: Shape[] = []
   private byId = new Map<string, Shape>()
+  /** Where each fairy sprite is drawn now (it glides towards its awareness position). */
+  private spritePos = new Map<string, Point>()
+  private spriteAt = 0
+  private glideQueued = false
 
   constructor (private readonly d: CanvasDeps) {
     this.undo = ops.ownUndoManager(d.doc, this.origin)
@@ -117,9 +141,14 @@ export class Canvas {
     this.scheduleRender()
   }
 
-  private publishViewport (): void {
+  /** The page area this browser shows now (sent with a prompt as its `bounds`). */
+  viewportBox (): { x: number, y: number, w: number, h: number } {
     const r = this.d.svg.getBoundingClientRect()
-    const v = visibleBox(this.cam, r.width, r.height)
+    return visibleBox(this.cam, r.width, r.height)
+  }
+
+  private publishViewport (): void {
+    const v = this.viewportBox()
     this.d.awareness.setLocalStateField('viewport', { x: Math.round(v.x), y: Math.round(v.y), w: Math.round(v.w), h: Math.round(v.h) })
   }
 
@@ -215,6 +244,11 @@ export class Canvas {
 
   private onPointerDown (e: PointerEvent): void {
     if (this.editing !== null) this.commitTextEditor()
+    const fairy = e.target instanceof Element ? e.target.closest('[data-fairy]')?.getAttribute('data-fairy') : null
+    if (fairy != null && e.button === 0 && !this.spaceHeld && this.tool !== 'hand') {
+      this.d.onFairyClick(fairy, e.shiftKey)
+      return
+    }
     const p = this.pagePoint(e)
     if (e.button === 1 || this.tool === 'hand' || this.spaceHeld) {
       this.gesture = { kind: 'pan', startScreen: this.screenPoint(e), startCam: this.cam }
@@ -376,8 +410,7 @@ export class Canvas {
   }
 
   private onKeyDown (e: KeyboardEvent): void {
-    const t = e.target
-    if (t instanceof HTMLInputElement || t instanceof HTMLTextAreaElement) return
+    if (isTypingTarget(e.target)) return
     const mod = e.ctrlKey || e.metaKey
     if (e.code === 'Space') { this.spaceHeld = true; return }
     if (mod && e.key.toLowerCase() === 'z') { e.preventDefault(); if (e.shiftKey) this.redoOwn(); else this.undoOwn(); return }
@@ -446,8 +479,50 @@ export class Canvas {
     requestAnimationFrame(() => { this.renderQueued = false; this.render() })
   }
 
+  /** The sprites of this frame, each a glide step closer to its fairy's awareness position. */
+  private sprites (): { sprites: FairySprite[], moving: boolean, names: ReadonlyMap<string, string> } {
+    const now = performance.now()
+    const dt = this.spriteAt === 0 ? 16 : Math.min(100, now - this.spriteAt)
+    this.spriteAt = now
+    const look = this.d.fairyLook()
+    const { fairies } = readPeers(this.d.awareness.getStates() as Map<number, unknown>, this.d.awareness.clientID)
+    const seen = new Map<string, Point>()
+    let moving = false
+    const sprites = fairies.map(fy => {
+      const target = { x: fy.x, y: fy.y }
+      const prev = this.spritePos.get(fy.id)
+      const at = prev === undefined ? target : glide(prev, target, dt)
+      if (at.x !== target.x || at.y !== target.y) moving = true
+      seen.set(fy.id, at)
+      return {
+        id: fy.id, name: fy.name, x: at.x, y: at.y, mode: fy.mode, pose: fy.pose, flip: fy.flip,
+        hat: look.hats.get(fy.id) ?? '', color: look.colors.get(fy.id) ?? null, selected: look.selected.has(fy.id),
+        thinking: fy.thinking, lastMessage: fy.lastMessage
+      }
+    })
+    this.spritePos = seen
+    return { sprites, moving, names: look.names }
+  }
+
+  /** Keeps redrawing the sprites (only) while one is still gliding. */
+  private queueGlide (moving: boolean): void {
+    if (!moving) { this.spriteAt = 0; return }
+    if (this.glideQueued) return
+    this.glideQueued = true
+    requestAnimationFrame(() => {
+      this.glideQueued = false
+      const { sprites, moving: still } = this.sprites()
+      drawFairies(this.layers, sprites)
+      this.queueGlide(still)
+    })
+  }
+
   private render (): void {
+    const { sprites, moving, names } = this.sprites()
+    this.queueGlide(moving)
     drawScene(this.layers, {
+      sprites,
+      names,
       cam: this.cam,
       shapes: this.shapes,
       gesture: this.gesture,

@@ -1,10 +1,24 @@
-// Read-only views of the fairy layer's document roots (SPEC §2 `fairies`, `tasks`), for the chat
-// and task panels. The fairy layer arrives in a later issue; these panels show whatever it writes.
+// Read-only views of the fairy layer's document roots: `fairies` (entity and chat), `projects`
+// and `tasks`, for the fairy panels, the sprites and the task frames. Reading is defensive: the
+// document is shared, so any value may be anything. Nothing here writes the document.
 import * as Y from 'yjs'
 import type { TaskFrame } from './overlay.js'
+import { isColorName, swatch } from './palette.js'
 
-export interface ChatItem { from: string, role: string, text: string, at: number }
-export interface FairyChat { id: string, name: string, chat: ChatItem[] }
+/**
+ * One chat item `{from, role, text, at}`; `requestId` when the server ties it to a fairy
+ * request (then it can be rejected), `rejected` once that request was taken back.
+ */
+export interface ChatItem { from: string, role: string, text: string, at: number, requestId: string | null, rejected: boolean }
+/** A fairy's entity in the document: name, hat and chat. */
+export interface FairyChat { id: string, name: string, hat: string, chat: ChatItem[] }
+/** A project (`projects` root): its title, colour (CSS) and member fairy ids. */
+export interface Project { id: string, title: string, color: string, members: string[], status: string }
+/** A task (`tasks` root), with its frame on the canvas when it has finite bounds. */
+export interface Task { id: string, title: string, status: string, assignedTo: string, projectId: string | null, frame: TaskFrame | null }
+
+/** Most chat items shown per fairy (the newest). */
+export const CHAT_LIMIT = 50
 
 function s (v: unknown, fallback = ''): string {
   return typeof v === 'string' ? v : fallback
@@ -16,8 +30,26 @@ function plain (v: unknown): Record<string, unknown> | null {
   if (v instanceof Y.Map) return (v as Y.Map<unknown>).toJSON()
   return typeof v === 'object' && v !== null && !Array.isArray(v) ? v as Record<string, unknown> : null
 }
+const CSS_HEX = /^#[0-9a-fA-F]{3,8}$/
 
-/** Every fairy's name and chat, the newest 50 items each. */
+/** A project colour as CSS: a tldraw colour name, or a hex colour; anything else is `null`. */
+export function projectCss (v: unknown): string | null {
+  if (isColorName(v)) return swatch(v).solid
+  return typeof v === 'string' && CSS_HEX.test(v) ? v : null
+}
+
+/** Reads one chat item; `null` when it is not an object. */
+export function readChatItem (it: unknown): ChatItem | null {
+  const p = plain(it)
+  if (p === null) return null
+  const requestId = typeof p.requestId === 'string' && p.requestId !== '' ? p.requestId.slice(0, 100) : null
+  return {
+    from: s(p.from), role: s(p.role), text: s(p.text), at: n(p.at) ?? 0, requestId,
+    rejected: p.rejected === true || p.acceptance === 'rejected'
+  }
+}
+
+/** Every fairy's name, hat and chat (the newest `CHAT_LIMIT` items each), sorted by name. */
 export function readFairyChats (fairies: Y.Map<unknown>): FairyChat[] {
   const out: FairyChat[] = []
   fairies.forEach((value, id) => {
@@ -26,29 +58,70 @@ export function readFairyChats (fairies: Y.Map<unknown>): FairyChat[] {
     const rawChat = m.get('chat')
     const items: unknown[] = rawChat instanceof Y.Array ? rawChat.toArray() : Array.isArray(rawChat) ? rawChat : []
     const chat: ChatItem[] = []
-    for (const it of items.slice(-50)) {
-      const p = plain(it)
-      if (p === null) continue
-      chat.push({ from: s(p.from), role: s(p.role), text: s(p.text), at: n(p.at) ?? 0 })
+    for (const it of items.slice(-CHAT_LIMIT)) {
+      const item = readChatItem(it)
+      if (item !== null) chat.push(item)
     }
-    out.push({ id, name: s(m.get('name'), id), chat })
+    out.push({ id, name: s(m.get('name'), id), hat: s(m.get('hat')), chat })
   })
-  return out.sort((a, b) => a.name.localeCompare(b.name))
+  return out.sort((a, b) => a.name.localeCompare(b.name) || (a.id < b.id ? -1 : 1))
+}
+
+/** Every project, sorted by title. */
+export function readProjects (projects: Y.Map<unknown>): Project[] {
+  const out: Project[] = []
+  projects.forEach((value, id) => {
+    const p = plain(value)
+    if (p === null) return
+    const members = Array.isArray(p.members)
+      ? p.members.flatMap(m => {
+        const mm = plain(m)
+        return typeof m === 'string' ? [m] : mm !== null && typeof mm.id === 'string' ? [mm.id] : []
+      })
+      : []
+    out.push({ id, title: s(p.title, id), color: projectCss(p.color) ?? '#ae3ec9', members, status: s(p.status) })
+  })
+  return out.sort((a, b) => a.title.localeCompare(b.title) || (a.id < b.id ? -1 : 1))
+}
+
+/**
+ * The colour a fairy wears: its project's (the one its awareness names, else the first
+ * project listing it as a member), or `null` when it works alone.
+ */
+export function fairyProjectColor (fairyId: string, projectId: string | null, projects: Project[]): string | null {
+  const byId = projectId !== null ? projects.find(p => p.id === projectId) : undefined
+  if (byId !== undefined) return byId.color
+  return projects.find(p => p.status !== 'done' && p.members.includes(fairyId))?.color ?? null
 }
 
 /** Every task, and its frame on the canvas when it has finite bounds. */
-export function readTasks (tasks: Y.Map<unknown>): Array<{ id: string, title: string, status: string, assignedTo: string, frame: TaskFrame | null }> {
-  const out: Array<{ id: string, title: string, status: string, assignedTo: string, frame: TaskFrame | null }> = []
+export function readTasks (tasks: Y.Map<unknown>): Task[] {
+  const out: Task[] = []
   tasks.forEach((value, id) => {
     const p = plain(value)
     if (p === null) return
     const title = s(p.title, id)
     const status = s(p.status, 'todo')
+    const assignedTo = s(p.assignedTo)
     const x = n(p.x); const y = n(p.y); const w = n(p.w); const h = n(p.h)
     const frame = x !== null && y !== null && w !== null && h !== null && w > 0 && h > 0
-      ? { id, title, status, box: { x, y, w, h } }
+      ? { id, title, status, assignee: assignedTo, box: { x, y, w, h } }
       : null
-    out.push({ id, title, status, assignedTo: s(p.assignedTo), frame })
+    const projectId = typeof p.projectId === 'string' && p.projectId !== '' ? p.projectId : null
+    out.push({ id, title, status, assignedTo, projectId, frame })
   })
   return out.sort((a, b) => a.title.localeCompare(b.title) || (a.id < b.id ? -1 : 1))
+}
+
+/** Tasks grouped by project (in the projects' order), then the tasks of no known project. */
+export function groupTasks (tasks: Task[], projects: Project[]): Array<{ project: Project | null, tasks: Task[] }> {
+  const groups: Array<{ project: Project | null, tasks: Task[] }> = []
+  const known = new Set(projects.map(p => p.id))
+  for (const p of projects) {
+    const mine = tasks.filter(t => t.projectId === p.id)
+    if (mine.length > 0) groups.push({ project: p, tasks: mine })
+  }
+  const rest = tasks.filter(t => t.projectId === null || !known.has(t.projectId))
+  if (rest.length > 0) groups.push({ project: null, tasks: rest })
+  return groups
 }

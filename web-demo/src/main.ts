@@ -10,7 +10,9 @@ import { colorForId, COLOR_NAMES, FILL_NAMES, swatch } from './palette.js'
 import { describeClose, describeRefusal, describeStalled, probeUrl } from './connection.js'
 import { Canvas } from './canvas.js'
 import { TOOLS } from './tools.js'
-import { renderChat, renderPeople, renderTaskList, setBanner, setStatus } from './panels.js'
+import { renderPeople, renderTaskList, setBanner, setStatus } from './panels.js'
+import { FairyApi } from './fairyapi.js'
+import { FairyPanel } from './fairypanel.js'
 import { roots } from './ops.js'
 
 function byId<T extends HTMLElement | SVGSVGElement> (id: string): T {
@@ -165,6 +167,7 @@ async function start (): Promise<void> {
   const undoBtn = document.querySelector<HTMLButtonElement>('[data-action="undo"]')
   const redoBtn = document.querySelector<HTMLButtonElement>('[data-action="redo"]')
   let canvas: Canvas | null = null
+  let fairyPanel: FairyPanel | null = null
   const refreshUi = (): void => {
     if (canvas === null) return
     for (const b of toolbar.querySelectorAll<HTMLElement>('[data-tool]')) b.setAttribute('aria-pressed', String(b.dataset.tool === canvas.tool))
@@ -187,7 +190,9 @@ async function start (): Promise<void> {
       toastNode.hidden = false
       clearTimeout(toastTimer)
       toastTimer = setTimeout(() => { toastNode.hidden = true }, 3000)
-    }
+    },
+    fairyLook: () => fairyPanel?.look() ?? { hats: new Map(), colors: new Map(), selected: new Set(), names: new Map() },
+    onFairyClick: (id, additive) => fairyPanel?.click(id, additive)
   })
   const c = canvas
   c.undo.on('stack-item-added', refreshUi)
@@ -218,18 +223,40 @@ async function start (): Promise<void> {
     const a = (e.target as Element).closest<HTMLElement>('[data-action]')?.dataset.action
     if (a !== undefined) actions[a]?.()
   })
-  const chat = byId<HTMLElement>('chat')
   const tasks = byId<HTMLElement>('tasks')
-  awareness.on('change', () => renderPeople(people, awareness, user))
-  roots(doc).fairies.observeDeep(() => renderChat(chat, doc))
-  roots(doc).tasks.observeDeep(() => renderTaskList(tasks, doc))
+  const api = new FairyApi(params.room, () => (typeof provider.params.token === 'string' ? provider.params.token : null))
+  const panel = new FairyPanel({
+    doc,
+    awareness,
+    user,
+    api,
+    viewport: () => c.viewportBox(),
+    shapeSelection: () => c.selection,
+    onChange: () => c.scheduleRender(),
+    nodes: {
+      list: byId<HTMLElement>('fairies'),
+      chat: byId<HTMLElement>('chat'),
+      input: byId<HTMLInputElement>('fairy-input'),
+      nameInput: byId<HTMLInputElement>('fairy-name'),
+      invite: byId<HTMLButtonElement>('invite-fairy'),
+      error: byId<HTMLElement>('fairy-error'),
+      todo: byId<HTMLElement>('todo'),
+      todoTitle: byId<HTMLElement>('todo-title')
+    }
+  })
+  fairyPanel = panel
+  const refreshTasks = (): void => renderTaskList(tasks, doc, panel.look().names)
+  awareness.on('change', () => { renderPeople(people, awareness, user); panel.refresh() })
+  roots(doc).fairies.observeDeep(() => { panel.refresh(true) })
+  doc.getMap('projects').observeDeep(() => { panel.refresh(true); refreshTasks() })
+  roots(doc).tasks.observeDeep(refreshTasks)
   renderPeople(people, awareness, user)
-  renderChat(chat, doc)
-  renderTaskList(tasks, doc)
+  panel.refresh(true)
+  refreshTasks()
   refreshUi()
 
   // For debugging in the console and for the browser tests.
-  Object.assign(window, { fairyring: { doc, provider, canvas: c, user } })
+  Object.assign(window, { fairyring: { doc, provider, canvas: c, user, fairies: panel, api } })
 }
 
 start().catch(e => {

@@ -99,27 +99,136 @@ export function renderCursors (peers: PeerUser[], cam: Camera): VNode {
   return h('g', { class: 'cursors' }, children)
 }
 
-/** Fairies as simple sprites in page space: a glowing body, wings and the fairy's name. */
-export function renderFairies (fairies: PeerFairy[]): VNode {
-  return h('g', { class: 'fairies' }, fairies.map(fy => h('g', {
-    'data-fairy': fy.id, class: fy.thinking ? 'fairy thinking' : 'fairy', transform: `translate(${f(fy.x)},${f(fy.y)})`
-  }, [
-    h('ellipse', { cx: -9, cy: -4, rx: 9, ry: 5, fill: '#dbeafe', stroke: '#93c5fd', transform: 'rotate(-25)' }),
-    h('ellipse', { cx: 9, cy: -4, rx: 9, ry: 5, fill: '#dbeafe', stroke: '#93c5fd', transform: 'rotate(25)' }),
-    h('circle', { r: 7, fill: '#f9a8d4', stroke: '#db2777', 'stroke-width': 1.5 }),
-    h('text', { y: 24, 'text-anchor': 'middle', 'font-size': 12, fill: '#831843', 'font-family': 'system-ui, sans-serif' }, [fy.name]),
-    ...(fy.lastMessage !== '' ? [h('title', {}, [fy.lastMessage])] : [])
-  ])))
+/** What a sprite shows: the fairy's presence, where it is drawn now, and the page's view of it. */
+export interface FairySprite {
+  id: string
+  name: string
+  /** Where the sprite is drawn this frame (gliding towards the awareness position). */
+  x: number
+  y: number
+  mode: string
+  pose: PeerFairy['pose']
+  flip: boolean
+  hat: string
+  /** Its project's colour (`null`: the fairy pink). */
+  color: string | null
+  selected: boolean
+  thinking: string
+  lastMessage: string
 }
 
-/** A fairy task's spatial bounds (SPEC §2 `tasks`): a labelled dashed frame. */
-export interface TaskFrame { id: string, title: string, status: string, box: Box }
+const FAIRY_PINK = '#f9a8d4'
+/** How much bigger than its drawing (a head of radius 7) a sprite is shown. */
+const SPRITE_SCALE = 1.5
+const HAT_COLORS: Record<string, string> = {
+  pointy: '#7c3aed', wizard: '#4338ca', top: '#1f2937', bow: '#e11d48', crown: '#f59e0b',
+  beret: '#dc2626', flower: '#ec4899', cap: '#2563eb'
+}
 
-export function renderTaskFrames (tasks: TaskFrame[], zoom: number): VNode {
-  return h('g', { class: 'task-frames' }, tasks.map(t => h('g', { 'data-task-id': t.id, 'data-status': t.status }, [
-    outline(t.box, zoom, t.status === 'done' ? '#4cb05e' : '#ae3ec9', true),
-    h('text', { x: f(t.box.x), y: f(t.box.y - 8 / zoom), 'font-size': f(12 / zoom), fill: '#ae3ec9', 'pointer-events': 'none' }, [`${t.title} · ${t.status}`])
-  ])))
+/** The hat on a head of radius 7 centred at the origin (unknown hats are pointy). */
+export function renderHat (hat: string): VNode {
+  const fill = HAT_COLORS[hat] ?? HAT_COLORS.pointy ?? '#7c3aed'
+  const attrs = { fill, stroke: '#111827', 'stroke-width': 0.8 }
+  let parts: VNode[]
+  switch (hat) {
+    case 'top': parts = [h('rect', { x: -5, y: -19, width: 10, height: 13, ...attrs }), h('rect', { x: -9, y: -7, width: 18, height: 2.5, ...attrs })]; break
+    case 'crown': parts = [h('path', { d: 'M-7,-5 L-7,-14 L-3.5,-9 L0,-16 L3.5,-9 L7,-14 L7,-5 Z', ...attrs })]; break
+    case 'bow': parts = [h('path', { d: 'M0,-8 L-8,-13 L-8,-3 Z M0,-8 L8,-13 L8,-3 Z', ...attrs }), h('circle', { cx: 0, cy: -8, r: 2, ...attrs })]; break
+    case 'beret': parts = [h('ellipse', { cx: 1, cy: -7, rx: 9, ry: 3.5, ...attrs }), h('circle', { cx: 1, cy: -11, r: 1.2, fill })]; break
+    case 'flower': parts = [h('circle', { cx: 4, cy: -8, r: 4, ...attrs }), h('circle', { cx: 4, cy: -8, r: 1.5, fill: '#fde047' })]; break
+    case 'cap': parts = [h('path', { d: 'M-7,-4 A7,7 0 0 1 7,-4 Z', ...attrs }), h('rect', { x: 4, y: -5, width: 7, height: 2, ...attrs })]; break
+    case 'wizard': parts = [h('path', { d: 'M-8,-5 L0,-26 L8,-5 Z', ...attrs }), h('text', { x: -2, y: -10, 'font-size': 6, fill: '#fde047' }, ['✦'])]; break
+    default: parts = [h('path', { d: 'M-7,-5 L0,-24 L7,-5 Z', ...attrs })]
+  }
+  return h('g', { class: 'hat', 'data-hat': hat !== '' ? hat : 'pointy' }, parts)
+}
+
+/** Cuts `text` to `max` characters with an ellipsis. */
+export function ellipsize (text: string, max: number): string {
+  const t = text.replace(/\s+/g, ' ').trim()
+  return t.length <= max ? t : `${t.slice(0, Math.max(1, max - 1))}…`
+}
+
+/** The speech bubble: the thought while thinking, else the last message (nothing when empty). */
+function bubble (fy: FairySprite): VNode[] {
+  const thinking = fy.pose === 'thinking' && fy.thinking !== ''
+  const raw = thinking ? fy.thinking : fy.lastMessage
+  if (raw === '') return []
+  const text = ellipsize(raw, 48)
+  const w = Math.min(320, text.length * 6.4 + 16)
+  return [h('g', { class: thinking ? 'bubble thinking' : 'bubble', 'data-bubble': thinking ? 'thinking' : 'message', transform: 'translate(20,-62)' }, [
+    h('rect', { width: f(w), height: 22, rx: 8, fill: '#fff', stroke: thinking ? '#9ca3af' : '#db2777', 'stroke-dasharray': thinking ? '3 2' : undefined }),
+    h('path', { d: 'M6,22 L2,30 L14,22', fill: '#fff', stroke: thinking ? '#9ca3af' : '#db2777' }),
+    h('text', { x: 8, y: 15, 'font-size': 11, fill: thinking ? '#6b7280' : '#1f2937', 'font-style': thinking ? 'italic' : undefined, 'font-family': 'system-ui, sans-serif' }, [text]),
+    h('title', {}, [raw])
+  ])]
+}
+
+/** What the pose adds: dots while thinking, a wand while working, sparkles when celebrating. */
+function poseProps (pose: FairySprite['pose']): VNode[] {
+  switch (pose) {
+    case 'thinking': return [h('text', { class: 'dots', x: -7, y: -26, 'font-size': 12, fill: '#6b7280' }, ['• • •'])]
+    case 'working': return [h('g', { class: 'wand' }, [
+      h('line', { x1: 7, y1: 3, x2: 17, y2: -7, stroke: '#92400e', 'stroke-width': 2, 'stroke-linecap': 'round' }),
+      h('path', { d: 'M17,-12 L18.5,-8.5 L22,-7 L18.5,-5.5 L17,-2 L15.5,-5.5 L12,-7 L15.5,-8.5 Z', fill: '#fde047', stroke: '#f59e0b', 'stroke-width': 0.6 })
+    ])]
+    case 'celebrating': return [h('g', { class: 'sparkles', fill: '#fde047', stroke: '#f59e0b', 'stroke-width': 0.6 }, [
+      h('path', { d: 'M-16,-16 l1.5,3.5 l3.5,1.5 l-3.5,1.5 l-1.5,3.5 l-1.5,-3.5 l-3.5,-1.5 l3.5,-1.5 Z' }),
+      h('path', { d: 'M16,-20 l1.5,3.5 l3.5,1.5 l-3.5,1.5 l-1.5,3.5 l-1.5,-3.5 l-3.5,-1.5 l3.5,-1.5 Z' }),
+      h('path', { d: 'M0,-30 l1,2.5 l2.5,1 l-2.5,1 l-1,2.5 l-1,-2.5 l-2.5,-1 l2.5,-1 Z' })
+    ])]
+    default: return []
+  }
+}
+
+/**
+ * Fairy sprites in page space, one `data-fairy="ID"` group each with `data-pose` and
+ * `data-mode`: wings, a body in its project's colour, its hat, what its pose adds (facing left
+ * when `flip`), its name, a ring when selected, and a bubble with its thought or last message.
+ */
+export function renderFairies (fairies: FairySprite[]): VNode {
+  return h('g', { class: 'fairies' }, fairies.map(fy => {
+    const body = fy.color ?? FAIRY_PINK
+    return h('g', {
+      'data-fairy': fy.id, 'data-pose': fy.pose, 'data-mode': fy.mode, 'data-flip': String(fy.flip),
+      'data-selected': fy.selected ? 'true' : undefined,
+      class: `fairy pose-${fy.pose}${fy.selected ? ' selected' : ''}`, transform: `translate(${f(fy.x)},${f(fy.y)})`
+    }, [
+      ...(fy.selected ? [h('circle', { class: 'ring', r: 27, fill: 'none', stroke: SELECTION_COLOR, 'stroke-width': 1.5, 'stroke-dasharray': '4 3' })] : []),
+      h('g', { class: 'sprite' }, [
+        h('g', { class: 'figure', transform: fy.flip ? `scale(${-SPRITE_SCALE},${SPRITE_SCALE})` : `scale(${SPRITE_SCALE})` }, [
+          h('ellipse', { cx: -9, cy: -4, rx: 9, ry: 5, fill: '#dbeafe', stroke: '#93c5fd', transform: 'rotate(-25)', class: 'wing' }),
+          h('ellipse', { cx: 9, cy: -4, rx: 9, ry: 5, fill: '#dbeafe', stroke: '#93c5fd', transform: 'rotate(25)', class: 'wing' }),
+          h('path', { d: 'M-5,5 L0,16 L5,5 Z', fill: body, stroke: '#831843', 'stroke-width': 0.8 }),
+          h('circle', { r: 7, fill: body, stroke: fy.color ?? '#db2777', 'stroke-width': 1.5, class: 'body' }),
+          h('circle', { cx: 2.5, cy: -1, r: 1, fill: '#1f2937' }),
+          renderHat(fy.hat),
+          ...poseProps(fy.pose)
+        ])
+      ]),
+      h('text', { y: 40, 'text-anchor': 'middle', 'font-size': 12, fill: '#831843', 'font-family': 'system-ui, sans-serif', class: 'label' }, [fy.name]),
+      ...bubble(fy)
+    ])
+  }))
+}
+
+/** A fairy task's spatial bounds: a labelled dashed frame (title, assignee, status). */
+export interface TaskFrame { id: string, title: string, status: string, assignee: string, box: Box }
+
+/** The label of a task frame: `title · assignee · status` (the assignee when there is one). */
+export function taskLabel (t: TaskFrame, names: ReadonlyMap<string, string> = new Map()): string {
+  const who = t.assignee !== '' ? (names.get(t.assignee) ?? t.assignee) : ''
+  return [t.title, who, t.status].filter(x => x !== '').join(' · ')
+}
+
+export function renderTaskFrames (tasks: TaskFrame[], zoom: number, names: ReadonlyMap<string, string> = new Map()): VNode {
+  return h('g', { class: 'task-frames' }, tasks.map(t => {
+    const color = t.status === 'done' ? '#4cb05e' : '#ae3ec9'
+    return h('g', { 'data-task': t.id, 'data-status': t.status, 'data-assignee': t.assignee !== '' ? t.assignee : undefined }, [
+      outline(t.box, zoom, color, true),
+      h('text', { x: f(t.box.x), y: f(t.box.y - 8 / zoom), 'font-size': f(12 / zoom), fill: color, 'pointer-events': 'none' }, [taskLabel(t, names)])
+    ])
+  }))
 }
 
 /** The marquee (brush) rectangle while selecting by dragging on empty canvas. */

@@ -1,9 +1,9 @@
-// The side panels and bars (DOM only): toolbar state, style panel, people list, the fairy chat
-// and task panels (read-only places for the fairy layer), the status bar and the banner.
+// The side panels and bars (DOM only): toolbar state, style panel, people list, the task panel,
+// the status bar and the banner. The fairy panels are in `fairypanel.ts`.
 import * as Y from 'yjs'
 import type { Awareness } from 'y-protocols/awareness'
 import { readPeers, type LocalUser } from './presence.js'
-import { readFairyChats, readTasks } from './fairydoc.js'
+import { groupTasks, readProjects, readTasks } from './fairydoc.js'
 import { roots } from './ops.js'
 import type { ConnState } from './connection.js'
 
@@ -53,32 +53,21 @@ export function renderPeople (list: HTMLElement, awareness: Awareness, me: Local
   list.replaceChildren(...items)
 }
 
-/** The chat panel: each fairy's chat as written to the document (prompting comes with the fairy layer). */
-export function renderChat (panel: HTMLElement, doc: Y.Doc): void {
-  const chats = readFairyChats(roots(doc).fairies)
-  if (chats.length === 0) {
-    panel.replaceChildren(el('p', { class: 'empty' }, 'No fairies in this room yet. Their chat will appear here.'))
+/** The task panel: every task (`data-task-item`), grouped by project. */
+export function renderTaskList (panel: HTMLElement, doc: Y.Doc, names: ReadonlyMap<string, string> = new Map()): void {
+  const groups = groupTasks(readTasks(roots(doc).tasks), readProjects(doc.getMap('projects')))
+  if (groups.length === 0) {
+    panel.replaceChildren(el('li', { class: 'empty' }, 'No tasks yet. Fairy projects list their tasks here.'))
     return
   }
-  const out: HTMLElement[] = []
-  for (const c of chats) {
-    const section = el('div', { class: 'fairy-chat', 'data-fairy-chat': c.id })
-    section.append(el('h3', {}, c.name))
-    for (const item of c.chat) {
-      section.append(el('p', { class: `chat-item role-${item.role.replace(/[^a-z-]/g, '') || 'unknown'}` }, `${item.from || item.role}: ${item.text}`))
-    }
-    out.push(section)
-  }
-  panel.replaceChildren(...out)
-}
-
-/** The task panel: fairy tasks and their status. */
-export function renderTaskList (panel: HTMLElement, doc: Y.Doc): void {
-  const tasks = readTasks(roots(doc).tasks)
-  if (tasks.length === 0) {
-    panel.replaceChildren(el('p', { class: 'empty' }, 'No tasks yet. Fairy projects list their tasks here.'))
-    return
-  }
-  panel.replaceChildren(...tasks.map(t => el('li', { 'data-task': t.id, 'data-status': t.status },
-    `${t.status === 'done' ? '✔' : t.status === 'in-progress' ? '…' : '○'} ${t.title}${t.assignedTo !== '' ? ` (${t.assignedTo})` : ''}`)))
+  panel.replaceChildren(...groups.map(g => {
+    const li = el('li', { class: 'task-group', 'data-task-group': g.project?.id ?? '' })
+    const title = el('h4', {}, g.project !== null ? g.project.title : 'Solo tasks')
+    if (g.project !== null) title.style.color = g.project.color
+    const ul = el('ul')
+    ul.append(...g.tasks.map(t => el('li', { 'data-task-item': t.id, 'data-status': t.status },
+      `${t.status === 'done' ? '✔' : t.status === 'in-progress' ? '…' : '○'} ${t.title}${t.assignedTo !== '' ? ` (${names.get(t.assignedTo) ?? t.assignedTo})` : ''}`)))
+    li.append(title, ul)
+    return li
+  }))
 }

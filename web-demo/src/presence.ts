@@ -24,7 +24,14 @@ export interface PeerUser {
   selection: string[]
 }
 
-/** A fairy in the room (drawn as a sprite; its panels come with the fairy layer). */
+/** The poses a fairy's sprite can take (anything else reads as `idle`). */
+export const POSES = ['idle', 'thinking', 'working', 'celebrating'] as const
+export type Pose = typeof POSES[number]
+
+/** One item of a fairy's personal todo list. */
+export interface TodoItem { id: string, text: string, status: string }
+
+/** A fairy in the room, as its awareness state `{fairy: {...}}` describes it. */
 export interface PeerFairy {
   clientId: number
   id: string
@@ -32,8 +39,13 @@ export interface PeerFairy {
   x: number
   y: number
   mode: string
-  thinking: boolean
+  pose: Pose
+  flip: boolean
+  projectId: string | null
+  /** The thought of the moment (the server sends a string, older peers a boolean). */
+  thinking: string
   lastMessage: string
+  todo: TodoItem[]
 }
 
 function isObj (v: unknown): v is Record<string, unknown> {
@@ -46,6 +58,21 @@ function text (v: unknown, fallback: string, max = 60): string {
   return typeof v === 'string' && v.trim() !== '' ? v.slice(0, max) : fallback
 }
 const CSS_COLOR = /^(#[0-9a-fA-F]{3,8}|[a-z-]{3,20})$/
+
+function readPose (v: unknown): Pose {
+  return (POSES as readonly unknown[]).includes(v) ? v as Pose : 'idle'
+}
+
+/** Reads a todo list (at most 50 items; malformed items are skipped). */
+export function readTodo (v: unknown): TodoItem[] {
+  if (!Array.isArray(v)) return []
+  const out: TodoItem[] = []
+  for (const it of v.slice(0, 50)) {
+    if (!isObj(it) || typeof it.text !== 'string') continue
+    out.push({ id: text(it.id, String(out.length), 80), text: it.text.slice(0, 200), status: text(it.status, 'todo', 20) })
+  }
+  return out
+}
 
 /** Reads a cursor `{x, y}`; anything else is "no cursor". */
 export function readPoint (v: unknown): Point | null {
@@ -70,8 +97,12 @@ export function readPeers (states: Map<number, unknown>, selfId: number): { user
         x: finite(fy.x) ?? 0,
         y: finite(fy.y) ?? 0,
         mode: text(fy.mode, 'idling'),
-        thinking: fy.thinking === true,
-        lastMessage: text(fy.lastMessage, '', 200)
+        pose: readPose(fy.pose),
+        flip: fy.flip === true,
+        projectId: typeof fy.projectId === 'string' && fy.projectId !== '' ? fy.projectId : null,
+        thinking: typeof fy.thinking === 'string' ? fy.thinking.slice(0, 200) : fy.thinking === true ? '…' : '',
+        lastMessage: text(fy.lastMessage, '', 200),
+        todo: readTodo(fy.todo)
       })
     } else if (isObj(state.user)) {
       const u = state.user

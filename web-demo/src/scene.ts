@@ -7,7 +7,7 @@ import { boxFromCorners, type Box, type Camera, type Point } from './geometry.js
 import { renderShape } from './render.js'
 import {
   previewStroke, renderBrush, renderCursors, renderFairies, renderOwnSelection, renderPeerSelections,
-  renderTaskFrames, translateShape, withBox
+  renderTaskFrames, translateShape, withBox, type FairySprite
 } from './overlay.js'
 import { readPeers } from './presence.js'
 import { readTasks } from './fairydoc.js'
@@ -35,6 +35,10 @@ export interface SceneState {
   style: { color: string, fill: string }
   awareness: Awareness
   tasks: Y.Map<unknown>
+  /** The fairy sprites as they are drawn this frame. */
+  sprites: FairySprite[]
+  /** Display names by id (fairy ids and people's subs), for task frame labels. */
+  names: ReadonlyMap<string, string>
 }
 
 /** The shapes as they should look now, including the live preview of a move or resize. */
@@ -55,7 +59,7 @@ export function drawScene (layers: Layers, st: SceneState): void {
   const shownById = new Map(shown.map(s => [s.id, s]))
   layers.shapes.replaceChildren(...shown.map(s => toDom(renderShape(s))))
 
-  const { users, fairies } = readPeers(st.awareness.getStates() as Map<number, unknown>, st.awareness.clientID)
+  const { users } = readPeers(st.awareness.getStates() as Map<number, unknown>, st.awareness.clientID)
   const overlay: VNode[] = [
     renderPeerSelections(users, shownById, cam.zoom),
     renderOwnSelection(st.selection.map(id => shownById.get(id)).filter((s): s is Shape => s !== undefined), cam.zoom)
@@ -83,9 +87,14 @@ export function drawScene (layers: Layers, st: SceneState): void {
   // Previews are not shapes yet: keep them out of `[data-shape-id]` queries.
   layers.overlay.replaceChildren(...overlay.map(v => toDom(stripPreviewIds(v))))
   layers.tasks.replaceChildren(toDom(renderTaskFrames(
-    readTasks(st.tasks).flatMap(t => (t.frame !== null ? [t.frame] : [])), cam.zoom)))
-  layers.fairies.replaceChildren(toDom(renderFairies(fairies)))
+    readTasks(st.tasks).flatMap(t => (t.frame !== null ? [t.frame] : [])), cam.zoom, st.names)))
+  drawFairies(layers, st.sprites)
   layers.cursors.replaceChildren(toDom(renderCursors(users, cam)))
+}
+
+/** Draws only the fairy sprites (the frames of a glide between two awareness updates). */
+export function drawFairies (layers: Layers, sprites: FairySprite[]): void {
+  layers.fairies.replaceChildren(toDom(renderFairies(sprites)))
 }
 
 function stripPreviewIds (v: VNode): VNode {

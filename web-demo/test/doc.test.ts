@@ -222,7 +222,9 @@ test('presence: peers are split into people and fairies; ours and junk are ignor
   assert.deepEqual(users[0]?.cursor, { x: 1, y: 2 })
   assert.equal(fairies.length, 1)
   assert.equal(fairies[0]?.name, 'Pixie')
-  assert.equal(fairies[0]?.thinking, true)
+  assert.equal(fairies[0]?.thinking, '…', 'an old boolean thought reads as an ellipsis')
+  assert.equal(fairies[0]?.pose, 'idle')
+  assert.deepEqual(fairies[0]?.todo, [])
 })
 
 test('overlay: cursors carry data-peer, selections show names, strokes are relative', () => {
@@ -244,7 +246,7 @@ test('overlay: cursors carry data-peer, selections show names, strokes are relat
   assert.deepEqual(strokeFromPage([{ x: 10, y: 10 }, { x: 15, y: 12 }]), { x: 10, y: 10, points: [0, 0, 5, 2] })
   assert.equal(strokeFromPage([]), null)
   assert.equal(translateShape(a, 5, 6).x, 5)
-  const fairies = renderFairies([{ clientId: 9, id: 'f1', name: 'Pixie', x: 1, y: 2, mode: 'idling', thinking: false, lastMessage: '' }])
+  const fairies = renderFairies([{ id: 'f1', name: 'Pixie', x: 1, y: 2, mode: 'idling', pose: 'idle', flip: false, hat: '', color: null, selected: false, thinking: '', lastMessage: '' }])
   assert.ok(findNode(fairies, n => n.attrs['data-fairy'] === 'f1') !== null)
 })
 
@@ -265,7 +267,7 @@ test('fairy layer: chat and tasks are read defensively', () => {
   })
   const chats = readFairyChats(doc.getMap('fairies'))
   assert.equal(chats[0]?.name, 'Pixie')
-  assert.deepEqual(chats[0]?.chat, [{ from: 'Pixie', role: 'assistant', text: 'hello', at: 1 }])
+  assert.deepEqual(chats[0]?.chat, [{ from: 'Pixie', role: 'assistant', text: 'hello', at: 1, requestId: null, rejected: false }])
   const tasks = readTasks(doc.getMap('tasks'))
   assert.equal(tasks.length, 2)
   assert.deepEqual(tasks.find(t => t.id === 't1')?.frame?.box, { x: 0, y: 0, w: 100, h: 50 })

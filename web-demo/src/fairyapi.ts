@@ -1,0 +1,103 @@
+// The fairy HTTP API as the page calls it (scope `fairies`): invite, prompt, cancel, dismiss,
+// and the revert of one request. Each call sends the page's current token and turns a refusal
+// into a sentence for the panel (`FairyApiError`); `describeFairyError` is pure and tested.
+import type { Box } from './geometry.js'
+
+/** Why a fairy call failed, with the words to show. */
+export class FairyApiError extends Error {
+  constructor (readonly status: number, readonly code: string, message: string) { super(message) }
+}
+
+/** The body of `POST …/prompt`: the message, the page's viewport and its selected shapes. */
+export interface PromptBody { message: string, bounds: Box, selectedShapeIds: string[] }
+
+/** Builds a prompt body; `null` when the message is blank. Bounds are rounded page coordinates. */
+export function promptBody (message: string, viewport: Box, selection: readonly string[]): PromptBody | null {
+  const text = message.trim()
+  if (text === '') return null
+  const r = (v: number): number => (Number.isFinite(v) ? Math.round(v) : 0)
+  return {
+    message: text,
+    bounds: { x: r(viewport.x), y: r(viewport.y), w: Math.max(1, r(viewport.w)), h: Math.max(1, r(viewport.h)) },
+    selectedShapeIds: selection.slice(0, 1000)
+  }
+}
+
+/** What to tell the user about a failed fairy call, from the status and `{error, detail}` body. */
+export function describeFairyError (status: number, body: unknown): { code: string, message: string } {
+  let code = ''
+  let detail = ''
+  if (typeof body === 'object' && body !== null) {
+    const b = body as Record<string, unknown>
+    if (typeof b.error === 'string') code = b.error
+    if (typeof b.detail === 'string') detail = b.detail
+  }
+  const message = (() => {
+    if (status === 403 && code === 'insufficient_scope') {
+      return 'Your token does not allow working with fairies: it lacks the "fairies" scope. Ask for a token with that scope to invite and talk to fairies.'
+    }
+    if (status === 403) return `Your token does not grant fairies in this room${detail !== '' ? ` (${detail})` : ''}.`
+    if (status === 401) return 'Your token was refused (missing, invalid or expired): reload the page to get a new one.'
+    if (code === 'fairy_not_found') return 'That fairy is no longer in this room.'
+    if (code === 'request_not_found') return 'That request is not known any more.'
+    if (status === 503) return 'The server is shutting down: try again in a moment.'
+    if (status === 0) return 'Cannot reach the server.'
+    return `The server refused (${status}${code !== '' ? ` ${code}` : ''})${detail !== '' ? `: ${detail}` : ''}.`
+  })()
+  return { code, message }
+}
+
+/** Calls the fairy routes of one room with the page's token (read at each call: it may be renewed). */
+export class FairyApi {
+  constructor (private readonly room: string, private readonly token: () => string | null, private readonly fetchFn: typeof fetch = (i, o) => fetch(i, o)) {}
+
+  private async call (method: string, path: string, body?: unknown): Promise<unknown> {
+    const headers: Record<string, string> = {}
+    const t = this.token()
+    if (t !== null) headers.authorization = `Bearer ${t}`
+    if (body !== undefined) headers['content-type'] = 'application/json'
+    let res: Response
+    try {
+      res = await this.fetchFn(`/rooms/${encodeURIComponent(this.room)}/fairies${path}`, {
+        method, headers, body: body !== undefined ? JSON.stringify(body) : undefined
+      })
+    } catch {
+      const d = describeFairyError(0, null)
+      throw new FairyApiError(0, d.code, d.message)
+    }
+    const text = await res.text().catch(() => '')
+    let json: unknown = null
+    try { json = text !== '' ? JSON.parse(text) : null } catch { /* not JSON */ }
+    if (!res.ok) {
+      const d = describeFairyError(res.status, json)
+      throw new FairyApiError(res.status, d.code, d.message)
+    }
+    return json
+  }
+
+  /** Invites a fairy (`name` optional); resolves with its id. */
+  async invite (name: string): Promise<string> {
+    const trimmed = name.trim()
+    const answer = await this.call('POST', '', trimmed !== '' ? { name: trimmed } : {})
+    const id = typeof answer === 'object' && answer !== null ? (answer as Record<string, unknown>).id : undefined
+    if (typeof id !== 'string') throw new FairyApiError(500, 'bad_answer', 'The server did not say which fairy it invited.')
+    return id
+  }
+
+  async prompt (id: string, body: PromptBody): Promise<void> {
+    await this.call('POST', `/${encodeURIComponent(id)}/prompt`, body)
+  }
+
+  async cancel (id: string): Promise<void> {
+    await this.call('POST', `/${encodeURIComponent(id)}/cancel`)
+  }
+
+  async dismiss (id: string): Promise<void> {
+    await this.call('DELETE', `/${encodeURIComponent(id)}`)
+  }
+
+  /** Takes back what the fairy changed during request `requestId`. */
+  async revert (id: string, requestId: string): Promise<void> {
+    await this.call('POST', `/${encodeURIComponent(id)}/requests/${encodeURIComponent(requestId)}/revert`)
+  }
+}

@@ -1,0 +1,229 @@
+// The fairy panels (DOM only): the invite control and the fairies list (`data-fairy-item`, with
+// the mode, stop and dismiss buttons), each fairy's chat (`data-chat-role`, a reject button on
+// items tied to a request), the chat input (`data-fairy-input`: Enter prompts the selected
+// fairies with this browser's viewport and shape selection) and the selected fairies' todo list.
+// It owns the fairy selection of this browser; the document is only read, all changes go through
+// the fairy HTTP API (`FairyApi`).
+import type * as Y from 'yjs'
+import type { Awareness } from 'y-protocols/awareness'
+import { readPeers, type LocalUser } from './presence.js'
+import { readFairyChats, readProjects, type FairyChat } from './fairydoc.js'
+import { chatAuthor, chatRole, isIdle, keepPresent, mergeFairies, nextSelection, requestMarks, type FairyView } from './fairies.js'
+import { FairyApiError, promptBody, type FairyApi } from './fairyapi.js'
+import type { FairyLook } from './canvas.js'
+import type { Box } from './geometry.js'
+
+/** What the panel needs from the page. */
+export interface FairyPanelDeps {
+  doc: Y.Doc
+  awareness: Awareness
+  user: LocalUser
+  api: FairyApi
+  /** The page area this browser shows, and its selected shapes (sent with a prompt). */
+  viewport: () => Box
+  shapeSelection: () => string[]
+  /** Called when the fairy selection or the fairies' looks change (the canvas redraws). */
+  onChange: () => void
+  nodes: { list: HTMLElement, chat: HTMLElement, input: HTMLInputElement, nameInput: HTMLInputElement, invite: HTMLButtonElement, error: HTMLElement, todo: HTMLElement, todoTitle: HTMLElement }
+}
+
+function el<K extends keyof HTMLElementTagNameMap> (tag: K, attrs: Record<string, string> = {}, text?: string): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag)
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v)
+  if (text !== undefined) e.textContent = text
+  return e
+}
+
+export class FairyPanel {
+  /** The selected fairies (ids, in click order). */
+  selected: string[] = []
+  private pending: string | null = null
+  private views: FairyView[] = []
+  private chats: FairyChat[] = []
+  private keys = { list: '', chat: '', todo: '' }
+
+  constructor (private readonly d: FairyPanelDeps) {
+    const n = d.nodes
+    n.invite.addEventListener('click', () => this.invite())
+    n.nameInput.addEventListener('keydown', e => {
+      if (e.key === 'Enter') { e.preventDefault(); this.invite() }
+    })
+    n.input.addEventListener('keydown', e => {
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); this.send() }
+    })
+    n.list.addEventListener('click', e => {
+      const target = e.target as Element
+      const item = target.closest<HTMLElement>('[data-fairy-item]')
+      const id = item?.dataset.fairyItem
+      if (id === undefined) return
+      const action = target.closest<HTMLElement>('[data-action]')?.dataset.action
+      if (action === 'cancel-fairy') this.run(() => d.api.cancel(id))
+      else if (action === 'dismiss-fairy') this.run(() => d.api.dismiss(id))
+      else this.click(id, e.shiftKey)
+    })
+    n.chat.addEventListener('click', e => {
+      const b = (e.target as Element).closest<HTMLElement>('[data-action="reject-request"]')
+      const item = b?.closest<HTMLElement>('[data-request]')
+      const fairy = b?.closest<HTMLElement>('[data-fairy-chat]')?.dataset.fairyChat
+      const request = item?.dataset.request
+      if (b == null || fairy === undefined || request === undefined) return
+      const button = b as HTMLButtonElement
+      button.disabled = true
+      this.run(() => d.api.revert(fairy, request).catch(err => { button.disabled = false; throw err }))
+    })
+  }
+
+  /** A click on a fairy (its sprite or its list entry); Shift adds it to the selection. */
+  click (id: string, additive: boolean): void {
+    this.selected = nextSelection(this.selected, id, additive)
+    this.refresh(true)
+  }
+
+  /** Hats, colours, selection and names for the canvas. */
+  look (): FairyLook {
+    const names = new Map<string, string>()
+    const { users } = readPeers(this.d.awareness.getStates() as Map<number, unknown>, this.d.awareness.clientID)
+    for (const u of users) names.set(u.id, u.name)
+    names.set(this.d.user.id, this.d.user.name)
+    for (const v of this.views) names.set(v.id, v.name)
+    return {
+      hats: new Map(this.views.map(v => [v.id, v.hat])),
+      colors: new Map(this.views.map(v => [v.id, v.color])),
+      selected: new Set(this.selected),
+      names
+    }
+  }
+
+  private showError (message: string | null): void {
+    const e = this.d.nodes.error
+    e.hidden = message === null
+    e.textContent = message ?? ''
+  }
+
+  private run (call: () => Promise<unknown>): void {
+    call().then(() => this.showError(null)).catch(e => this.showError(e instanceof FairyApiError ? e.message : String(e)))
+  }
+
+  private invite (): void {
+    const n = this.d.nodes
+    n.invite.disabled = true
+    this.d.api.invite(n.nameInput.value).then(id => {
+      this.showError(null)
+      n.nameInput.value = ''
+      this.pending = id
+      this.refresh(true)
+    }).catch(e => this.showError(e instanceof FairyApiError ? e.message : String(e)))
+      .finally(() => { n.invite.disabled = false })
+  }
+
+  /** Sends the chat input to the selected fairies (or the only one in the room). */
+  private send (): void {
+    const input = this.d.nodes.input
+    const body = promptBody(input.value, this.d.viewport(), this.d.shapeSelection())
+    if (body === null) return
+    const present = this.views.map(v => v.id)
+    const to = this.selected.length > 0 ? this.selected : present.length === 1 ? present : []
+    if (to.length === 0) {
+      this.showError(present.length === 0 ? 'Invite a fairy first, then talk to it here.' : 'Select a fairy (click it) to talk to it.')
+      return
+    }
+    input.value = ''
+    Promise.all(to.map(id => this.d.api.prompt(id, body))).then(() => this.showError(null)).catch(e => {
+      if (input.value === '') input.value = body.message
+      this.showError(e instanceof FairyApiError ? e.message : String(e))
+    })
+  }
+
+  /** Re-reads the document and awareness and redraws what changed. */
+  refresh (force = false): void {
+    const { fairies: peers } = readPeers(this.d.awareness.getStates() as Map<number, unknown>, this.d.awareness.clientID)
+    this.chats = readFairyChats(this.d.doc.getMap('fairies'))
+    this.views = mergeFairies(this.chats, peers, readProjects(this.d.doc.getMap('projects')))
+    const ids = new Set(this.views.map(v => v.id))
+    if (this.pending !== null && ids.has(this.pending)) { this.selected = [this.pending]; this.pending = null }
+    const before = this.selected
+    this.selected = keepPresent(this.selected, ids)
+    this.renderList()
+    this.renderChat()
+    this.renderTodo()
+    const n = this.d.nodes
+    const names = this.views.filter(v => this.selected.includes(v.id)).map(v => v.name)
+    n.input.placeholder = names.length > 0
+      ? `Talk to ${names.join(' and ')} (Enter)`
+      : this.views.length === 1 ? `Talk to ${this.views[0]?.name ?? 'the fairy'} (Enter)` : this.views.length === 0 ? 'Invite a fairy to talk to it' : 'Select a fairy to talk to it'
+    if (force || before !== this.selected) this.d.onChange()
+  }
+
+  private renderList (): void {
+    const key = JSON.stringify([this.views.map(v => [v.id, v.name, v.mode, v.pose, v.color, v.present]), this.selected])
+    if (key === this.keys.list) return
+    this.keys.list = key
+    const items = this.views.map(v => {
+      const selected = this.selected.includes(v.id)
+      const li = el('li', { 'data-fairy-item': v.id, 'data-mode': v.mode, 'data-pose': v.pose, 'aria-selected': String(selected), title: 'Click to select, Shift+click to add' })
+      const dot = el('span', { class: 'dot' })
+      dot.style.background = v.color ?? '#f9a8d4'
+      li.append(dot, el('span', { class: 'name' }, v.name), el('span', { class: 'mode', 'data-fairy-mode': v.mode }, v.present ? v.mode : 'arriving…'))
+      if (!isIdle(v.mode, v.pose)) li.append(el('button', { type: 'button', 'data-action': 'cancel-fairy', title: 'Stop what it is doing' }, 'Stop'))
+      li.append(el('button', { type: 'button', 'data-action': 'dismiss-fairy', title: 'Send it away' }, 'Dismiss'))
+      return li
+    })
+    if (items.length === 0) items.push(el('li', { class: 'empty' }, 'No fairies yet: invite one.'))
+    this.d.nodes.list.replaceChildren(...items)
+  }
+
+  private renderChat (): void {
+    const people = new Map<string, string>()
+    const { users } = readPeers(this.d.awareness.getStates() as Map<number, unknown>, this.d.awareness.clientID)
+    for (const u of users) people.set(u.id, u.name)
+    const order = [...this.chats].sort((a, b) => Number(this.selected.includes(b.id)) - Number(this.selected.includes(a.id)))
+    const key = JSON.stringify([order, [...people], this.selected])
+    if (key === this.keys.chat) return
+    this.keys.chat = key
+    const panel = this.d.nodes.chat
+    if (order.length === 0) {
+      panel.replaceChildren(el('p', { class: 'empty' }, 'No fairies in this room yet. Invite one, select it and tell it what to draw.'))
+      return
+    }
+    panel.replaceChildren(...order.map(c => {
+      const section = el('div', { class: this.selected.includes(c.id) ? 'fairy-chat selected' : 'fairy-chat', 'data-fairy-chat': c.id })
+      section.append(el('h3', {}, c.name))
+      if (c.chat.length === 0) section.append(el('p', { class: 'empty' }, 'Nothing said yet.'))
+      const marks = requestMarks(c.chat)
+      c.chat.forEach((item, i) => {
+        const role = chatRole(item.role, item.from)
+        const rejected = item.requestId !== null && marks.rejected.has(item.requestId)
+        const attrs: Record<string, string> = { class: `chat-item role-${role}`, 'data-chat-role': role }
+        if (item.requestId !== null) attrs['data-request'] = item.requestId
+        if (rejected) attrs['data-rejected'] = 'true'
+        const p = el('p', attrs)
+        p.append(el('b', {}, `${chatAuthor(item.from, item.role, this.d.user.id, people, c.name)}: `), document.createTextNode(item.text))
+        if (marks.heads.has(i)) {
+          if (rejected) p.append(el('span', { class: 'rejected' }, ' (rejected)'))
+          else p.append(el('button', { type: 'button', 'data-action': 'reject-request', title: 'Take back what the fairy did for this request' }, 'Reject'))
+        }
+        section.append(p)
+      })
+      return section
+    }))
+    panel.scrollTop = panel.scrollHeight
+  }
+
+  private renderTodo (): void {
+    const shown = this.views.filter(v => this.selected.includes(v.id))
+    const key = JSON.stringify(shown.map(v => [v.id, v.name, v.todo]))
+    if (key === this.keys.todo) return
+    this.keys.todo = key
+    const n = this.d.nodes
+    n.todoTitle.textContent = shown.length > 0 ? `Todo · ${shown.map(v => v.name).join(', ')}` : 'Todo'
+    const items: HTMLElement[] = []
+    for (const v of shown) {
+      for (const t of v.todo) {
+        const mark = t.status === 'done' ? '✔' : t.status === 'in-progress' ? '…' : '○'
+        items.push(el('li', { 'data-todo-item': t.id, 'data-todo-fairy': v.id, 'data-status': t.status }, `${mark} ${t.text}`))
+      }
+    }
+    if (items.length === 0) items.push(el('li', { class: 'empty' }, shown.length === 0 ? 'Select a fairy to see its todo list.' : 'Its todo list is empty.'))
+    n.todo.replaceChildren(...items)
+  }
+}
