@@ -237,6 +237,28 @@ mod tests {
         ) -> Result<(), StoreError> {
             self.inner.compact(room, snapshot, upto).await
         }
+        async fn load_fairy_state(
+            &self,
+            room: &RoomName,
+            fairy: &str,
+        ) -> Result<Option<Bytes>, StoreError> {
+            self.inner.load_fairy_state(room, fairy).await
+        }
+        async fn save_fairy_state(
+            &self,
+            room: &RoomName,
+            fairy: &str,
+            state: Bytes,
+        ) -> Result<(), StoreError> {
+            self.inner.save_fairy_state(room, fairy, state).await
+        }
+        async fn delete_fairy_state(
+            &self,
+            room: &RoomName,
+            fairy: &str,
+        ) -> Result<(), StoreError> {
+            self.inner.delete_fairy_state(room, fairy).await
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
