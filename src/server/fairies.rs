@@ -1,7 +1,7 @@
 //! The fairy HTTP API (SPEC §5, scope `fairies`): invite, list, prompt and cancel (both
 //! `interrupt({input, mode})`, `202`, never refused for being busy; an optional `mode` switches
-//! the fairy's mode, an unknown one is a 400), dismiss, history, and the SSE stream of a fairy's
-//! events. Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
+//! the fairy's mode, an unknown one is a 400), dismiss, history (the fairy's private state,
+//! from the store), and the SSE stream of a fairy's events. Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
 //! is done by [`crate::agent::hub::FairyHub`]; this file only admits requests and maps errors.
 
 use std::collections::HashMap;
@@ -56,6 +56,11 @@ impl From<HubError> for ApiError {
             HubError::Fairy(e) => {
                 ApiError::new(StatusCode::BAD_REQUEST, "invalid_fairy", e.to_string())
             }
+            HubError::Store(e) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                e.to_string(),
+            ),
             HubError::ShuttingDown => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "shutting_down",
@@ -271,12 +276,13 @@ async fn history(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (room, _) = admit(&state, &room, &query, &headers)?;
+    // The fairy's private state, read from the store (it is not in the document).
     let stored = state.fairies.state(&room, &fairy_id(&id)?).await?;
     Ok(Json(json!({
-        "mode": stored.get("mode").cloned().unwrap_or_else(|| json!("idling")),
-        "history": stored.get("history").cloned().unwrap_or_else(|| json!([])),
-        "todo": stored.get("todo").cloned().unwrap_or_else(|| json!([])),
-        "tasks": stored.get("tasks").cloned().unwrap_or_else(|| json!([])),
+        "mode": stored.mode,
+        "history": stored.history,
+        "todo": stored.todo,
+        "tasks": stored.tasks,
     }))
     .into_response())
 }

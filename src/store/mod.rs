@@ -25,6 +25,9 @@ pub enum StoreError {
     /// The database reported an error.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// Data handed to the store could not be encoded.
+    #[error("could not encode data for the store: {0}")]
+    Encoding(String),
     /// The store's writer task is gone (the server is shutting down).
     #[error("store writer stopped")]
     WriterStopped,
