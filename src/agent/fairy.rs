@@ -384,7 +384,10 @@ mod tests {
         let b = FairyEntity::invite(Some("B"), None, None, "x").unwrap_or_else(|e| panic!("{e}"));
         insert_fairy(&doc, &a);
         insert_fairy(&doc, &b);
-        assert!(legacy_runtimes(&doc).is_empty(), "a new fairy has no runtime key");
+        assert!(
+            legacy_runtimes(&doc).is_empty(),
+            "a new fairy has no runtime key"
+        );
         {
             let root = doc.get_or_insert_map(FAIRIES);
             let mut txn = doc.transact_mut();

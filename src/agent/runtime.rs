@@ -102,9 +102,12 @@ impl FairyRuntime {
     /// when the server stopped comes back idle: its half-applied (locked) shapes are removed
     /// and its chat says its work was interrupted. On a store error nothing is changed.
     pub async fn restore(&mut self) -> Result<(), StoreError> {
-        let stored =
-            state_store::load(self.room.store().as_ref(), self.room.name(), &self.entity.id)
-                .await?;
+        let stored = state_store::load(
+            self.room.store().as_ref(),
+            self.room.name(),
+            &self.entity.id,
+        )
+        .await?;
         let mut state = stored.unwrap_or_default();
         let interrupted = state.working;
         if interrupted {

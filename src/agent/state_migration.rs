@@ -110,15 +110,22 @@ mod tests {
         let rooms = Rooms::new(store.clone(), config, 4);
         let name = RoomName::parse("legacy").unwrap_or_else(|e| panic!("{e}"));
         let room = rooms.get(&name).await.unwrap_or_else(|e| panic!("{e}"));
-        let old = FairyEntity::invite(Some("Old"), None, None, "a").unwrap_or_else(|e| panic!("{e}"));
-        let new = FairyEntity::invite(Some("New"), None, None, "a").unwrap_or_else(|e| panic!("{e}"));
-        let junk = FairyEntity::invite(Some("Junk"), None, None, "a").unwrap_or_else(|e| panic!("{e}"));
+        let old =
+            FairyEntity::invite(Some("Old"), None, None, "a").unwrap_or_else(|e| panic!("{e}"));
+        let new =
+            FairyEntity::invite(Some("New"), None, None, "a").unwrap_or_else(|e| panic!("{e}"));
+        let junk =
+            FairyEntity::invite(Some("Junk"), None, None, "a").unwrap_or_else(|e| panic!("{e}"));
         for f in [&old, &new, &junk] {
             insert_fairy(room.doc(), f);
         }
         // `old` was written by an earlier version; `new` already lives in the store and a
         // client wrote a `runtime` key into its map; `junk`'s key is not a state at all.
-        set_runtime(&room, &old.id, r#"{"mode":"soloing","todo":[{"id":"t","text":"x","status":"todo"}]}"#);
+        set_runtime(
+            &room,
+            &old.id,
+            r#"{"mode":"soloing","todo":[{"id":"t","text":"x","status":"todo"}]}"#,
+        );
         let real = FairyState {
             mode: Mode::StandingBy,
             ..FairyState::default()

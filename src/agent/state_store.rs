@@ -117,12 +117,7 @@ impl StateSaver {
             wake: Notify::new(),
             done: watch::channel(0).0,
         });
-        let task = tokio::spawn(write_loop(
-            shared.clone(),
-            store,
-            room,
-            fairy.clone(),
-        ));
+        let task = tokio::spawn(write_loop(shared.clone(), store, room, fairy.clone()));
         StateSaver {
             shared,
             fairy,

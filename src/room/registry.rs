@@ -286,11 +286,7 @@ mod tests {
         ) -> Result<(), StoreError> {
             self.inner.save_fairy_state(room, fairy, state).await
         }
-        async fn delete_fairy_state(
-            &self,
-            room: &RoomName,
-            fairy: &str,
-        ) -> Result<(), StoreError> {
+        async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
             self.inner.delete_fairy_state(room, fairy).await
         }
     }

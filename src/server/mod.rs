@@ -101,7 +101,9 @@ pub async fn start_with(
         store,
         room_config(&config),
         config.max_rooms,
-        Some(Arc::new(crate::agent::state_migration::LegacyStateMigration)),
+        Some(Arc::new(
+            crate::agent::state_migration::LegacyStateMigration,
+        )),
     );
     let model = crate::llm::model_from_config(&config)?;
     let runtime = crate::agent::runtime::RuntimeConfig {

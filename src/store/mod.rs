@@ -156,22 +156,38 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            store.load_fairy_state(room, "f-1").await.unwrap().as_deref(),
+            store
+                .load_fairy_state(room, "f-1")
+                .await
+                .unwrap()
+                .as_deref(),
             Some(&b"{\"mode\":\"soloing\"}"[..])
         );
         assert_eq!(
-            store.load_fairy_state(other, "f-1").await.unwrap().as_deref(),
+            store
+                .load_fairy_state(other, "f-1")
+                .await
+                .unwrap()
+                .as_deref(),
             Some(&b"other"[..])
         );
         store.delete_fairy_state(room, "f-1").await.unwrap();
         store.delete_fairy_state(room, "f-1").await.unwrap();
         assert_eq!(store.load_fairy_state(room, "f-1").await.unwrap(), None);
         assert_eq!(
-            store.load_fairy_state(room, "f-2").await.unwrap().as_deref(),
+            store
+                .load_fairy_state(room, "f-2")
+                .await
+                .unwrap()
+                .as_deref(),
             Some(&b"two"[..])
         );
         assert_eq!(
-            store.load_fairy_state(other, "f-1").await.unwrap().as_deref(),
+            store
+                .load_fairy_state(other, "f-1")
+                .await
+                .unwrap()
+                .as_deref(),
             Some(&b"other"[..])
         );
         // The room's log is untouched by fairy state.
@@ -195,7 +211,11 @@ mod tests {
         let room = RoomName::parse("contract").unwrap();
         assert_eq!(store.load(&room).await.unwrap().updates.len(), 1);
         assert_eq!(
-            store.load_fairy_state(&room, "f-2").await.unwrap().as_deref(),
+            store
+                .load_fairy_state(&room, "f-2")
+                .await
+                .unwrap()
+                .as_deref(),
             Some(&b"two"[..]),
             "fairy state survives a reopen"
         );
@@ -228,7 +248,13 @@ mod tests {
             .save_fairy_state(&room, "f-1", Bytes::from_static(b"{}"))
             .await
             .unwrap();
-        assert!(store.load_fairy_state(&room, "f-1").await.unwrap().is_some());
+        assert!(
+            store
+                .load_fairy_state(&room, "f-1")
+                .await
+                .unwrap()
+                .is_some()
+        );
         store.close().await;
     }
 
