@@ -93,6 +93,34 @@ fn texts(history: &Value) -> String {
     history["history"].to_string()
 }
 
+/// The fairy's event stream (subscribe before prompting).
+async fn events(http: &str, room: &str, id: &str) -> reqwest::Response {
+    let response = reqwest::get(format!("{http}/rooms/{room}/fairies/{id}/events"))
+        .await
+        .expect("events");
+    assert_eq!(response.status().as_u16(), 200);
+    response
+}
+
+/// Reads the event stream until the next `request-ended` event: the request's final state
+/// was handed to the store before it (the history route then waits for it to be written).
+async fn until_request_ended(response: &mut reqwest::Response) {
+    let mut seen = String::new();
+    let read = tokio::time::timeout(support::TIMEOUT, async {
+        while !seen.contains("event: request-ended") {
+            match response.chunk().await {
+                Ok(Some(bytes)) => seen.push_str(&String::from_utf8_lossy(&bytes)),
+                _ => break,
+            }
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok() && seen.contains("event: request-ended"),
+        "no request-ended event: {seen}"
+    );
+}
+
 fn room(name: &str) -> RoomName {
     RoomName::parse(name).expect("room name")
 }
@@ -107,6 +135,7 @@ async fn the_document_holds_only_the_public_entity_while_a_fairy_works() {
     let (server, ws, http) = start(mock_config(&mock)).await;
     let mut client = Client::connect(&ws, "public").await;
     let id = invite(&http, "public", "Wren").await;
+    let mut stream = events(&http, "public", &id).await;
     prompt(&http, "public", &id, "SECRET-PROMPT draw a slow box").await;
     client
         .until("the fairy working, its shape streaming", |c| {
@@ -150,6 +179,7 @@ async fn the_document_holds_only_the_public_entity_while_a_fairy_works() {
     )
     .await;
     assert_eq!(status, 202);
+    until_request_ended(&mut stream).await;
     client
         .until("the fairy idle, the shape reverted", |c| {
             idle(c, &id) && shapes(c).get("slow").is_none()
@@ -203,8 +233,9 @@ async fn a_writer_editing_a_fairys_map_changes_nothing_it_remembers_or_is_told()
     let mut writer = Client::connect(&ws, "forged").await;
     let mut observer = Client::connect(&ws, "forged").await;
     let id = invite(&http, "forged", "Nettle").await;
+    let mut stream = events(&http, "forged", &id).await;
     prompt(&http, "forged", &id, "REAL-PROMPT remember this").await;
-    wait_requests(&mock, 1).await;
+    until_request_ended(&mut stream).await;
     writer
         .until("the fairy idle after its turn", |c| {
             idle(c, &id) && chat_texts(c, &id).iter().any(|t| t == "noted")
@@ -238,7 +269,7 @@ async fn a_writer_editing_a_fairys_map_changes_nothing_it_remembers_or_is_told()
     assert!(told.contains("REAL-PROMPT"), "{told}");
     assert!(told.contains("SECOND-PROMPT"), "{told}");
     assert!(!told.contains("FORGED"), "{told}");
-    writer.until("the fairy idle again", |c| idle(c, &id)).await;
+    until_request_ended(&mut stream).await;
     let after = history(&http, "forged", &id).await;
     assert_eq!(after["mode"], json!("idling"));
     assert_eq!(after["todo"], before["todo"]);
@@ -349,6 +380,7 @@ async fn a_room_with_a_legacy_runtime_key_migrates_on_load() {
     assert!(texts(&migrated).contains("LEGACY-PROMPT"), "{migrated}");
     assert_eq!(migrated["todo"][0]["text"], json!("LEGACY-TODO"));
     // The migrated history feeds the next prompt (in a mode that sees fairy-level memory).
+    let mut stream = events(&http, "legacy", &id).await;
     let (status, body) = post(
         &format!("{http}/rooms/legacy/fairies/{id}/prompt"),
         json!({"message": "carry on", "mode": "soloing"}),
@@ -357,7 +389,7 @@ async fn a_room_with_a_legacy_runtime_key_migrates_on_load() {
     assert_eq!(status, 202, "{body}");
     wait_requests(&mock, 1).await;
     assert!(request_text(&mock, 0).contains("LEGACY-PROMPT"));
-    client.until("the fairy idle", |c| idle(c, &id)).await;
+    until_request_ended(&mut stream).await;
     client.close().await;
     server.shutdown().await;
 
