@@ -1,10 +1,15 @@
-//! The persistent fairy entity in a room document (SPEC §2 `fairies` root): one nested Y.Map
-//! per fairy with `name, personality, hat, createdBy`, a `chat` Y.Array of user-facing chat
-//! items `{from, role, text, at}`, and `runtime`, the JSON of the fairy's runtime state (mode,
-//! history, todo, chat origin) so that it survives a restart with the document.
+//! The public fairy entity in a room document (the `fairies` root): one nested Y.Map per fairy
+//! with `name, personality, hat, createdBy` and a `chat` Y.Array of user-facing chat items
+//! `{from, role, text, at}`. Every peer receives it and any writer may edit it.
+//!
+//! A fairy's private state (mode, model-facing history, todo, tasks) is not in the document: it
+//! lives in the store (see [`super::state_store`]). Earlier versions kept it in the fairy's map
+//! under [`LEGACY_RUNTIME_KEY`]; [`legacy_runtimes`] and [`remove_legacy_runtimes`] serve the
+//! migration that moves it out ([`super::state_migration`]).
 //!
 //! Owns the reads and writes of that map and the [`FairyId`] newtype. No I/O, no async: the
-//! caller passes the room's [`Doc`]; every write is a transaction with the fairy's origin.
+//! caller passes the room's [`Doc`]; every write is a transaction with the fairy's origin
+//! (the migration's with the system origin).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -281,23 +286,45 @@ pub fn read_chat(doc: &Doc, id: &FairyId) -> Vec<ChatItem> {
         .collect()
 }
 
-/// Stores the fairy's runtime state (JSON) under `runtime`; false if the fairy is gone.
-pub fn write_runtime(doc: &Doc, id: &FairyId, state: &serde_json::Value) -> bool {
-    let mut txn = doc.transact_mut_with(TxnOrigin::fairy(id.as_str()));
-    match fairy_map(&txn, id) {
-        Some(map) => {
-            map.insert(&mut txn, "runtime", state.to_string());
-            true
-        }
-        None => false,
-    }
+/// The key under which earlier versions kept a fairy's private state (JSON text) in its map.
+pub const LEGACY_RUNTIME_KEY: &str = "runtime";
+
+/// Every fairy (valid id) whose map has a [`LEGACY_RUNTIME_KEY`], with the key's text when it
+/// is a string (`None` for any other value).
+pub fn legacy_runtimes(doc: &Doc) -> Vec<(FairyId, Option<String>)> {
+    let txn = doc.transact();
+    let Some(root) = txn.get_map(FAIRIES) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(FairyId, Option<String>)> = root
+        .keys(&txn)
+        .filter_map(|k| FairyId::parse(k).ok())
+        .filter_map(|id| {
+            let map = fairy_map(&txn, &id)?;
+            let text = match map.get(&txn, LEGACY_RUNTIME_KEY)? {
+                Out::Any(Any::String(s)) => Some(s.to_string()),
+                _ => None,
+            };
+            Some((id, text))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
 }
 
-/// The fairy's stored runtime state, if any and if it parses.
-pub fn read_runtime(doc: &Doc, id: &FairyId) -> Option<serde_json::Value> {
-    let txn = doc.transact();
-    let map = fairy_map(&txn, id)?;
-    serde_json::from_str(&string_of(&txn, &map, "runtime")).ok()
+/// Deletes the [`LEGACY_RUNTIME_KEY`] of these fairies in one transaction with `origin`;
+/// returns how many were deleted (fairies without the key are skipped).
+pub fn remove_legacy_runtimes(doc: &Doc, ids: &[FairyId], origin: TxnOrigin) -> usize {
+    if ids.is_empty() {
+        return 0;
+    }
+    let mut txn = doc.transact_mut_with(origin);
+    ids.iter()
+        .filter_map(|id| fairy_map(&txn, id))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .filter(|map| map.remove(&mut txn, LEGACY_RUNTIME_KEY).is_some())
+        .count()
 }
 
 /// Unix time in milliseconds with a fraction (for latency measurements).
@@ -330,7 +357,7 @@ mod tests {
     }
 
     #[test]
-    fn entity_chat_and_runtime_round_trip() {
+    fn entity_and_chat_round_trip() {
         let doc = Doc::new();
         let fairy = FairyEntity::invite(Some("Pip"), None, None, "alice").unwrap_or_else(|e| {
             panic!("{e}");
@@ -346,15 +373,6 @@ mod tests {
         };
         assert_eq!(append_chat(&doc, &fairy.id, &item), Ok(()));
         assert_eq!(read_chat(&doc, &fairy.id), vec![item]);
-        assert!(write_runtime(
-            &doc,
-            &fairy.id,
-            &serde_json::json!({"mode": "idling"})
-        ));
-        assert_eq!(
-            read_runtime(&doc, &fairy.id),
-            Some(serde_json::json!({"mode": "idling"}))
-        );
         assert!(remove_fairy(&doc, &fairy.id));
         assert!(list_fairies(&doc).is_empty());
         let missing = FairyId::parse("nope").unwrap_or_else(|e| panic!("{e}"));
@@ -388,6 +406,40 @@ mod tests {
         assert_eq!(chat[0].role, "user");
         assert_eq!(chat[0].text, "draw a house");
         assert!(chat[0].at > 0.0);
+    }
+
+    #[test]
+    fn legacy_runtime_keys_are_found_and_removed() {
+        let doc = Doc::new();
+        let a = FairyEntity::invite(Some("A"), None, None, "x").unwrap_or_else(|e| panic!("{e}"));
+        let b = FairyEntity::invite(Some("B"), None, None, "x").unwrap_or_else(|e| panic!("{e}"));
+        insert_fairy(&doc, &a);
+        insert_fairy(&doc, &b);
+        assert!(
+            legacy_runtimes(&doc).is_empty(),
+            "a new fairy has no runtime key"
+        );
+        {
+            let root = doc.get_or_insert_map(FAIRIES);
+            let mut txn = doc.transact_mut();
+            if let Some(Out::YMap(m)) = root.get(&txn, a.id.as_str()) {
+                m.insert(&mut txn, LEGACY_RUNTIME_KEY, r#"{"mode":"soloing"}"#);
+            }
+            if let Some(Out::YMap(m)) = root.get(&txn, b.id.as_str()) {
+                m.insert(&mut txn, LEGACY_RUNTIME_KEY, 12.0);
+            }
+        }
+        let mut expected = vec![
+            (a.id.clone(), Some(r#"{"mode":"soloing"}"#.to_owned())),
+            (b.id.clone(), None),
+        ];
+        expected.sort_by(|x, y| x.0.cmp(&y.0));
+        assert_eq!(legacy_runtimes(&doc), expected);
+        let ids = [a.id.clone(), b.id.clone()];
+        assert_eq!(remove_legacy_runtimes(&doc, &ids, TxnOrigin::System), 2);
+        assert!(legacy_runtimes(&doc).is_empty());
+        assert_eq!(remove_legacy_runtimes(&doc, &ids, TxnOrigin::System), 0);
+        assert_eq!(list_fairies(&doc).len(), 2, "the entities stay");
     }
 
     #[test]

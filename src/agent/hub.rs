@@ -2,8 +2,8 @@
 //! (interrupts — a prompt is an interrupt with input, a cancel one without — and dismissal,
 //! never refused while the fairy is hosted), with a broadcast of its [`AgentEvent`]s. The hub
 //! brings a room's fairies to life when the room is used (a peer joins, or a fairy route is
-//! called) — restoring their state after a restart — and lets an idle fairy's task end when
-//! its room unloads.
+//! called) — restoring their private state from the store — and lets an idle fairy's task end
+//! when its room unloads (after its last state is written).
 //!
 //! Owns the map of hosted fairies (a short critical section, never held across `.await`).
 
@@ -22,15 +22,19 @@ use super::events::{AgentEvent, EVENT_BUFFER};
 use super::fairy::{FairyEntity, FairyError, FairyId, insert_fairy, list_fairies, remove_fairy};
 use super::inbox::{Inbox, Signal};
 use super::interrupt::Interrupt;
-use super::runtime::{FairyRuntime, RuntimeConfig};
+use super::runtime::{FairyRuntime, FairyState, RuntimeConfig};
 use super::runtime_actions::full_registry;
+use super::state_store::{self, StateSync};
 use crate::llm::Model;
 use crate::room::{Room, RoomError, RoomName, Rooms};
+use crate::store::StoreError;
 
 /// How often an idle fairy checks whether its room unloaded.
 const ROOM_CHECK: Duration = Duration::from_secs(2);
 /// Longest wait for a dismissed fairy to clean up.
 const DISMISS_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait for a fairy's pending state to be stored before the history route reads it.
+const STATE_SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a fairy operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +45,9 @@ pub enum HubError {
     /// The fairy is unknown or its input invalid.
     #[error(transparent)]
     Fairy(#[from] FairyError),
+    /// The store failed to read or write a fairy's private state.
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// The server is shutting down.
     #[error("shutting down")]
     ShuttingDown,
@@ -51,6 +58,7 @@ struct Hosted {
     room: Arc<Room>,
     inbox: Arc<Inbox>,
     events: broadcast::Sender<AgentEvent>,
+    state: StateSync,
 }
 
 /// A fairy as listed by the API.
@@ -150,13 +158,24 @@ impl FairyHub {
             room: room.clone(),
             inbox: inbox.clone(),
             events,
+            state: runtime.state_sync(),
         };
         map.insert(key.clone(), (hosted, client_id));
         let hub = self.clone();
         let shutdown = self.inner.shutdown.clone();
         self.inner.tracker.spawn(
             async move {
-                let runtime = run_host(runtime, &inbox, shutdown).await;
+                let mut runtime = runtime;
+                let mut runtime = match runtime.restore().await {
+                    Ok(()) => run_host(runtime, &inbox, shutdown).await,
+                    Err(error) => {
+                        // Not hosted with a blank state that would overwrite the stored one;
+                        // the next use of the room tries again.
+                        tracing::error!(%error, "fairy state could not be loaded");
+                        runtime
+                    }
+                };
+                runtime.close_state().await;
                 inbox.close();
                 {
                     let mut map = hub.lock();
@@ -181,6 +200,15 @@ impl FairyHub {
     ) -> Result<FairyView, HubError> {
         let entity = FairyEntity::invite(name, personality, hat, sub)?;
         let room = self.room(room).await?;
+        // Stored before the entity appears, so that every fairy has a stored state and a
+        // `runtime` key a client writes into its map is never taken for a legacy one.
+        state_store::save(
+            room.store().as_ref(),
+            room.name(),
+            &entity.id,
+            &FairyState::default(),
+        )
+        .await?;
         insert_fairy(room.doc(), &entity);
         self.ensure_hosted(&room);
         Ok(self.view(&room, entity))
@@ -228,7 +256,8 @@ impl FairyHub {
     }
 
     /// Dismisses the fairy: its request is cancelled, its awareness state removed for
-    /// everyone and its entity removed from the document.
+    /// everyone, its private state deleted from the store and its entity removed from the
+    /// document.
     pub async fn dismiss(&self, room: &RoomName, id: &FairyId) -> Result<(), HubError> {
         let (r, hosted) = self.hosted(room, id).await?;
         hosted.inbox.dismiss().map_err(|_| HubError::ShuttingDown)?;
@@ -247,14 +276,18 @@ impl FairyHub {
         Ok(hosted.events.subscribe())
     }
 
-    /// The fairy's stored runtime state (mode, history, todo, tasks).
-    pub async fn state(
-        &self,
-        room: &RoomName,
-        id: &FairyId,
-    ) -> Result<serde_json::Value, HubError> {
-        let (r, _) = self.hosted(room, id).await?;
-        Ok(super::fairy::read_runtime(r.doc(), id).unwrap_or_else(|| serde_json::json!({})))
+    /// The fairy's private state (mode, history, todo, tasks) as stored, once what it handed
+    /// to the store before this call is written.
+    pub async fn state(&self, room: &RoomName, id: &FairyId) -> Result<FairyState, HubError> {
+        let (r, hosted) = self.hosted(room, id).await?;
+        if tokio::time::timeout(STATE_SYNC_TIMEOUT, hosted.state.caught_up())
+            .await
+            .is_err()
+        {
+            tracing::warn!(room = %room, fairy = %id, "reading a fairy state not fully written");
+        }
+        let stored = state_store::load(r.store().as_ref(), room, id).await?;
+        Ok(stored.unwrap_or_default())
     }
 
     /// Drops a finished runtime once its room has unloaded. yrs 0.28's undo manager
@@ -328,6 +361,7 @@ async fn run_host(
             Some(Signal::Interrupt(interrupt)) => next = rt.interrupt(interrupt),
             Some(Signal::Dismiss) => {
                 rt.abort("cancelled");
+                rt.forget_state();
                 remove_fairy(rt.room().doc(), &rt.entity.id);
                 rt.beacon().remove();
                 return rt;

@@ -5,8 +5,10 @@
 //!   and [`runtime_apply`] carries them out.
 //! - [`tentative`]: applying still-streaming actions revertibly; [`throttle`]: when a streaming
 //!   action is worth re-applying; [`changes`]: the changes that were not a fairy's own.
-//! - [`fairy`]: the persistent entity in the document; [`tasks_doc`]: solo tasks mirrored into
+//! - [`fairy`]: the public entity in the document; [`tasks_doc`]: solo tasks mirrored into
 //!   the `tasks` root.
+//! - [`state_store`]: a fairy's private state (mode, history, todo, tasks) in the store, never
+//!   in the document; [`state_migration`]: moving it out of documents of earlier versions.
 //! - [`presence`]: the awareness state and flights; [`beacon`]: publishing them.
 //! - [`modes`]: the modes; [`mode_hooks`]: their hooks and state machine.
 //! - [`memory`]: chat history and its filtering; [`compact`]: summarising it.
@@ -16,7 +18,8 @@
 //!   delivering them (never refused) and dismissals to a fairy's host task.
 //! - [`hub`]: hosting the fairies of every room (one task each).
 //!
-//! Must not touch sockets or stores directly.
+//! Must not touch sockets; reaches the store only through the [`crate::store::Store`] trait's
+//! fairy-state methods, in [`state_store`] and [`state_migration`].
 
 pub mod actions;
 pub mod beacon;
@@ -36,6 +39,8 @@ pub mod runtime;
 pub mod runtime_actions;
 pub mod runtime_apply;
 pub mod state;
+pub mod state_migration;
+pub mod state_store;
 pub mod tasks_doc;
 pub mod tentative;
 pub mod throttle;

@@ -1,8 +1,9 @@
-//! One fairy at work in one loaded room: its persistent state (mode, history, todo, tasks,
-//! chat origin), the request loop (SPEC §5 "requests": a prompt runs turns while a request is
+//! One fairy at work in one loaded room: its private state (mode, history, todo, tasks, chat
+//! origin; kept in the store through a [`StateSaver`], never in the document), the request loop (SPEC §5 "requests": a prompt runs turns while a request is
 //! scheduled or the mode's `on_prompt_end` asks for more, up to
 //! [`RuntimeConfig::max_iterations`]), cancellation (revert the incomplete tentative action,
-//! `on_prompt_cancel`), failure (revert, chat message, idle) and restoring after a restart.
+//! `on_prompt_cancel`), failure (revert, chat message, idle) and restoring after a restart
+//! ([`FairyRuntime::restore`]).
 //! One model turn — streaming, applying, the runtime actions — is in [`super::turn`].
 //!
 //! The runtime is driven by its host task ([`super::hub`]); it never holds a lock across an
@@ -17,16 +18,18 @@ use super::actions::Registry;
 use super::beacon::Beacon;
 use super::changes::ChangeTracker;
 use super::events::AgentEvent;
-use super::fairy::{ChatItem, FairyEntity, append_chat, now_millis, read_runtime, write_runtime};
+use super::fairy::{ChatItem, FairyEntity, append_chat, now_millis};
 use super::memory::HistoryItem;
 use super::modes::{HookCtx, Mode, ModeEffect, ModeMachine, Outcome};
 use super::presence::{Pose, TaskSummary, TodoItem};
+use super::state_store::{self, StateSaver, StateSync};
 use super::tentative::Tentative;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::shape::{delete_shape, list_shapes};
 use crate::llm::Model;
 use crate::origin::TxnOrigin;
 use crate::room::Room;
+use crate::store::StoreError;
 
 pub use super::state::{
     DEFAULT_MAX_ITERATIONS, DEFAULT_VIEW, FairyState, Request, RuntimeConfig, SoloTask,
@@ -36,8 +39,9 @@ pub use super::state::{
 pub struct FairyRuntime {
     /// Who it is.
     pub entity: FairyEntity,
-    /// Its persistent state.
+    /// Its private state (stored by `saver`).
     pub state: FairyState,
+    pub(super) saver: StateSaver,
     pub(super) modes: ModeMachine,
     pub(super) room: Arc<Room>,
     pub(super) beacon: Arc<Beacon>,
@@ -56,9 +60,8 @@ pub struct FairyRuntime {
 }
 
 impl FairyRuntime {
-    /// Hosts `entity` in `room`, restoring its stored state. A fairy that was working when
-    /// the server stopped comes back idle: its half-applied (locked) shapes are removed and
-    /// its chat says its work was interrupted.
+    /// Hosts `entity` in `room` with a fresh state; [`FairyRuntime::restore`] then loads the
+    /// stored one and publishes the fairy's presence.
     pub fn new(
         room: Arc<Room>,
         entity: FairyEntity,
@@ -68,26 +71,19 @@ impl FairyRuntime {
         events: broadcast::Sender<AgentEvent>,
     ) -> Self {
         let doc = room.doc().clone();
-        let mut state: FairyState = read_runtime(&doc, &entity.id)
-            .and_then(|v| serde_json::from_value(v).ok())
-            .unwrap_or_default();
+        let state = FairyState::default();
         let id = entity.id.as_str().to_owned();
         let tentative = Tentative::new_when_quiet(&doc, &id);
         let tracker = ChangeTracker::new(&doc, &id, &[tentative.revert_origin()]);
-        let mut presence =
+        let presence =
             super::presence::Presence::new(&id, &entity.name, state.position.0, state.position.1);
-        let interrupted = state.working;
-        if interrupted {
-            state.working = false;
-            state.mode = Mode::Idling;
-        }
-        presence.mode = state.mode.name().into();
-        presence.todo = state.todo.clone();
         let beacon = Beacon::new(room.clone(), presence);
-        let mut rt = FairyRuntime {
+        let saver = StateSaver::spawn(room.store().clone(), room.name().clone(), entity.id.clone());
+        FairyRuntime {
             modes: ModeMachine::new(state.mode),
             entity,
             state,
+            saver,
             room,
             beacon,
             tentative,
@@ -99,15 +95,58 @@ impl FairyRuntime {
             scheduled: None,
             corrections: Vec::new(),
             bounds: Bounds::default(),
-        };
-        rt.refresh_tasks();
-        if interrupted {
-            rt.remove_locked_shapes();
-            rt.say("My previous work was interrupted (the server restarted); ask me again to continue.");
-            rt.persist();
         }
-        rt.beacon.publish();
-        rt
+    }
+
+    /// Loads the fairy's stored state and publishes its presence. A fairy that was working
+    /// when the server stopped comes back idle: its half-applied (locked) shapes are removed
+    /// and its chat says its work was interrupted. On a store error nothing is changed.
+    pub async fn restore(&mut self) -> Result<(), StoreError> {
+        let stored = state_store::load(
+            self.room.store().as_ref(),
+            self.room.name(),
+            &self.entity.id,
+        )
+        .await?;
+        let mut state = stored.unwrap_or_default();
+        let interrupted = state.working;
+        if interrupted {
+            state.working = false;
+            state.mode = Mode::Idling;
+        }
+        self.modes = ModeMachine::new(state.mode);
+        let (x, y) = state.position;
+        let (mode, todo) = (state.mode.name(), state.todo.clone());
+        self.state = state;
+        self.beacon.update(|p| {
+            p.x = x;
+            p.y = y;
+            p.mode = mode.into();
+            p.todo = todo;
+        });
+        self.refresh_tasks();
+        if interrupted {
+            self.remove_locked_shapes();
+            self.say("My previous work was interrupted (the server restarted); ask me again to continue.");
+            self.persist();
+        }
+        self.beacon.publish();
+        Ok(())
+    }
+
+    /// A handle to wait until the states handed to the store so far are written.
+    pub fn state_sync(&self) -> StateSync {
+        self.saver.sync()
+    }
+
+    /// Deletes the stored state (the fairy is dismissed); see [`FairyRuntime::close_state`].
+    pub fn forget_state(&self) {
+        self.saver.delete();
+    }
+
+    /// Writes what is pending of the state and stops its writer (the fairy's task is ending).
+    pub async fn close_state(&mut self) {
+        self.saver.close().await;
     }
 
     /// The room instance this runtime lives in.
@@ -141,19 +180,14 @@ impl FairyRuntime {
         let _ = self.events.send(event);
     }
 
-    /// Writes the state into the document (it survives a restart with the room).
+    /// Hands the state to the store (it survives a restart; it is never in the document).
     pub fn persist(&mut self) {
         self.state.position = {
             let p = self.beacon.snapshot();
             (p.x, p.y)
         };
         self.state.mode = self.modes.mode();
-        match serde_json::to_value(&self.state) {
-            Ok(v) => {
-                write_runtime(self.room.doc(), &self.entity.id, &v);
-            }
-            Err(error) => tracing::error!(fairy = %self.entity.id, %error, "fairy state not saved"),
-        }
+        self.saver.save(&self.state);
     }
 
     /// Posts a chat message as the fairy (doc `chat` and awareness `lastMessage`).

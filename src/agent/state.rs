@@ -1,5 +1,6 @@
 //! The data of a fairy at work: its settings ([`RuntimeConfig`]), what survives a restart
-//! ([`FairyState`], stored as JSON in the fairy's `runtime` key), its solo tasks and the
+//! ([`FairyState`], its private state, kept in the store by [`super::state_store`] and never in
+//! the room document), its solo tasks and the
 //! [`Request`]s it runs (with the `schedule` merge rule). Plain data, no I/O.
 
 use serde::{Deserialize, Serialize};
@@ -52,7 +53,7 @@ pub struct SoloTask {
     pub bounds: Option<Bounds>,
 }
 
-/// What survives a restart (stored in the fairy's `runtime` key).
+/// What survives a restart: the fairy's private state, in the store (never in the document).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct FairyState {

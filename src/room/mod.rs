@@ -45,7 +45,7 @@ use yrs::{Doc, ReadTxn, Transact, Update};
 
 pub use name::{InvalidRoomName, RoomName};
 pub use peer::{PeerControl, PeerInfo};
-pub use registry::Rooms;
+pub use registry::{LoadHook, Rooms};
 
 use crate::origin::TxnOrigin;
 use crate::protocol::{self, ProtocolError};
@@ -206,6 +206,12 @@ impl Room {
     /// an origin from [`TxnOrigin`] (`doc.transact_mut_with(TxnOrigin::fairy(id))`).
     pub fn doc(&self) -> &Doc {
         &self.doc
+    }
+
+    /// The store the room lives in (for data kept beside the room's log, such as fairies'
+    /// private state; the room's own log is written only by the room).
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
     /// Number of peers joined.

@@ -1,16 +1,28 @@
 //! The room registry: loads each room once (however many peers connect at once), hands out
-//! rooms, unloads idle ones, and flushes every room at shutdown.
+//! rooms, unloads idle ones, and flushes every room at shutdown. A [`LoadHook`] given to the
+//! registry runs on every load before anyone can use the room (content migrations).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
+use async_trait::async_trait;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::commit::{self, LogState, Stop};
 use super::{Room, RoomConfig, RoomError, RoomName};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
+
+/// Work done on every load of a room, after its stored document is applied and before any peer
+/// or other caller gets the room (a migration of the document's content, for example). Its
+/// document writes are persisted and broadcast like any other. When it fails, the load fails
+/// (callers see [`RoomError::Store`]) and nothing it wrote to the document is kept.
+#[async_trait]
+pub trait LoadHook: Send + Sync + 'static {
+    /// Runs once per load of `room`, with the store the room lives in.
+    async fn on_load(&self, room: &Arc<Room>, store: &Arc<dyn Store>) -> Result<(), StoreError>;
+}
 
 type Slot = Arc<OnceCell<Arc<Room>>>;
 
@@ -19,6 +31,7 @@ struct Inner {
     store: Arc<dyn Store>,
     config: RoomConfig,
     max_rooms: usize,
+    on_load: Option<Arc<dyn LoadHook>>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
     /// Cancelled per room when its committer stopped (so waiting joiners can reload it).
@@ -34,12 +47,23 @@ pub struct Rooms {
 impl Rooms {
     /// A registry over a store.
     pub fn new(store: Arc<dyn Store>, config: RoomConfig, max_rooms: usize) -> Self {
+        Self::with_load_hook(store, config, max_rooms, None)
+    }
+
+    /// A registry over a store that runs `on_load` on every room it loads.
+    pub fn with_load_hook(
+        store: Arc<dyn Store>,
+        config: RoomConfig,
+        max_rooms: usize,
+        on_load: Option<Arc<dyn LoadHook>>,
+    ) -> Self {
         Rooms {
             inner: Arc::new(Inner {
                 slots: Mutex::new(HashMap::new()),
                 store,
                 config,
                 max_rooms,
+                on_load,
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
                 unloaded: Mutex::new(HashMap::new()),
@@ -150,6 +174,16 @@ impl Rooms {
             self.inner.store.clone(),
             self.inner.config.clone(),
         )?;
+        // Before the committer starts: if the hook fails, the room is dropped with whatever the
+        // hook queued, and the stored room stays as it was.
+        if let Some(hook) = &self.inner.on_load {
+            hook.on_load(&room, &self.inner.store)
+                .await
+                .map_err(|error| {
+                    tracing::error!(room = %name, %error, "room load hook failed");
+                    RoomError::Store
+                })?;
+        }
         crate::metrics::global().rooms_loaded.inc();
         tracing::info!(room = %name, "room loaded");
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
@@ -236,6 +270,24 @@ mod tests {
             upto: u64,
         ) -> Result<(), StoreError> {
             self.inner.compact(room, snapshot, upto).await
+        }
+        async fn load_fairy_state(
+            &self,
+            room: &RoomName,
+            fairy: &str,
+        ) -> Result<Option<Bytes>, StoreError> {
+            self.inner.load_fairy_state(room, fairy).await
+        }
+        async fn save_fairy_state(
+            &self,
+            room: &RoomName,
+            fairy: &str,
+            state: Bytes,
+        ) -> Result<(), StoreError> {
+            self.inner.save_fairy_state(room, fairy, state).await
+        }
+        async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
+            self.inner.delete_fairy_state(room, fairy).await
         }
     }
 

@@ -2,7 +2,8 @@
 //! `interrupt({input, mode})`, `202`, never refused for being busy; an optional `mode` switches
 //! the fairy's mode, an unknown one is a 400; an accepted prompt also writes the person's
 //! message into the fairy's `chat` as `{from: "user:SUB", role: "user", text, at}`), dismiss,
-//! history, and the SSE stream of a fairy's events. Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
+//! history (the fairy's private state, from the store), and the SSE stream of a fairy's
+//! events. Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
 //! is done by [`crate::agent::hub::FairyHub`]; this file only admits requests and maps errors.
 
 use std::collections::HashMap;
@@ -57,6 +58,11 @@ impl From<HubError> for ApiError {
             HubError::Fairy(e) => {
                 ApiError::new(StatusCode::BAD_REQUEST, "invalid_fairy", e.to_string())
             }
+            HubError::Store(e) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                e.to_string(),
+            ),
             HubError::ShuttingDown => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "shutting_down",
@@ -277,12 +283,13 @@ async fn history(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (room, _) = admit(&state, &room, &query, &headers)?;
+    // The fairy's private state, read from the store (it is not in the document).
     let stored = state.fairies.state(&room, &fairy_id(&id)?).await?;
     Ok(Json(json!({
-        "mode": stored.get("mode").cloned().unwrap_or_else(|| json!("idling")),
-        "history": stored.get("history").cloned().unwrap_or_else(|| json!([])),
-        "todo": stored.get("todo").cloned().unwrap_or_else(|| json!([])),
-        "tasks": stored.get("tasks").cloned().unwrap_or_else(|| json!([])),
+        "mode": stored.mode,
+        "history": stored.history,
+        "todo": stored.todo,
+        "tasks": stored.tasks,
     }))
     .into_response())
 }

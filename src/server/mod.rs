@@ -96,7 +96,15 @@ pub async fn start_with(
     let auth = authenticator(&config)?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
-    let rooms = Rooms::new(store, room_config(&config), config.max_rooms);
+    // Every room load moves fairies' private state out of documents of earlier versions.
+    let rooms = Rooms::with_load_hook(
+        store,
+        room_config(&config),
+        config.max_rooms,
+        Some(Arc::new(
+            crate::agent::state_migration::LegacyStateMigration,
+        )),
+    );
     let model = crate::llm::model_from_config(&config)?;
     let runtime = crate::agent::runtime::RuntimeConfig {
         max_iterations: config.fairy_max_iterations.max(1),

@@ -1,4 +1,5 @@
-//! An in-memory [`Store`]: nothing survives the process. For tests and `--store memory:`.
+//! An in-memory [`Store`] (room logs and fairies' private state): nothing survives the
+//! process. For tests and `--store memory:`.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -16,10 +17,11 @@ struct Log {
     last_seq: u64,
 }
 
-/// Keeps every room's log in a map.
+/// Keeps every room's log, and every fairy's private state, in maps.
 #[derive(Default)]
 pub struct MemoryStore {
     rooms: Mutex<HashMap<String, Log>>,
+    fairy_states: Mutex<HashMap<(String, String), Bytes>>,
 }
 
 impl MemoryStore {
@@ -27,6 +29,15 @@ impl MemoryStore {
         let mut guard = self.rooms.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut guard)
     }
+
+    fn with_fairies<R>(&self, f: impl FnOnce(&mut HashMap<(String, String), Bytes>) -> R) -> R {
+        let mut guard = self.fairy_states.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard)
+    }
+}
+
+fn fairy_key(room: &RoomName, fairy: &str) -> (String, String) {
+    (room.as_str().to_owned(), fairy.to_owned())
 }
 
 #[async_trait]
@@ -64,6 +75,29 @@ impl Store for MemoryStore {
             log.snapshot = Some(snapshot);
             log.updates.retain(|(seq, _)| *seq > upto_seq);
         });
+        Ok(())
+    }
+
+    async fn load_fairy_state(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+    ) -> Result<Option<Bytes>, StoreError> {
+        Ok(self.with_fairies(|states| states.get(&fairy_key(room, fairy)).cloned()))
+    }
+
+    async fn save_fairy_state(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+        state: Bytes,
+    ) -> Result<(), StoreError> {
+        self.with_fairies(|states| states.insert(fairy_key(room, fairy), state));
+        Ok(())
+    }
+
+    async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
+        self.with_fairies(|states| states.remove(&fairy_key(room, fairy)));
         Ok(())
     }
 }

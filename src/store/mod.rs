@@ -1,7 +1,8 @@
-//! Durable storage of room documents.
+//! Durable storage of room documents and of fairies' private state.
 //!
 //! Owns the narrow async [`Store`] trait (an append-only update log per room plus a compacted
-//! snapshot) and its implementations: [`sqlite::SqliteStore`] (the embedded default, WAL, group
+//! snapshot, and beside it a table of fairies' private state keyed by room and fairy id, which
+//! is never part of a document nor broadcast) and its implementations: [`sqlite::SqliteStore`] (the embedded default, WAL, group
 //! commit across rooms) and [`memory::MemoryStore`] (tests and `--store memory:`). Only this
 //! module touches databases; it knows nothing about sockets, peers or the Yjs protocol.
 
@@ -24,6 +25,9 @@ pub enum StoreError {
     /// The database reported an error.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// Data handed to the store could not be encoded.
+    #[error("could not encode data for the store: {0}")]
+    Encoding(String),
     /// The store's writer task is gone (the server is shutting down).
     #[error("store writer stopped")]
     WriterStopped,
@@ -58,6 +62,26 @@ pub trait Store: Send + Sync + 'static {
         snapshot: Bytes,
         upto_seq: u64,
     ) -> Result<(), StoreError>;
+
+    /// A fairy's private state (mode, model-facing history, todo list, tasks), as last saved
+    /// with [`Store::save_fairy_state`]; `None` when there is none. The bytes are opaque to the
+    /// store (the agent writes JSON).
+    async fn load_fairy_state(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+    ) -> Result<Option<Bytes>, StoreError>;
+
+    /// Replaces a fairy's private state, durably (it is never broadcast).
+    async fn save_fairy_state(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+        state: Bytes,
+    ) -> Result<(), StoreError>;
+
+    /// Deletes a fairy's private state, durably; deleting a missing one is not an error.
+    async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError>;
 
     /// Flushes and closes the store (called once at shutdown).
     async fn close(&self) {}
@@ -108,6 +132,66 @@ mod tests {
         assert_eq!(loaded.updates, vec![&b"c"[..]]);
         let other = RoomName::parse("other").unwrap();
         assert!(store.load(&other).await.unwrap().updates.is_empty());
+        fairy_state_contract(store.as_ref(), &room, &other).await;
+    }
+
+    /// Fairies' private state: keyed by (room, fairy), replaced on save, gone on delete, and
+    /// apart from the room's log.
+    async fn fairy_state_contract(store: &dyn Store, room: &RoomName, other: &RoomName) {
+        assert_eq!(store.load_fairy_state(room, "f-1").await.unwrap(), None);
+        store
+            .save_fairy_state(room, "f-1", Bytes::from_static(b"{\"mode\":\"idling\"}"))
+            .await
+            .unwrap();
+        store
+            .save_fairy_state(room, "f-1", Bytes::from_static(b"{\"mode\":\"soloing\"}"))
+            .await
+            .unwrap();
+        store
+            .save_fairy_state(other, "f-1", Bytes::from_static(b"other"))
+            .await
+            .unwrap();
+        store
+            .save_fairy_state(room, "f-2", Bytes::from_static(b"two"))
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .load_fairy_state(room, "f-1")
+                .await
+                .unwrap()
+                .as_deref(),
+            Some(&b"{\"mode\":\"soloing\"}"[..])
+        );
+        assert_eq!(
+            store
+                .load_fairy_state(other, "f-1")
+                .await
+                .unwrap()
+                .as_deref(),
+            Some(&b"other"[..])
+        );
+        store.delete_fairy_state(room, "f-1").await.unwrap();
+        store.delete_fairy_state(room, "f-1").await.unwrap();
+        assert_eq!(store.load_fairy_state(room, "f-1").await.unwrap(), None);
+        assert_eq!(
+            store
+                .load_fairy_state(room, "f-2")
+                .await
+                .unwrap()
+                .as_deref(),
+            Some(&b"two"[..])
+        );
+        assert_eq!(
+            store
+                .load_fairy_state(other, "f-1")
+                .await
+                .unwrap()
+                .as_deref(),
+            Some(&b"other"[..])
+        );
+        // The room's log is untouched by fairy state.
+        assert_eq!(store.load(other).await.unwrap().last_seq, 0);
     }
 
     #[tokio::test]
@@ -126,6 +210,52 @@ mod tests {
         let store = open(&format!("sqlite:{}", path.display())).await.unwrap();
         let room = RoomName::parse("contract").unwrap();
         assert_eq!(store.load(&room).await.unwrap().updates.len(), 1);
+        assert_eq!(
+            store
+                .load_fairy_state(&room, "f-2")
+                .await
+                .unwrap()
+                .as_deref(),
+            Some(&b"two"[..]),
+            "fairy state survives a reopen"
+        );
+    }
+
+    #[tokio::test]
+    async fn sqlite_adds_the_fairy_state_table_to_an_existing_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        // A database created before fairy state had its own table.
+        {
+            let url = format!("sqlite://{}?mode=rwc", path.display());
+            let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+            for statement in [
+                "CREATE TABLE updates (room TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (room, seq)) WITHOUT ROWID",
+                "CREATE TABLE snapshots (room TEXT PRIMARY KEY NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL)",
+                "INSERT INTO updates (room, seq, data) VALUES ('old', 1, x'00')",
+            ] {
+                sqlx::query(sqlx::AssertSqlSafe(statement))
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            }
+            pool.close().await;
+        }
+        let store = open(&format!("sqlite:{}", path.display())).await.unwrap();
+        let room = RoomName::parse("old").unwrap();
+        assert_eq!(store.load(&room).await.unwrap().last_seq, 1);
+        store
+            .save_fairy_state(&room, "f-1", Bytes::from_static(b"{}"))
+            .await
+            .unwrap();
+        assert!(
+            store
+                .load_fairy_state(&room, "f-1")
+                .await
+                .unwrap()
+                .is_some()
+        );
+        store.close().await;
     }
 
     #[test]

@@ -1,8 +1,13 @@
 //! The embedded SQLite [`Store`]: one file, WAL journal, `synchronous=FULL`.
 //!
-//! Writes go through one writer task that performs *group commit*: every append request that
-//! arrives while a commit is in flight joins the next transaction, across all rooms, so one
-//! fsync serves many updates. An append returns only after its transaction committed.
+//! Tables: `updates` and `snapshots` (each room's log) and `fairy_states` (each fairy's private
+//! state, keyed by room and fairy id). The schema is created, or completed for a database made
+//! by an earlier version, when the store opens.
+//!
+//! Writes go through one writer task that performs *group commit*: every write request (log
+//! appends, compactions, fairy-state saves and deletes) that arrives while a commit is in flight
+//! joins the next transaction, across all rooms, so one fsync serves many of them. A write
+//! returns only after its transaction committed.
 
 use std::path::Path;
 use std::str::FromStr;
@@ -34,6 +39,13 @@ const SCHEMA: &[&str] = &[
         seq INTEGER NOT NULL,
         data BLOB NOT NULL
     )",
+    // Added after the first release: `IF NOT EXISTS` completes older databases on open.
+    "CREATE TABLE IF NOT EXISTS fairy_states (
+        room TEXT NOT NULL,
+        fairy TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (room, fairy)
+    ) WITHOUT ROWID",
 ];
 
 enum WriteReq {
@@ -48,6 +60,33 @@ enum WriteReq {
         upto_seq: u64,
         done: oneshot::Sender<Result<(), StoreError>>,
     },
+    SaveFairy {
+        room: String,
+        fairy: String,
+        state: Bytes,
+        done: oneshot::Sender<Result<(), StoreError>>,
+    },
+    DeleteFairy {
+        room: String,
+        fairy: String,
+        done: oneshot::Sender<Result<(), StoreError>>,
+    },
+}
+
+impl WriteReq {
+    /// Answers the request: `Ok(seq)` (the last sequence number, for appends) or the error.
+    fn answer(self, outcome: Result<u64, StoreError>) {
+        match self {
+            WriteReq::Append { done, .. } => {
+                let _ = done.send(outcome);
+            }
+            WriteReq::Compact { done, .. }
+            | WriteReq::SaveFairy { done, .. }
+            | WriteReq::DeleteFairy { done, .. } => {
+                let _ = done.send(outcome.map(|_| ()));
+            }
+        }
+    }
 }
 
 /// SQLite-backed store with a group-committing writer task.
@@ -77,6 +116,19 @@ impl SqliteStore {
         let (writer, requests) = mpsc::channel(WRITER_QUEUE);
         tokio::spawn(write_loop(pool.clone(), requests));
         Ok(SqliteStore { pool, writer })
+    }
+
+    /// Queues a write request and waits for its transaction to commit.
+    async fn write<T>(
+        &self,
+        req: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> WriteReq,
+    ) -> Result<T, StoreError> {
+        let (done, result) = oneshot::channel();
+        self.writer
+            .send(req(done))
+            .await
+            .map_err(|_| StoreError::WriterStopped)?;
+        result.await.map_err(|_| StoreError::WriterStopped)?
     }
 }
 
@@ -114,17 +166,12 @@ impl Store for SqliteStore {
     }
 
     async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
-        let (done, result) = oneshot::channel();
-        let req = WriteReq::Append {
+        self.write(|done| WriteReq::Append {
             room: room.as_str().to_owned(),
             updates,
             done,
-        };
-        self.writer
-            .send(req)
-            .await
-            .map_err(|_| StoreError::WriterStopped)?;
-        result.await.map_err(|_| StoreError::WriterStopped)?
+        })
+        .await
     }
 
     async fn compact(
@@ -133,18 +180,53 @@ impl Store for SqliteStore {
         snapshot: Bytes,
         upto_seq: u64,
     ) -> Result<(), StoreError> {
-        let (done, result) = oneshot::channel();
-        let req = WriteReq::Compact {
+        self.write(|done| WriteReq::Compact {
             room: room.as_str().to_owned(),
             snapshot,
             upto_seq,
             done,
-        };
-        self.writer
-            .send(req)
-            .await
-            .map_err(|_| StoreError::WriterStopped)?;
-        result.await.map_err(|_| StoreError::WriterStopped)?
+        })
+        .await
+    }
+
+    async fn load_fairy_state(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+    ) -> Result<Option<Bytes>, StoreError> {
+        let row = sqlx::query("SELECT data FROM fairy_states WHERE room = ? AND fairy = ?")
+            .bind(room.as_str())
+            .bind(fairy)
+            .fetch_optional(&self.pool)
+            .await?;
+        match row {
+            Some(row) => Ok(Some(Bytes::from(row.try_get::<Vec<u8>, _>(0)?))),
+            None => Ok(None),
+        }
+    }
+
+    async fn save_fairy_state(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+        state: Bytes,
+    ) -> Result<(), StoreError> {
+        self.write(|done| WriteReq::SaveFairy {
+            room: room.as_str().to_owned(),
+            fairy: fairy.to_owned(),
+            state,
+            done,
+        })
+        .await
+    }
+
+    async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
+        self.write(|done| WriteReq::DeleteFairy {
+            room: room.as_str().to_owned(),
+            fairy: fairy.to_owned(),
+            done,
+        })
+        .await
     }
 
     async fn close(&self) {
@@ -164,29 +246,16 @@ async fn write_loop(pool: SqlitePool, mut requests: mpsc::Receiver<WriteReq>) {
         match outcome {
             Ok(seqs) => {
                 for (req, seq) in batch.drain(..).zip(seqs) {
-                    match req {
-                        WriteReq::Append { done, .. } => {
-                            let _ = done.send(Ok(seq));
-                        }
-                        WriteReq::Compact { done, .. } => {
-                            let _ = done.send(Ok(()));
-                        }
-                    }
+                    req.answer(Ok(seq));
                 }
             }
             Err(err) => {
                 tracing::error!(error = %err, requests = batch.len(), "store commit failed");
                 let text = err.to_string();
                 for req in batch.drain(..) {
-                    let err = StoreError::Database(sqlx::Error::Protocol(text.clone()));
-                    match req {
-                        WriteReq::Append { done, .. } => {
-                            let _ = done.send(Err(err));
-                        }
-                        WriteReq::Compact { done, .. } => {
-                            let _ = done.send(Err(err));
-                        }
-                    }
+                    req.answer(Err(StoreError::Database(sqlx::Error::Protocol(
+                        text.clone(),
+                    ))));
                 }
             }
         }
@@ -241,6 +310,28 @@ async fn commit_batch(pool: &SqlitePool, batch: &[WriteReq]) -> Result<Vec<u64>,
                     .execute(&mut *tx)
                     .await?;
                 seqs.push(*upto_seq);
+            }
+            WriteReq::SaveFairy {
+                room, fairy, state, ..
+            } => {
+                sqlx::query(
+                    "INSERT INTO fairy_states (room, fairy, data) VALUES (?1, ?2, ?3)
+                     ON CONFLICT(room, fairy) DO UPDATE SET data = excluded.data",
+                )
+                .bind(room)
+                .bind(fairy)
+                .bind(state.as_ref())
+                .execute(&mut *tx)
+                .await?;
+                seqs.push(0);
+            }
+            WriteReq::DeleteFairy { room, fairy, .. } => {
+                sqlx::query("DELETE FROM fairy_states WHERE room = ? AND fairy = ?")
+                    .bind(room)
+                    .bind(fairy)
+                    .execute(&mut *tx)
+                    .await?;
+                seqs.push(0);
             }
         }
     }
