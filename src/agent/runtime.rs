@@ -307,7 +307,7 @@ impl FairyRuntime {
             self.emit(AgentEvent::TurnStarted { turn });
             if let Err(error) = self.run_turn(&request).await {
                 self.tentative.revert_tentative();
-                self.fail(&error.to_string());
+                self.fail(&error);
                 break "error";
             }
             self.persist();
@@ -382,16 +382,23 @@ impl FairyRuntime {
         }
     }
 
-    /// Model failure after retries: revert, tell the user, go idle.
-    fn fail(&mut self, error: &str) {
+    /// Model failure after retries (or after every context-overflow recovery level): revert,
+    /// tell the user, go idle.
+    fn fail(&mut self, error: &crate::llm::LlmError) {
         tracing::warn!(fairy = %self.entity.id, %error, "fairy request failed");
         crate::metrics::global().model_errors.inc();
         self.emit(AgentEvent::Error {
-            message: error.into(),
+            message: error.to_string(),
         });
-        self.say(&format!(
-            "Sorry, I could not finish: the language model failed ({error})."
-        ));
+        if error.is_context_overflow() {
+            self.say(&format!(
+                "Sorry, I could not finish: our conversation no longer fits the language model's context, even after I summarised and shortened my history ({error})."
+            ));
+        } else {
+            self.say(&format!(
+                "Sorry, I could not finish: the language model failed ({error})."
+            ));
+        }
         self.switch_mode(Mode::Idling);
     }
 }

@@ -417,6 +417,18 @@ mod tests {
     }
 
     #[test]
+    fn a_think_block_before_the_json_is_skipped_even_when_it_holds_actions() {
+        let text = format!(
+            "<think>The user wants {{a box}}. Draft: {{\"actions\": [{{\"_type\": \"wrong\"}}]}}</think>\n\n```json\n{RESPONSE}\n```"
+        );
+        for size in [1, 2, 5, 9, text.len()] {
+            let events = run(ActionStream::new(), &text, size);
+            assert_well_formed(&events);
+            assert_eq!(completes(&events), expected(), "chunks of {size}");
+        }
+    }
+
+    #[test]
     fn prefill_continues_inside_the_first_action() {
         let rest = RESPONSE.strip_prefix(r#"{"actions": [{"_type":"#).unwrap();
         for size in [1, 7, rest.len()] {
