@@ -5,19 +5,22 @@
 //! called) — restoring their state after a restart — and lets an idle fairy's task end when
 //! its room unloads.
 //!
-//! Owns the map of hosted fairies (a short critical section, never held across `.await`).
+//! Owns the map of hosted fairies (a short critical section, never held across `.await`). A
+//! fairy's runtime is built in its own task, outside that lock; an invitation waits until it
+//! runs, and fails (`HubError::NotStarted`, the fairy removed again) if it could not be built.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::actions::Registry;
+use super::beacon::Beacon;
 use super::events::{AgentEvent, EVENT_BUFFER};
 use super::fairy::{FairyEntity, FairyError, FairyId, insert_fairy, list_fairies, remove_fairy};
 use super::inbox::{Inbox, Signal};
@@ -31,6 +34,9 @@ use crate::room::{Room, RoomError, RoomName, Rooms};
 const ROOM_CHECK: Duration = Duration::from_secs(2);
 /// Longest wait for a dismissed fairy to clean up.
 const DISMISS_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait of an invitation for the fairy's runtime (its undo manager waits at most
+/// [`super::tentative::QUIET_PATIENCE`] for a quiet document).
+const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a fairy operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +50,20 @@ pub enum HubError {
     /// The server is shutting down.
     #[error("shutting down")]
     ShuttingDown,
+    /// The fairy's runtime could not be built (its room's document never got quiet).
+    #[error("the fairy could not start: {0}")]
+    NotStarted(String),
+}
+
+/// Where a hosting's runtime stands.
+#[derive(Debug, Clone, PartialEq)]
+enum Readiness {
+    /// Its task is building it.
+    Starting,
+    /// It runs.
+    Ready,
+    /// It could not be built; why.
+    Failed(String),
 }
 
 #[derive(Clone)]
@@ -51,6 +71,7 @@ struct Hosted {
     room: Arc<Room>,
     inbox: Arc<Inbox>,
     events: broadcast::Sender<AgentEvent>,
+    ready: watch::Receiver<Readiness>,
 }
 
 /// A fairy as listed by the API.
@@ -132,42 +153,93 @@ impl FairyHub {
         }
     }
 
+    /// Records the fairy as hosted (under the map lock: at most once) and spawns its task,
+    /// which builds the runtime outside the lock: creating its undo manager waits for a quiet
+    /// moment of the document, which must not hold up the socket or HTTP task that triggered
+    /// the hosting, nor every other room's hosting behind the hub's lock.
     fn host(&self, map: &mut HostedMap, room: &Arc<Room>, entity: FairyEntity) {
         let inbox = Arc::new(Inbox::new());
         let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let (ready_tx, ready) = watch::channel(Readiness::Starting);
         let key = (room.name().clone(), entity.id.clone());
         let span = tracing::info_span!("fairy", room = %room.name(), fairy = %entity.id);
-        let runtime = FairyRuntime::new(
-            room.clone(),
-            entity,
-            self.inner.model.clone(),
-            self.inner.registry.clone(),
-            self.inner.config,
-            events.clone(),
-        );
-        let client_id = runtime.beacon().client_id();
+        let client_id = Beacon::draw_client_id();
         let hosted = Hosted {
             room: room.clone(),
             inbox: inbox.clone(),
-            events,
+            events: events.clone(),
+            ready,
         };
         map.insert(key.clone(), (hosted, client_id));
         let hub = self.clone();
         let shutdown = self.inner.shutdown.clone();
+        let room = room.clone();
         self.inner.tracker.spawn(
             async move {
-                let runtime = run_host(runtime, &inbox, shutdown).await;
-                inbox.close();
-                {
-                    let mut map = hub.lock();
-                    if map.get(&key).is_some_and(|(_, id)| *id == client_id) {
-                        map.remove(&key);
+                let built = FairyRuntime::new(
+                    room,
+                    entity,
+                    hub.inner.model.clone(),
+                    hub.inner.registry.clone(),
+                    hub.inner.config,
+                    events.clone(),
+                    client_id,
+                )
+                .await;
+                let runtime = match built {
+                    Ok(runtime) => {
+                        ready_tx.send_replace(Readiness::Ready);
+                        run_host(runtime, &inbox, shutdown).await
                     }
-                }
+                    Err(error) => {
+                        tracing::error!(%error, "fairy could not be hosted");
+                        let _ = events.send(AgentEvent::Error {
+                            message: format!("the fairy could not start: {error}"),
+                        });
+                        inbox.close();
+                        hub.unlist(&key, client_id);
+                        ready_tx.send_replace(Readiness::Failed(error.to_string()));
+                        return;
+                    }
+                };
+                inbox.close();
+                hub.unlist(&key, client_id);
                 hub.bury(key.0, runtime);
             }
             .instrument(span),
         );
+    }
+
+    /// Removes the map entry of the hosting with awareness id `client_id` (not a later one).
+    fn unlist(&self, key: &(RoomName, FairyId), client_id: u64) {
+        let mut map = self.lock();
+        if map.get(key).is_some_and(|(_, id)| *id == client_id) {
+            map.remove(key);
+        }
+    }
+
+    /// Waits until the hosting of fairy `id` in `room` has its runtime (or failed).
+    async fn started(&self, room: &Arc<Room>, id: &FairyId) -> Result<(), HubError> {
+        let key = (room.name().clone(), id.clone());
+        let ready = self.lock().get(&key).map(|(h, _)| h.ready.clone());
+        let Some(mut ready) = ready else {
+            return Err(HubError::NotStarted("the fairy is not hosted".into()));
+        };
+        let outcome = tokio::time::timeout(START_TIMEOUT, async {
+            match ready
+                .wait_for(|r| !matches!(r, Readiness::Starting))
+                .await
+            {
+                Ok(r) => r.clone(),
+                Err(_) => Readiness::Failed("its task ended".into()),
+            }
+        })
+        .await
+        .unwrap_or_else(|_| Readiness::Failed("it took too long to start".into()));
+        match outcome {
+            Readiness::Failed(why) => Err(HubError::NotStarted(why)),
+            _ => Ok(()),
+        }
     }
 
     /// Invites a new fairy into the room.
@@ -183,6 +255,11 @@ impl FairyHub {
         let room = self.room(room).await?;
         insert_fairy(room.doc(), &entity);
         self.ensure_hosted(&room);
+        if let Err(error) = self.started(&room, &entity.id).await {
+            // Nothing of it stays: the invitation fails as a whole.
+            remove_fairy(room.doc(), &entity.id);
+            return Err(error);
+        }
         Ok(self.view(&room, entity))
     }
 

@@ -147,7 +147,10 @@ mod tests {
             Arc::new(full_registry()),
             RuntimeConfig::default(),
             events,
-        );
+            crate::agent::beacon::Beacon::draw_client_id(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
         rt.modes = ModeMachine::new(mode);
         rt.state.mode = mode;
         (rt, rx)

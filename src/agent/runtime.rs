@@ -21,7 +21,7 @@ use super::fairy::{ChatItem, FairyEntity, append_chat, now_millis, read_runtime,
 use super::memory::HistoryItem;
 use super::modes::{HookCtx, Mode, ModeEffect, ModeMachine, Outcome};
 use super::presence::{Pose, TaskSummary, TodoItem};
-use super::tentative::Tentative;
+use super::tentative::{QUIET_PATIENCE, Tentative, TentativeError};
 use crate::canvas::geometry::Bounds;
 use crate::canvas::shape::{delete_shape, list_shapes};
 use crate::llm::Model;
@@ -56,23 +56,28 @@ pub struct FairyRuntime {
 }
 
 impl FairyRuntime {
-    /// Hosts `entity` in `room`, restoring its stored state. A fairy that was working when
+    /// Hosts `entity` in `room` under the awareness client id `client_id` (see
+    /// [`Beacon::draw_client_id`]), restoring its stored state. A fairy that was working when
     /// the server stopped comes back idle: its half-applied (locked) shapes are removed and
-    /// its chat says its work was interrupted.
-    pub fn new(
+    /// its chat says its work was interrupted. Run in the fairy's own task: it waits for a
+    /// quiet moment of the document (see [`Tentative::new_when_quiet`]) and fails if none
+    /// comes, before anything of the fairy is published.
+    pub async fn new(
         room: Arc<Room>,
         entity: FairyEntity,
         model: Arc<dyn Model>,
         registry: Arc<Registry>,
         config: RuntimeConfig,
         events: broadcast::Sender<AgentEvent>,
-    ) -> Self {
+        client_id: u64,
+    ) -> Result<Self, TentativeError> {
         let doc = room.doc().clone();
+        let id = entity.id.as_str().to_owned();
+        let tentative = Tentative::new_when_quiet(&doc, &id, QUIET_PATIENCE).await?;
+        // Read after the wait, so that nothing written meanwhile is missed.
         let mut state: FairyState = read_runtime(&doc, &entity.id)
             .and_then(|v| serde_json::from_value(v).ok())
             .unwrap_or_default();
-        let id = entity.id.as_str().to_owned();
-        let tentative = Tentative::new_when_quiet(&doc, &id);
         let tracker = ChangeTracker::new(&doc, &id, &[tentative.revert_origin()]);
         let mut presence =
             super::presence::Presence::new(&id, &entity.name, state.position.0, state.position.1);
@@ -83,7 +88,7 @@ impl FairyRuntime {
         }
         presence.mode = state.mode.name().into();
         presence.todo = state.todo.clone();
-        let beacon = Beacon::new(room.clone(), presence);
+        let beacon = Beacon::with_client_id(room.clone(), presence, client_id);
         let mut rt = FairyRuntime {
             modes: ModeMachine::new(state.mode),
             entity,
@@ -107,7 +112,7 @@ impl FairyRuntime {
             rt.persist();
         }
         rt.beacon.publish();
-        rt
+        Ok(rt)
     }
 
     /// The room instance this runtime lives in.
