@@ -6,7 +6,8 @@
 //!
 //! Incomplete versions go through the [`StreamThrottle`]; the newest one it held back is
 //! applied when its interval ends even if no new text arrives (a timer in the stream loop).
-//! The model stream is dropped as soon as the actions array closed or broke. A context
+//! The model stream is dropped as soon as the actions broke, or soon after the actions array
+//! closed (a few characters or a second, for the provider's usage report). A context
 //! overflow is recovered by [`super::compact`] and the call made again with the same inputs.
 //!
 //! A failover retry that discards delivered text reverts the incomplete action and skips the
@@ -65,6 +66,12 @@ pub(super) fn bounds_of(action: &Value, t: &PromptTransform) -> Option<Bounds> {
         num(action, "h").unwrap_or(0.0),
     ))
 }
+
+/// Characters read after the actions array closed before the model stream is dropped: enough
+/// for a closing fence and the provider's final events, not for a rambling model.
+const TAIL_CHARS: usize = 256;
+/// Longest wait for the end of the stream after the actions array closed.
+const TAIL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Adds a model call's token usage to the metrics.
 fn record_usage(total: &Usage) {
@@ -187,8 +194,10 @@ impl FairyRuntime {
     }
 
     /// Streams one model call and applies what it says. The stream is dropped (the HTTP
-    /// request aborted) as soon as the actions array closed or its JSON broke beyond repair:
-    /// nothing after it would be used, so it is neither waited for nor billed.
+    /// request aborted) as soon as the actions JSON broke beyond repair, and once the actions
+    /// array closed as soon as more than [`TAIL_CHARS`] characters follow or [`TAIL_WAIT`]
+    /// passes without the end (which carries the provider's usage report): nothing after the
+    /// actions would be used, so it is neither waited for nor billed.
     async fn stream_turn(
         &mut self,
         model_request: crate::llm::ModelRequest,
@@ -209,6 +218,8 @@ impl FairyRuntime {
         let mut usage = Usage::default();
         let mut spent = Usage::default();
         let mut attempts = 1u32;
+        // Characters read since the actions array closed, and when to stop waiting for the end.
+        let mut tail: Option<(usize, tokio::time::Instant)> = None;
         let outcome = loop {
             let wake = turn.held.as_ref().map(|h| h.until);
             let event = tokio::select! {
@@ -218,6 +229,10 @@ impl FairyRuntime {
                     self.apply_held(&mut turn);
                     continue;
                 }
+                () = sleep_until(tail.map(|(_, until)| until)) => {
+                    tracing::debug!(fairy = %self.entity.id, "no end after the actions: model stream dropped");
+                    break Ok(());
+                }
             };
             let event = match event {
                 None => break Ok(()),
@@ -226,16 +241,23 @@ impl FairyRuntime {
             };
             match event {
                 ModelEvent::TextDelta(text) => {
+                    if let Some((chars, _)) = &mut tail {
+                        *chars += text.chars().count();
+                        if *chars > TAIL_CHARS {
+                            tracing::debug!(fairy = %self.entity.id, "text after the actions: model stream dropped");
+                            break Ok(());
+                        }
+                        continue;
+                    }
                     for a in actions.push(&text) {
                         self.on_streamed(a, &mut turn);
                     }
-                    if actions.is_done() || actions.error().is_some() {
-                        tracing::debug!(
-                            fairy = %self.entity.id,
-                            broken = actions.error().is_some(),
-                            "actions ended: model stream dropped"
-                        );
+                    if actions.error().is_some() {
+                        tracing::debug!(fairy = %self.entity.id, "actions broke: model stream dropped");
                         break Ok(());
+                    }
+                    if actions.is_done() {
+                        tail = Some((0, tokio::time::Instant::now() + TAIL_WAIT));
                     }
                 }
                 ModelEvent::Usage(u) => usage = u,
