@@ -22,7 +22,9 @@ fn rectangle(id: &str) -> String {
     )
 }
 
-async fn server_with(responses: Vec<MockResponse>) -> (MockServer, fairyring::server::ServerHandle, String, String) {
+async fn server_with(
+    responses: Vec<MockResponse>,
+) -> (MockServer, fairyring::server::ServerHandle, String, String) {
     let mock = MockServer::start(MockScript { responses })
         .await
         .expect("mock");
@@ -72,7 +74,10 @@ async fn a_rectangle_streamed_within_one_interval_shows_locked_before_it_complet
         })
         .await;
     let s = shape(&client, "slow");
-    assert_eq!((s["w"].as_f64(), s["h"].as_f64()), (Some(200.0), Some(120.0)));
+    assert_eq!(
+        (s["w"].as_f64(), s["h"].as_f64()),
+        (Some(200.0), Some(120.0))
+    );
     assert_eq!(locked_count(&client), 0, "{}", shapes(&client));
     assert_eq!(shapes(&client).as_object().map(|m| m.len()), Some(1));
     client.close().await;

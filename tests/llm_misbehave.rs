@@ -110,9 +110,15 @@ async fn a_think_block_holding_actions_is_skipped() {
         prompted("think", vec![thinking, ok(DONE)]).await;
     let seen = until_ended(events).await;
     client
-        .until("the real box", |c| shapes(c)["real"]["locked"] == json!(false))
+        .until("the real box", |c| {
+            shapes(c)["real"]["locked"] == json!(false)
+        })
         .await;
-    assert!(shapes(&client).get("decoy").is_none(), "{}", shapes(&client));
+    assert!(
+        shapes(&client).get("decoy").is_none(),
+        "{}",
+        shapes(&client)
+    );
     assert!(!seen.contains("decoy"), "the think block leaked: {seen}");
     client.close().await;
     server.shutdown().await;
@@ -142,7 +148,9 @@ async fn a_context_overflow_is_compacted_and_retried() {
         "the request succeeded: {seen}"
     );
     assert!(
-        chat_texts(&client, &id).iter().all(|t| !t.contains("Sorry")),
+        chat_texts(&client, &id)
+            .iter()
+            .all(|t| !t.contains("Sorry")),
         "{:?}",
         chat_texts(&client, &id)
     );
@@ -153,8 +161,7 @@ async fn a_context_overflow_is_compacted_and_retried() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_context_overflow_that_persists_is_reported() {
-    let (mock, server, mut client, id, events) =
-        prompted("overflow-bad", vec![overflow()]).await;
+    let (mock, server, mut client, id, events) = prompted("overflow-bad", vec![overflow()]).await;
     let seen = until_ended(events).await;
     let errors = events_named(&seen, "error");
     assert_eq!(errors.len(), 1, "{seen}");
@@ -202,13 +209,17 @@ async fn retries_and_usage_are_events() {
         },
         ..ok(DONE)
     };
-    let (_mock, server, client, _id, events) =
-        prompted("usage", vec![refused, counted]).await;
+    let (_mock, server, client, _id, events) = prompted("usage", vec![refused, counted]).await;
     let seen = until_ended(events).await;
     let retries = events_named(&seen, "retry");
     assert_eq!(retries.len(), 1, "{seen}");
     assert_eq!(retries[0]["attempt"], json!(2));
-    assert!(retries[0]["error"].as_str().is_some_and(|e| e.contains("503")), "{seen}");
+    assert!(
+        retries[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("503")),
+        "{seen}"
+    );
     let usage = events_named(&seen, "usage");
     assert!(
         usage.iter().any(|u| u["inputTokens"] == json!(321)

@@ -115,9 +115,9 @@ pub fn truncate_item(item: &mut HistoryItem, max: usize) -> bool {
             let a = clip_value(action, max);
             note.as_mut().is_some_and(clip_string) | a
         }
-        HistoryItem::Continuation { data, .. } => {
-            data.iter_mut().fold(false, |any, v| clip_value(v, max) | any)
-        }
+        HistoryItem::Continuation { data, .. } => data
+            .iter_mut()
+            .fold(false, |any, v| clip_value(v, max) | any),
         HistoryItem::MemoryTransition {
             agent_facing_message,
             ..

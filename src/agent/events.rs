@@ -176,7 +176,10 @@ mod tests {
         assert_eq!(e.name(), "usage");
         let v = serde_json::to_value(&e).unwrap_or_default();
         assert_eq!(v["type"], "usage");
-        assert_eq!((v["inputTokens"].as_u64(), v["outputTokens"].as_u64()), (Some(10), Some(5)));
+        assert_eq!(
+            (v["inputTokens"].as_u64(), v["outputTokens"].as_u64()),
+            (Some(10), Some(5))
+        );
         assert_eq!(v["purpose"], "turn");
         let c = AgentEvent::Compaction {
             level: CompactionLevel::Truncate,
@@ -185,8 +188,16 @@ mod tests {
         };
         let v = serde_json::to_value(&c).unwrap_or_default();
         assert_eq!(
-            (v["type"].as_str(), v["level"].as_str(), v["reason"].as_str()),
-            (Some("compaction"), Some("truncate"), Some("context-overflow"))
+            (
+                v["type"].as_str(),
+                v["level"].as_str(),
+                v["reason"].as_str()
+            ),
+            (
+                Some("compaction"),
+                Some("truncate"),
+                Some("context-overflow")
+            )
         );
         let r = AgentEvent::Retry {
             attempt: 2,

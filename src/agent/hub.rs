@@ -20,12 +20,11 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::actions::Registry;
-use super::beacon::Beacon;
 use super::events::{AgentEvent, EVENT_BUFFER};
 use super::fairy::{FairyEntity, FairyError, FairyId, insert_fairy, list_fairies, remove_fairy};
 use super::inbox::{Inbox, Signal};
 use super::interrupt::Interrupt;
-use super::runtime::{FairyRuntime, RuntimeConfig};
+use super::runtime::{FairyRuntime, Hosting, RuntimeConfig};
 use super::runtime_actions::full_registry;
 use crate::llm::Model;
 use crate::room::{Room, RoomError, RoomName, Rooms};
@@ -97,6 +96,8 @@ struct Inner {
     hosted: Mutex<HostedMap>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
+    /// How long a fairy's task waits for a quiet document to build its runtime.
+    quiet_patience: Duration,
 }
 
 /// Every hosted fairy of the process.
@@ -117,6 +118,7 @@ impl FairyHub {
                 hosted: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
+                quiet_patience: super::tentative::QUIET_PATIENCE,
             }),
         }
     }
@@ -163,7 +165,11 @@ impl FairyHub {
         let (ready_tx, ready) = watch::channel(Readiness::Starting);
         let key = (room.name().clone(), entity.id.clone());
         let span = tracing::info_span!("fairy", room = %room.name(), fairy = %entity.id);
-        let client_id = Beacon::draw_client_id();
+        let hosting = Hosting {
+            quiet_patience: self.inner.quiet_patience,
+            ..Hosting::new(events.clone())
+        };
+        let client_id = hosting.client_id;
         let hosted = Hosted {
             room: room.clone(),
             inbox: inbox.clone(),
@@ -182,8 +188,7 @@ impl FairyHub {
                     hub.inner.model.clone(),
                     hub.inner.registry.clone(),
                     hub.inner.config,
-                    events.clone(),
-                    client_id,
+                    hosting,
                 )
                 .await;
                 let runtime = match built {
@@ -226,10 +231,7 @@ impl FairyHub {
             return Err(HubError::NotStarted("the fairy is not hosted".into()));
         };
         let outcome = tokio::time::timeout(START_TIMEOUT, async {
-            match ready
-                .wait_for(|r| !matches!(r, Readiness::Starting))
-                .await
-            {
+            match ready.wait_for(|r| !matches!(r, Readiness::Starting)).await {
                 Ok(r) => r.clone(),
                 Err(_) => Readiness::Failed("its task ended".into()),
             }
@@ -410,5 +412,67 @@ async fn run_host(
                 return rt;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::fairy::insert_fairy;
+    use crate::room::RoomConfig;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fairy_whose_document_never_gets_quiet_fails_cleanly_then_starts_when_it_does() {
+        let store = Arc::new(crate::store::memory::MemoryStore::default());
+        let config = RoomConfig::from_serve(&crate::config::ServeConfig::for_test());
+        let rooms = Rooms::new(store, config, 4);
+        let mut hub = FairyHub::new(
+            rooms.clone(),
+            Arc::new(crate::llm::OfflineModel),
+            RuntimeConfig::default(),
+        );
+        if let Some(inner) = Arc::get_mut(&mut hub.inner) {
+            inner.quiet_patience = Duration::from_millis(200);
+        }
+        let name = RoomName::parse("busy").unwrap_or_else(|e| panic!("{e}"));
+        let room = rooms.get(&name).await.unwrap_or_else(|e| panic!("{e}"));
+        let entity = FairyEntity::invite(Some("Pip"), None, None, "tester")
+            .unwrap_or_else(|e| panic!("{e}"));
+        insert_fairy(room.doc(), &entity);
+        // Another thread reads the document for longer than the fairy's patience: no write
+        // transaction (so no undo manager) can be had meanwhile.
+        let doc = room.doc().clone();
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let _reading = yrs::Transact::transact(&doc);
+            let _ = held_tx.send(());
+            let _ = release_rx.recv_timeout(Duration::from_secs(10));
+        });
+        let _ = held_rx.recv();
+        let asked = std::time::Instant::now();
+        hub.ensure_hosted(&room);
+        assert!(
+            asked.elapsed() < Duration::from_millis(100),
+            "hosting does not wait for the runtime"
+        );
+        let mut events = hub
+            .subscribe(&name, &entity.id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let started = hub.started(&room, &entity.id).await;
+        assert!(
+            matches!(started, Err(HubError::NotStarted(_))),
+            "{started:?}"
+        );
+        assert!(matches!(events.recv().await, Ok(AgentEvent::Error { .. })));
+        assert!(hub.lock().is_empty(), "the failed hosting is unlisted");
+        let _ = release_tx.send(());
+        let _ = holder.join();
+        // Quiet again: the next use hosts it.
+        hub.ensure_hosted(&room);
+        assert!(hub.started(&room, &entity.id).await.is_ok());
+        assert_eq!(hub.lock().len(), 1);
+        hub.shutdown().await;
     }
 }

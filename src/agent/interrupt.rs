@@ -146,8 +146,7 @@ mod tests {
             Arc::new(crate::llm::offline::OfflineModel),
             Arc::new(full_registry()),
             RuntimeConfig::default(),
-            events,
-            crate::agent::beacon::Beacon::draw_client_id(),
+            crate::agent::runtime::Hosting::new(events),
         )
         .await
         .unwrap_or_else(|e| panic!("{e}"));

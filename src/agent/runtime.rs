@@ -32,6 +32,28 @@ pub use super::state::{
     DEFAULT_MAX_ITERATIONS, DEFAULT_VIEW, FairyState, Request, RuntimeConfig, SoloTask,
 };
 
+/// How the hub hosts a runtime.
+#[derive(Debug, Clone)]
+pub struct Hosting {
+    /// Where its events go.
+    pub events: broadcast::Sender<AgentEvent>,
+    /// Its awareness client id (see [`Beacon::draw_client_id`]).
+    pub client_id: u64,
+    /// How long it waits for a quiet document (normally [`QUIET_PATIENCE`]).
+    pub quiet_patience: std::time::Duration,
+}
+
+impl Hosting {
+    /// A hosting with a fresh client id and the normal patience.
+    pub fn new(events: broadcast::Sender<AgentEvent>) -> Self {
+        Hosting {
+            events,
+            client_id: Beacon::draw_client_id(),
+            quiet_patience: QUIET_PATIENCE,
+        }
+    }
+}
+
 /// A fairy at work in one room.
 pub struct FairyRuntime {
     /// Who it is.
@@ -56,8 +78,8 @@ pub struct FairyRuntime {
 }
 
 impl FairyRuntime {
-    /// Hosts `entity` in `room` under the awareness client id `client_id` (see
-    /// [`Beacon::draw_client_id`]), restoring its stored state. A fairy that was working when
+    /// Hosts `entity` in `room` as `hosting` says (events, awareness client id, patience),
+    /// restoring its stored state. A fairy that was working when
     /// the server stopped comes back idle: its half-applied (locked) shapes are removed and
     /// its chat says its work was interrupted. Run in the fairy's own task: it waits for a
     /// quiet moment of the document (see [`Tentative::new_when_quiet`]) and fails if none
@@ -68,12 +90,16 @@ impl FairyRuntime {
         model: Arc<dyn Model>,
         registry: Arc<Registry>,
         config: RuntimeConfig,
-        events: broadcast::Sender<AgentEvent>,
-        client_id: u64,
+        hosting: Hosting,
     ) -> Result<Self, TentativeError> {
+        let Hosting {
+            events,
+            client_id,
+            quiet_patience,
+        } = hosting;
         let doc = room.doc().clone();
         let id = entity.id.as_str().to_owned();
-        let tentative = Tentative::new_when_quiet(&doc, &id, QUIET_PATIENCE).await?;
+        let tentative = Tentative::new_when_quiet(&doc, &id, quiet_patience).await?;
         // Read after the wait, so that nothing written meanwhile is missed.
         let mut state: FairyState = read_runtime(&doc, &entity.id)
             .and_then(|v| serde_json::from_value(v).ok())

@@ -54,7 +54,9 @@ pub const QUIET_PATIENCE: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TentativeError {
     /// The document was never free of other transactions long enough.
-    #[error("the room's document stayed busy through {attempts} attempts to set up the fairy's undo manager")]
+    #[error(
+        "the room's document stayed busy through {attempts} attempts to set up the fairy's undo manager"
+    )]
     Busy {
         /// Attempts made.
         attempts: usize,
@@ -388,7 +390,10 @@ mod tests {
         assert!(matches!(made, Err(TentativeError::Busy { attempts }) if attempts > 1));
         drop(busy);
         let made = Tentative::new_when_quiet(&doc, "f1", Duration::from_millis(50)).await;
-        assert!(made.is_ok(), "a quiet document gets its undo manager at once");
+        assert!(
+            made.is_ok(),
+            "a quiet document gets its undo manager at once"
+        );
     }
 
     #[test]

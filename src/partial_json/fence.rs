@@ -146,11 +146,21 @@ mod tests {
 
     #[test]
     fn think_blocks_are_skipped_whatever_they_hold() {
-        assert_eq!(find(&["<think>{\"actions\": []}</think>\n{"]), Some((0, 31)));
+        assert_eq!(
+            find(&["<think>{\"actions\": []}</think>\n{"]),
+            Some((0, 31))
+        );
         assert_eq!(find(&["<think>a {b} c</think>{"]), Some((0, 22)));
-        assert_eq!(find(&["<think>no end {"]), None, "an unclosed block hides the rest");
+        assert_eq!(
+            find(&["<think>no end {"]),
+            None,
+            "an unclosed block hides the rest"
+        );
         assert_eq!(find(&["<thin", "k>{x}</th", "ink>", "{"]), Some((3, 0)));
-        assert_eq!(find(&["<", "t", "hink>{", "}<", "/", "think>{"]), Some((5, 6)));
+        assert_eq!(
+            find(&["<", "t", "hink>{", "}<", "/", "think>{"]),
+            Some((5, 6))
+        );
         // Not a tag: braces count.
         assert_eq!(find(&["<thinking {"]), Some((0, 10)));
         assert_eq!(find(&["<<think>{}</think>{"]), Some((0, 18)));
@@ -174,7 +184,8 @@ mod tests {
                     .chunks(size)
                     .map(|c| std::str::from_utf8(c).unwrap_or_default())
                     .collect();
-                let found = find(&parts).map(|(n, i)| parts[..n].iter().map(|p| p.len()).sum::<usize>() + i);
+                let found = find(&parts)
+                    .map(|(n, i)| parts[..n].iter().map(|p| p.len()).sum::<usize>() + i);
                 assert_eq!(found, whole, "{text:?} in chunks of {size}");
             }
         }
