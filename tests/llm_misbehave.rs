@@ -268,3 +268,67 @@ async fn the_model_stream_is_dropped_once_the_actions_closed_or_broke() {
     client.close().await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_overflow_first_summarises_the_older_history() {
+    let summary = "Earlier the user asked for a box and I drew box 'first'.";
+    let mock = MockServer::start(MockScript {
+        responses: vec![
+            ok(&rectangle("first")),
+            overflow(),
+            ok(summary),
+            ok(&rectangle("second")),
+            ok(DONE),
+        ],
+    })
+    .await
+    .expect("mock");
+    let mut config = mock_config(&mock);
+    // Small enough that the first request's items are "older history" after an overflow, large
+    // enough that the budget alone does not summarise them.
+    config.fairy_history_chars = 1000;
+    let (server, ws, http) = start(config).await;
+    let mut client = Client::connect(&ws, "overflow-summary").await;
+    let id = invite(&http, "overflow-summary", "Yarrow").await;
+    prompt(&http, "overflow-summary", &id, "a box").await;
+    client
+        .until("the first box, the fairy idle", |c| {
+            shapes(c)["first"]["locked"] == json!(false)
+                && fairy_presence(c, &id).is_some_and(|p| p["fairy"]["mode"] == json!("idling"))
+        })
+        .await;
+    let before = mock.requests().len();
+    let events = reqwest::get(format!("{http}/rooms/overflow-summary/fairies/{id}/events"))
+        .await
+        .expect("events");
+    prompt(&http, "overflow-summary", &id, "another box").await;
+    let seen = until_ended(events).await;
+    client
+        .until("the second box", |c| {
+            shapes(c)["second"]["locked"] == json!(false)
+        })
+        .await;
+    let compactions = events_named(&seen, "compaction");
+    assert!(
+        compactions.iter().any(|c| c["level"] == json!("summary")
+            && c["reason"] == json!("context-overflow")
+            && c["items"].as_u64().is_some_and(|n| n >= 1)),
+        "{seen}"
+    );
+    assert!(
+        !compactions.iter().any(|c| c["level"] == json!("truncate")),
+        "the first level was enough: {seen}"
+    );
+    assert!(
+        events_named(&seen, "usage")
+            .iter()
+            .any(|u| u["purpose"] == json!("summary")),
+        "{seen}"
+    );
+    // The overflowing call, the summary, the retried call.
+    assert!(mock.requests().len() >= before + 3);
+    let history = history(&http, "overflow-summary", &id).await.to_string();
+    assert!(history.contains(summary), "{history}");
+    client.close().await;
+    server.shutdown().await;
+}
