@@ -261,6 +261,14 @@ async fn the_model_stream_is_dropped_once_the_actions_closed_or_broke() {
         mock.disconnects(),
         mock.completed()
     );
+    // What another process would see too.
+    let stats: Value = reqwest::get(format!("{}/_mock/stats", mock.base_url()))
+        .await
+        .expect("stats")
+        .json()
+        .await
+        .expect("json");
+    assert!(stats["disconnects"].as_u64() >= Some(2), "{stats}");
     // The broken answer earns a correction and a follow-up turn, which gets the closed one.
     assert!(mock.requests().len() >= 2, "{}", mock.requests().len());
     let second = mock.requests()[1].body.to_string();
