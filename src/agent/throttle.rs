@@ -1,8 +1,9 @@
 //! The streamed-application throttle: applying every chunk of a streaming action as a
 //! tentative change would fill the document with tombstones (every version is applied, then
 //! reverted). A new incomplete version is applied at once if nothing of this action is shown
-//! yet, if at least `min_interval` passed since the last *applied* one, or if its geometry moved
-//! "meaningfully" (a coordinate or size changed by at least `min_geometry_delta` px); otherwise
+//! yet, if at least `min_interval` passed since the last *applied* one, if the shown version had
+//! no geometry and this one has some, or if its geometry moved "meaningfully" (a coordinate or
+//! size changed by at least `min_geometry_delta` px); otherwise
 //! it is held back until the interval ends ([`Decision::Hold`]), and the caller applies the
 //! newest held version then even if no new text arrived (the trailing edge).
 //!
@@ -182,7 +183,11 @@ impl StreamThrottle {
             return Decision::Apply;
         };
         let until = at + self.config.min_interval;
-        if now >= until || self.geometry_changed(&geometry_of(action)) {
+        let geometry = geometry_of(action);
+        // The shown version had no geometry at all (a shape at its default place): its first
+        // coordinates are worth showing at once.
+        let placed = self.last_geometry.is_empty() && !geometry.is_empty();
+        if now >= until || placed || self.geometry_changed(&geometry) {
             Decision::Apply
         } else {
             Decision::Hold { until }
@@ -267,6 +272,23 @@ mod tests {
             "held until the interval ends"
         );
         assert_eq!(th.decide(until, &v(3.0)), Decision::Apply, "trailing edge");
+    }
+
+    #[test]
+    fn the_first_coordinates_of_a_shown_shape_apply_at_once() {
+        let t0 = Instant::now();
+        let mut th = StreamThrottle::new(ThrottleConfig::default());
+        let bare = json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "a"}});
+        th.applied(t0, &bare);
+        let placed =
+            json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "a", "x": 5}});
+        assert_eq!(th.decide(t0, &placed), Decision::Apply);
+        th.applied(t0, &placed);
+        let more = json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "a", "x": 5, "y": 6}});
+        assert!(
+            matches!(th.decide(t0, &more), Decision::Hold { .. }),
+            "later fields wait"
+        );
     }
 
     #[test]

@@ -107,6 +107,14 @@ struct TurnState {
     handled: usize,
     /// The newest version held back by the throttle, if any.
     held: Option<Held>,
+    /// The open action's snapshot ends inside an id still streaming (a prefix of it, which may
+    /// name another shape or a shape that will not exist): not applicable yet.
+    id_streaming: bool,
+}
+
+/// Whether a key holds shape or page ids (`shapeId`, `fromId`, `pageId`, `shapeIds`, `id`).
+fn is_id_key(key: &str) -> bool {
+    key == "id" || key.ends_with("Id") || key.ends_with("Ids")
 }
 
 /// The clock the throttle is given (tokio's, so that tests may pause it).
@@ -212,6 +220,7 @@ impl FairyRuntime {
             skip_below: 0,
             handled: 0,
             held: None,
+            id_streaming: false,
         };
         let mut stream = self.model.stream(model_request);
         let mut actions = ActionStream::new();
@@ -249,7 +258,9 @@ impl FairyRuntime {
                         }
                         continue;
                     }
-                    for a in actions.push(&text) {
+                    let events = actions.push(&text);
+                    turn.id_streaming = actions.streaming_string_key().is_some_and(is_id_key);
+                    for a in events {
                         self.on_streamed(a, &mut turn);
                     }
                     if actions.error().is_some() {
@@ -349,7 +360,8 @@ impl FairyRuntime {
         let mode = self.modes.mode();
         let canvas = matches!(self.registry.get(&kind), Some(Registered::Canvas(_)));
         if !a.complete {
-            if canvas && mode.allows(&kind) {
+            // Incomplete events only come last in a push, so `id_streaming` describes this one.
+            if canvas && mode.allows(&kind) && !turn.id_streaming {
                 match turn.throttle.decide(now(), &a.action) {
                     Decision::Apply => {
                         turn.held = None;
