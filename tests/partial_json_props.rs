@@ -1,7 +1,8 @@
 //! Property tests of `fairyring::partial_json` on random JSON values written in random styles
 //! (escapes, `\u` escapes with surrogate pairs, whitespace) and cut into random chunks:
 //! complete texts parse exactly like `serde_json`, every prefix is consistent with the final
-//! value, chunked equals whole, and action events come once each and in order.
+//! value, chunked equals whole, and action events come once each and in order (also after prose,
+//! fences and `<think>` blocks holding JSON).
 
 use fairyring::partial_json::{
     ACTIONS_PREFILL, ActionStream, PartialJson, StreamedAction, parse_partial,
@@ -213,10 +214,27 @@ proptest! {
     }
 
     #[test]
+    fn think_blocks_never_leak_actions(
+        inner in "[a-z{}\\[\\]\":, <>/]{0,40}",
+        sizes in prop::collection::vec(1usize..12, 1..6),
+    ) {
+        // Whatever the block holds (except its closing tag), only the real actions count.
+        prop_assume!(!inner.contains("</think>"));
+        let text = format!("<think>{inner}</think>{{\"actions\": [{{\"_type\": \"real\"}}]}}");
+        let mut stream = ActionStream::new();
+        let mut completes = Vec::new();
+        for chunk in chunks(&text, &sizes) {
+            completes.extend(stream.push(chunk).into_iter().filter(|e| e.complete).map(|e| e.action));
+        }
+        prop_assert_eq!(completes, vec![json!({"_type": "real"})]);
+        prop_assert!(stream.is_done());
+    }
+
+    #[test]
     fn action_events_come_once_each_and_in_order(
         actions in prop::collection::vec(json_value(), 0..6),
         style in any::<u64>(),
-        wrapper in 0usize..4,
+        wrapper in 0usize..5,
         sizes in prop::collection::vec(1usize..20, 1..6),
     ) {
         let body = styled(&json!({ "actions": actions }), style);
@@ -226,6 +244,11 @@ proptest! {
             0 => (ActionStream::new(), body),
             1 => (ActionStream::new(), format!("Sure {{ok}}! Plan:\n```json\n{body}\n```\nbye")),
             2 => (ActionStream::new(), format!("{{\"note\": [1]}} {{ bad \n{body} {{\"actions\": [9]}}")),
+            3 => {
+                // An inline reasoning block holding braces and a decoy actions object.
+                let decoy = styled(&json!({ "actions": [{"_type": "decoy"}] }), style);
+                (ActionStream::new(), format!("<think>{{ maybe {decoy} }}</think>\n{body}"))
+            }
             _ => {
                 let (text, expected) = prefill_case(&actions, style);
                 return check_stream(ActionStream::with_prefill(ACTIONS_PREFILL), &text, &sizes, &expected);

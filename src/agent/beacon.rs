@@ -32,9 +32,19 @@ impl Beacon {
     /// A beacon for a fairy with a fresh awareness client id (never 0 or the server's own);
     /// nothing is published until the first [`Beacon::update`].
     pub fn new(room: Arc<Room>, presence: Presence) -> Arc<Self> {
-        // Yjs draws 32-bit ids; draw from the upper half of the 53-bit safe range instead, so
-        // a fairy never collides with a browser (which could then not set its own state).
-        let client_id = rand::rng().random_range((1u64 << 40)..(1u64 << 52));
+        Self::with_client_id(room, presence, Self::draw_client_id())
+    }
+
+    /// A fresh fairy awareness client id. Yjs draws 32-bit ids; this draws from the upper half
+    /// of the 53-bit safe range instead, so a fairy never collides with a browser (which could
+    /// then not set its own state).
+    pub fn draw_client_id() -> u64 {
+        rand::rng().random_range((1u64 << 40)..(1u64 << 52))
+    }
+
+    /// [`Beacon::new`] with an id drawn beforehand by [`Beacon::draw_client_id`] (the hub
+    /// records it before the fairy's task builds its runtime).
+    pub fn with_client_id(room: Arc<Room>, presence: Presence, client_id: u64) -> Arc<Self> {
         let beacon = Arc::new(Beacon {
             room,
             client_id,

@@ -4,13 +4,23 @@
 //! fails, nothing is lost either — the prompt builder folds and truncates what does not fit
 //! ([`super::memory::compact_for_prompt`]).
 //!
+//! When the provider answers that the prompt does not fit its context window, the turn is
+//! recovered in levels ([`OverflowRecovery`]): first the older history is summarised (even under
+//! budget) and the call made again; then oversized items are truncated, the prompt's history
+//! budget cut to a quarter and long messages clipped, and the call made again; then the turn
+//! fails and the runtime reports it (a chat message and an `error` event). Each level is told
+//! to observers as a `compaction` event.
+//!
 //! [`RuntimeConfig::history_budget`]: super::state::RuntimeConfig
 
 use futures_util::StreamExt;
 
+use serde_json::Value;
+
+use super::events::{AgentEvent, CompactionLevel, CompactionReason, UsagePurpose};
 use super::memory::{HistoryItem, filter_by_level};
 use super::runtime::FairyRuntime;
-use crate::llm::{ChatMessage, ModelEvent, ModelRequest};
+use crate::llm::{ChatMessage, ModelEvent, ModelRequest, Usage};
 
 /// Longest summary kept, in characters.
 const MAX_SUMMARY_CHARS: usize = 4000;
@@ -19,8 +29,100 @@ const SUMMARY_SYSTEM: &str = "You summarise a fairy's chat history for the fairy
 Write a few plain sentences: what the user asked, what was drawn or changed (with shape ids), \
 and anything still open. No JSON, no preamble.";
 
+/// Longest string kept in a history item after a context overflow, in characters.
+pub const OVERFLOW_ITEM_CHARS: usize = 1_000;
+/// Longest request message kept after a context overflow, in characters.
+pub const OVERFLOW_MESSAGE_CHARS: usize = 8_000;
+
 fn rendered_len(item: &HistoryItem) -> usize {
     item.to_prompt_json().to_string().len()
+}
+
+/// How far a turn's context-overflow recovery went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum OverflowRecovery {
+    /// Nothing tried yet.
+    #[default]
+    None,
+    /// The older history was summarised.
+    Summarised,
+    /// Oversized items were truncated and the prompt's budgets cut.
+    Truncated,
+}
+
+impl OverflowRecovery {
+    /// The history budget of the prompt at this level.
+    pub fn history_budget(self, configured: usize) -> usize {
+        match self {
+            OverflowRecovery::Truncated => configured / 4,
+            _ => configured,
+        }
+    }
+
+    /// The request's messages at this level (clipped once truncation started).
+    pub fn messages(self, messages: &[String]) -> Vec<String> {
+        match self {
+            OverflowRecovery::Truncated => messages
+                .iter()
+                .map(|m| clip(m, OVERFLOW_MESSAGE_CHARS))
+                .collect(),
+            _ => messages.to_vec(),
+        }
+    }
+}
+
+/// `text` cut to `max` characters, saying so.
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let head: String = text.chars().take(max).collect();
+    format!("{head}… (truncated)")
+}
+
+/// Clips every string in `value` to `max` characters; true if one was.
+fn clip_value(value: &mut Value, max: usize) -> bool {
+    match value {
+        Value::String(s) if s.chars().count() > max => {
+            *s = clip(s, max);
+            true
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |any, v| clip_value(v, max) | any),
+        Value::Object(map) => map
+            .values_mut()
+            .fold(false, |any, v| clip_value(v, max) | any),
+        _ => false,
+    }
+}
+
+/// Clips the strings of one history item to `max` characters; true if one was.
+pub fn truncate_item(item: &mut HistoryItem, max: usize) -> bool {
+    let clip_string = |s: &mut String| {
+        let cut = s.chars().count() > max;
+        if cut {
+            *s = clip(s, max);
+        }
+        cut
+    };
+    match item {
+        HistoryItem::Prompt {
+            agent_facing_message,
+            ..
+        } => clip_string(agent_facing_message),
+        HistoryItem::Action { action, note, .. } => {
+            let a = clip_value(action, max);
+            note.as_mut().is_some_and(clip_string) | a
+        }
+        HistoryItem::Continuation { data, .. } => data
+            .iter_mut()
+            .fold(false, |any, v| clip_value(v, max) | any),
+        HistoryItem::MemoryTransition {
+            agent_facing_message,
+            ..
+        } => clip_string(agent_facing_message),
+    }
 }
 
 impl FairyRuntime {
@@ -36,19 +138,28 @@ impl FairyRuntime {
         if visible <= budget {
             return;
         }
-        // Keep the newest items that fit in half the budget; summarise everything before.
+        self.summarise_older(budget / 2, CompactionReason::Budget)
+            .await;
+    }
+
+    /// Summarises every item before the newest ones that fit in `keep` characters into one
+    /// memory-transition item; the number of items summarised (0 when nothing was, or the
+    /// model failed).
+    async fn summarise_older(&mut self, keep: usize, reason: CompactionReason) -> usize {
+        let budget = self.config.history_budget;
+        let level = self.modes.mode().memory_level();
         let mut kept = 0usize;
         let mut split = self.state.history.len();
         for (i, item) in self.state.history.iter().enumerate().rev() {
             let len = rendered_len(item);
-            if kept + len > budget / 2 {
+            if kept + len > keep {
                 break;
             }
             kept += len;
             split = i;
         }
         if split == 0 {
-            return;
+            return 0;
         }
         let old: Vec<serde_json::Value> = self.state.history[..split]
             .iter()
@@ -72,7 +183,7 @@ impl FairyRuntime {
             prefill: None,
         };
         let Some(summary) = self.summarise(request).await else {
-            return;
+            return 0;
         };
         let item = HistoryItem::MemoryTransition {
             agent_facing_message: format!("Summary of earlier history: {summary}"),
@@ -80,25 +191,134 @@ impl FairyRuntime {
             memory_level: level,
         };
         self.state.history.splice(..split, [item]);
-        tracing::info!(fairy = %self.entity.id, items = split, "chat history compacted");
+        tracing::info!(fairy = %self.entity.id, items = split, ?reason, "chat history compacted");
+        self.emit(AgentEvent::Compaction {
+            level: CompactionLevel::Summary,
+            reason,
+            items: split,
+        });
+        split
+    }
+
+    /// The next level of recovery after the provider said the prompt does not fit: false when
+    /// every level was tried (the caller reports the failure).
+    pub(super) async fn recover_overflow(&mut self, recovery: &mut OverflowRecovery) -> bool {
+        if *recovery == OverflowRecovery::None {
+            *recovery = OverflowRecovery::Summarised;
+            // Keep only the newest items that fit in a quarter of the budget.
+            let keep = self.config.history_budget / 4;
+            if self
+                .summarise_older(keep, CompactionReason::ContextOverflow)
+                .await
+                > 0
+            {
+                return true;
+            }
+            // Nothing could be summarised: go on to the next level at once.
+        }
+        if *recovery == OverflowRecovery::Summarised {
+            *recovery = OverflowRecovery::Truncated;
+            let items = self
+                .state
+                .history
+                .iter_mut()
+                .map(|item| truncate_item(item, OVERFLOW_ITEM_CHARS))
+                .filter(|cut| *cut)
+                .count();
+            tracing::info!(fairy = %self.entity.id, items, "context overflow: history truncated");
+            self.emit(AgentEvent::Compaction {
+                level: CompactionLevel::Truncate,
+                reason: CompactionReason::ContextOverflow,
+                items,
+            });
+            return true;
+        }
+        false
     }
 
     async fn summarise(&self, request: ModelRequest) -> Option<String> {
         let mut stream = self.model.stream(request);
         let mut text = String::new();
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(ModelEvent::TextDelta(t)) => text.push_str(&t),
-                Ok(ModelEvent::Retry { discard: true, .. }) => text.clear(),
-                Ok(ModelEvent::Done { .. }) => break,
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::warn!(fairy = %self.entity.id, %error, "history summary failed");
-                    return None;
+        let (mut usage, mut spent, mut attempts) = (Usage::default(), Usage::default(), 1);
+        let failed = loop {
+            match stream.next().await {
+                None | Some(Ok(ModelEvent::Done { .. })) => break None,
+                Some(Ok(ModelEvent::TextDelta(t))) => text.push_str(&t),
+                Some(Ok(ModelEvent::Usage(u))) => usage = u,
+                Some(Ok(ModelEvent::Retry {
+                    attempt,
+                    error,
+                    discard,
+                    wait,
+                })) => {
+                    attempts = attempt;
+                    self.emit(AgentEvent::Retry {
+                        attempt,
+                        error: error.to_string(),
+                        discard,
+                        wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                    });
+                    spent.input_tokens += usage.input_tokens;
+                    spent.output_tokens += usage.output_tokens;
+                    usage = Usage::default();
+                    if discard {
+                        text.clear();
+                    }
                 }
+                Some(Err(error)) => break Some(error),
             }
+        };
+        drop(stream);
+        usage.input_tokens += spent.input_tokens;
+        usage.output_tokens += spent.output_tokens;
+        let m = crate::metrics::global();
+        crate::metrics::Metrics::count(&m.model_tokens, "input", usage.input_tokens);
+        crate::metrics::Metrics::count(&m.model_tokens, "output", usage.output_tokens);
+        self.emit(AgentEvent::usage(UsagePurpose::Summary, &usage, attempts));
+        if let Some(error) = failed {
+            tracing::warn!(fairy = %self.entity.id, %error, "history summary failed");
+            return None;
         }
         let text: String = text.trim().chars().take(MAX_SUMMARY_CHARS).collect();
         (!text.is_empty()).then_some(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::modes::MemoryLevel;
+    use serde_json::json;
+
+    #[test]
+    fn truncation_clips_every_long_string_of_an_item() {
+        let long = "x".repeat(50);
+        let mut item = HistoryItem::Action {
+            action: json!({"_type": "message", "text": long, "n": 1, "list": [long]}),
+            acceptance: "accepted".into(),
+            note: Some(long.clone()),
+            memory_level: MemoryLevel::Fairy,
+        };
+        assert!(truncate_item(&mut item, 10));
+        let text = item.to_prompt_json().to_string();
+        assert!(!text.contains(&long), "{text}");
+        assert!(text.contains("(truncated)"));
+        assert!(!truncate_item(&mut item, 100), "nothing left to cut");
+        let mut short = HistoryItem::Prompt {
+            source: "user".into(),
+            agent_facing_message: "hi".into(),
+            memory_level: MemoryLevel::Fairy,
+        };
+        assert!(!truncate_item(&mut short, 10));
+    }
+
+    #[test]
+    fn recovery_levels_cut_budgets_only_when_truncating() {
+        let msgs = vec!["y".repeat(OVERFLOW_MESSAGE_CHARS + 100)];
+        assert_eq!(OverflowRecovery::None.history_budget(400), 400);
+        assert_eq!(OverflowRecovery::Summarised.messages(&msgs), msgs);
+        assert_eq!(OverflowRecovery::Truncated.history_budget(400), 100);
+        let clipped = OverflowRecovery::Truncated.messages(&msgs);
+        assert!(clipped[0].chars().count() < msgs[0].chars().count());
     }
 }

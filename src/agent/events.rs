@@ -1,5 +1,6 @@
 //! What a fairy tells its observers (`GET …/fairies/{id}/events`, SSE): requests starting and
-//! ending, actions as they stream (with `complete`), mode changes, errors. Sent on a bounded
+//! ending, actions as they stream (with `complete`), mode changes, errors, the model's failover
+//! retries, history compactions and the token usage of every model call. Sent on a bounded
 //! broadcast channel; a slow observer misses events (it is told how many), the fairy never
 //! waits for it.
 
@@ -58,9 +59,91 @@ pub enum AgentEvent {
         /// What.
         message: String,
     },
+    /// A model attempt failed and the failover starts another.
+    Retry {
+        /// The attempt that starts (2 for the first retry).
+        attempt: u32,
+        /// Why the previous attempt failed.
+        error: String,
+        /// Whether what the failed attempt had streamed was reverted.
+        discard: bool,
+        /// How long the failover waits before the attempt, in milliseconds.
+        #[serde(rename = "waitMs")]
+        wait_ms: u64,
+    },
+    /// The fairy's history was compacted.
+    Compaction {
+        /// How.
+        level: CompactionLevel,
+        /// Why.
+        reason: CompactionReason,
+        /// How many history items were summarised or truncated.
+        items: usize,
+    },
+    /// The tokens of one model call (all of its attempts).
+    Usage {
+        /// What the call was for.
+        purpose: UsagePurpose,
+        /// Prompt tokens billed at the normal rate.
+        #[serde(rename = "inputTokens")]
+        input_tokens: u64,
+        /// Generated tokens.
+        #[serde(rename = "outputTokens")]
+        output_tokens: u64,
+        /// Prompt tokens read from the provider's cache (last attempt).
+        #[serde(rename = "cacheReadInputTokens")]
+        cache_read_input_tokens: u64,
+        /// Prompt tokens written to the provider's cache (last attempt).
+        #[serde(rename = "cacheCreationInputTokens")]
+        cache_creation_input_tokens: u64,
+        /// Attempts the call took (1 without a retry).
+        attempts: u32,
+    },
+}
+
+/// How a history was compacted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CompactionLevel {
+    /// The oldest items were summarised through the model into one item.
+    Summary,
+    /// Oversized items were truncated.
+    Truncate,
+}
+
+/// Why a history was compacted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CompactionReason {
+    /// It outgrew the fairy's history budget.
+    Budget,
+    /// The provider said the prompt does not fit the model's context.
+    ContextOverflow,
+}
+
+/// What a model call was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UsagePurpose {
+    /// A turn of a request.
+    Turn,
+    /// Summarising the history.
+    Summary,
 }
 
 impl AgentEvent {
+    /// A `usage` event for a call that took `attempts` attempts.
+    pub fn usage(purpose: UsagePurpose, usage: &crate::llm::Usage, attempts: u32) -> Self {
+        AgentEvent::Usage {
+            purpose,
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            cache_read_input_tokens: usage.cache_read_input_tokens,
+            cache_creation_input_tokens: usage.cache_creation_input_tokens,
+            attempts,
+        }
+    }
+
     /// The SSE event name.
     pub fn name(&self) -> &'static str {
         match self {
@@ -71,6 +154,58 @@ impl AgentEvent {
             AgentEvent::ModeChanged { .. } => "mode-changed",
             AgentEvent::RequestEnded { .. } => "request-ended",
             AgentEvent::Error { .. } => "error",
+            AgentEvent::Retry { .. } => "retry",
+            AgentEvent::Compaction { .. } => "compaction",
+            AgentEvent::Usage { .. } => "usage",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_events_serialize_with_their_names() {
+        let usage = crate::llm::Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            ..Default::default()
+        };
+        let e = AgentEvent::usage(UsagePurpose::Turn, &usage, 2);
+        assert_eq!(e.name(), "usage");
+        let v = serde_json::to_value(&e).unwrap_or_default();
+        assert_eq!(v["type"], "usage");
+        assert_eq!(
+            (v["inputTokens"].as_u64(), v["outputTokens"].as_u64()),
+            (Some(10), Some(5))
+        );
+        assert_eq!(v["purpose"], "turn");
+        let c = AgentEvent::Compaction {
+            level: CompactionLevel::Truncate,
+            reason: CompactionReason::ContextOverflow,
+            items: 3,
+        };
+        let v = serde_json::to_value(&c).unwrap_or_default();
+        assert_eq!(
+            (
+                v["type"].as_str(),
+                v["level"].as_str(),
+                v["reason"].as_str()
+            ),
+            (
+                Some("compaction"),
+                Some("truncate"),
+                Some("context-overflow")
+            )
+        );
+        let r = AgentEvent::Retry {
+            attempt: 2,
+            error: "x".into(),
+            discard: false,
+            wait_ms: 0,
+        };
+        assert_eq!(r.name(), "retry");
+        assert_eq!(serde_json::to_value(&r).unwrap_or_default()["waitMs"], 0);
     }
 }

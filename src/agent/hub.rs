@@ -5,14 +5,16 @@
 //! called) — restoring their private state from the store — and lets an idle fairy's task end
 //! when its room unloads (after its last state is written).
 //!
-//! Owns the map of hosted fairies (a short critical section, never held across `.await`).
+//! Owns the map of hosted fairies (a short critical section, never held across `.await`). A
+//! fairy's runtime is built in its own task, outside that lock; an invitation waits until it
+//! runs, and fails (`HubError::NotStarted`, the fairy removed again) if it could not be built.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -22,9 +24,9 @@ use super::events::{AgentEvent, EVENT_BUFFER};
 use super::fairy::{FairyEntity, FairyError, FairyId, insert_fairy, list_fairies, remove_fairy};
 use super::inbox::{Inbox, Signal};
 use super::interrupt::Interrupt;
-use super::runtime::{FairyRuntime, FairyState, RuntimeConfig};
+use super::runtime::{FairyRuntime, FairyState, Hosting, RuntimeConfig};
 use super::runtime_actions::full_registry;
-use super::state_store::{self, StateSync};
+use super::state_store::{self, StateSaver, StateSync};
 use crate::llm::Model;
 use crate::room::{Room, RoomError, RoomName, Rooms};
 use crate::store::StoreError;
@@ -35,6 +37,9 @@ const ROOM_CHECK: Duration = Duration::from_secs(2);
 const DISMISS_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest wait for a fairy's pending state to be stored before the history route reads it.
 const STATE_SYNC_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest wait of an invitation for the fairy's runtime (its undo manager waits at most
+/// [`super::tentative::QUIET_PATIENCE`] for a quiet document).
+const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a fairy operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +56,20 @@ pub enum HubError {
     /// The server is shutting down.
     #[error("shutting down")]
     ShuttingDown,
+    /// The fairy's runtime could not be built (its room's document never got quiet).
+    #[error("the fairy could not start: {0}")]
+    NotStarted(String),
+}
+
+/// Where a hosting's runtime stands.
+#[derive(Debug, Clone, PartialEq)]
+enum Readiness {
+    /// Its task is building it.
+    Starting,
+    /// It runs.
+    Ready,
+    /// It could not be built; why.
+    Failed(String),
 }
 
 #[derive(Clone)]
@@ -59,6 +78,7 @@ struct Hosted {
     inbox: Arc<Inbox>,
     events: broadcast::Sender<AgentEvent>,
     state: StateSync,
+    ready: watch::Receiver<Readiness>,
 }
 
 /// A fairy as listed by the API.
@@ -84,6 +104,8 @@ struct Inner {
     hosted: Mutex<HostedMap>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
+    /// How long a fairy's task waits for a quiet document to build its runtime.
+    quiet_patience: Duration,
 }
 
 /// Every hosted fairy of the process.
@@ -104,6 +126,7 @@ impl FairyHub {
                 hosted: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
+                quiet_patience: super::tentative::QUIET_PATIENCE,
             }),
         }
     }
@@ -140,53 +163,103 @@ impl FairyHub {
         }
     }
 
+    /// Records the fairy as hosted (under the map lock: at most once) and spawns its task,
+    /// which builds the runtime outside the lock: creating its undo manager waits for a quiet
+    /// moment of the document, which must not hold up the socket or HTTP task that triggered
+    /// the hosting, nor every other room's hosting behind the hub's lock.
     fn host(&self, map: &mut HostedMap, room: &Arc<Room>, entity: FairyEntity) {
         let inbox = Arc::new(Inbox::new());
         let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let (ready_tx, ready) = watch::channel(Readiness::Starting);
         let key = (room.name().clone(), entity.id.clone());
         let span = tracing::info_span!("fairy", room = %room.name(), fairy = %entity.id);
-        let runtime = FairyRuntime::new(
-            room.clone(),
-            entity,
-            self.inner.model.clone(),
-            self.inner.registry.clone(),
-            self.inner.config,
-            events.clone(),
-        );
-        let client_id = runtime.beacon().client_id();
+        let hosting = Hosting {
+            quiet_patience: self.inner.quiet_patience,
+            ..Hosting::new(events.clone())
+        };
+        let client_id = hosting.client_id;
+        let saver = StateSaver::spawn(room.store().clone(), room.name().clone(), entity.id.clone());
         let hosted = Hosted {
             room: room.clone(),
             inbox: inbox.clone(),
-            events,
-            state: runtime.state_sync(),
+            events: events.clone(),
+            state: saver.sync(),
+            ready,
         };
         map.insert(key.clone(), (hosted, client_id));
         let hub = self.clone();
         let shutdown = self.inner.shutdown.clone();
+        let room = room.clone();
         self.inner.tracker.spawn(
             async move {
-                let mut runtime = runtime;
-                let mut runtime = match runtime.restore().await {
-                    Ok(()) => run_host(runtime, &inbox, shutdown).await,
-                    Err(error) => {
-                        // Not hosted with a blank state that would overwrite the stored one;
-                        // the next use of the room tries again.
-                        tracing::error!(%error, "fairy state could not be loaded");
-                        runtime
-                    }
+                let built = FairyRuntime::new(
+                    room,
+                    entity,
+                    hub.inner.model.clone(),
+                    hub.inner.registry.clone(),
+                    hub.inner.config,
+                    hosting,
+                    saver,
+                )
+                .await;
+                let failed = |error: String| {
+                    tracing::error!(%error, "fairy could not be hosted");
+                    let _ = events.send(AgentEvent::Error {
+                        message: format!("the fairy could not start: {error}"),
+                    });
+                    inbox.close();
+                    hub.unlist(&key, client_id);
+                    ready_tx.send_replace(Readiness::Failed(error));
                 };
+                let mut runtime = match built {
+                    Ok(runtime) => runtime,
+                    Err(error) => return failed(error.to_string()),
+                };
+                if let Err(error) = runtime.restore().await {
+                    // Not hosted with a blank state that would overwrite the stored one;
+                    // the next use of the room tries again.
+                    failed(format!("its state could not be loaded: {error}"));
+                    hub.bury(key.0.clone(), runtime);
+                    return;
+                }
+                ready_tx.send_replace(Readiness::Ready);
+                let mut runtime = run_host(runtime, &inbox, shutdown).await;
                 runtime.close_state().await;
                 inbox.close();
-                {
-                    let mut map = hub.lock();
-                    if map.get(&key).is_some_and(|(_, id)| *id == client_id) {
-                        map.remove(&key);
-                    }
-                }
+                hub.unlist(&key, client_id);
                 hub.bury(key.0, runtime);
             }
             .instrument(span),
         );
+    }
+
+    /// Removes the map entry of the hosting with awareness id `client_id` (not a later one).
+    fn unlist(&self, key: &(RoomName, FairyId), client_id: u64) {
+        let mut map = self.lock();
+        if map.get(key).is_some_and(|(_, id)| *id == client_id) {
+            map.remove(key);
+        }
+    }
+
+    /// Waits until the hosting of fairy `id` in `room` has its runtime (or failed).
+    async fn started(&self, room: &Arc<Room>, id: &FairyId) -> Result<(), HubError> {
+        let key = (room.name().clone(), id.clone());
+        let ready = self.lock().get(&key).map(|(h, _)| h.ready.clone());
+        let Some(mut ready) = ready else {
+            return Err(HubError::NotStarted("the fairy is not hosted".into()));
+        };
+        let outcome = tokio::time::timeout(START_TIMEOUT, async {
+            match ready.wait_for(|r| !matches!(r, Readiness::Starting)).await {
+                Ok(r) => r.clone(),
+                Err(_) => Readiness::Failed("its task ended".into()),
+            }
+        })
+        .await
+        .unwrap_or_else(|_| Readiness::Failed("it took too long to start".into()));
+        match outcome {
+            Readiness::Failed(why) => Err(HubError::NotStarted(why)),
+            _ => Ok(()),
+        }
     }
 
     /// Invites a new fairy into the room.
@@ -211,6 +284,11 @@ impl FairyHub {
         .await?;
         insert_fairy(room.doc(), &entity);
         self.ensure_hosted(&room);
+        if let Err(error) = self.started(&room, &entity.id).await {
+            // Nothing of it stays: the invitation fails as a whole.
+            remove_fairy(room.doc(), &entity.id);
+            return Err(error);
+        }
         Ok(self.view(&room, entity))
     }
 
@@ -367,5 +445,67 @@ async fn run_host(
                 return rt;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::fairy::insert_fairy;
+    use crate::room::RoomConfig;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fairy_whose_document_never_gets_quiet_fails_cleanly_then_starts_when_it_does() {
+        let store = Arc::new(crate::store::memory::MemoryStore::default());
+        let config = RoomConfig::from_serve(&crate::config::ServeConfig::for_test());
+        let rooms = Rooms::new(store, config, 4);
+        let mut hub = FairyHub::new(
+            rooms.clone(),
+            Arc::new(crate::llm::OfflineModel),
+            RuntimeConfig::default(),
+        );
+        if let Some(inner) = Arc::get_mut(&mut hub.inner) {
+            inner.quiet_patience = Duration::from_millis(200);
+        }
+        let name = RoomName::parse("busy").unwrap_or_else(|e| panic!("{e}"));
+        let room = rooms.get(&name).await.unwrap_or_else(|e| panic!("{e}"));
+        let entity = FairyEntity::invite(Some("Pip"), None, None, "tester")
+            .unwrap_or_else(|e| panic!("{e}"));
+        insert_fairy(room.doc(), &entity);
+        // Another thread reads the document for longer than the fairy's patience: no write
+        // transaction (so no undo manager) can be had meanwhile.
+        let doc = room.doc().clone();
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let _reading = yrs::Transact::transact(&doc);
+            let _ = held_tx.send(());
+            let _ = release_rx.recv_timeout(Duration::from_secs(10));
+        });
+        let _ = held_rx.recv();
+        let asked = std::time::Instant::now();
+        hub.ensure_hosted(&room);
+        assert!(
+            asked.elapsed() < Duration::from_millis(100),
+            "hosting does not wait for the runtime"
+        );
+        let mut events = hub
+            .subscribe(&name, &entity.id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let started = hub.started(&room, &entity.id).await;
+        assert!(
+            matches!(started, Err(HubError::NotStarted(_))),
+            "{started:?}"
+        );
+        assert!(matches!(events.recv().await, Ok(AgentEvent::Error { .. })));
+        assert!(hub.lock().is_empty(), "the failed hosting is unlisted");
+        let _ = release_tx.send(());
+        let _ = holder.join();
+        // Quiet again: the next use hosts it.
+        hub.ensure_hosted(&room);
+        assert!(hub.started(&room, &entity.id).await.is_ok());
+        assert_eq!(hub.lock().len(), 1);
+        hub.shutdown().await;
     }
 }

@@ -140,14 +140,22 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         insert_fairy(room.doc(), &entity);
         let (events, rx) = broadcast::channel(64);
+        let saver = crate::agent::state_store::StateSaver::spawn(
+            room.store().clone(),
+            room.name().clone(),
+            entity.id.clone(),
+        );
         let mut rt = FairyRuntime::new(
             room,
             entity,
             Arc::new(crate::llm::offline::OfflineModel),
             Arc::new(full_registry()),
             RuntimeConfig::default(),
-            events,
-        );
+            crate::agent::runtime::Hosting::new(events),
+            saver,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
         rt.modes = ModeMachine::new(mode);
         rt.state.mode = mode;
         (rt, rx)

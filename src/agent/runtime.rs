@@ -23,7 +23,7 @@ use super::memory::HistoryItem;
 use super::modes::{HookCtx, Mode, ModeEffect, ModeMachine, Outcome};
 use super::presence::{Pose, TaskSummary, TodoItem};
 use super::state_store::{self, StateSaver, StateSync};
-use super::tentative::Tentative;
+use super::tentative::{QUIET_PATIENCE, Tentative, TentativeError};
 use crate::canvas::geometry::Bounds;
 use crate::canvas::shape::{delete_shape, list_shapes};
 use crate::llm::Model;
@@ -34,6 +34,28 @@ use crate::store::StoreError;
 pub use super::state::{
     DEFAULT_MAX_ITERATIONS, DEFAULT_VIEW, FairyState, Request, RuntimeConfig, SoloTask,
 };
+
+/// How the hub hosts a runtime.
+#[derive(Debug, Clone)]
+pub struct Hosting {
+    /// Where its events go.
+    pub events: broadcast::Sender<AgentEvent>,
+    /// Its awareness client id (see [`Beacon::draw_client_id`]).
+    pub client_id: u64,
+    /// How long it waits for a quiet document (normally [`QUIET_PATIENCE`]).
+    pub quiet_patience: std::time::Duration,
+}
+
+impl Hosting {
+    /// A hosting with a fresh client id and the normal patience.
+    pub fn new(events: broadcast::Sender<AgentEvent>) -> Self {
+        Hosting {
+            events,
+            client_id: Beacon::draw_client_id(),
+            quiet_patience: QUIET_PATIENCE,
+        }
+    }
+}
 
 /// A fairy at work in one room.
 pub struct FairyRuntime {
@@ -60,26 +82,34 @@ pub struct FairyRuntime {
 }
 
 impl FairyRuntime {
-    /// Hosts `entity` in `room` with a fresh state; [`FairyRuntime::restore`] then loads the
-    /// stored one and publishes the fairy's presence.
-    pub fn new(
+    /// Hosts `entity` in `room` as `hosting` says (events, awareness client id, patience),
+    /// with a fresh state written through `saver`; [`FairyRuntime::restore`] then loads the stored one and publishes
+    /// the fairy's presence. Run in the fairy's own task: it waits for a quiet moment of the
+    /// document (see [`Tentative::new_when_quiet`]) and fails if none comes, before anything
+    /// of the fairy is published.
+    pub async fn new(
         room: Arc<Room>,
         entity: FairyEntity,
         model: Arc<dyn Model>,
         registry: Arc<Registry>,
         config: RuntimeConfig,
-        events: broadcast::Sender<AgentEvent>,
-    ) -> Self {
+        hosting: Hosting,
+        saver: StateSaver,
+    ) -> Result<Self, TentativeError> {
+        let Hosting {
+            events,
+            client_id,
+            quiet_patience,
+        } = hosting;
         let doc = room.doc().clone();
         let state = FairyState::default();
         let id = entity.id.as_str().to_owned();
-        let tentative = Tentative::new_when_quiet(&doc, &id);
+        let tentative = Tentative::new_when_quiet(&doc, &id, quiet_patience).await?;
         let tracker = ChangeTracker::new(&doc, &id, &[tentative.revert_origin()]);
         let presence =
             super::presence::Presence::new(&id, &entity.name, state.position.0, state.position.1);
-        let beacon = Beacon::new(room.clone(), presence);
-        let saver = StateSaver::spawn(room.store().clone(), room.name().clone(), entity.id.clone());
-        FairyRuntime {
+        let beacon = Beacon::with_client_id(room.clone(), presence, client_id);
+        Ok(FairyRuntime {
             modes: ModeMachine::new(state.mode),
             entity,
             state,
@@ -95,7 +125,7 @@ impl FairyRuntime {
             scheduled: None,
             corrections: Vec::new(),
             bounds: Bounds::default(),
-        }
+        })
     }
 
     /// Loads the fairy's stored state and publishes its presence. A fairy that was working
@@ -341,7 +371,7 @@ impl FairyRuntime {
             self.emit(AgentEvent::TurnStarted { turn });
             if let Err(error) = self.run_turn(&request).await {
                 self.tentative.revert_tentative();
-                self.fail(&error.to_string());
+                self.fail(&error);
                 break "error";
             }
             self.persist();
@@ -416,16 +446,23 @@ impl FairyRuntime {
         }
     }
 
-    /// Model failure after retries: revert, tell the user, go idle.
-    fn fail(&mut self, error: &str) {
+    /// Model failure after retries (or after every context-overflow recovery level): revert,
+    /// tell the user, go idle.
+    fn fail(&mut self, error: &crate::llm::LlmError) {
         tracing::warn!(fairy = %self.entity.id, %error, "fairy request failed");
         crate::metrics::global().model_errors.inc();
         self.emit(AgentEvent::Error {
-            message: error.into(),
+            message: error.to_string(),
         });
-        self.say(&format!(
-            "Sorry, I could not finish: the language model failed ({error})."
-        ));
+        if error.is_context_overflow() {
+            self.say(&format!(
+                "Sorry, I could not finish: our conversation no longer fits the language model's context, even after I summarised and shortened my history ({error})."
+            ));
+        } else {
+            self.say(&format!(
+                "Sorry, I could not finish: the language model failed ({error})."
+            ));
+        }
         self.switch_mode(Mode::Idling);
     }
 }

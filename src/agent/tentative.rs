@@ -27,6 +27,8 @@
 //! transactions, so none may be called while a transaction on the document is open (and the
 //! value must be dropped outside one too: the undo manager unregisters its observers then).
 
+use std::time::Duration;
+
 use serde_json::Value;
 use yrs::undo::Options;
 use yrs::{Doc, Origin, Transact, UndoManager};
@@ -40,8 +42,26 @@ use crate::origin::TxnOrigin;
 /// module documentation).
 pub const MAX_SERVER_CLIENT_ID: u64 = 1 << 16;
 
-/// Most attempts at creating a fairy's undo manager while the document is busy.
-const TENTATIVE_ATTEMPTS: usize = 1000;
+/// Attempts at creating a fairy's undo manager that only yield before the next one; later
+/// attempts sleep a millisecond.
+const QUIET_SPINS: usize = 100;
+
+/// How long a fairy waits for its room's document to be quiet enough to create its undo
+/// manager before its hosting fails.
+pub const QUIET_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Why a fairy's [`Tentative`] could not be created.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TentativeError {
+    /// The document was never free of other transactions long enough.
+    #[error(
+        "the room's document stayed busy through {attempts} attempts to set up the fairy's undo manager"
+    )]
+    Busy {
+        /// Attempts made.
+        attempts: usize,
+    },
+}
 
 /// One fairy's revertible application of streaming actions on one document.
 pub struct Tentative {
@@ -95,28 +115,41 @@ impl Tentative {
     /// transaction can be taken (and retrying a panic, which happens before anything is
     /// registered when it is the first registration that fails) makes that practically
     /// impossible; see `agent::hub` for the matching rule when dropping it.
-    pub fn new_when_quiet(doc: &Doc, fairy_id: &str) -> Tentative {
-        for _ in 0..TENTATIVE_ATTEMPTS {
+    ///
+    /// Runs in the fairy's own task (never under the hub's lock): between attempts it yields,
+    /// then sleeps a millisecond, so the writers it waits for can finish. A document that stays
+    /// busy for `patience` is an error ([`TentativeError::Busy`]), never a panic.
+    pub async fn new_when_quiet(
+        doc: &Doc,
+        fairy_id: &str,
+        patience: Duration,
+    ) -> Result<Tentative, TentativeError> {
+        let deadline = tokio::time::Instant::now() + patience;
+        let mut attempts = 0usize;
+        loop {
+            attempts += 1;
             let quiet = doc.try_transact_mut().is_ok();
-            if !quiet {
-                std::thread::yield_now();
-                continue;
+            if quiet {
+                let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    Tentative::new(doc, fairy_id)
+                }));
+                match made {
+                    Ok(tentative) => return Ok(tentative),
+                    Err(_) => tracing::warn!(
+                        fairy = fairy_id,
+                        "document busy while creating the undo manager; retrying"
+                    ),
+                }
             }
-            let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                Tentative::new(doc, fairy_id)
-            }));
-            if let Ok(tentative) = made {
-                return tentative;
+            if tokio::time::Instant::now() >= deadline {
+                return Err(TentativeError::Busy { attempts });
             }
-            tracing::warn!(
-                fairy = fairy_id,
-                "document busy while creating the undo manager; retrying"
-            );
+            if attempts < QUIET_SPINS {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
         }
-        // Last resort: try once more without catching. A panic here unwinds the caller (the
-        // socket or HTTP task hosting the fairy, which tokio contains; the hub's map lock
-        // recovers from poisoning), never the room.
-        Tentative::new(doc, fairy_id)
     }
 
     /// The origin of the undo manager's own transactions (reverts): a change tracker must count
@@ -347,6 +380,20 @@ mod tests {
         t1.revert_tentative();
         let a = get(&doc, "a");
         assert_eq!((a.x, a.text()), (0.0, Some("f2 was here")));
+    }
+
+    #[tokio::test]
+    async fn a_document_that_never_gets_quiet_is_an_error_not_a_panic() {
+        let doc = doc();
+        let busy = doc.transact_mut();
+        let made = Tentative::new_when_quiet(&doc, "f1", Duration::from_millis(50)).await;
+        assert!(matches!(made, Err(TentativeError::Busy { attempts }) if attempts > 1));
+        drop(busy);
+        let made = Tentative::new_when_quiet(&doc, "f1", Duration::from_millis(50)).await;
+        assert!(
+            made.is_ok(),
+            "a quiet document gets its undo manager at once"
+        );
     }
 
     #[test]

@@ -1,11 +1,19 @@
 //! The streamed-application throttle: applying every chunk of a streaming action as a
 //! tentative change would fill the document with tombstones (every version is applied, then
-//! reverted). A new incomplete version is applied only if at least `min_interval` passed since
-//! the last applied one, or if its geometry moved "meaningfully" (a coordinate or size changed
-//! by at least `min_geometry_delta` px, or a geometric field or point appeared).
+//! reverted). A new incomplete version is applied at once if nothing of this action is shown
+//! yet, if at least `min_interval` passed since the last *applied* one, if the shown version had
+//! no geometry and this one has some, or if its geometry moved "meaningfully" (a coordinate or
+//! size changed by at least `min_geometry_delta` px); otherwise
+//! it is held back until the interval ends ([`Decision::Hold`]), and the caller applies the
+//! newest held version then even if no new text arrived (the trailing edge).
+//!
+//! Only versions that were actually applied count ([`StreamThrottle::applied`]): a version the
+//! canvas could not apply yet (a shape without its type) never starts the interval, so the first
+//! applicable version appears at once.
 //!
 //! Time is passed in (no clock is read here), so the policy is deterministic and testable.
-//! Owns only the decision; the runtime calls it per parsed version and resets it per action.
+//! Owns only the decision; the turn ([`super::turn`]) calls it per parsed version, keeps the
+//! held version and its timer, and resets it per action.
 
 use std::time::{Duration, Instant};
 
@@ -49,6 +57,19 @@ impl Default for ThrottleConfig {
             min_geometry_delta: DEFAULT_MIN_GEOMETRY_DELTA,
         }
     }
+}
+
+/// What to do with one incomplete version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Apply it now (and report it with [`StreamThrottle::applied`] if that worked).
+    Apply,
+    /// Keep it; apply the newest kept version at this instant unless a newer one is applied
+    /// first.
+    Hold {
+        /// When the interval since the last applied version ends.
+        until: Instant,
+    },
 }
 
 /// Decides, version by version, whether a streaming action should be re-applied.
@@ -156,19 +177,38 @@ impl StreamThrottle {
         })
     }
 
-    /// True if this version should be applied now; records it as applied if so.
-    pub fn should_apply(&mut self, now: Instant, action: &Value) -> bool {
-        let geometry = geometry_of(action);
-        let due = match self.last_at {
-            None => true,
-            Some(at) => now.saturating_duration_since(at) >= self.config.min_interval,
+    /// Whether this version should be applied now or held back (records nothing).
+    pub fn decide(&self, now: Instant, action: &Value) -> Decision {
+        let Some(at) = self.last_at else {
+            return Decision::Apply;
         };
-        if due || self.geometry_changed(&geometry) {
-            self.last_at = Some(now);
-            self.last_geometry = geometry;
-            true
+        let until = at + self.config.min_interval;
+        let geometry = geometry_of(action);
+        // The shown version had no geometry at all (a shape at its default place): its first
+        // coordinates are worth showing at once.
+        let placed = self.last_geometry.is_empty() && !geometry.is_empty();
+        if now >= until || placed || self.geometry_changed(&geometry) {
+            Decision::Apply
         } else {
-            false
+            Decision::Hold { until }
+        }
+    }
+
+    /// Records that `action` was applied at `now`: the interval starts again.
+    pub fn applied(&mut self, now: Instant, action: &Value) {
+        self.last_at = Some(now);
+        self.last_geometry = geometry_of(action);
+    }
+
+    /// [`StreamThrottle::decide`], recording the version as applied when it says
+    /// [`Decision::Apply`]. For callers whose applications cannot fail.
+    pub fn should_apply(&mut self, now: Instant, action: &Value) -> bool {
+        match self.decide(now, action) {
+            Decision::Apply => {
+                self.applied(now, action);
+                true
+            }
+            Decision::Hold { .. } => false,
         }
     }
 }
@@ -209,6 +249,45 @@ mod tests {
         assert!(
             th.should_apply(t0 + Duration::from_millis(302), &with_y),
             "first after reset"
+        );
+    }
+
+    #[test]
+    fn versions_that_were_not_applied_do_not_start_the_interval() {
+        let t0 = Instant::now();
+        let mut th = StreamThrottle::new(ThrottleConfig::default());
+        let v = |w: f64| json!({"_type": "create", "shape": {"shapeId": "a", "x": 0, "w": w}});
+        // The canvas refused the first versions (not applicable yet): nothing was recorded.
+        assert_eq!(th.decide(t0, &v(1.0)), Decision::Apply);
+        assert_eq!(
+            th.decide(t0 + Duration::from_millis(5), &v(2.0)),
+            Decision::Apply,
+            "still nothing shown: apply at once"
+        );
+        th.applied(t0 + Duration::from_millis(5), &v(2.0));
+        let until = t0 + Duration::from_millis(5) + DEFAULT_MIN_INTERVAL;
+        assert_eq!(
+            th.decide(t0 + Duration::from_millis(6), &v(3.0)),
+            Decision::Hold { until },
+            "held until the interval ends"
+        );
+        assert_eq!(th.decide(until, &v(3.0)), Decision::Apply, "trailing edge");
+    }
+
+    #[test]
+    fn the_first_coordinates_of_a_shown_shape_apply_at_once() {
+        let t0 = Instant::now();
+        let mut th = StreamThrottle::new(ThrottleConfig::default());
+        let bare = json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "a"}});
+        th.applied(t0, &bare);
+        let placed =
+            json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "a", "x": 5}});
+        assert_eq!(th.decide(t0, &placed), Decision::Apply);
+        th.applied(t0, &placed);
+        let more = json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "a", "x": 5, "y": 6}});
+        assert!(
+            matches!(th.decide(t0, &more), Decision::Hold { .. }),
+            "later fields wait"
         );
     }
 

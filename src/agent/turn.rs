@@ -4,6 +4,12 @@
 //! tasks), and collect what the model must be told next turn (rejected actions, sanitizer
 //! notes, broken JSON).
 //!
+//! Incomplete versions go through the [`StreamThrottle`]; the newest one it held back is
+//! applied when its interval ends even if no new text arrives (a timer in the stream loop).
+//! The model stream is dropped as soon as the actions broke, or soon after the actions array
+//! closed (a few characters or a second, for the provider's usage report). A context
+//! overflow is recovered by [`super::compact`] and the call made again with the same inputs.
+//!
 //! A failover retry that discards delivered text reverts the incomplete action and skips the
 //! actions already completed when the answer streams again, so the document ends as if only
 //! the completed actions had been applied once.
@@ -15,16 +21,17 @@ use serde_json::Value;
 use yrs::Transact;
 
 use super::actions::{ActionCtx, Registered};
-use super::events::AgentEvent;
+use super::compact::OverflowRecovery;
+use super::events::{AgentEvent, UsagePurpose};
 use super::memory::HistoryItem;
 use super::presence::Pose;
 use super::prompt::{PromptInput, build_request};
 use super::runtime::{FairyRuntime, Request};
-use super::throttle::StreamThrottle;
+use super::throttle::{Decision, StreamThrottle};
 use crate::canvas::geometry::Bounds;
 use crate::canvas::shape::list_shapes;
 use crate::canvas::transform::PromptTransform;
-use crate::llm::{LlmError, ModelEvent};
+use crate::llm::{LlmError, ModelEvent, Usage};
 use crate::partial_json::{ActionStream, StreamedAction};
 
 /// Longest text kept from a `message` or `think` action.
@@ -60,13 +67,34 @@ pub(super) fn bounds_of(action: &Value, t: &PromptTransform) -> Option<Bounds> {
     ))
 }
 
-/// Adds a turn's token usage (failed attempts plus the last one) to the metrics.
-fn record_usage(spent: &crate::llm::Usage, last: &crate::llm::Usage) {
+/// Characters read after the actions array closed before the model stream is dropped: enough
+/// for a closing fence and the provider's final events, not for a rambling model.
+const TAIL_CHARS: usize = 256;
+/// Longest wait for the end of the stream after the actions array closed.
+const TAIL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Adds a model call's token usage to the metrics.
+fn record_usage(total: &Usage) {
     let m = crate::metrics::global();
-    let input = spent.input_tokens + last.input_tokens;
-    let output = spent.output_tokens + last.output_tokens;
-    crate::metrics::Metrics::count(&m.model_tokens, "input", input);
-    crate::metrics::Metrics::count(&m.model_tokens, "output", output);
+    crate::metrics::Metrics::count(&m.model_tokens, "input", total.input_tokens);
+    crate::metrics::Metrics::count(&m.model_tokens, "output", total.output_tokens);
+}
+
+/// `spent` plus the last attempt's usage (input and output summed; cache figures of the last).
+fn total_usage(spent: &Usage, last: &Usage) -> Usage {
+    Usage {
+        input_tokens: spent.input_tokens + last.input_tokens,
+        output_tokens: spent.output_tokens + last.output_tokens,
+        ..*last
+    }
+}
+
+/// An incomplete version the throttle held back, applied when its interval ends unless a
+/// newer version is applied first (the throttle's trailing edge).
+struct Held {
+    index: usize,
+    action: Value,
+    until: tokio::time::Instant,
 }
 
 /// Where the turn is while streaming.
@@ -77,10 +105,34 @@ struct TurnState {
     skip_below: usize,
     /// Complete actions handled so far.
     handled: usize,
+    /// The newest version held back by the throttle, if any.
+    held: Option<Held>,
+    /// The open action's snapshot ends inside an id still streaming (a prefix of it, which may
+    /// name another shape or a shape that will not exist): not applicable yet.
+    id_streaming: bool,
+}
+
+/// Whether a key holds shape or page ids (`shapeId`, `fromId`, `pageId`, `shapeIds`, `id`).
+fn is_id_key(key: &str) -> bool {
+    key == "id" || key.ends_with("Id") || key.ends_with("Ids")
+}
+
+/// The clock the throttle is given (tokio's, so that tests may pause it).
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 impl FairyRuntime {
-    /// Runs one model turn; `Err` only for a model failure after its retries.
+    /// Runs one model turn; `Err` only for a model failure after its retries and, for a
+    /// context overflow, after the recovery levels of [`super::compact`].
     pub(super) async fn run_turn(&mut self, request: &Request) -> Result<(), LlmError> {
         let origin = self
             .state
@@ -89,8 +141,33 @@ impl FairyRuntime {
         let mut transform = PromptTransform::new(origin.0, origin.1);
         let changes = self.tracker.report(&mut transform);
         self.tracker.start_request();
-        let shapes = list_shapes(&self.room.doc().transact());
         let corrections = std::mem::take(&mut self.corrections);
+        let mut recovery = OverflowRecovery::default();
+        loop {
+            let mut transform = transform.clone();
+            let model_request =
+                self.build_prompt(request, &changes, &corrections, &recovery, &mut transform);
+            match self.stream_turn(model_request, transform).await {
+                Err(error) if error.is_context_overflow() => {
+                    self.tentative.revert_tentative();
+                    if !self.recover_overflow(&mut recovery).await {
+                        return Err(error);
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn build_prompt(
+        &self,
+        request: &Request,
+        changes: &super::changes::ChangeReport,
+        corrections: &[String],
+        recovery: &OverflowRecovery,
+        transform: &mut PromptTransform,
+    ) -> crate::llm::ModelRequest {
+        let shapes = list_shapes(&self.room.doc().transact());
         let me = self.beacon.client_id();
         let other_fairies: Vec<Value> = self
             .room
@@ -103,67 +180,129 @@ impl FairyRuntime {
             })
             .collect();
         let tasks: Vec<_> = self.beacon.snapshot().tasks;
-        let page_id = self.state.page_id.clone();
+        let messages = recovery.messages(&request.messages);
         let input = PromptInput {
             fairy: &self.entity,
             mode: self.modes.mode(),
             history: &self.state.history,
-            messages: &request.messages,
+            messages: &messages,
             bounds: self.bounds,
-            page_id: &page_id,
+            page_id: &self.state.page_id,
             shapes: &shapes,
             selected: &request.selected,
-            changes: &changes,
+            changes,
             todo: &self.state.todo,
             tasks: &tasks,
             other_fairies,
-            corrections: &corrections,
+            corrections,
             time: format!("{} ms since the Unix epoch", super::fairy::now_millis()),
-            history_budget: self.config.history_budget,
+            history_budget: recovery.history_budget(self.config.history_budget),
         };
-        let model_request = build_request(&input, &self.registry, &mut transform);
+        build_request(&input, &self.registry, transform)
+    }
+
+    /// Streams one model call and applies what it says. The stream is dropped (the HTTP
+    /// request aborted) as soon as the actions JSON broke beyond repair, and once the actions
+    /// array closed as soon as more than [`TAIL_CHARS`] characters follow or [`TAIL_WAIT`]
+    /// passes without the end (which carries the provider's usage report): nothing after the
+    /// actions would be used, so it is neither waited for nor billed.
+    async fn stream_turn(
+        &mut self,
+        model_request: crate::llm::ModelRequest,
+        transform: PromptTransform,
+    ) -> Result<(), LlmError> {
         let mut ctx = ActionCtx::new(self.entity.id.as_str());
         ctx.transform = transform;
-        ctx.page_id = page_id;
+        ctx.page_id = self.state.page_id.clone();
         let mut turn = TurnState {
             ctx,
             throttle: StreamThrottle::new(self.config.throttle),
             skip_below: 0,
             handled: 0,
+            held: None,
+            id_streaming: false,
         };
         let mut stream = self.model.stream(model_request);
         let mut actions = ActionStream::new();
-        let mut usage = crate::llm::Usage::default();
-        let mut spent = crate::llm::Usage::default();
-        while let Some(event) = stream.next().await {
-            let event = match event {
-                Ok(event) => event,
-                Err(error) => {
-                    record_usage(&spent, &usage);
-                    return Err(error);
+        let mut usage = Usage::default();
+        let mut spent = Usage::default();
+        let mut attempts = 1u32;
+        // Characters read since the actions array closed, and when to stop waiting for the end.
+        let mut tail: Option<(usize, tokio::time::Instant)> = None;
+        let outcome = loop {
+            let wake = turn.held.as_ref().map(|h| h.until);
+            let event = tokio::select! {
+                biased;
+                event = stream.next() => event,
+                () = sleep_until(wake) => {
+                    self.apply_held(&mut turn);
+                    continue;
                 }
+                () = sleep_until(tail.map(|(_, until)| until)) => {
+                    tracing::debug!(fairy = %self.entity.id, "no end after the actions: model stream dropped");
+                    break Ok(());
+                }
+            };
+            let event = match event {
+                None => break Ok(()),
+                Some(Err(error)) => break Err(error),
+                Some(Ok(event)) => event,
             };
             match event {
                 ModelEvent::TextDelta(text) => {
-                    for a in actions.push(&text) {
+                    if let Some((chars, _)) = &mut tail {
+                        *chars += text.chars().count();
+                        if *chars > TAIL_CHARS {
+                            tracing::debug!(fairy = %self.entity.id, "text after the actions: model stream dropped");
+                            break Ok(());
+                        }
+                        continue;
+                    }
+                    let events = actions.push(&text);
+                    turn.id_streaming = actions.streaming_string_key().is_some_and(is_id_key);
+                    for a in events {
                         self.on_streamed(a, &mut turn);
+                    }
+                    if actions.error().is_some() {
+                        tracing::debug!(fairy = %self.entity.id, "actions broke: model stream dropped");
+                        break Ok(());
+                    }
+                    if actions.is_done() {
+                        tail = Some((0, tokio::time::Instant::now() + TAIL_WAIT));
                     }
                 }
                 ModelEvent::Usage(u) => usage = u,
-                ModelEvent::Retry { discard: true, .. } => {
-                    spent.input_tokens += usage.input_tokens;
-                    spent.output_tokens += usage.output_tokens;
-                    usage = crate::llm::Usage::default();
-                    self.tentative.revert_tentative();
-                    actions = ActionStream::new();
-                    turn.skip_below = turn.handled;
-                    turn.throttle.reset();
+                ModelEvent::Retry {
+                    attempt,
+                    error,
+                    discard,
+                    wait,
+                } => {
+                    attempts = attempt;
+                    self.emit(AgentEvent::Retry {
+                        attempt,
+                        error: error.to_string(),
+                        discard,
+                        wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                    });
+                    spent = total_usage(&spent, &usage);
+                    usage = Usage::default();
+                    if discard {
+                        self.tentative.revert_tentative();
+                        actions = ActionStream::new();
+                        turn.skip_below = turn.handled;
+                        turn.throttle.reset();
+                        turn.held = None;
+                    }
                 }
-                ModelEvent::Retry { .. } => {}
-                ModelEvent::Done { .. } => break,
+                ModelEvent::Done { .. } => break Ok(()),
             }
-        }
-        record_usage(&spent, &usage);
+        };
+        drop(stream);
+        let total = total_usage(&spent, &usage);
+        record_usage(&total);
+        self.emit(AgentEvent::usage(UsagePurpose::Turn, &total, attempts));
+        outcome?;
         for a in actions.finish() {
             self.on_streamed(a, &mut turn);
         }
@@ -176,6 +315,30 @@ impl FairyRuntime {
         }
         self.state.page_id = turn.ctx.page_id.clone();
         Ok(())
+    }
+
+    /// The throttle's trailing edge: applies the version it held back.
+    fn apply_held(&mut self, turn: &mut TurnState) {
+        let Some(held) = turn.held.take() else {
+            return;
+        };
+        if held.index == turn.handled {
+            self.show(held.action, turn);
+        }
+    }
+
+    /// Applies an incomplete version tentatively; only a version that could be applied
+    /// starts the throttle's interval.
+    fn show(&mut self, action: Value, turn: &mut TurnState) {
+        self.beacon.update(|p| p.pose = Pose::Working);
+        // An incomplete version that cannot be applied yet is simply not shown.
+        if self
+            .tentative
+            .apply_tentative(&self.registry, &action, &mut turn.ctx)
+            .is_ok()
+        {
+            turn.throttle.applied(now(), &action);
+        }
     }
 
     fn on_streamed(&mut self, a: StreamedAction, turn: &mut TurnState) {
@@ -197,18 +360,27 @@ impl FairyRuntime {
         let mode = self.modes.mode();
         let canvas = matches!(self.registry.get(&kind), Some(Registered::Canvas(_)));
         if !a.complete {
-            if canvas && mode.allows(&kind) && turn.throttle.should_apply(Instant::now(), &a.action)
-            {
-                self.beacon.update(|p| p.pose = Pose::Working);
-                // An incomplete version that cannot be applied yet is simply not shown.
-                let _ = self
-                    .tentative
-                    .apply_tentative(&self.registry, &a.action, &mut turn.ctx);
+            // Incomplete events only come last in a push, so `id_streaming` describes this one.
+            if canvas && mode.allows(&kind) && !turn.id_streaming {
+                match turn.throttle.decide(now(), &a.action) {
+                    Decision::Apply => {
+                        turn.held = None;
+                        self.show(a.action, turn);
+                    }
+                    Decision::Hold { until } => {
+                        turn.held = Some(Held {
+                            index: a.index,
+                            action: a.action,
+                            until: tokio::time::Instant::from_std(until),
+                        });
+                    }
+                }
             }
             return;
         }
         turn.handled = a.index + 1;
         turn.throttle.reset();
+        turn.held = None;
         let level = mode.memory_level();
         if kind.is_empty() {
             self.tentative.revert_tentative();

@@ -72,15 +72,32 @@ impl LlmError {
             | LlmError::Connection(_)
             | LlmError::Protocol(_)
             | LlmError::Truncated => true,
-            LlmError::StreamError { kind, .. } => !matches!(
-                kind.as_str(),
-                "invalid_request_error" | "authentication_error" | "permission_error"
-            ),
+            LlmError::StreamError { kind, .. } => {
+                !self.is_context_overflow()
+                    && !matches!(
+                        kind.as_str(),
+                        "invalid_request_error" | "authentication_error" | "permission_error"
+                    )
+            }
             LlmError::ContextOverflow { .. }
             | LlmError::Quota { .. }
             | LlmError::BadRequest { .. }
             | LlmError::Config(_)
             | LlmError::Exhausted { .. } => false,
+        }
+    }
+
+    /// Whether the provider said the prompt does not fit the model's context window: an HTTP
+    /// refusal classified so, an in-stream error with such a kind or wording, or the last
+    /// failure of an exhausted failover.
+    pub fn is_context_overflow(&self) -> bool {
+        match self {
+            LlmError::ContextOverflow { .. } => true,
+            LlmError::StreamError { kind, message } => {
+                is_context_overflow(&format!("{kind} {message}").to_lowercase())
+            }
+            LlmError::Exhausted { last, .. } => last.is_context_overflow(),
+            _ => false,
         }
     }
 
@@ -285,6 +302,26 @@ mod tests {
         assert_eq!(parse_retry_after(Some("-1"), None), None);
         assert_eq!(parse_retry_after(Some("1e9"), None), Some(MAX_RETRY_AFTER));
         assert_eq!(parse_retry_after(Some("NaN"), None), None);
+    }
+
+    #[test]
+    fn context_overflow_is_recognised_wherever_it_surfaces() {
+        let body = r#"{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}"#;
+        assert!(classify_http(400, None, body).is_context_overflow());
+        let in_stream = LlmError::StreamError {
+            kind: "context_length_exceeded".into(),
+            message: "too long".into(),
+        };
+        assert!(in_stream.is_context_overflow());
+        let exhausted = LlmError::Exhausted {
+            attempts: 3,
+            last: Box::new(LlmError::ContextOverflow {
+                message: "x".into(),
+            }),
+        };
+        assert!(exhausted.is_context_overflow());
+        assert!(!LlmError::Truncated.is_context_overflow());
+        assert!(!classify_http(400, None, "bad model").is_context_overflow());
     }
 
     #[test]

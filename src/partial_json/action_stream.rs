@@ -279,6 +279,16 @@ impl ActionStream {
         self.sink.closed
     }
 
+    /// When the open action's last snapshot ends inside a string value still streaming, the
+    /// key of that value (`"shapeId"` while an id arrives: the snapshot holds only a prefix of
+    /// it, which may name another shape). `None` otherwise, and once the stream ended.
+    pub fn streaming_string_key(&self) -> Option<&str> {
+        if !matches!(self.state, State::Json) || self.sink.closed {
+            return None;
+        }
+        self.parser.open_string_key()
+    }
+
     /// How many actions were reported complete.
     pub fn completed(&self) -> usize {
         self.sink.completed
@@ -414,6 +424,37 @@ mod tests {
                 assert_eq!(completes(&events), expected(), "{text} / {size}");
             }
         }
+    }
+
+    #[test]
+    fn a_think_block_before_the_json_is_skipped_even_when_it_holds_actions() {
+        let text = format!(
+            "<think>The user wants {{a box}}. Draft: {{\"actions\": [{{\"_type\": \"wrong\"}}]}}</think>\n\n```json\n{RESPONSE}\n```"
+        );
+        for size in [1, 2, 5, 9, text.len()] {
+            let events = run(ActionStream::new(), &text, size);
+            assert_well_formed(&events);
+            assert_eq!(completes(&events), expected(), "chunks of {size}");
+        }
+    }
+
+    #[test]
+    fn the_key_of_a_string_still_streaming_is_known() {
+        let mut stream = ActionStream::new();
+        stream.push(r#"{"actions": [{"_type": "move", "shapeId": "bo"#);
+        assert_eq!(stream.streaming_string_key(), Some("shapeId"));
+        stream.push(r#"x2", "x": 1"#);
+        assert_eq!(stream.streaming_string_key(), None, "closed string, number");
+        stream.push(r#", "shape": {"note": "a"#);
+        assert_eq!(stream.streaming_string_key(), Some("note"));
+        stream.push(r#"", "ids": ["a", "b"#);
+        assert_eq!(
+            stream.streaming_string_key(),
+            Some("ids"),
+            "through an array"
+        );
+        stream.push(r#""]}}]}"#);
+        assert_eq!(stream.streaming_string_key(), None);
     }
 
     #[test]

@@ -1,8 +1,12 @@
-//! Skipping what a model writes before its JSON: prose and Markdown code-fence openers.
+//! Skipping what a model writes before its JSON: prose, inline reasoning blocks and Markdown
+//! code-fence openers.
 //!
 //! Owns: finding the byte where a candidate JSON object starts (`{`), across chunks. A fence
 //! opener (three or more backticks or tildes at the start of a line) and its info string
 //! (```` ```json ````) are skipped whole, so braces in an info string are never taken for JSON.
+//! A `<think>…</think>` block (the inline reasoning of Qwen3 or DeepSeek-R1 served by Ollama or
+//! llama.cpp) is skipped whole too, braces and JSON objects inside it included; either tag may
+//! be split across chunks. An unclosed block hides everything after it.
 //! Must not touch: JSON parsing; a candidate that turns out not to be the actions object is
 //! rejected by `action_stream`, which then resumes scanning here.
 
@@ -15,6 +19,27 @@ pub(crate) struct Prelude {
     run: Option<(u8, u8)>,
     /// Inside a fence opener's info string: skip to the end of the line.
     in_info: bool,
+    /// Bytes of [`THINK_OPEN`] matched so far (outside a block).
+    open_matched: usize,
+    /// Inside a reasoning block: bytes of [`THINK_CLOSE`] matched so far.
+    in_think: Option<usize>,
+}
+
+/// The tag that opens an inline reasoning block.
+const THINK_OPEN: &[u8] = b"<think>";
+/// The tag that closes it.
+const THINK_CLOSE: &[u8] = b"</think>";
+
+/// Advances a match of `tag` (neither tag repeats its first byte, so a mismatch restarts at 0,
+/// or at 1 on the first byte).
+fn advance(tag: &[u8], matched: usize, b: u8) -> usize {
+    if tag.get(matched) == Some(&b) {
+        matched + 1
+    } else if tag.first() == Some(&b) {
+        1
+    } else {
+        0
+    }
 }
 
 impl Default for Prelude {
@@ -23,6 +48,8 @@ impl Default for Prelude {
             at_line_start: true,
             run: None,
             in_info: false,
+            open_matched: 0,
+            in_think: None,
         }
     }
 }
@@ -32,6 +59,24 @@ impl Prelude {
     /// before it; `None` if `text` holds none (it was all prose).
     pub fn find_start(&mut self, text: &str) -> Option<usize> {
         for (i, &b) in text.as_bytes().iter().enumerate() {
+            if let Some(matched) = self.in_think {
+                let matched = advance(THINK_CLOSE, matched, b);
+                if matched == THINK_CLOSE.len() {
+                    self.in_think = None;
+                    self.at_line_start = true;
+                    self.run = None;
+                } else {
+                    self.in_think = Some(matched);
+                }
+                continue;
+            }
+            self.open_matched = advance(THINK_OPEN, self.open_matched, b);
+            if self.open_matched == THINK_OPEN.len() {
+                self.open_matched = 0;
+                self.in_think = Some(0);
+                self.in_info = false;
+                continue;
+            }
             if self.in_info {
                 if b == b'\n' {
                     self.in_info = false;
@@ -97,6 +142,53 @@ mod tests {
         assert_eq!(find(&["```json {not this}\n{"]), Some((0, 19)));
         assert_eq!(find(&["`", "``js", "on {x}", "\n", " {"]), Some((4, 1)));
         assert_eq!(find(&["text\n  ~~~ {\n{"]), Some((0, 13)));
+    }
+
+    #[test]
+    fn think_blocks_are_skipped_whatever_they_hold() {
+        assert_eq!(
+            find(&["<think>{\"actions\": []}</think>\n{"]),
+            Some((0, 31))
+        );
+        assert_eq!(find(&["<think>a {b} c</think>{"]), Some((0, 22)));
+        assert_eq!(
+            find(&["<think>no end {"]),
+            None,
+            "an unclosed block hides the rest"
+        );
+        assert_eq!(find(&["<thin", "k>{x}</th", "ink>", "{"]), Some((3, 0)));
+        assert_eq!(
+            find(&["<", "t", "hink>{", "}<", "/", "think>{"]),
+            Some((5, 6))
+        );
+        // Not a tag: braces count.
+        assert_eq!(find(&["<thinking {"]), Some((0, 10)));
+        assert_eq!(find(&["<<think>{}</think>{"]), Some((0, 18)));
+        // A fence inside a block is part of the block.
+        assert_eq!(find(&["<think>\n```json {\n</think>\n{"]), Some((0, 27)));
+    }
+
+    /// Whatever the chunking, the same byte of the whole text is found.
+    #[test]
+    fn think_blocks_are_found_the_same_for_every_chunking() {
+        let texts = [
+            "<think>I could write {\"actions\": [{\"_type\": \"x\"}]} but</think>\n\n```json\n{\"actions\": []}",
+            "Sure <think>{}{</think> <think>}</think>{",
+            "<think></think>{",
+        ];
+        for text in texts {
+            let whole = find(&[text]).map(|(_, i)| i);
+            for size in 1..text.len() {
+                let parts: Vec<&str> = text
+                    .as_bytes()
+                    .chunks(size)
+                    .map(|c| std::str::from_utf8(c).unwrap_or_default())
+                    .collect();
+                let found = find(&parts)
+                    .map(|(n, i)| parts[..n].iter().map(|p| p.len()).sum::<usize>() + i);
+                assert_eq!(found, whole, "{text:?} in chunks of {size}");
+            }
+        }
     }
 
     #[test]

@@ -415,6 +415,18 @@ impl Parser {
         }
     }
 
+    /// When the scalar in progress is a string value (its snapshot shows only a prefix of
+    /// it), the key of the object member holding it, directly or through arrays.
+    pub fn open_string_key(&self) -> Option<&str> {
+        if !matches!(self.token, Token::Str { key: false, .. }) {
+            return None;
+        }
+        self.stack.iter().rev().find_map(|c| match c {
+            Container::Array(_) => None,
+            Container::Object { key, .. } => Some(key.as_deref()),
+        })?
+    }
+
     /// The best value of everything received: the finished root or a snapshot.
     pub fn value(&self) -> Option<Value> {
         match &self.root {

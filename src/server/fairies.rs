@@ -68,6 +68,11 @@ impl From<HubError> for ApiError {
                 "shutting_down",
                 error.to_string(),
             ),
+            HubError::NotStarted(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "fairy_not_started",
+                error.to_string(),
+            ),
         }
     }
 }

@@ -84,6 +84,9 @@ pub enum Fault {
     Cut { after_chars: usize },
     /// After `after_chars` characters of text, send nothing more (until the client leaves).
     Stall { after_chars: usize },
+    /// After `after_chars` characters of text, send nothing for `ms` milliseconds, then the
+    /// rest (a model thinking in the middle of an answer).
+    Pause { after_chars: usize, ms: u64 },
     /// Interleave lines that are not events of the format (comments, unknown fields, unknown
     /// events); a correct client ignores them.
     Garbage,

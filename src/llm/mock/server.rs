@@ -277,6 +277,12 @@ async fn feed(
                 tx.closed().await;
                 return left(&s);
             }
+            Segment::Pause(ms) => {
+                tokio::select! {
+                    _ = tx.closed() => return left(&s),
+                    _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                }
+            }
         }
     }
     s.completed.fetch_add(1, Ordering::SeqCst);

@@ -26,6 +26,8 @@ pub enum Segment {
     Cut,
     /// Send nothing more, without closing.
     Stall,
+    /// Send nothing for this many milliseconds, then go on.
+    Pause(u64),
 }
 
 /// Garbage lines that are valid SSE but no event of either format: a comment, a field-less
@@ -44,7 +46,8 @@ pub fn render(format: WireFormat, resp: &MockResponse, model: &str) -> Vec<Segme
     let split_at = match &resp.fault {
         Some(Fault::ErrorEvent { after_chars, .. })
         | Some(Fault::Cut { after_chars })
-        | Some(Fault::Stall { after_chars }) => Some(*after_chars),
+        | Some(Fault::Stall { after_chars })
+        | Some(Fault::Pause { after_chars, .. }) => Some(*after_chars),
         _ => None,
     };
     let chars: Vec<char> = resp.text.chars().collect();
@@ -70,6 +73,10 @@ pub fn render(format: WireFormat, resp: &MockResponse, model: &str) -> Vec<Segme
             w.flush();
             w.out.push(Segment::Stall);
             return w.out;
+        }
+        Some(Fault::Pause { ms, .. }) => {
+            w.flush();
+            w.out.push(Segment::Pause(*ms));
         }
         _ => {}
     }
