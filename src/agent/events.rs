@@ -40,6 +40,7 @@ pub enum AgentEvent {
     /// An action was refused; the model is told why next turn.
     ActionRejected {
         /// The action's `_type`.
+        #[serde(rename = "actionType")]
         action_type: String,
         /// Why.
         reason: String,
