@@ -69,6 +69,19 @@ async fn server_state(server: &ServerHandle, room: &str) -> State {
     state_of(&doc)
 }
 
+/// Polls the server's state until it holds shape `id` (the writer's frames are in flight).
+async fn server_state_with(server: &ServerHandle, room: &str, id: &str) -> State {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let state = server_state(server, room).await;
+        if has_shape(&state, id) {
+            return state;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{id} never arrived");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Connects a raw socket, sends sync step 1 with `sv`, and applies only the sync step 2 and
 /// update frames that follow to a fresh document until it equals `expected` (or times out).
 /// Returns the number of such frames and whether the first was a sync step 2.
@@ -164,9 +177,9 @@ async fn cold_answers_equal_the_document_through_edits_and_reloads() {
     let mut writer = Client::connect(&base, "cold").await;
     for round in 0..5 {
         mixed_edits(&mut writer, round).await;
-        writer.drain(Duration::from_millis(10)).await;
-        let expected = server_state(&server, "cold").await;
-        assert!(has_shape(&expected, &format!("s{round}-5")));
+        // The text edit comes last; its shape is the marker that the round arrived.
+        writer.edit(|txn| put_shape(txn, &format!("done-{round}"), 0.0)).await;
+        let expected = server_state_with(&server, "cold", &format!("done-{round}")).await;
         let (frames, step2_first) =
             cold_load(&base, "cold", StateVector::default(), &expected).await;
         assert!(step2_first, "round {round}: the answer opens with sync step 2");
@@ -194,7 +207,8 @@ async fn cold_answers_equal_the_document_through_edits_and_reloads() {
     let mut writer = Client::connect(&base, "cold").await;
     writer.until("synced", |c| state_of(&c.doc) == expected).await;
     mixed_edits(&mut writer, 9).await;
-    let expected = server_state(&server, "cold").await;
+    writer.edit(|txn| put_shape(txn, "done-9", 0.0)).await;
+    let expected = server_state_with(&server, "cold", "done-9").await;
     cold_load(&base, "cold", StateVector::default(), &expected).await;
     writer.close().await;
     server.shutdown().await;
