@@ -18,6 +18,7 @@ CLIENTS="${CLIENTS:-100}"
 RATES="${RATES:-5 10 20}"
 DURATION="${DURATION:-10}"
 STORE="${STORE:-sqlite}"
+SERVERS="${SERVERS:-fairyring hocuspocus y-websocket}"
 BIN="$ROOT/target/release/fairyring"
 
 mkdir -p "$SCRATCH"
@@ -28,7 +29,8 @@ fi
 [ -x "$BIN" ] || (cd "$ROOT" && cargo build --release --bin fairyring)
 
 RESULTS="$SCRATCH/results.jsonl"
-: > "$RESULTS"
+# KEEP_RESULTS=1 adds to the previous run's results (e.g. SERVERS=y-websocket KEEP_RESULTS=1).
+[ -n "${KEEP_RESULTS:-}" ] || : > "$RESULTS"
 SERVER_PID=""
 stop_server() {
   if [ -n "$SERVER_PID" ]; then
@@ -43,7 +45,8 @@ trap stop_server EXIT
 # LINE (the first line it printed).
 start_server() {
   local log="$SCRATCH/$1.log"; shift
-  "$@" > "$log" 2>&1 &
+  rm -f "$log" "$log.err"
+  "$@" > "$log" 2> "$log.err" &
   SERVER_PID=$!
   for _ in $(seq 1 100); do
     LINE="$(head -n 1 "$log" 2>/dev/null || true)"
@@ -51,7 +54,7 @@ start_server() {
     sleep 0.1
   done
   echo "server did not start: $*" >&2
-  cat "$log" >&2
+  cat "$log" "$log.err" >&2
   exit 1
 }
 
@@ -60,26 +63,30 @@ run_bench() { # name url protocol
     echo "== $1, $CLIENTS clients x $rate/s" >&2
     "$BIN" bench --url "$2" --protocol "$3" --server-pid "$SERVER_PID" \
       --clients "$CLIENTS" --rate "$rate" --duration "$DURATION" \
-      --room "cmp-$rate" --json \
-      | sed "s/^{/{\"server\":\"$1\",/" >> "$RESULTS"
+      --room "cmp-$rate" --json > "$SCRATCH/last.json" \
+      || { echo "bench failed against $1 at $rate/s" >&2; continue; }
+    sed "s/^{/{\"server\":\"$1\",/" "$SCRATCH/last.json" >> "$RESULTS"
   done
 }
 
-if [ "$STORE" = memory ]; then FR_STORE="memory:"; else
-  rm -f "$SCRATCH/fairyring.db"*; FR_STORE="sqlite:$SCRATCH/fairyring.db"; fi
-start_server fairyring env RUST_LOG=warn "$BIN" serve --listen 127.0.0.1:0 --insecure-no-auth \
-  --max-connections-per-room 100000 --store "$FR_STORE"
-ADDR="${LINE#listening on http://}"
-run_bench fairyring "ws://$ADDR" y-sync
-stop_server
-
-start_server hocuspocus node "$SCRATCH/hocuspocus.mjs" 18235
-run_bench hocuspocus "ws://127.0.0.1:18235/{room}" hocuspocus
-stop_server
-
-start_server y-websocket node "$SCRATCH/y-websocket.mjs" 18234
-run_bench y-websocket "ws://127.0.0.1:18234/{room}" y-sync
-stop_server
+for server in $SERVERS; do
+  case "$server" in
+    fairyring)
+      if [ "$STORE" = memory ]; then FR_STORE="memory:"; else
+        rm -f "$SCRATCH/fairyring.db"*; FR_STORE="sqlite:$SCRATCH/fairyring.db"; fi
+      start_server fairyring env RUST_LOG=warn "$BIN" serve --listen 127.0.0.1:0 \
+        --insecure-no-auth --max-connections-per-room 100000 --store "$FR_STORE"
+      run_bench fairyring "ws://${LINE#listening on http://}" y-sync ;;
+    hocuspocus)
+      start_server hocuspocus node "$SCRATCH/hocuspocus.mjs" 18235
+      run_bench hocuspocus "ws://127.0.0.1:18235/{room}" hocuspocus ;;
+    y-websocket)
+      start_server y-websocket node "$SCRATCH/y-websocket.mjs" 18234
+      run_bench y-websocket "ws://127.0.0.1:18234/{room}" y-sync ;;
+    *) echo "unknown server $server" >&2; exit 2 ;;
+  esac
+  stop_server
+done
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 node "$HERE/table.mjs" "$RESULTS"

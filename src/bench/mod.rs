@@ -13,6 +13,7 @@
 //! framing (see `benches/compare/`).
 //!
 //! # Layout
+//! - [`cold`]: `--cold-load N`, the server time of a cold load in a room of N shapes.
 //! - `client`: one client (socket, tiny document, send and receive loops).
 //! - `wire`: framings (y-sync, Hocuspocus) and the send stamps found without decoding.
 //! - `stats`: the latency histogram.
@@ -21,6 +22,7 @@
 //! Owns nothing the server uses; talks to it only over loopback.
 
 mod client;
+pub mod cold;
 mod process;
 mod stats;
 mod wire;
@@ -80,6 +82,10 @@ pub struct BenchArgs {
     /// in the temporary directory. `memory:` measures without durability.
     #[arg(long, env = "FAIRYRING_BENCH_STORE")]
     pub store: Option<String>,
+    /// Instead of the sync load: measure a cold load (sync step 1 with an empty state vector
+    /// to the whole document) in a room of this many shapes, in process.
+    #[arg(long, env = "FAIRYRING_BENCH_COLD_LOAD")]
+    pub cold_load: Option<usize>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -90,6 +96,8 @@ const WARMUP: Duration = Duration::from_secs(2);
 const GRACE: Duration = Duration::from_secs(2);
 /// How long after the load stops the server's RSS is sampled again.
 const SETTLE: Duration = Duration::from_secs(3);
+/// How long stopped clients may take to close before they are abandoned.
+const STOP_WAIT: Duration = Duration::from_secs(5);
 /// WebSocket handshakes in flight at once while connecting.
 const CONNECTING: usize = 64;
 /// Share of its cores above which the bench says it may be the bottleneck.
@@ -97,6 +105,9 @@ const SATURATED: f64 = 0.85;
 
 /// Runs the benchmark and prints its report.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(shapes) = args.cold_load {
+        return cold::run(shapes, args.json).await;
+    }
     anyhow::ensure!(args.rooms >= 1, "--rooms must be at least 1");
     anyhow::ensure!(
         args.clients >= 2 * args.rooms,
@@ -199,12 +210,24 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     stop.cancel();
     let mut sent = 0u64;
     let mut failed = Vec::new();
-    for (i, task) in tasks.into_iter().enumerate() {
-        match task.await {
-            Ok(Ok(n)) => sent += n,
-            Ok(Err(error)) => failed.push(format!("client {i}: {error:#}")),
-            Err(error) => failed.push(format!("client {i}: {error}")),
+    // A client stuck writing to a server that stopped reading is abandoned, not waited for.
+    let give_up = tokio::time::Instant::now() + STOP_WAIT;
+    let mut stuck = 0usize;
+    for (i, mut task) in tasks.into_iter().enumerate() {
+        match tokio::time::timeout_at(give_up, &mut task).await {
+            Ok(Ok(Ok(n))) => sent += n,
+            Ok(Ok(Err(error))) => failed.push(format!("client {i}: {error:#}")),
+            Ok(Err(error)) => failed.push(format!("client {i}: {error}")),
+            Err(_) => {
+                task.abort();
+                stuck += 1;
+            }
         }
+    }
+    if stuck > 0 {
+        failed.push(format!(
+            "{stuck} client(s) still blocked writing to the server when the run ended"
+        ));
     }
     drop(child);
 
