@@ -22,9 +22,7 @@ use yrs::sync::{Message, SyncMessage};
 use yrs::types::ToJson;
 use yrs::updates::decoder::Decode;
 use yrs::updates::encoder::Encode;
-use yrs::{
-    Doc, GetString, Map, ReadTxn, Snapshot, StateVector, Text, Transact, Update, WriteTxn,
-};
+use yrs::{Doc, GetString, Map, ReadTxn, Snapshot, StateVector, Text, Transact, Update, WriteTxn};
 
 /// What two documents must share to be the same document.
 #[derive(Debug, PartialEq)]
@@ -91,7 +89,9 @@ async fn cold_load(base: &str, room: &str, sv: StateVector, expected: &State) ->
         .await
         .expect("connect");
     let step1 = Message::Sync(SyncMessage::SyncStep1(sv)).encode_v1();
-    ws.send(WsMessage::Binary(step1.into())).await.expect("send");
+    ws.send(WsMessage::Binary(step1.into()))
+        .await
+        .expect("send");
     let doc = Doc::new();
     let mut frames = 0;
     let mut first_is_step2 = None;
@@ -178,11 +178,16 @@ async fn cold_answers_equal_the_document_through_edits_and_reloads() {
     for round in 0..5 {
         mixed_edits(&mut writer, round).await;
         // The text edit comes last; its shape is the marker that the round arrived.
-        writer.edit(|txn| put_shape(txn, &format!("done-{round}"), 0.0)).await;
+        writer
+            .edit(|txn| put_shape(txn, &format!("done-{round}"), 0.0))
+            .await;
         let expected = server_state_with(&server, "cold", &format!("done-{round}")).await;
         let (frames, step2_first) =
             cold_load(&base, "cold", StateVector::default(), &expected).await;
-        assert!(step2_first, "round {round}: the answer opens with sync step 2");
+        assert!(
+            step2_first,
+            "round {round}: the answer opens with sync step 2"
+        );
         assert!((1..=2).contains(&frames), "round {round}: {frames} frames");
     }
     // A state vector naming only a client the room never saw is a cold load too.
@@ -205,7 +210,9 @@ async fn cold_answers_equal_the_document_through_edits_and_reloads() {
     assert_eq!(frames, 1, "just the snapshot");
     // More edits on the reloaded room: base plus tail.
     let mut writer = Client::connect(&base, "cold").await;
-    writer.until("synced", |c| state_of(&c.doc) == expected).await;
+    writer
+        .until("synced", |c| state_of(&c.doc) == expected)
+        .await;
     mixed_edits(&mut writer, 9).await;
     writer.edit(|txn| put_shape(txn, "done-9", 0.0)).await;
     let expected = server_state_with(&server, "cold", "done-9").await;
@@ -249,8 +256,7 @@ async fn cold_answer_of_a_room_loaded_from_snapshot_and_log() {
     let expected = server_state(&server, "logged").await;
     assert!(has_shape(&expected, "b") && !has_shape(&expected, "a3"));
     assert_eq!(expected.notes, "logged");
-    let (frames, step2_first) =
-        cold_load(&base, "logged", StateVector::default(), &expected).await;
+    let (frames, step2_first) = cold_load(&base, "logged", StateVector::default(), &expected).await;
     assert!(step2_first);
     assert_eq!(frames, 2, "the snapshot, then the log merged");
     server.shutdown().await;

@@ -176,7 +176,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 Ok(Err(error)) => error,
                 _ => anyhow::anyhow!("client {i} ended before it was connected"),
             };
-            return Err(error.context("a client failed to connect (for many clients, raise `ulimit -n`)"));
+            return Err(
+                error.context("a client failed to connect (for many clients, raise `ulimit -n`)")
+            );
         }
     }
     let connect_secs = connect_started.elapsed().as_secs_f64();
@@ -351,7 +353,10 @@ fn print_report(r: &serde_json::Value) {
         },
         f(&r["seconds_measured"])
     );
-    println!("  updates sent/s        {:.0}", f(&r["updates_sent_per_sec"]));
+    println!(
+        "  updates sent/s        {:.0}",
+        f(&r["updates_sent_per_sec"])
+    );
     println!(
         "  deliveries/s          {:.0} (expected {:.0}, {:.1} % delivered)",
         f(&r["deliveries_per_sec"]),

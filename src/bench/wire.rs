@@ -246,8 +246,8 @@ mod tests {
     fn stamps_are_found_in_single_and_merged_updates() {
         let one = stamped_update(7, 123_456);
         assert_eq!(stamps(&one).collect::<Vec<_>>(), vec![(7, 123_456)]);
-        let merged =
-            yrs::merge_updates_v1([one, stamped_update(12, 99), stamped_update(3, 1)]).expect("merge");
+        let merged = yrs::merge_updates_v1([one, stamped_update(12, 99), stamped_update(3, 1)])
+            .expect("merge");
         let mut found: Vec<_> = stamps(&merged).collect();
         found.sort_unstable();
         assert_eq!(found, vec![(3, 1), (7, 123_456), (12, 99)]);
@@ -266,8 +266,8 @@ mod tests {
         assert!(wire.hello("t").is_empty());
         let frame = wire.update(b"abc");
         // Byte for byte what yrs encodes.
-        let yrs_frame = yrs::sync::Message::Sync(yrs::sync::SyncMessage::Update(b"abc".to_vec()))
-            .encode_v1();
+        let yrs_frame =
+            yrs::sync::Message::Sync(yrs::sync::SyncMessage::Update(b"abc".to_vec())).encode_v1();
         assert_eq!(frame, yrs_frame);
         assert_eq!(wire.inbound(&frame), Inbound::Update(b"abc"));
         assert_eq!(wire.inbound(&wire.step1(b"sv")), Inbound::Step1(b"sv"));

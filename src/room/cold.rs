@@ -146,8 +146,8 @@ impl ColdCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use yrs::updates::decoder::Decode;
     use yrs::types::ToJson;
+    use yrs::updates::decoder::Decode;
     use yrs::{Doc, GetString, Map, ReadTxn, StateVector, Text, Transact, Update, WriteTxn};
 
     fn edit<R>(doc: &Doc, f: impl FnOnce(&mut yrs::TransactionMut) -> R) -> Bytes {
@@ -188,18 +188,24 @@ mod tests {
             txn.get_or_insert_text("t").insert(txn, 0, "hello world");
         });
         let cache = ColdCache::default();
-        let full = doc.transact().encode_state_as_update_v1(&StateVector::default());
+        let full = doc
+            .transact()
+            .encode_state_as_update_v1(&StateVector::default());
         let (frame, base) = cache.install(&full, Vec::new());
         assert_eq!(base.as_ref(), full.as_slice());
         assert_eq!(frame, crate::protocol::sync_step2(full.clone()));
         assert_eq!(cache.frames().map(|f| f.len()), Some(1));
         // Updates, a deletion, a text edit: the tail follows.
         for update in [
-            edit(&doc, |txn| txn.get_or_insert_map("m").insert(txn, "b", "two")),
+            edit(&doc, |txn| {
+                txn.get_or_insert_map("m").insert(txn, "b", "two")
+            }),
             edit(&doc, |txn| {
                 txn.get_or_insert_map("m").remove(txn, "a");
             }),
-            edit(&doc, |txn| txn.get_or_insert_text("t").remove_range(txn, 0, 6)),
+            edit(&doc, |txn| {
+                txn.get_or_insert_text("t").remove_range(txn, 0, 6)
+            }),
         ] {
             cache.extend(&update);
         }
@@ -208,20 +214,33 @@ mod tests {
         assert_eq!(state(&replay(&frames)), state(&doc));
         // The merged tail is kept until the next update.
         assert_eq!(cache.frames(), Some(frames));
-        cache.extend(&edit(&doc, |txn| txn.get_or_insert_map("m").insert(txn, "c", 3)));
-        assert_eq!(state(&replay(&cache.frames().expect("answer"))), state(&doc));
+        cache.extend(&edit(&doc, |txn| {
+            txn.get_or_insert_map("m").insert(txn, "c", 3)
+        }));
+        assert_eq!(
+            state(&replay(&cache.frames().expect("answer"))),
+            state(&doc)
+        );
     }
 
     #[test]
     fn the_tail_is_bounded() {
         let doc = Doc::with_client_id(9);
         let cache = ColdCache::default();
-        cache.install(&doc.transact().encode_state_as_update_v1(&StateVector::default()), Vec::new());
+        cache.install(
+            &doc.transact()
+                .encode_state_as_update_v1(&StateVector::default()),
+            Vec::new(),
+        );
         for i in 0..MAX_TAIL_UPDATES {
-            cache.extend(&edit(&doc, |txn| txn.get_or_insert_map("m").insert(txn, "k", i as u32)));
+            cache.extend(&edit(&doc, |txn| {
+                txn.get_or_insert_map("m").insert(txn, "k", i as u32)
+            }));
         }
         assert!(cache.frames().is_some());
-        cache.extend(&edit(&doc, |txn| txn.get_or_insert_map("m").insert(txn, "k", 0)));
+        cache.extend(&edit(&doc, |txn| {
+            txn.get_or_insert_map("m").insert(txn, "k", 0)
+        }));
         assert!(cache.frames().is_none(), "dropped past the bound");
         // Extending nothing keeps nothing.
         cache.extend(&Bytes::from_static(&[0, 0]));

@@ -381,7 +381,8 @@ impl Room {
         let txn = self.doc.transact();
         let knows_nothing = sv.is_empty() || {
             let ours = txn.state_vector();
-            sv.iter().all(|(client, clock)| *clock == 0 || ours.get(client) == 0)
+            sv.iter()
+                .all(|(client, clock)| *clock == 0 || ours.get(client) == 0)
         };
         if !knows_nothing {
             return vec![protocol::sync_step2(txn.encode_diff_v1(sv))];
