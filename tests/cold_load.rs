@@ -55,11 +55,13 @@ async fn server_state(server: &ServerHandle, room: &str) -> State {
         .get(&RoomName::parse(room).expect("name"))
         .await
         .expect("room");
-    room.flushed().await;
     let full = room
         .doc()
         .transact()
         .encode_state_as_update_v1(&StateVector::default());
+    // Everything in that state was queued before it: once delivered, no broadcast of it can
+    // reach a peer that joins afterwards ahead of that peer's own sync step 2.
+    room.flushed().await;
     let doc = Doc::new();
     doc.transact_mut()
         .apply_update(Update::decode_v1(&full).expect("decodes"))
