@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
-use yrs::{ReadTxn, StateVector, Transact};
 
 use super::pending::Pending;
 use super::{Room, RoomError};
@@ -190,11 +189,8 @@ async fn append_with_retry(room: &Arc<Room>, updates: Vec<Bytes>) -> Result<u64,
 
 /// Replaces the logged updates by one snapshot of the whole document.
 async fn compact(room: &Arc<Room>, log: &mut LogState) {
-    let snapshot = Bytes::from(
-        room.doc
-            .transact()
-            .encode_state_as_update_v1(&StateVector::default()),
-    );
+    // The same encoding becomes the room's cold-load answer.
+    let snapshot = room.encode_and_install_cold();
     match room.store.compact(&room.name, snapshot, log.last_seq).await {
         Ok(()) => {
             tracing::debug!(room = %room.name, upto = log.last_seq, "compacted update log");

@@ -5,6 +5,7 @@
 //! - [`name`]: validated room names.
 //! - [`peer`]: a joined peer (identity, bounded outbound queue, close switch).
 //! - `pending`: the durable-then-broadcast queue fed by the document's update observer.
+//! - `cold`: the ready answer to a peer that knows nothing of the document (cold load).
 //! - `commit`: the per-room committer task (group commit, broadcast, compaction, idle unload).
 //! - `presence`: awareness relay, ownership of client ids, timeouts.
 //! - [`registry`]: loading each room once, unloading idle rooms, flushing all at shutdown.
@@ -26,6 +27,7 @@
 //! ([`RoomError::BadUpdate`]: close code 1007, counted as `bad_update`) and leaves the room, its
 //! document and its other peers as they were. Stored updates go through the same decoding.
 
+mod cold;
 mod commit;
 mod decode;
 pub mod name;
@@ -41,7 +43,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 use yrs::sync::{Awareness, Clock, Message, SyncMessage};
-use yrs::{Doc, ReadTxn, Transact, Update};
+use yrs::{Doc, ReadTxn, StateVector, Transact, Update};
 
 pub use name::{InvalidRoomName, RoomName};
 pub use peer::{PeerControl, PeerInfo};
@@ -131,6 +133,7 @@ pub struct Room {
     awareness: Mutex<Awareness>,
     peers: Mutex<presence::Peers>,
     pending: Arc<PendingQueue>,
+    cold: Arc<cold::ColdCache>,
     leases: AtomicUsize,
     closing: AtomicBool,
     config: RoomConfig,
@@ -147,6 +150,7 @@ impl Room {
     ) -> Result<Arc<Self>, RoomError> {
         let doc = Doc::with_client_id(SERVER_CLIENT_ID);
         let is_new = stored.snapshot.is_none() && stored.updates.is_empty();
+        let mut all_applied = true;
         {
             let mut txn = doc.transact_mut_with(TxnOrigin::System);
             for (i, bytes) in stored
@@ -159,12 +163,23 @@ impl Room {
                     .map_err(|e| e.to_string())
                     .and_then(|u| txn.apply_update(u).map_err(|e| e.to_string()));
                 if let Err(error) = applied {
+                    all_applied = false;
                     tracing::error!(room = %name, entry = i, %error, "skipping unreadable stored update");
                 }
             }
         }
+        // The cold-load answer starts as what the document was built from: the stored snapshot
+        // (a full-state encoding) and the log after it, with no re-encoding of the document.
+        // An unreadable entry leaves it empty, to be rebuilt from the document when needed.
+        let cold = Arc::new(cold::ColdCache::default());
+        if all_applied {
+            const EMPTY_DOC: &[u8] = &[0, 0];
+            let base = stored.snapshot.as_deref().unwrap_or(EMPTY_DOC);
+            cold.install(base, stored.updates);
+        }
         let pending = Arc::new(PendingQueue::new(config.pending_capacity));
         let queue = pending.clone();
+        let tail = cold.clone();
         doc.observe_update_v1(
             "fairyring-room",
             move |txn: &yrs::TransactionMut, event: &yrs::UpdateEvent| {
@@ -172,10 +187,9 @@ impl Room {
                     Some(TxnOrigin::Client { conn, .. }) => Some(conn),
                     _ => None,
                 };
-                queue.push(Pending::Update {
-                    update: Bytes::from(event.update.clone()),
-                    from,
-                });
+                let update = Bytes::from(event.update.clone());
+                tail.extend(&update);
+                queue.push(Pending::Update { update, from });
             },
         )
         .map_err(|_| RoomError::Closed)?;
@@ -190,6 +204,7 @@ impl Room {
             awareness: Mutex::new(awareness),
             peers: Mutex::new(presence::Peers::default()),
             pending,
+            cold,
             leases: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             config,
@@ -321,12 +336,13 @@ impl Room {
         crate::metrics::global().bytes_in.inc_by(frame.len() as u64);
         match protocol::decode(frame)? {
             Message::Sync(SyncMessage::SyncStep1(sv)) => {
-                let diff = self.doc.transact().encode_diff_v1(&sv);
                 // Behind every update already queued: nothing reaches a peer before it is durable.
-                self.pending.push(Pending::Reply {
-                    conn: info.conn,
-                    frame: protocol::sync_step2(diff),
-                });
+                for frame in self.sync_step2_for(&sv) {
+                    self.pending.push(Pending::Reply {
+                        conn: info.conn,
+                        frame,
+                    });
+                }
             }
             Message::Sync(SyncMessage::SyncStep2(update) | SyncMessage::Update(update)) => {
                 if !info.can_write {
@@ -363,6 +379,35 @@ impl Room {
 }
 
 impl Room {
+    /// The answer to a sync step 1: the diff against the peer's state vector or, for a peer
+    /// that knows nothing of this document (a cold load), the ready full-state answer of
+    /// [`cold::ColdCache`], rebuilt from the document only when it was dropped.
+    fn sync_step2_for(&self, sv: &StateVector) -> Vec<Bytes> {
+        // Held throughout: no update can commit between reading the document and the answer.
+        let txn = self.doc.transact();
+        let knows_nothing = sv.is_empty() || {
+            let ours = txn.state_vector();
+            sv.iter()
+                .all(|(client, clock)| *clock == 0 || ours.get(client) == 0)
+        };
+        if !knows_nothing {
+            return vec![protocol::sync_step2(txn.encode_diff_v1(sv))];
+        }
+        if let Some(frames) = self.cold.frames() {
+            return frames;
+        }
+        let full = txn.encode_state_as_update_v1(&StateVector::default());
+        vec![self.cold.install(&full, Vec::new()).0]
+    }
+
+    /// Replaces the cold-load answer by a full-state encoding of the document (compaction
+    /// makes one anyway); returns that encoding.
+    pub(crate) fn encode_and_install_cold(&self) -> Bytes {
+        let txn = self.doc.transact();
+        let full = txn.encode_state_as_update_v1(&StateVector::default());
+        self.cold.install(&full, Vec::new()).1
+    }
+
     /// Applies a peer's decoded update. yrs is not panic-free on hostile input; a panic while
     /// integrating is contained here, logged and answered like any invalid update.
     fn apply_client_update(&self, origin: TxnOrigin, update: Update) -> Result<(), RoomError> {
@@ -435,7 +480,7 @@ impl Drop for Peer {
 mod tests {
     use super::decode::tests::{FUZZ_FIND, json_updates};
     use super::*;
-    use yrs::{Array, StateVector, WriteTxn};
+    use yrs::{Array, WriteTxn};
 
     /// Through the real apply path: the writer is refused, the room is untouched, the other
     /// peer hears nothing and stays joined, and the document still encodes and reloads.

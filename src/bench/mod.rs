@@ -1,0 +1,475 @@
+//! `fairyring bench`: a load generator of real y-sync WebSocket clients spread over one or
+//! more rooms.
+//!
+//! Each client owns one shape and moves it at a fixed rate, stamping every update with its
+//! send time; every other client in the room finds the stamp in the frame it receives and
+//! records send-to-receipt latency. The clients are cheap on purpose (they do not apply what
+//! they receive unless `--apply`), run on every core of a multi-thread runtime, and the bench
+//! measures its own CPU so that it can say when it, not the server, is the bottleneck.
+//! Reports deliveries/s, latency percentiles, the server's RSS (empty, idle-connected, under
+//! load, after the load) and CPU seconds per 1,000 deliveries. Without `--url` it starts
+//! `fairyring serve` itself (a child process, SQLite store by default) so that RSS and CPU are
+//! the server's alone; with `--url` it measures any server that speaks y-sync or Hocuspocus's
+//! framing (see `benches/compare/`).
+//!
+//! # Layout
+//! - [`cold`]: `--cold-load N`, the server time of a cold load in a room of N shapes.
+//! - `client`: one client (socket, tiny document, send and receive loops).
+//! - `wire`: framings (y-sync, Hocuspocus) and the send stamps found without decoding.
+//! - `stats`: the latency histogram.
+//! - `process`: RSS and CPU time from `/proc`.
+//!
+//! Owns nothing the server uses; talks to it only over loopback.
+
+mod client;
+pub mod cold;
+mod process;
+mod stats;
+mod wire;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use client::{Client, Shared, Signals};
+use process::Target;
+pub use wire::Protocol;
+
+/// Flags of `fairyring bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Server to measure: `ws://HOST:PORT` (a fairyring server: rooms at `/rooms/{room}`), or a
+    /// URL template holding `{room}` (e.g. `ws://127.0.0.1:1234/{room}`). Without it, a
+    /// fairyring server is started for the run.
+    #[arg(long, env = "FAIRYRING_BENCH_URL")]
+    pub url: Option<String>,
+    /// PID of the server given with `--url`, to report its RSS and CPU time.
+    #[arg(long, env = "FAIRYRING_BENCH_SERVER_PID")]
+    pub server_pid: Option<u32>,
+    /// Number of clients, spread over `--rooms` rooms.
+    #[arg(long, default_value_t = 100)]
+    pub clients: usize,
+    /// Number of rooms the clients are spread over (round robin). With more than one, rooms
+    /// are named `ROOM-0`, `ROOM-1`, …
+    #[arg(long, env = "FAIRYRING_BENCH_ROOMS", default_value_t = 1)]
+    pub rooms: usize,
+    /// Updates per second each client sends.
+    #[arg(long, default_value_t = 5.0)]
+    pub rate: f64,
+    /// Seconds of measurement (after a warm-up of 2 s).
+    #[arg(long, default_value_t = 20)]
+    pub duration: u64,
+    /// Room name (or prefix, with several rooms).
+    #[arg(long, default_value = "bench")]
+    pub room: String,
+    /// Token sent as `?token=` (and, with Hocuspocus framing, in its auth message).
+    #[arg(long, env = "FAIRYRING_TOKEN")]
+    pub token: Option<String>,
+    /// Framing of the server under test: `y-sync` (fairyring, y-websocket) or `hocuspocus`.
+    #[arg(long, env = "FAIRYRING_BENCH_PROTOCOL", value_enum, default_value_t = Protocol::YSync)]
+    pub protocol: Protocol,
+    /// Apply every received update to the client's document (as a real editor would). Off by
+    /// default: the clients then only find the send stamps, which costs far less.
+    #[arg(long, env = "FAIRYRING_BENCH_APPLY")]
+    pub apply: bool,
+    /// Store of the server the bench starts (not with `--url`); default: a fresh SQLite file
+    /// in the temporary directory. `memory:` measures without durability.
+    #[arg(long, env = "FAIRYRING_BENCH_STORE")]
+    pub store: Option<String>,
+    /// Instead of the sync load: measure a cold load (sync step 1 with an empty state vector
+    /// to the whole document) in a room of this many shapes, in process.
+    #[arg(long, env = "FAIRYRING_BENCH_COLD_LOAD")]
+    pub cold_load: Option<usize>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+const WARMUP: Duration = Duration::from_secs(2);
+/// Deliveries of updates sent in the window may arrive this long after it.
+const GRACE: Duration = Duration::from_secs(2);
+/// How long after the load stops the server's RSS is sampled again.
+const SETTLE: Duration = Duration::from_secs(3);
+/// How long stopped clients may take to close before they are abandoned.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+/// WebSocket handshakes in flight at once while connecting.
+const CONNECTING: usize = 64;
+/// Share of its cores above which the bench says it may be the bottleneck.
+const SATURATED: f64 = 0.85;
+
+/// Runs the benchmark and prints its report.
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(shapes) = args.cold_load {
+        return cold::run(shapes, args.json).await;
+    }
+    anyhow::ensure!(args.rooms >= 1, "--rooms must be at least 1");
+    anyhow::ensure!(
+        args.clients >= 2 * args.rooms,
+        "at least 2 clients per room are needed to measure delivery"
+    );
+    anyhow::ensure!(args.rate > 0.0, "--rate must be positive");
+    let mut child = None;
+    let (url_of, pid) = match &args.url {
+        Some(url) => (url_template(url), args.server_pid),
+        None => {
+            let (spawned, base) = spawn_server(&args)?;
+            let pid = spawned.id();
+            child = Some(ServerChild(spawned));
+            (url_template(&base), Some(pid))
+        }
+    };
+    let server = pid.map(Target::Pid);
+    let sample_rss = |t: Option<Target>| t.and_then(process::rss_kib);
+    let sample_cpu = |t: Option<Target>| t.and_then(process::cpu_seconds);
+    let rss_before = sample_rss(server);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let shared = Arc::new(Shared::new(threads * 8));
+    let quiet = CancellationToken::new();
+    let stop = CancellationToken::new();
+    let connecting = Arc::new(tokio::sync::Semaphore::new(CONNECTING));
+    let mut ready = Vec::new();
+    let mut tasks = Vec::new();
+    let mut per_room = vec![0usize; args.rooms];
+    let connect_started = Instant::now();
+    for i in 0..args.clients {
+        let room_index = i % args.rooms;
+        per_room[room_index] += 1;
+        let room = if args.rooms == 1 {
+            args.room.clone()
+        } else {
+            format!("{}-{room_index}", args.room)
+        };
+        let mut url = url_of(&room);
+        if let Some(token) = &args.token {
+            url.push_str(if url.contains('?') { "&" } else { "?" });
+            url.push_str("token=");
+            url.push_str(token);
+        }
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        ready.push(ready_rx);
+        let client = Client {
+            id: i,
+            url,
+            wire: wire::Wire::new(args.protocol, &room),
+            token: args.token.clone().unwrap_or_default(),
+            rate: args.rate,
+            apply: args.apply,
+            shared: shared.clone(),
+        };
+        let signals = Signals {
+            quiet: quiet.clone(),
+            stop: stop.clone(),
+            ready: ready_tx,
+        };
+        tasks.push(tokio::spawn(client.run(connecting.clone(), signals)));
+    }
+    for (i, r) in ready.into_iter().enumerate() {
+        if r.await.is_err() {
+            stop.cancel();
+            let error = match tasks.swap_remove(i).await {
+                Ok(Err(error)) => error,
+                _ => anyhow::anyhow!("client {i} ended before it was connected"),
+            };
+            return Err(
+                error.context("a client failed to connect (for many clients, raise `ulimit -n`)")
+            );
+        }
+    }
+    let connect_secs = connect_started.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_idle = sample_rss(server);
+
+    // The window: updates sent from the end of the warm-up for `duration` seconds.
+    let start = shared.now() + WARMUP.as_micros() as u64;
+    let duration = Duration::from_secs(args.duration.max(1));
+    let end = start + duration.as_micros() as u64;
+    shared.window_end.store(end, Ordering::Relaxed);
+    shared.window_start.store(start, Ordering::Relaxed);
+    let until = |micros: u64| shared.epoch + Duration::from_micros(micros);
+    tokio::time::sleep_until(until(start).into()).await;
+    let (bench_cpu_0, server_cpu_0, wall_0) = (
+        process::cpu_seconds(Target::Myself),
+        sample_cpu(server),
+        Instant::now(),
+    );
+    tokio::time::sleep_until(until(end).into()).await;
+    let (bench_cpu_1, server_cpu_1, wall) = (
+        process::cpu_seconds(Target::Myself),
+        sample_cpu(server),
+        wall_0.elapsed().as_secs_f64(),
+    );
+    let rss_load = sample_rss(server);
+    tokio::time::sleep(GRACE).await;
+    quiet.cancel();
+    tokio::time::sleep(SETTLE).await;
+    let rss_after = sample_rss(server);
+    stop.cancel();
+    let mut sent = 0u64;
+    let mut failed = Vec::new();
+    // A client stuck writing to a server that stopped reading is abandoned, not waited for.
+    let give_up = tokio::time::Instant::now() + STOP_WAIT;
+    let mut stuck = 0usize;
+    for (i, mut task) in tasks.into_iter().enumerate() {
+        match tokio::time::timeout_at(give_up, &mut task).await {
+            Ok(Ok(Ok(n))) => sent += n,
+            Ok(Ok(Err(error))) => failed.push(format!("client {i}: {error:#}")),
+            Ok(Err(error)) => failed.push(format!("client {i}: {error}")),
+            Err(_) => {
+                task.abort();
+                stuck += 1;
+            }
+        }
+    }
+    if stuck > 0 {
+        failed.push(format!(
+            "{stuck} client(s) still blocked writing to the server when the run ended"
+        ));
+    }
+    drop(child);
+
+    let latencies = shared.latencies.merged();
+    let seconds = duration.as_secs_f64();
+    let expected: f64 = per_room
+        .iter()
+        .map(|&n| args.rate * n as f64 * n.saturating_sub(1) as f64)
+        .sum();
+    let ms = |q: f64| latencies.quantile(q).map(|us| us as f64 / 1000.0);
+    let delivered = latencies.count();
+    let bench_cores = cores_used(bench_cpu_0, bench_cpu_1, wall);
+    let server_cores = cores_used(server_cpu_0, server_cpu_1, wall);
+    let server_cpu_per_1000 = match (server_cpu_0, server_cpu_1) {
+        (Some(a), Some(b)) if delivered > 0 => Some((b - a) / delivered as f64 * 1000.0),
+        _ => None,
+    };
+    // With the server on the same machine (started here, or its PID given), the bench's fair
+    // share is half the cores.
+    let share = if server.is_some() {
+        (threads as f64 / 2.0).max(1.0)
+    } else {
+        threads as f64
+    };
+    let mut warnings = Vec::new();
+    if let Some(used) = bench_cores
+        && used >= SATURATED * share
+    {
+        warnings.push(format!(
+            "the bench itself used {used:.2} of its {share} core(s) ({threads} on this machine): \
+             it may be the bottleneck, and the latencies include its own queueing"
+        ));
+    }
+    let sent_in_window = shared.sent_in_window.load(Ordering::Relaxed);
+    let wanted = args.rate * args.clients as f64 * seconds;
+    if (sent_in_window as f64) < 0.97 * wanted {
+        warnings.push(format!(
+            "the clients sent {sent_in_window} updates in the window, {wanted:.0} were due: \
+             the senders fell behind"
+        ));
+    }
+    if (delivered as f64) < 0.99 * expected * seconds {
+        warnings.push(format!(
+            "{delivered} deliveries of the {:.0} expected arrived within {} s",
+            expected * seconds,
+            GRACE.as_secs()
+        ));
+    }
+    warnings.extend(failed.into_iter().take(5));
+    let report = serde_json::json!({
+        "clients": args.clients,
+        "rooms": args.rooms,
+        "rate_per_client": args.rate,
+        "protocol": args.protocol,
+        "apply": args.apply,
+        "seconds_measured": seconds,
+        "connect_seconds": connect_secs,
+        "updates_sent": sent,
+        "updates_sent_per_sec": sent_in_window as f64 / seconds,
+        "deliveries_per_sec": delivered as f64 / seconds,
+        "expected_deliveries_per_sec": expected,
+        "delivered_ratio": if expected > 0.0 { delivered as f64 / (expected * seconds) } else { 0.0 },
+        "latency_ms": { "p50": ms(0.50), "p90": ms(0.90), "p99": ms(0.99), "max": ms(1.0) },
+        "server_rss_kib": {
+            "before": rss_before,
+            "idle_connected": rss_idle,
+            "under_load": rss_load,
+            "after_load": rss_after,
+        },
+        "rss_per_connection_kib": match (rss_before, rss_idle) {
+            (Some(b), Some(i)) => Some(i.saturating_sub(b) as f64 / args.clients as f64),
+            _ => None,
+        },
+        "server_cpu": {
+            "cores_used": server_cores,
+            "seconds_per_1000_deliveries": server_cpu_per_1000,
+        },
+        "bench_cpu": { "cores_used": bench_cores, "cores_available": threads },
+        "warnings": warnings,
+    });
+    if args.json {
+        println!("{report}");
+    } else {
+        print_report(&report);
+    }
+    Ok(())
+}
+
+/// CPU cores used over `wall` seconds, from two CPU-time samples.
+fn cores_used(before: Option<f64>, after: Option<f64>, wall: f64) -> Option<f64> {
+    match (before, after) {
+        (Some(a), Some(b)) if wall > 0.0 => Some((b - a) / wall),
+        _ => None,
+    }
+}
+
+/// Builds a room's URL: `{room}` in the template is replaced; a bare base gets `/rooms/{room}`.
+fn url_template(url: &str) -> impl Fn(&str) -> String + use<> {
+    let url = url.trim_end_matches('/').to_owned();
+    move |room: &str| {
+        if url.contains("{room}") {
+            url.replace("{room}", room)
+        } else {
+            format!("{url}/rooms/{room}")
+        }
+    }
+}
+
+fn print_report(r: &serde_json::Value) {
+    let f = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
+    println!(
+        "fairyring bench: {} clients in {} room(s) x {} updates/s, {} framing{}, {:.0} s measured",
+        r["clients"],
+        r["rooms"],
+        r["rate_per_client"],
+        r["protocol"].as_str().unwrap_or("?"),
+        if r["apply"].as_bool() == Some(true) {
+            ", applying updates"
+        } else {
+            ""
+        },
+        f(&r["seconds_measured"])
+    );
+    println!(
+        "  updates sent/s        {:.0}",
+        f(&r["updates_sent_per_sec"])
+    );
+    println!(
+        "  deliveries/s          {:.0} (expected {:.0}, {:.1} % delivered)",
+        f(&r["deliveries_per_sec"]),
+        f(&r["expected_deliveries_per_sec"]),
+        f(&r["delivered_ratio"]) * 100.0
+    );
+    let l = &r["latency_ms"];
+    println!(
+        "  latency ms            p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
+        f(&l["p50"]),
+        f(&l["p90"]),
+        f(&l["p99"]),
+        f(&l["max"])
+    );
+    let rss = &r["server_rss_kib"];
+    println!(
+        "  server RSS KiB        before {}  idle connected {}  under load {}  after load {}",
+        rss["before"], rss["idle_connected"], rss["under_load"], rss["after_load"]
+    );
+    println!(
+        "  RSS per connection    {:.1} KiB",
+        f(&r["rss_per_connection_kib"])
+    );
+    println!(
+        "  server CPU            {:.2} cores, {:.4} s per 1,000 deliveries",
+        f(&r["server_cpu"]["cores_used"]),
+        f(&r["server_cpu"]["seconds_per_1000_deliveries"])
+    );
+    println!(
+        "  bench CPU             {:.2} of {} cores",
+        f(&r["bench_cpu"]["cores_used"]),
+        r["bench_cpu"]["cores_available"]
+    );
+    if let Some(warnings) = r["warnings"].as_array() {
+        for w in warnings {
+            println!("  WARNING: {}", w.as_str().unwrap_or_default());
+        }
+    }
+}
+
+/// The server started for a run; killed when dropped.
+struct ServerChild(Child);
+
+impl Drop for ServerChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_server(args: &BenchArgs) -> anyhow::Result<(Child, String)> {
+    let exe = std::env::current_exe().context("locating the fairyring binary")?;
+    let store = match &args.store {
+        Some(store) => store.clone(),
+        None => {
+            let db =
+                std::env::temp_dir().join(format!("fairyring-bench-{}.db", std::process::id()));
+            let _ = std::fs::remove_file(&db);
+            format!("sqlite:{}", db.display())
+        }
+    };
+    let connections = (args.clients + 100).to_string();
+    let rooms = (args.rooms + 16).to_string();
+    let mut child = Command::new(exe)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            // A throwaway server on loopback, for this run only.
+            "--insecure-no-auth",
+            "--max-connections-per-room",
+            "100000",
+            "--max-connections",
+            &connections,
+            "--max-rooms",
+            &rooms,
+            "--store",
+            &store,
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting fairyring serve")?;
+    let stdout = child.stdout.take().context("server stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .context("unexpected server output")?;
+    Ok((child, format!("ws://{addr}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_from_a_base_or_a_template() {
+        assert_eq!(
+            url_template("ws://127.0.0.1:8080/")("bench-3"),
+            "ws://127.0.0.1:8080/rooms/bench-3"
+        );
+        assert_eq!(
+            url_template("ws://127.0.0.1:1234/{room}")("r"),
+            "ws://127.0.0.1:1234/r"
+        );
+    }
+
+    #[test]
+    fn cores_used_needs_both_samples() {
+        assert_eq!(cores_used(Some(1.0), Some(3.0), 2.0), Some(1.0));
+        assert_eq!(cores_used(None, Some(3.0), 2.0), None);
+        assert_eq!(cores_used(Some(1.0), Some(3.0), 0.0), None);
+    }
+}
