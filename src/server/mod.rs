@@ -1,7 +1,8 @@
 //! The network edge: the only module that touches sockets.
 //!
 //! Owns the HTTP router (`/rooms/{room}` WebSocket upgrade, `/healthz`, `/metrics`, the web
-//! demo, the fairy API in [`fairies`]), connection admission, per-socket tasks ([`ws`]), the mapping of errors to HTTP and
+//! demo, the fairy API in [`fairies`]), connection admission, the WebSocket handshake
+//! ([`upgrade`]), per-socket tasks ([`ws`]), the mapping of errors to HTTP and
 //! close codes ([`error`]), logging set-up ([`logging`]) and graceful shutdown (SIGINT/SIGTERM
 //! flush every room). Rooms, stores and auth are used through their module APIs.
 
@@ -9,6 +10,7 @@ pub mod access;
 pub mod error;
 pub mod fairies;
 pub mod logging;
+pub mod upgrade;
 pub mod web_demo;
 pub mod ws;
 
