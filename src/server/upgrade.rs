@@ -161,7 +161,7 @@ mod tests {
     fn accept_key_is_rfc_6455s() {
         assert_eq!(
             derive_accept_key(b"dGhlIHNhbXBsZSBub25jZQ=="),
-            "s3pPLMBiTxaQ9kxGzo+xOo0LBBk="
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
         );
     }
 }
