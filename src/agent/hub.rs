@@ -5,7 +5,10 @@
 //! called) — restoring their state after a restart — and lets an idle fairy's task end when
 //! its room unloads.
 //!
-//! Owns the map of hosted fairies (a short critical section, never held across `.await`).
+//! Owns the map of hosted fairies (a short critical section, never held across `.await`) and
+//! the per-room limits on them: how many a room may hold ([`HubLimits::max_per_room`]) and the
+//! room's hourly model-token budget, applied by wrapping each fairy's model in a
+//! [`BudgetedModel`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,6 +21,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::actions::Registry;
+use super::budget::{BudgetedModel, TokenBudget};
 use super::events::{AgentEvent, EVENT_BUFFER};
 use super::fairy::{FairyEntity, FairyError, FairyId, insert_fairy, list_fairies, remove_fairy};
 use super::inbox::{Inbox, Signal};
@@ -44,6 +48,27 @@ pub enum HubError {
     /// The server is shutting down.
     #[error("shutting down")]
     ShuttingDown,
+    /// The room already holds the most fairies allowed.
+    #[error("this room already has {0} fairies, the most allowed")]
+    TooManyFairies(usize),
+}
+
+/// Bounds on the fairies of a room.
+#[derive(Debug, Clone, Copy)]
+pub struct HubLimits {
+    /// Most fairies in one room (`--max-fairies-per-room`).
+    pub max_per_room: usize,
+    /// Model tokens per room per hour (`--fairy-token-budget`); 0: unlimited.
+    pub token_budget: u64,
+}
+
+impl Default for HubLimits {
+    fn default() -> Self {
+        HubLimits {
+            max_per_room: 16,
+            token_budget: 1_000_000,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -73,6 +98,8 @@ struct Inner {
     model: Arc<dyn Model>,
     registry: Arc<Registry>,
     config: RuntimeConfig,
+    max_per_room: usize,
+    budget: Arc<TokenBudget>,
     hosted: Mutex<HostedMap>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
@@ -85,14 +112,21 @@ pub struct FairyHub {
 }
 
 impl FairyHub {
-    /// A hub over the room registry, thinking with `model`.
-    pub fn new(rooms: Rooms, model: Arc<dyn Model>, config: RuntimeConfig) -> Self {
+    /// A hub over the room registry, thinking with `model`, within `limits`.
+    pub fn new(
+        rooms: Rooms,
+        model: Arc<dyn Model>,
+        config: RuntimeConfig,
+        limits: HubLimits,
+    ) -> Self {
         FairyHub {
             inner: Arc::new(Inner {
                 rooms,
                 model,
                 registry: Arc::new(full_registry()),
                 config,
+                max_per_room: limits.max_per_room,
+                budget: TokenBudget::new(limits.token_budget),
                 hosted: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
@@ -137,10 +171,15 @@ impl FairyHub {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let key = (room.name().clone(), entity.id.clone());
         let span = tracing::info_span!("fairy", room = %room.name(), fairy = %entity.id);
+        let model = Arc::new(BudgetedModel::new(
+            self.inner.model.clone(),
+            self.inner.budget.clone(),
+            room.name().clone(),
+        ));
         let runtime = FairyRuntime::new(
             room.clone(),
             entity,
-            self.inner.model.clone(),
+            model,
             self.inner.registry.clone(),
             self.inner.config,
             events.clone(),
@@ -170,7 +209,7 @@ impl FairyHub {
         );
     }
 
-    /// Invites a new fairy into the room.
+    /// Invites a new fairy into the room, unless it holds [`HubLimits::max_per_room`] already.
     pub async fn invite(
         &self,
         room: &RoomName,
@@ -181,7 +220,15 @@ impl FairyHub {
     ) -> Result<FairyView, HubError> {
         let entity = FairyEntity::invite(name, personality, hat, sub)?;
         let room = self.room(room).await?;
-        insert_fairy(room.doc(), &entity);
+        {
+            // Counted and inserted under the map's lock, so concurrent invitations cannot
+            // overshoot the cap (lock order: the hub's map, then the room's document).
+            let _map = self.lock();
+            if list_fairies(room.doc()).len() >= self.inner.max_per_room {
+                return Err(HubError::TooManyFairies(self.inner.max_per_room));
+            }
+            insert_fairy(room.doc(), &entity);
+        }
         self.ensure_hosted(&room);
         Ok(self.view(&room, entity))
     }

@@ -307,7 +307,7 @@ impl FairyRuntime {
             self.emit(AgentEvent::TurnStarted { turn });
             if let Err(error) = self.run_turn(&request).await {
                 self.tentative.revert_tentative();
-                self.fail(&error.to_string());
+                self.fail(&error);
                 break "error";
             }
             self.persist();
@@ -382,16 +382,18 @@ impl FairyRuntime {
         }
     }
 
-    /// Model failure after retries: revert, tell the user, go idle.
-    fn fail(&mut self, error: &str) {
+    /// Model failure after retries, or the room's token budget spent (checked before each
+    /// model call, so nothing of the refused turn was applied): revert, tell the user, go idle.
+    fn fail(&mut self, error: &crate::llm::LlmError) {
         tracing::warn!(fairy = %self.entity.id, %error, "fairy request failed");
         crate::metrics::global().model_errors.inc();
         self.emit(AgentEvent::Error {
-            message: error.into(),
+            message: error.to_string(),
         });
-        self.say(&format!(
-            "Sorry, I could not finish: the language model failed ({error})."
-        ));
+        self.say(&match error {
+            crate::llm::LlmError::BudgetExhausted { .. } => format!("I stopped: {error}."),
+            _ => format!("Sorry, I could not finish: the language model failed ({error})."),
+        });
         self.switch_mode(Mode::Idling);
     }
 }
