@@ -1,5 +1,5 @@
-//! Decoding peers' and stored v1 updates, and refusing the ones yrs would mishandle before any
-//! document sees them (see the parent module's "Hostile updates"). Owns no state; must not
+//! Decoding peers' and stored v1 updates, and refusing the ones yrs would mishandle (legacy
+//! JSON content, clocks that overflow `u32`) before any document sees them (see the parent module's "Hostile updates"). Owns no state; must not
 //! touch a document.
 
 use yrs::Update;
@@ -8,43 +8,70 @@ use yrs::updates::decoder::Decode;
 use super::RoomError;
 
 /// Decodes a peer's (or a stored) v1 update and vets its structure before any document sees
-/// it. yrs 0.28's decoder can panic on hostile lengths (an `u32` clock + length overflow in
-/// delete sets, for one); decoding touches no shared state, so the panic is caught and the
-/// update refused. Release builds keep overflow checks on so such arithmetic panics instead of
-/// wrapping into a corrupt range. Updates yrs decodes but mishandles (see
-/// [`has_json_content`]) are refused here too, before they reach a document.
+/// it. yrs 0.28's decoder can panic on hostile lengths; decoding touches no shared state, so
+/// such a panic is caught and the update refused. Updates yrs decodes but mishandles are
+/// refused here too, before they reach a document: legacy JSON content (see [`vet`]) and
+/// clock arithmetic that does not fit yrs's `u32` clocks (see [`Refusal::ClockOverflow`]),
+/// which is checked explicitly rather than left to an overflow panic (release builds keep
+/// overflow checks on, but a build without them would wrap into a corrupt document).
 pub(crate) fn decode_update(bytes: &[u8]) -> Result<Update, RoomError> {
     let decoded = std::panic::catch_unwind(|| {
         let update = Update::decode_v1(bytes)?;
-        Ok::<_, yrs::encoding::read::Error>((update, has_json_content(bytes)?))
+        Ok::<_, yrs::encoding::read::Error>((update, vet(bytes)?))
     });
     match decoded {
-        Ok(Ok((update, false))) => Ok(update),
-        Ok(Ok((_, true))) => Err(RoomError::BadUpdate(
-            "legacy JSON content (Yjs ContentJSON) is not supported".into(),
-        )),
+        Ok(Ok((update, None))) => Ok(update),
+        Ok(Ok((_, Some(refusal)))) => Err(RoomError::BadUpdate(refusal.to_string())),
         Ok(Err(error)) => Err(RoomError::BadUpdate(error.to_string())),
         Err(_) => Err(RoomError::BadUpdate("malformed update".into())),
     }
 }
 
-/// Whether a v1 update carries a block of legacy JSON content (content ref 2, Yjs's
-/// `ContentJSON`): such updates must not reach a document.
+/// Why a v1 update that yrs decodes must not reach a document.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// A block of legacy JSON content (content ref 2, Yjs's `ContentJSON`).
+    #[error("legacy JSON content (Yjs ContentJSON) is not supported")]
+    JsonContent,
+    /// A client's first clock plus the lengths of its blocks, or a delete-set range's clock
+    /// plus its length, does not fit in `u32`: yrs adds them (`clock += block.len()` in
+    /// `Update::decode`, `clock..clock + len` in `IdRange` decoding and wherever a block's end
+    /// is computed), which panics with overflow checks and wraps without them — then what the
+    /// document holds no longer round-trips through its own encoding.
+    #[error("clock overflow: client {client}'s clocks run past 2^32")]
+    ClockOverflow {
+        /// The client whose clocks overflow.
+        client: u64,
+    },
+    /// A client id of 2^53 or more (Yjs ids are 53-bit): yrs's `ClientID::new` asserts
+    /// against it in debug builds and silently drops the high bits in release builds, where
+    /// such a client would then be mistaken for another.
+    #[error("client id {0} is over 53 bits")]
+    ClientIdTooLarge(u64),
+}
+
+/// Largest client id plus one (Yjs client ids are 53-bit, safe JavaScript integers).
+const CLIENT_ID_LIMIT: u64 = 1 << 53;
+
+/// Walks a v1 update the way yrs decodes it and returns why it must be refused, if it must.
 ///
-/// yrs 0.28.1 decodes that content off by one: `ItemContent::decode` (`src/block.rs`, the
-/// `BLOCK_ITEM_JSON_REF_NUMBER` arm) reads `len + 1` strings (`while remaining >= 0`), where Yjs
-/// and yrs's own encoder write `len` of them. The block is misread, and what yrs later encodes
-/// from it does not decode again: a pending update holding it makes every
-/// `encode_state_as_update_v1` (compaction, snapshots) panic on the `unwrap` in
-/// `merge_pending_v1` (`src/transaction.rs`), and an integrated one makes the update the room
-/// persists, and every later snapshot, unreadable. Yjs 13 writes `ContentAny` and only reads
-/// `ContentJSON` for documents of older versions, so no current client sends it.
+/// - Legacy JSON content: yrs 0.28.1 decodes it off by one: `ItemContent::decode`
+///   (`src/block.rs`, the `BLOCK_ITEM_JSON_REF_NUMBER` arm) reads `len + 1` strings
+///   (`while remaining >= 0`), where Yjs and yrs's own encoder write `len` of them. The block is
+///   misread, and what yrs later encodes from it does not decode again: a pending update holding
+///   it makes every `encode_state_as_update_v1` (compaction, snapshots) panic on the `unwrap` in
+///   `merge_pending_v1` (`src/transaction.rs`), and an integrated one makes the update the room
+///   persists, and every later snapshot, unreadable. Yjs 13 writes `ContentAny` and only reads
+///   `ContentJSON` for documents of older versions, so no current client sends it.
+/// - Clock arithmetic: each client's blocks start at the clock the update names and follow one
+///   another; the end of the last (start + every length) must fit in `u32`, and so must the end
+///   of every delete-set range.
 ///
-/// The walk mirrors `Update::decode` (`src/update.rs`) with yrs's own decoder and
-/// `ItemContent::decode`, so it consumes exactly the bytes yrs does up to the first JSON
-/// block. Returns the decoder's error when the bytes do not parse (the caller decoded them
-/// successfully first, so that does not happen).
-fn has_json_content(bytes: &[u8]) -> Result<bool, yrs::encoding::read::Error> {
+/// The walk mirrors `Update::decode` (`src/update.rs`) and `IdSet::decode` (`src/id_set.rs`)
+/// with yrs's own decoder and `ItemContent::decode`, so it consumes exactly the bytes yrs does
+/// up to the first JSON block. Returns the decoder's error when the bytes do not parse (the
+/// caller decoded them successfully first, so that does not happen).
+fn vet(bytes: &[u8]) -> Result<Option<Refusal>, yrs::encoding::read::Error> {
     use yrs::block::{
         BLOCK_GC_REF_NUMBER, BLOCK_ITEM_JSON_REF_NUMBER, BLOCK_SKIP_REF_NUMBER, HAS_ORIGIN,
         HAS_PARENT_SUB, HAS_RIGHT_ORIGIN, ItemContent,
@@ -53,46 +80,78 @@ fn has_json_content(bytes: &[u8]) -> Result<bool, yrs::encoding::read::Error> {
     use yrs::updates::decoder::{Decoder, DecoderV1};
 
     let mut decoder = DecoderV1::from(bytes);
+    // v1 encodes a client id as a var u64 (read raw here: yrs's `read_client` would mask it)
+    // and an id as client then clock (var u32).
+    macro_rules! client {
+        () => {{
+            let client: u64 = decoder.read_var()?;
+            if client >= CLIENT_ID_LIMIT {
+                return Ok(Some(Refusal::ClientIdTooLarge(client)));
+            }
+            client
+        }};
+    }
+    macro_rules! id {
+        () => {{
+            client!();
+            decoder.read_var::<u32>()?;
+        }};
+    }
     let clients: u32 = decoder.read_var()?;
     for _ in 0..clients {
         let blocks: u32 = decoder.read_var()?;
-        decoder.read_client()?;
-        let _clock: u32 = decoder.read_var()?;
+        let client = client!();
+        let overflow = Refusal::ClockOverflow { client };
+        let mut clock: u32 = decoder.read_var()?;
         for _ in 0..blocks {
-            match decoder.read_info()? {
-                BLOCK_SKIP_REF_NUMBER => {
-                    decoder.read_var::<u32>()?;
-                }
-                BLOCK_GC_REF_NUMBER => {
-                    decoder.read_len()?;
-                }
+            let len: u32 = match decoder.read_info()? {
+                BLOCK_SKIP_REF_NUMBER => decoder.read_var::<u32>()?,
+                BLOCK_GC_REF_NUMBER => decoder.read_len()?,
                 info => {
                     // `ItemContent::decode` dispatches on the low four bits.
                     if info & 0b1111 == BLOCK_ITEM_JSON_REF_NUMBER {
-                        return Ok(true);
+                        return Ok(Some(Refusal::JsonContent));
                     }
                     if info & HAS_ORIGIN != 0 {
-                        decoder.read_left_id()?;
+                        id!();
                     }
                     if info & HAS_RIGHT_ORIGIN != 0 {
-                        decoder.read_right_id()?;
+                        id!();
                     }
                     if info & (HAS_ORIGIN | HAS_RIGHT_ORIGIN) == 0 {
                         if decoder.read_parent_info()? {
                             decoder.read_string()?;
                         } else {
-                            decoder.read_left_id()?;
+                            id!();
                         }
                         if info & HAS_PARENT_SUB != 0 {
                             decoder.read_string()?;
                         }
                     }
-                    ItemContent::decode(&mut decoder, info)?;
+                    // An empty item is dropped by yrs without advancing the clock (len 0).
+                    ItemContent::decode(&mut decoder, info)?.len_utf16()
                 }
+            };
+            match clock.checked_add(len) {
+                Some(next) => clock = next,
+                None => return Ok(Some(overflow)),
             }
         }
     }
-    Ok(false)
+    // The delete set: per client, ranges of (clock, len); yrs builds `clock..clock + len`.
+    let clients: u32 = decoder.read_var()?;
+    for _ in 0..clients {
+        let client = client!();
+        let ranges: u32 = decoder.read_var()?;
+        for _ in 0..ranges {
+            let clock = decoder.read_ds_clock()?;
+            let len = decoder.read_ds_len()?;
+            if clock.checked_add(len).is_none() {
+                return Ok(Some(Refusal::ClockOverflow { client }));
+            }
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -177,6 +236,70 @@ pub(super) mod tests {
         assert!(encoded.is_err(), "merge_pending_v1 no longer panics?");
     }
 
+    const U32_MAX: [u8; 5] = [0xff, 0xff, 0xff, 0xff, 0x0f];
+
+    fn update(parts: &[&[u8]]) -> Vec<u8> {
+        parts.concat()
+    }
+
+    #[test]
+    fn refuses_clocks_that_overflow_u32() {
+        let overflowing = [
+            // client 5 at clock u32::MAX, a GC block of length 1.
+            (
+                "gc at the last clock",
+                update(&[&[1, 1, 5], &U32_MAX, &[0, 1, 0]]),
+                5,
+            ),
+            // A skip of u32::MAX, then a one-char string block under a named parent.
+            (
+                "skip then string",
+                update(&[&[1, 2, 5, 0, 10], &U32_MAX, &[4, 1, 1, b't', 1, b'a', 0]]),
+                5,
+            ),
+            // No blocks; a delete-set range of client 9 from u32::MAX, length 1.
+            (
+                "delete-set range",
+                update(&[&[0, 1, 9, 1], &U32_MAX, &[1]]),
+                9,
+            ),
+        ];
+        for (what, bytes, client) in overflowing {
+            assert_eq!(
+                vet(&bytes).ok(),
+                Some(Some(Refusal::ClockOverflow { client })),
+                "{what}"
+            );
+            assert!(
+                matches!(decode_update(&bytes), Err(RoomError::BadUpdate(_))),
+                "{what}"
+            );
+        }
+        // Ending exactly at u32::MAX is fine.
+        let mut last = U32_MAX;
+        last[0] = 0xfe;
+        let fits = update(&[&[1, 1, 5], &last, &[0, 1, 0]]);
+        assert_eq!(vet(&fits).ok(), Some(None));
+        decode_update(&fits).expect("fits");
+    }
+
+    #[test]
+    fn refuses_client_ids_over_53_bits() {
+        let big = [0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10]; // 2^53
+        let in_blocks = update(&[&[1, 1], &big, &[0, 0, 1, 0]]);
+        let in_delete_set = update(&[&[0, 1], &big, &[1, 0, 1]]);
+        for bytes in [in_blocks, in_delete_set] {
+            assert_eq!(
+                vet(&bytes).ok(),
+                Some(Some(Refusal::ClientIdTooLarge(1 << 53)))
+            );
+            assert!(matches!(
+                decode_update(&bytes),
+                Err(RoomError::BadUpdate(_))
+            ));
+        }
+    }
+
     /// Updates with every content kind clients write (and GC, skip, deleted blocks, subdocs):
     /// the walk accepts them and stays in step with yrs's decoder.
     #[test]
@@ -228,7 +351,7 @@ pub(super) mod tests {
         // ItemContent::Binary (ref 3), which yrs no longer writes but still reads.
         let binary = vec![1, 1, 5, 0, 3, 1, 1, b'b', 2, 0xab, 0xcd, 0];
         for (i, bytes) in updates.iter().chain([&state, &skips, &binary]).enumerate() {
-            assert_eq!(has_json_content(bytes).ok(), Some(false), "update {i}");
+            assert_eq!(vet(bytes).ok(), Some(None), "update {i}");
             decode_update(bytes).unwrap_or_else(|e| panic!("update {i}: {e}"));
         }
     }
