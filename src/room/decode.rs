@@ -283,6 +283,34 @@ pub(super) mod tests {
         decode_update(&fits).expect("fits");
     }
 
+    /// The update in the first (writer) frame of the fuzz find
+    /// `fuzz/corpus/protocol/regression-yrs-clock-wrap-divide-by-zero-minimal`: a block whose
+    /// length runs its client's clock past 2^32. Built without overflow checks, yrs wrapped the
+    /// clock, and the wrapped block store later divided by zero in `BlockStore::find_index`
+    /// (`src/block_store.rs:60`) inside a transaction's drop, which aborts.
+    const CLOCK_WRAP_FIND: &[u8] = &[
+        0x01, 0x03, 0xb7, 0xbe, 0xc7, 0xa3, 0x01, 0x00, 0x27, 0x01, 0x06, 0x73, 0x68, 0x00, 0x00,
+        0x02, 0x0c, 0x01, 0x01, 0x05, 0x00, 0x02, 0x01, 0x01, 0x00, 0xfe, 0xff, 0xff, 0xff, 0xff,
+        0x74, 0x01, 0x78, 0x01, 0xfd, 0x01, 0x68, 0x64, 0xbc, 0xcc, 0x28, 0x00, 0xb7, 0xbe, 0xc7,
+        0xa3, 0xf8, 0xee, 0x6f, 0x01, 0x00, 0x01,
+    ];
+
+    #[test]
+    fn refuses_the_clock_wrap_fuzz_find() {
+        assert!(
+            matches!(
+                vet(CLOCK_WRAP_FIND),
+                Ok(Some(Refusal::ClockOverflow { .. }))
+            ),
+            "{:?}",
+            vet(CLOCK_WRAP_FIND)
+        );
+        assert!(matches!(
+            decode_update(CLOCK_WRAP_FIND),
+            Err(RoomError::BadUpdate(_))
+        ));
+    }
+
     #[test]
     fn refuses_client_ids_over_53_bits() {
         let big = [0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10]; // 2^53
