@@ -15,16 +15,49 @@ use super::RoomError;
 /// which is checked explicitly rather than left to an overflow panic (release builds keep
 /// overflow checks on, but a build without them would wrap into a corrupt document).
 pub(crate) fn decode_update(bytes: &[u8]) -> Result<Update, RoomError> {
+    decode(bytes).map(|(update, _)| update)
+}
+
+/// [`decode_update`] for a peer's update, which must also not carry blocks of the server's own
+/// client id ([`super::SERVER_CLIENT_ID`]) beyond what the room has: returns the update and the
+/// end clock of its server-client blocks (0 when it has none), for the room to compare with its
+/// state vector. Only the server writes as that client; a peer that does would collide with
+/// the room's own clock, and yrs then keeps part of the peer's blocks pending in the room but
+/// integrates them in a fresh document — the stored state would differ from what peers hold.
+pub(crate) fn decode_peer_update(bytes: &[u8]) -> Result<(Update, u32), RoomError> {
+    decode(bytes)
+}
+
+fn decode(bytes: &[u8]) -> Result<(Update, u32), RoomError> {
     let decoded = std::panic::catch_unwind(|| {
         let update = Update::decode_v1(bytes)?;
-        Ok::<_, yrs::encoding::read::Error>((update, vet(bytes)?))
+        Ok::<_, yrs::encoding::read::Error>((update, walk(bytes)?))
     });
     match decoded {
-        Ok(Ok((update, None))) => Ok(update),
-        Ok(Ok((_, Some(refusal)))) => Err(RoomError::BadUpdate(refusal.to_string())),
+        Ok(Ok((
+            update,
+            Walk {
+                refusal: None,
+                server_end,
+            },
+        ))) => Ok((update, server_end)),
+        Ok(Ok((
+            _,
+            Walk {
+                refusal: Some(refusal),
+                ..
+            },
+        ))) => Err(RoomError::BadUpdate(refusal.to_string())),
         Ok(Err(error)) => Err(RoomError::BadUpdate(error.to_string())),
         Err(_) => Err(RoomError::BadUpdate("malformed update".into())),
     }
+}
+
+/// What [`walk`] found.
+struct Walk {
+    refusal: Option<Refusal>,
+    /// End clock (first clock after) of the update's blocks of the server's client id.
+    server_end: u32,
 }
 
 /// Why a v1 update that yrs decodes must not reach a document.
@@ -71,7 +104,20 @@ const CLIENT_ID_LIMIT: u64 = 1 << 53;
 /// with yrs's own decoder and `ItemContent::decode`, so it consumes exactly the bytes yrs does
 /// up to the first JSON block. Returns the decoder's error when the bytes do not parse (the
 /// caller decoded them successfully first, so that does not happen).
+#[cfg(test)]
 fn vet(bytes: &[u8]) -> Result<Option<Refusal>, yrs::encoding::read::Error> {
+    walk(bytes).map(|w| w.refusal)
+}
+
+fn refuse(refusal: Refusal) -> Walk {
+    Walk {
+        refusal: Some(refusal),
+        server_end: 0,
+    }
+}
+
+/// The walk behind [`vet`], which also measures the server client's blocks.
+fn walk(bytes: &[u8]) -> Result<Walk, yrs::encoding::read::Error> {
     use yrs::block::{
         BLOCK_GC_REF_NUMBER, BLOCK_ITEM_JSON_REF_NUMBER, BLOCK_SKIP_REF_NUMBER, HAS_ORIGIN,
         HAS_PARENT_SUB, HAS_RIGHT_ORIGIN, ItemContent,
@@ -86,7 +132,7 @@ fn vet(bytes: &[u8]) -> Result<Option<Refusal>, yrs::encoding::read::Error> {
         () => {{
             let client: u64 = decoder.read_var()?;
             if client >= CLIENT_ID_LIMIT {
-                return Ok(Some(Refusal::ClientIdTooLarge(client)));
+                return Ok(refuse(Refusal::ClientIdTooLarge(client)));
             }
             client
         }};
@@ -97,6 +143,7 @@ fn vet(bytes: &[u8]) -> Result<Option<Refusal>, yrs::encoding::read::Error> {
             decoder.read_var::<u32>()?;
         }};
     }
+    let mut server_end = 0u32;
     let clients: u32 = decoder.read_var()?;
     for _ in 0..clients {
         let blocks: u32 = decoder.read_var()?;
@@ -104,13 +151,14 @@ fn vet(bytes: &[u8]) -> Result<Option<Refusal>, yrs::encoding::read::Error> {
         let overflow = Refusal::ClockOverflow { client };
         let mut clock: u32 = decoder.read_var()?;
         for _ in 0..blocks {
-            let len: u32 = match decoder.read_info()? {
+            let info = decoder.read_info()?;
+            let len: u32 = match info {
                 BLOCK_SKIP_REF_NUMBER => decoder.read_var::<u32>()?,
                 BLOCK_GC_REF_NUMBER => decoder.read_len()?,
                 info => {
                     // `ItemContent::decode` dispatches on the low four bits.
                     if info & 0b1111 == BLOCK_ITEM_JSON_REF_NUMBER {
-                        return Ok(Some(Refusal::JsonContent));
+                        return Ok(refuse(Refusal::JsonContent));
                     }
                     if info & HAS_ORIGIN != 0 {
                         id!();
@@ -133,8 +181,14 @@ fn vet(bytes: &[u8]) -> Result<Option<Refusal>, yrs::encoding::read::Error> {
                 }
             };
             match clock.checked_add(len) {
-                Some(next) => clock = next,
-                None => return Ok(Some(overflow)),
+                Some(next) => {
+                    if client == super::SERVER_CLIENT_ID && len > 0 && info != BLOCK_SKIP_REF_NUMBER
+                    {
+                        server_end = server_end.max(next);
+                    }
+                    clock = next
+                }
+                None => return Ok(refuse(overflow)),
             }
         }
     }
@@ -147,11 +201,14 @@ fn vet(bytes: &[u8]) -> Result<Option<Refusal>, yrs::encoding::read::Error> {
             let clock = decoder.read_ds_clock()?;
             let len = decoder.read_ds_len()?;
             if clock.checked_add(len).is_none() {
-                return Ok(Some(Refusal::ClockOverflow { client }));
+                return Ok(refuse(Refusal::ClockOverflow { client }));
             }
         }
     }
-    Ok(None)
+    Ok(Walk {
+        refusal: None,
+        server_end,
+    })
 }
 
 #[cfg(test)]
@@ -309,6 +366,19 @@ pub(super) mod tests {
             decode_update(CLOCK_WRAP_FIND),
             Err(RoomError::BadUpdate(_))
         ));
+    }
+
+    #[test]
+    fn measures_the_server_clients_blocks() {
+        // Client 1 (the server's) from clock 3: a GC block of 5, then a skip of 10 (not counted).
+        let server = [1, 2, 1, 3, 0, 5, 10, 10, 0];
+        assert_eq!(
+            decode_peer_update(&server).map(|(_, end)| end).ok(),
+            Some(8)
+        );
+        // Another client's blocks do not count.
+        let other = [1, 1, 7, 3, 0, 5, 0];
+        assert_eq!(decode_peer_update(&other).map(|(_, end)| end).ok(), Some(0));
     }
 
     #[test]
