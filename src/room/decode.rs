@@ -81,6 +81,12 @@ pub(crate) enum Refusal {
     /// such a client would then be mistaken for another.
     #[error("client id {0} is over 53 bits")]
     ClientIdTooLarge(u64),
+    /// One client's blocks in two groups of the update. Yjs and yrs write each client once;
+    /// yrs's decoder appends a second group to the first, so clocks go backwards (blocks that
+    /// overlap ones already listed), and the document keeps pending what a fresh document,
+    /// given the room's own re-encoding, integrates.
+    #[error("client {0} appears twice in the update's blocks")]
+    DuplicateClient(u64),
 }
 
 /// Largest client id plus one (Yjs client ids are 53-bit, safe JavaScript integers).
@@ -144,10 +150,14 @@ fn walk(bytes: &[u8]) -> Result<Walk, yrs::encoding::read::Error> {
         }};
     }
     let mut server_end = 0u32;
+    let mut seen = std::collections::HashSet::new();
     let clients: u32 = decoder.read_var()?;
     for _ in 0..clients {
         let blocks: u32 = decoder.read_var()?;
         let client = client!();
+        if !seen.insert(client) {
+            return Ok(refuse(Refusal::DuplicateClient(client)));
+        }
         let overflow = Refusal::ClockOverflow { client };
         let mut clock: u32 = decoder.read_var()?;
         for _ in 0..blocks {
@@ -379,6 +389,17 @@ pub(super) mod tests {
         // Another client's blocks do not count.
         let other = [1, 1, 7, 3, 0, 5, 0];
         assert_eq!(decode_peer_update(&other).map(|(_, end)| end).ok(), Some(0));
+    }
+
+    #[test]
+    fn refuses_a_client_listed_twice() {
+        // Client 5: a GC block of 3 from clock 0, then again from clock 0 a GC block of 1.
+        let twice = [2, 1, 5, 0, 0, 3, 1, 5, 0, 0, 1, 0];
+        assert_eq!(vet(&twice).ok(), Some(Some(Refusal::DuplicateClient(5))));
+        assert!(matches!(
+            decode_update(&twice),
+            Err(RoomError::BadUpdate(_))
+        ));
     }
 
     #[test]
