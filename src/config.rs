@@ -182,6 +182,26 @@ pub struct ServeConfig {
     /// the model (and cut if that fails) beyond it.
     #[arg(long, env = "FAIRYRING_FAIRY_HISTORY_CHARS", default_value_t = 100_000)]
     pub fairy_history_chars: usize,
+
+    /// Most fairies in one room (another invitation: 409 `too_many_fairies`).
+    #[arg(long, env = "FAIRYRING_MAX_FAIRIES_PER_ROOM", default_value_t = 16)]
+    pub max_fairies_per_room: usize,
+
+    /// Fairy API calls that start or stop work (invite, prompt, cancel, dismiss) allowed per
+    /// minute per token `sub`, as a bucket of that size refilling over the minute (over it:
+    /// 429 `rate_limited` with `retry-after`); 0 = no limit.
+    #[arg(long, env = "FAIRYRING_FAIRY_API_RATE_PER_MIN", default_value_t = 60)]
+    pub fairy_api_rate_per_min: u32,
+
+    /// Model tokens (input + output + cache writes) the fairies of one room may use per hour,
+    /// as a bucket of that size refilling over the hour; a request that finds it empty ends
+    /// before its next model call. 0 = no limit.
+    #[arg(
+        long,
+        env = "FAIRYRING_FAIRY_TOKEN_BUDGET",
+        default_value_t = 1_000_000
+    )]
+    pub fairy_token_budget: u64,
 }
 
 impl ServeConfig {
@@ -217,6 +237,9 @@ impl ServeConfig {
             fairy_apply_min_move: 64.0,
             fairy_max_iterations: 25,
             fairy_history_chars: 100_000,
+            max_fairies_per_room: 16,
+            fairy_api_rate_per_min: 60,
+            fairy_token_budget: 1_000_000,
         }
     }
 

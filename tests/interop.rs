@@ -68,3 +68,71 @@ async fn official_yjs_clients_work_unchanged() {
         .await;
     server.shutdown().await;
 }
+
+/// Runs `close_codes.mjs` (Node's `ws` client) and returns the close code of each run.
+async fn node_close_codes(url: &str, scenario: &str, runs: usize) -> Vec<i64> {
+    let dir = interop_dir();
+    ensure_npm_packages(&dir);
+    let node = tokio::process::Command::new("node")
+        .arg("close_codes.mjs")
+        .arg(url)
+        .arg(scenario)
+        .arg(runs.to_string())
+        .current_dir(&dir)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(90), node)
+        .await
+        .expect("node close-code script timed out")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "node failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let codes: Vec<i64> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("close "))
+        .map(|c| c.trim().parse().expect("a close code"))
+        .collect();
+    assert_eq!(codes.len(), runs, "{stdout}");
+    codes
+}
+
+/// A browser-like client (Node's `ws`) sees the close code the server sends, not 1006: the
+/// server reads and discards what the peer still sends after its close frame, so the
+/// connection is not reset under the close frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_ws_client_sees_1009_1008_and_4401() {
+    let mut config = ServeConfig::for_test();
+    config.max_message_bytes = 65_536;
+    config.rate_per_sec = 20;
+    config.rate_burst = 40;
+    let server = fairyring::server::start(config).await.expect("server");
+    let url = format!("ws://{}/rooms/close-codes", server.addr());
+    // A 200 KB frame is over the hard cap (twice the limit): refused from its header, with
+    // its payload still unread on the connection. Every run must see 1009.
+    assert_eq!(node_close_codes(&url, "big", 5).await, vec![1009; 5]);
+    assert_eq!(node_close_codes(&url, "flood", 2).await, vec![1008; 2]);
+    server.shutdown().await;
+
+    let secret = "close-codes-secret-0123456789abcdef";
+    let mut config = ServeConfig::for_test();
+    config.jwt_secret = Some(secret.into());
+    config.jwt_leeway = 0;
+    let server = fairyring::server::start(config).await.expect("server");
+    let now = fairyring::auth::unix_now();
+    let claims = serde_json::json!({
+        "sub": "node", "exp": now + 2, "rooms": ["close-codes"], "scope": "read write"
+    });
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+    )
+    .expect("token");
+    let url = format!("ws://{}/rooms/close-codes?token={token}", server.addr());
+    assert_eq!(node_close_codes(&url, "idle", 1).await, vec![4401]);
+    server.shutdown().await;
+}

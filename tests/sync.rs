@@ -447,3 +447,57 @@ async fn healthz_and_metrics_answer() {
     }
     server.shutdown().await;
 }
+
+/// Only the server writes as its own client id (1): a peer whose update adds blocks of that
+/// client is closed with 1007, and the room keeps a state that round-trips. (Found by the
+/// `protocol` fuzz target: such blocks collide with the room's own clock, stay pending in the
+/// room, and a fresh document integrates them.)
+#[tokio::test]
+async fn updates_as_the_servers_client_id_close_with_1007() {
+    let (server, base) = start_default().await;
+    let mut honest = Client::connect(&base, "impostor").await;
+    honest.edit(|txn| put_shape(txn, "mine", 1.0)).await;
+    let mut impostor = Client::connect(&base, "impostor").await;
+    let forged = Doc::with_client_id(fairyring::room::SERVER_CLIENT_ID);
+    let update = {
+        let mut txn = forged.transact_mut();
+        let forged_root = txn.get_or_insert_map("forged");
+        // Past whatever the room itself wrote as client 1 (clocks it already has would be
+        // skipped by yrs as duplicates).
+        for i in 0..1000 {
+            forged_root.insert(&mut txn, format!("k{i}"), "v");
+        }
+        txn.encode_update_v1()
+    };
+    impostor
+        .send_msg(yrs::sync::Message::Sync(yrs::sync::SyncMessage::Update(
+            update,
+        )))
+        .await;
+    assert_eq!(impostor.until_closed().await, Some(1007));
+    honest.edit(|txn| put_shape(txn, "still", 2.0)).await;
+    let mut watcher = Client::connect(&base, "impostor").await;
+    watcher
+        .until("the honest edits", |c| {
+            shape_x(&c.doc, "still") == Some(2.0)
+        })
+        .await;
+    let room = server
+        .rooms()
+        .get(&fairyring::room::RoomName::parse("impostor").expect("name"))
+        .await
+        .expect("room");
+    let state = room
+        .doc()
+        .transact()
+        .encode_state_as_update_v1(&StateVector::default());
+    let copy = Doc::new();
+    copy.transact_mut()
+        .apply_update(Update::decode_v1(&state).expect("decodes"))
+        .expect("applies");
+    assert_eq!(
+        copy.transact().state_vector(),
+        room.doc().transact().state_vector()
+    );
+    server.shutdown().await;
+}

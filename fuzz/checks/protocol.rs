@@ -34,12 +34,21 @@ fn frames(data: &[u8]) -> Vec<(bool, &[u8])> {
 
 pub fn check(data: &[u8]) {
     // The room contains yrs's panics on hostile updates (catch_unwind at the boundary);
-    // libFuzzer's hook would abort on those caught panics, so restore the default hook: a panic
-    // that escapes the room still aborts the run through libfuzzer-sys's own catch.
+    // libFuzzer's hook would abort on those caught panics, so replace it with a quiet one: a
+    // panic that escapes the room still aborts the run through libfuzzer-sys's own catch. With
+    // `FUZZ_VERBOSE` set, every panic (contained or not) is printed with its backtrace, to see
+    // where a crash comes from.
     #[cfg(fuzzing)]
     {
         static QUIET: OnceLock<()> = OnceLock::new();
-        QUIET.get_or_init(|| std::panic::set_hook(Box::new(|_| {})));
+        QUIET.get_or_init(|| {
+            let verbose = std::env::var_os("FUZZ_VERBOSE").is_some();
+            std::panic::set_hook(Box::new(move |info| {
+                if verbose {
+                    eprintln!("{info}\n{}", std::backtrace::Backtrace::force_capture());
+                }
+            }))
+        });
     }
     runtime().block_on(async {
         let store: Arc<dyn fairyring::store::Store> =

@@ -5,9 +5,12 @@
 //! called) — restoring their private state from the store — and lets an idle fairy's task end
 //! when its room unloads (after its last state is written).
 //!
-//! Owns the map of hosted fairies (a short critical section, never held across `.await`). A
-//! fairy's runtime is built in its own task, outside that lock; an invitation waits until it
-//! runs, and fails (`HubError::NotStarted`, the fairy removed again) if it could not be built.
+//! Owns the map of hosted fairies (a short critical section, never held across `.await`) and
+//! the per-room limits on them: how many a room may hold ([`HubLimits::max_per_room`]) and the
+//! room's hourly model-token budget, applied by wrapping each fairy's model in a
+//! [`BudgetedModel`]. A fairy's runtime is built in its own task, outside that lock; an
+//! invitation waits until it runs, and fails (`HubError::NotStarted`, the fairy removed
+//! again) if it could not be built.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -20,6 +23,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::actions::Registry;
+use super::budget::{BudgetedModel, TokenBudget};
 use super::events::{AgentEvent, EVENT_BUFFER};
 use super::fairy::{FairyEntity, FairyError, FairyId, insert_fairy, list_fairies, remove_fairy};
 use super::inbox::{Inbox, Signal};
@@ -59,6 +63,27 @@ pub enum HubError {
     /// The fairy's runtime could not be built (its room's document never got quiet).
     #[error("the fairy could not start: {0}")]
     NotStarted(String),
+    /// The room already holds the most fairies allowed.
+    #[error("this room already has {0} fairies, the most allowed")]
+    TooManyFairies(usize),
+}
+
+/// Bounds on the fairies of a room.
+#[derive(Debug, Clone, Copy)]
+pub struct HubLimits {
+    /// Most fairies in one room (`--max-fairies-per-room`).
+    pub max_per_room: usize,
+    /// Model tokens per room per hour (`--fairy-token-budget`); 0: unlimited.
+    pub token_budget: u64,
+}
+
+impl Default for HubLimits {
+    fn default() -> Self {
+        HubLimits {
+            max_per_room: 16,
+            token_budget: 1_000_000,
+        }
+    }
 }
 
 /// Where a hosting's runtime stands.
@@ -101,6 +126,8 @@ struct Inner {
     model: Arc<dyn Model>,
     registry: Arc<Registry>,
     config: RuntimeConfig,
+    max_per_room: usize,
+    budget: Arc<TokenBudget>,
     hosted: Mutex<HostedMap>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
@@ -115,14 +142,21 @@ pub struct FairyHub {
 }
 
 impl FairyHub {
-    /// A hub over the room registry, thinking with `model`.
-    pub fn new(rooms: Rooms, model: Arc<dyn Model>, config: RuntimeConfig) -> Self {
+    /// A hub over the room registry, thinking with `model`, within `limits`.
+    pub fn new(
+        rooms: Rooms,
+        model: Arc<dyn Model>,
+        config: RuntimeConfig,
+        limits: HubLimits,
+    ) -> Self {
         FairyHub {
             inner: Arc::new(Inner {
                 rooms,
                 model,
                 registry: Arc::new(full_registry()),
                 config,
+                max_per_room: limits.max_per_room,
+                budget: TokenBudget::new(limits.token_budget),
                 hosted: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
@@ -178,6 +212,11 @@ impl FairyHub {
             ..Hosting::new(events.clone())
         };
         let client_id = hosting.client_id;
+        let model: Arc<dyn Model> = Arc::new(BudgetedModel::new(
+            self.inner.model.clone(),
+            self.inner.budget.clone(),
+            room.name().clone(),
+        ));
         let saver = StateSaver::spawn(room.store().clone(), room.name().clone(), entity.id.clone());
         let hosted = Hosted {
             room: room.clone(),
@@ -195,7 +234,7 @@ impl FairyHub {
                 let built = FairyRuntime::new(
                     room,
                     entity,
-                    hub.inner.model.clone(),
+                    model,
                     hub.inner.registry.clone(),
                     hub.inner.config,
                     hosting,
@@ -262,7 +301,7 @@ impl FairyHub {
         }
     }
 
-    /// Invites a new fairy into the room.
+    /// Invites a new fairy into the room, unless it holds [`HubLimits::max_per_room`] already.
     pub async fn invite(
         &self,
         room: &RoomName,
@@ -273,6 +312,10 @@ impl FairyHub {
     ) -> Result<FairyView, HubError> {
         let entity = FairyEntity::invite(name, personality, hat, sub)?;
         let room = self.room(room).await?;
+        let max = self.inner.max_per_room;
+        if list_fairies(room.doc()).len() >= max {
+            return Err(HubError::TooManyFairies(max));
+        }
         // Stored before the entity appears, so that every fairy has a stored state and a
         // `runtime` key a client writes into its map is never taken for a legacy one.
         state_store::save(
@@ -282,7 +325,23 @@ impl FairyHub {
             &FairyState::default(),
         )
         .await?;
-        insert_fairy(room.doc(), &entity);
+        let admitted = {
+            // Counted again and inserted under the map's lock, so concurrent invitations
+            // cannot overshoot the cap (lock order: the hub's map, then the room's document).
+            let _map = self.lock();
+            let admitted = list_fairies(room.doc()).len() < max;
+            if admitted {
+                insert_fairy(room.doc(), &entity);
+            }
+            admitted
+        };
+        if !admitted {
+            // A concurrent invitation took the last place: no state of this one stays.
+            room.store()
+                .delete_fairy_state(room.name(), entity.id.as_str())
+                .await?;
+            return Err(HubError::TooManyFairies(max));
+        }
         self.ensure_hosted(&room);
         if let Err(error) = self.started(&room, &entity.id).await {
             // Nothing of it stays: the invitation fails as a whole.
@@ -463,6 +522,7 @@ mod tests {
             rooms.clone(),
             Arc::new(crate::llm::OfflineModel),
             RuntimeConfig::default(),
+            HubLimits::default(),
         );
         if let Some(inner) = Arc::get_mut(&mut hub.inner) {
             inner.quiet_patience = Duration::from_millis(200);

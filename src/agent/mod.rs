@@ -16,13 +16,15 @@
 //!   [`turn`]: one model turn; [`events`]: what observers see.
 //! - [`interrupt`]: `interrupt({input, mode})` and how pending interrupts merge; [`inbox`]:
 //!   delivering them (never refused) and dismissals to a fairy's host task.
-//! - [`hub`]: hosting the fairies of every room (one task each).
+//! - [`hub`]: hosting the fairies of every room (one task each); [`budget`]: the per-room
+//!   hourly model-token budget.
 //!
 //! Must not touch sockets; reaches the store only through the [`crate::store::Store`] trait's
 //! fairy-state methods, in [`state_store`] and [`state_migration`].
 
 pub mod actions;
 pub mod beacon;
+pub mod budget;
 pub mod changes;
 pub mod compact;
 pub mod events;

@@ -446,15 +446,18 @@ impl FairyRuntime {
         }
     }
 
-    /// Model failure after retries (or after every context-overflow recovery level): revert,
-    /// tell the user, go idle.
+    /// Model failure after retries (or after every context-overflow recovery level), or the
+    /// room's token budget spent (checked before each model call, so nothing of the refused
+    /// turn was applied): revert, tell the user, go idle.
     fn fail(&mut self, error: &crate::llm::LlmError) {
         tracing::warn!(fairy = %self.entity.id, %error, "fairy request failed");
         crate::metrics::global().model_errors.inc();
         self.emit(AgentEvent::Error {
             message: error.to_string(),
         });
-        if error.is_context_overflow() {
+        if let crate::llm::LlmError::BudgetExhausted { .. } = error {
+            self.say(&format!("I stopped: {error}."));
+        } else if error.is_context_overflow() {
             self.say(&format!(
                 "Sorry, I could not finish: our conversation no longer fits the language model's context, even after I summarised and shortened my history ({error})."
             ));

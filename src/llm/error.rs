@@ -58,6 +58,12 @@ pub enum LlmError {
     /// Every allowed attempt failed; `last` is the final failure.
     #[error("gave up after {attempts} attempts: {last}")]
     Exhausted { attempts: u32, last: Box<LlmError> },
+    /// The room's hourly model-token budget (`--fairy-token-budget`) is spent; the call was
+    /// not made.
+    #[error(
+        "this room has used its model-token budget ({per_hour} tokens per hour); try again in about {retry_in_secs} s"
+    )]
+    BudgetExhausted { per_hour: u64, retry_in_secs: u64 },
 }
 
 impl LlmError {
@@ -83,7 +89,8 @@ impl LlmError {
             | LlmError::Quota { .. }
             | LlmError::BadRequest { .. }
             | LlmError::Config(_)
-            | LlmError::Exhausted { .. } => false,
+            | LlmError::Exhausted { .. }
+            | LlmError::BudgetExhausted { .. } => false,
         }
     }
 

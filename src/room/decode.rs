@@ -1,5 +1,5 @@
-//! Decoding peers' and stored v1 updates, and refusing the ones yrs would mishandle before any
-//! document sees them (see the parent module's "Hostile updates"). Owns no state; must not
+//! Decoding peers' and stored v1 updates, and refusing the ones yrs would mishandle (legacy
+//! JSON content, clocks that overflow `u32`) before any document sees them (see the parent module's "Hostile updates"). Owns no state; must not
 //! touch a document.
 
 use yrs::Update;
@@ -8,43 +8,122 @@ use yrs::updates::decoder::Decode;
 use super::RoomError;
 
 /// Decodes a peer's (or a stored) v1 update and vets its structure before any document sees
-/// it. yrs 0.28's decoder can panic on hostile lengths (an `u32` clock + length overflow in
-/// delete sets, for one); decoding touches no shared state, so the panic is caught and the
-/// update refused. Release builds keep overflow checks on so such arithmetic panics instead of
-/// wrapping into a corrupt range. Updates yrs decodes but mishandles (see
-/// [`has_json_content`]) are refused here too, before they reach a document.
+/// it. yrs 0.28's decoder can panic on hostile lengths; decoding touches no shared state, so
+/// such a panic is caught and the update refused. Updates yrs decodes but mishandles are
+/// refused here too, before they reach a document: legacy JSON content (see [`vet`]) and
+/// clock arithmetic that does not fit yrs's `u32` clocks (see [`Refusal::ClockOverflow`]),
+/// which is checked explicitly rather than left to an overflow panic (release builds keep
+/// overflow checks on, but a build without them would wrap into a corrupt document).
 pub(crate) fn decode_update(bytes: &[u8]) -> Result<Update, RoomError> {
+    decode(bytes).map(|(update, _)| update)
+}
+
+/// [`decode_update`] for a peer's update, which must also not carry blocks of the server's own
+/// client id ([`super::SERVER_CLIENT_ID`]) beyond what the room has: returns the update and the
+/// end clock of its server-client blocks (0 when it has none), for the room to compare with its
+/// state vector. Only the server writes as that client; a peer that does would collide with
+/// the room's own clock, and yrs then keeps part of the peer's blocks pending in the room but
+/// integrates them in a fresh document — the stored state would differ from what peers hold.
+pub(crate) fn decode_peer_update(bytes: &[u8]) -> Result<(Update, u32), RoomError> {
+    decode(bytes)
+}
+
+fn decode(bytes: &[u8]) -> Result<(Update, u32), RoomError> {
     let decoded = std::panic::catch_unwind(|| {
         let update = Update::decode_v1(bytes)?;
-        Ok::<_, yrs::encoding::read::Error>((update, has_json_content(bytes)?))
+        Ok::<_, yrs::encoding::read::Error>((update, walk(bytes)?))
     });
     match decoded {
-        Ok(Ok((update, false))) => Ok(update),
-        Ok(Ok((_, true))) => Err(RoomError::BadUpdate(
-            "legacy JSON content (Yjs ContentJSON) is not supported".into(),
-        )),
+        Ok(Ok((
+            update,
+            Walk {
+                refusal: None,
+                server_end,
+            },
+        ))) => Ok((update, server_end)),
+        Ok(Ok((
+            _,
+            Walk {
+                refusal: Some(refusal),
+                ..
+            },
+        ))) => Err(RoomError::BadUpdate(refusal.to_string())),
         Ok(Err(error)) => Err(RoomError::BadUpdate(error.to_string())),
         Err(_) => Err(RoomError::BadUpdate("malformed update".into())),
     }
 }
 
-/// Whether a v1 update carries a block of legacy JSON content (content ref 2, Yjs's
-/// `ContentJSON`): such updates must not reach a document.
+/// What [`walk`] found.
+struct Walk {
+    refusal: Option<Refusal>,
+    /// End clock (first clock after) of the update's blocks of the server's client id.
+    server_end: u32,
+}
+
+/// Why a v1 update that yrs decodes must not reach a document.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// A block of legacy JSON content (content ref 2, Yjs's `ContentJSON`).
+    #[error("legacy JSON content (Yjs ContentJSON) is not supported")]
+    JsonContent,
+    /// A client's first clock plus the lengths of its blocks, or a delete-set range's clock
+    /// plus its length, does not fit in `u32`: yrs adds them (`clock += block.len()` in
+    /// `Update::decode`, `clock..clock + len` in `IdRange` decoding and wherever a block's end
+    /// is computed), which panics with overflow checks and wraps without them — then what the
+    /// document holds no longer round-trips through its own encoding.
+    #[error("clock overflow: client {client}'s clocks run past 2^32")]
+    ClockOverflow {
+        /// The client whose clocks overflow.
+        client: u64,
+    },
+    /// A client id of 2^53 or more (Yjs ids are 53-bit): yrs's `ClientID::new` asserts
+    /// against it in debug builds and silently drops the high bits in release builds, where
+    /// such a client would then be mistaken for another.
+    #[error("client id {0} is over 53 bits")]
+    ClientIdTooLarge(u64),
+    /// One client's blocks in two groups of the update. Yjs and yrs write each client once;
+    /// yrs's decoder appends a second group to the first, so clocks go backwards (blocks that
+    /// overlap ones already listed), and the document keeps pending what a fresh document,
+    /// given the room's own re-encoding, integrates.
+    #[error("client {0} appears twice in the update's blocks")]
+    DuplicateClient(u64),
+}
+
+/// Largest client id plus one (Yjs client ids are 53-bit, safe JavaScript integers).
+const CLIENT_ID_LIMIT: u64 = 1 << 53;
+
+/// Walks a v1 update the way yrs decodes it and returns why it must be refused, if it must.
 ///
-/// yrs 0.28.1 decodes that content off by one: `ItemContent::decode` (`src/block.rs`, the
-/// `BLOCK_ITEM_JSON_REF_NUMBER` arm) reads `len + 1` strings (`while remaining >= 0`), where Yjs
-/// and yrs's own encoder write `len` of them. The block is misread, and what yrs later encodes
-/// from it does not decode again: a pending update holding it makes every
-/// `encode_state_as_update_v1` (compaction, snapshots) panic on the `unwrap` in
-/// `merge_pending_v1` (`src/transaction.rs`), and an integrated one makes the update the room
-/// persists, and every later snapshot, unreadable. Yjs 13 writes `ContentAny` and only reads
-/// `ContentJSON` for documents of older versions, so no current client sends it.
+/// - Legacy JSON content: yrs 0.28.1 decodes it off by one: `ItemContent::decode`
+///   (`src/block.rs`, the `BLOCK_ITEM_JSON_REF_NUMBER` arm) reads `len + 1` strings
+///   (`while remaining >= 0`), where Yjs and yrs's own encoder write `len` of them. The block is
+///   misread, and what yrs later encodes from it does not decode again: a pending update holding
+///   it makes every `encode_state_as_update_v1` (compaction, snapshots) panic on the `unwrap` in
+///   `merge_pending_v1` (`src/transaction.rs`), and an integrated one makes the update the room
+///   persists, and every later snapshot, unreadable. Yjs 13 writes `ContentAny` and only reads
+///   `ContentJSON` for documents of older versions, so no current client sends it.
+/// - Clock arithmetic: each client's blocks start at the clock the update names and follow one
+///   another; the end of the last (start + every length) must fit in `u32`, and so must the end
+///   of every delete-set range.
 ///
-/// The walk mirrors `Update::decode` (`src/update.rs`) with yrs's own decoder and
-/// `ItemContent::decode`, so it consumes exactly the bytes yrs does up to the first JSON
-/// block. Returns the decoder's error when the bytes do not parse (the caller decoded them
-/// successfully first, so that does not happen).
-fn has_json_content(bytes: &[u8]) -> Result<bool, yrs::encoding::read::Error> {
+/// The walk mirrors `Update::decode` (`src/update.rs`) and `IdSet::decode` (`src/id_set.rs`)
+/// with yrs's own decoder and `ItemContent::decode`, so it consumes exactly the bytes yrs does
+/// up to the first JSON block. Returns the decoder's error when the bytes do not parse (the
+/// caller decoded them successfully first, so that does not happen).
+#[cfg(test)]
+fn vet(bytes: &[u8]) -> Result<Option<Refusal>, yrs::encoding::read::Error> {
+    walk(bytes).map(|w| w.refusal)
+}
+
+fn refuse(refusal: Refusal) -> Walk {
+    Walk {
+        refusal: Some(refusal),
+        server_end: 0,
+    }
+}
+
+/// The walk behind [`vet`], which also measures the server client's blocks.
+fn walk(bytes: &[u8]) -> Result<Walk, yrs::encoding::read::Error> {
     use yrs::block::{
         BLOCK_GC_REF_NUMBER, BLOCK_ITEM_JSON_REF_NUMBER, BLOCK_SKIP_REF_NUMBER, HAS_ORIGIN,
         HAS_PARENT_SUB, HAS_RIGHT_ORIGIN, ItemContent,
@@ -53,46 +132,93 @@ fn has_json_content(bytes: &[u8]) -> Result<bool, yrs::encoding::read::Error> {
     use yrs::updates::decoder::{Decoder, DecoderV1};
 
     let mut decoder = DecoderV1::from(bytes);
+    // v1 encodes a client id as a var u64 (read raw here: yrs's `read_client` would mask it)
+    // and an id as client then clock (var u32).
+    macro_rules! client {
+        () => {{
+            let client: u64 = decoder.read_var()?;
+            if client >= CLIENT_ID_LIMIT {
+                return Ok(refuse(Refusal::ClientIdTooLarge(client)));
+            }
+            client
+        }};
+    }
+    macro_rules! id {
+        () => {{
+            client!();
+            decoder.read_var::<u32>()?;
+        }};
+    }
+    let mut server_end = 0u32;
+    let mut seen = std::collections::HashSet::new();
     let clients: u32 = decoder.read_var()?;
     for _ in 0..clients {
         let blocks: u32 = decoder.read_var()?;
-        decoder.read_client()?;
-        let _clock: u32 = decoder.read_var()?;
+        let client = client!();
+        if !seen.insert(client) {
+            return Ok(refuse(Refusal::DuplicateClient(client)));
+        }
+        let overflow = Refusal::ClockOverflow { client };
+        let mut clock: u32 = decoder.read_var()?;
         for _ in 0..blocks {
-            match decoder.read_info()? {
-                BLOCK_SKIP_REF_NUMBER => {
-                    decoder.read_var::<u32>()?;
-                }
-                BLOCK_GC_REF_NUMBER => {
-                    decoder.read_len()?;
-                }
+            let info = decoder.read_info()?;
+            let len: u32 = match info {
+                BLOCK_SKIP_REF_NUMBER => decoder.read_var::<u32>()?,
+                BLOCK_GC_REF_NUMBER => decoder.read_len()?,
                 info => {
                     // `ItemContent::decode` dispatches on the low four bits.
                     if info & 0b1111 == BLOCK_ITEM_JSON_REF_NUMBER {
-                        return Ok(true);
+                        return Ok(refuse(Refusal::JsonContent));
                     }
                     if info & HAS_ORIGIN != 0 {
-                        decoder.read_left_id()?;
+                        id!();
                     }
                     if info & HAS_RIGHT_ORIGIN != 0 {
-                        decoder.read_right_id()?;
+                        id!();
                     }
                     if info & (HAS_ORIGIN | HAS_RIGHT_ORIGIN) == 0 {
                         if decoder.read_parent_info()? {
                             decoder.read_string()?;
                         } else {
-                            decoder.read_left_id()?;
+                            id!();
                         }
                         if info & HAS_PARENT_SUB != 0 {
                             decoder.read_string()?;
                         }
                     }
-                    ItemContent::decode(&mut decoder, info)?;
+                    // An empty item is dropped by yrs without advancing the clock (len 0).
+                    ItemContent::decode(&mut decoder, info)?.len_utf16()
                 }
+            };
+            match clock.checked_add(len) {
+                Some(next) => {
+                    if client == super::SERVER_CLIENT_ID && len > 0 && info != BLOCK_SKIP_REF_NUMBER
+                    {
+                        server_end = server_end.max(next);
+                    }
+                    clock = next
+                }
+                None => return Ok(refuse(overflow)),
             }
         }
     }
-    Ok(false)
+    // The delete set: per client, ranges of (clock, len); yrs builds `clock..clock + len`.
+    let clients: u32 = decoder.read_var()?;
+    for _ in 0..clients {
+        let client = client!();
+        let ranges: u32 = decoder.read_var()?;
+        for _ in 0..ranges {
+            let clock = decoder.read_ds_clock()?;
+            let len = decoder.read_ds_len()?;
+            if clock.checked_add(len).is_none() {
+                return Ok(refuse(Refusal::ClockOverflow { client }));
+            }
+        }
+    }
+    Ok(Walk {
+        refusal: None,
+        server_end,
+    })
 }
 
 #[cfg(test)]
@@ -177,6 +303,122 @@ pub(super) mod tests {
         assert!(encoded.is_err(), "merge_pending_v1 no longer panics?");
     }
 
+    const U32_MAX: [u8; 5] = [0xff, 0xff, 0xff, 0xff, 0x0f];
+
+    fn update(parts: &[&[u8]]) -> Vec<u8> {
+        parts.concat()
+    }
+
+    #[test]
+    fn refuses_clocks_that_overflow_u32() {
+        let overflowing = [
+            // client 5 at clock u32::MAX, a GC block of length 1.
+            (
+                "gc at the last clock",
+                update(&[&[1, 1, 5], &U32_MAX, &[0, 1, 0]]),
+                5,
+            ),
+            // A skip of u32::MAX, then a one-char string block under a named parent.
+            (
+                "skip then string",
+                update(&[&[1, 2, 5, 0, 10], &U32_MAX, &[4, 1, 1, b't', 1, b'a', 0]]),
+                5,
+            ),
+            // No blocks; a delete-set range of client 9 from u32::MAX, length 1.
+            (
+                "delete-set range",
+                update(&[&[0, 1, 9, 1], &U32_MAX, &[1]]),
+                9,
+            ),
+        ];
+        for (what, bytes, client) in overflowing {
+            assert_eq!(
+                vet(&bytes).ok(),
+                Some(Some(Refusal::ClockOverflow { client })),
+                "{what}"
+            );
+            assert!(
+                matches!(decode_update(&bytes), Err(RoomError::BadUpdate(_))),
+                "{what}"
+            );
+        }
+        // Ending exactly at u32::MAX is fine.
+        let mut last = U32_MAX;
+        last[0] = 0xfe;
+        let fits = update(&[&[1, 1, 5], &last, &[0, 1, 0]]);
+        assert_eq!(vet(&fits).ok(), Some(None));
+        decode_update(&fits).expect("fits");
+    }
+
+    /// The update in the first (writer) frame of the fuzz find
+    /// `fuzz/corpus/protocol/regression-yrs-clock-wrap-divide-by-zero-minimal`: a block whose
+    /// length runs its client's clock past 2^32. Built without overflow checks, yrs wrapped the
+    /// clock, and the wrapped block store later divided by zero in `BlockStore::find_index`
+    /// (`src/block_store.rs:60`) inside a transaction's drop, which aborts.
+    const CLOCK_WRAP_FIND: &[u8] = &[
+        0x01, 0x03, 0xb7, 0xbe, 0xc7, 0xa3, 0x01, 0x00, 0x27, 0x01, 0x06, 0x73, 0x68, 0x00, 0x00,
+        0x02, 0x0c, 0x01, 0x01, 0x05, 0x00, 0x02, 0x01, 0x01, 0x00, 0xfe, 0xff, 0xff, 0xff, 0xff,
+        0x74, 0x01, 0x78, 0x01, 0xfd, 0x01, 0x68, 0x64, 0xbc, 0xcc, 0x28, 0x00, 0xb7, 0xbe, 0xc7,
+        0xa3, 0xf8, 0xee, 0x6f, 0x01, 0x00, 0x01,
+    ];
+
+    #[test]
+    fn refuses_the_clock_wrap_fuzz_find() {
+        assert!(
+            matches!(
+                vet(CLOCK_WRAP_FIND),
+                Ok(Some(Refusal::ClockOverflow { .. }))
+            ),
+            "{:?}",
+            vet(CLOCK_WRAP_FIND)
+        );
+        assert!(matches!(
+            decode_update(CLOCK_WRAP_FIND),
+            Err(RoomError::BadUpdate(_))
+        ));
+    }
+
+    #[test]
+    fn measures_the_server_clients_blocks() {
+        // Client 1 (the server's) from clock 3: a GC block of 5, then a skip of 10 (not counted).
+        let server = [1, 2, 1, 3, 0, 5, 10, 10, 0];
+        assert_eq!(
+            decode_peer_update(&server).map(|(_, end)| end).ok(),
+            Some(8)
+        );
+        // Another client's blocks do not count.
+        let other = [1, 1, 7, 3, 0, 5, 0];
+        assert_eq!(decode_peer_update(&other).map(|(_, end)| end).ok(), Some(0));
+    }
+
+    #[test]
+    fn refuses_a_client_listed_twice() {
+        // Client 5: a GC block of 3 from clock 0, then again from clock 0 a GC block of 1.
+        let twice = [2, 1, 5, 0, 0, 3, 1, 5, 0, 0, 1, 0];
+        assert_eq!(vet(&twice).ok(), Some(Some(Refusal::DuplicateClient(5))));
+        assert!(matches!(
+            decode_update(&twice),
+            Err(RoomError::BadUpdate(_))
+        ));
+    }
+
+    #[test]
+    fn refuses_client_ids_over_53_bits() {
+        let big = [0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10]; // 2^53
+        let in_blocks = update(&[&[1, 1], &big, &[0, 0, 1, 0]]);
+        let in_delete_set = update(&[&[0, 1], &big, &[1, 0, 1]]);
+        for bytes in [in_blocks, in_delete_set] {
+            assert_eq!(
+                vet(&bytes).ok(),
+                Some(Some(Refusal::ClientIdTooLarge(1 << 53)))
+            );
+            assert!(matches!(
+                decode_update(&bytes),
+                Err(RoomError::BadUpdate(_))
+            ));
+        }
+    }
+
     /// Updates with every content kind clients write (and GC, skip, deleted blocks, subdocs):
     /// the walk accepts them and stays in step with yrs's decoder.
     #[test]
@@ -228,7 +470,7 @@ pub(super) mod tests {
         // ItemContent::Binary (ref 3), which yrs no longer writes but still reads.
         let binary = vec![1, 1, 5, 0, 3, 1, 1, b'b', 2, 0xab, 0xcd, 0];
         for (i, bytes) in updates.iter().chain([&state, &skips, &binary]).enumerate() {
-            assert_eq!(has_json_content(bytes).ok(), Some(false), "update {i}");
+            assert_eq!(vet(bytes).ok(), Some(None), "update {i}");
             decode_update(bytes).unwrap_or_else(|e| panic!("update {i}: {e}"));
         }
     }

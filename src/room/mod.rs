@@ -52,7 +52,7 @@ pub use registry::{LoadHook, Rooms};
 use crate::origin::TxnOrigin;
 use crate::protocol::{self, ProtocolError};
 use crate::store::Store;
-use decode::decode_update;
+use decode::{decode_peer_update, decode_update};
 use peer::PeerLink;
 use pending::{Pending, PendingQueue};
 
@@ -353,7 +353,19 @@ impl Room {
                     );
                     return Ok(());
                 }
-                let update = decode_update(&update)?;
+                let (update, server_end) = decode_peer_update(&update)?;
+                // Only the server writes as its own client id: a peer's update may repeat
+                // server blocks the room has, never add some (see `decode_peer_update`).
+                let known = self
+                    .doc
+                    .transact()
+                    .state_vector()
+                    .get(&yrs::block::ClientID::new(SERVER_CLIENT_ID));
+                if server_end > known {
+                    return Err(RoomError::BadUpdate(format!(
+                        "update carries blocks of the server's client id {SERVER_CLIENT_ID} up to clock {server_end}; the room has {known}"
+                    )));
+                }
                 let origin = TxnOrigin::Client {
                     conn: info.conn,
                     sub: info.sub.clone(),

@@ -63,8 +63,7 @@ pub async fn dev_token(
     State(state): State<AppState>,
     body: Result<Json<DevTokenRequest>, JsonRejection>,
 ) -> Result<Json<crate::auth::DevToken>, ApiError> {
-    let Json(request) =
-        body.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.body_text()))?;
+    let Json(request) = body?;
     let auth = state.auth.as_ref().ok_or_else(|| {
         ApiError::new(StatusCode::NOT_FOUND, "not_found", "dev tokens need --dev")
     })?;

@@ -1,8 +1,12 @@
 //! The one place where errors become HTTP responses (status + JSON `{error, detail}`) or
 //! WebSocket close frames (code + reason). Internal details of 5xx are logged, not sent.
+//! Request bodies are capped at [`MAX_BODY_BYTES`] (413 `body_too_large`), and
+//! [`json_errors`] turns the plain-text refusals axum's extractors and router produce on their
+//! own (a bad query string, a wrong method) into the same JSON shape.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::extract::rejection::{BytesRejection, JsonRejection};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -28,12 +32,17 @@ pub mod close {
     pub const TOKEN_EXPIRED: u16 = 4401;
 }
 
+/// Largest request body accepted, in bytes (larger: 413 `body_too_large`).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
 /// An error answered over HTTP.
 #[derive(Debug)]
 pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     detail: String,
+    /// Seconds for a `retry-after` header.
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -43,6 +52,27 @@ impl ApiError {
             status,
             code,
             detail: detail.into(),
+            retry_after: None,
+        }
+    }
+
+    /// Adds a `retry-after` header (whole seconds, at least 1).
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds.max(1));
+        self
+    }
+
+    /// A request body that could not be read (413 `body_too_large` past [`MAX_BODY_BYTES`])
+    /// or is not the JSON expected (400 `invalid_json`).
+    pub fn body(status: StatusCode, detail: impl Into<String>) -> Self {
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                status,
+                "body_too_large",
+                format!("request bodies are limited to {MAX_BODY_BYTES} bytes"),
+            )
+        } else {
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", detail)
         }
     }
 
@@ -67,12 +97,68 @@ impl IntoResponse for ApiError {
             } else {
                 self.detail
             };
-        (
+        let mut response = (
             self.status,
             Json(json!({ "error": self.code, "detail": detail })),
         )
-            .into_response()
+            .into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        ApiError::body(rejection.status(), rejection.body_text())
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(rejection: BytesRejection) -> Self {
+        ApiError::body(rejection.status(), rejection.body_text())
+    }
+}
+
+/// Rewrites a client-error response that is not JSON (axum's own plain-text refusals: a query
+/// string that does not parse, a method a route does not take, a body over the limit caught
+/// by an extractor this crate does not wrap) as `{"error", "detail"}` with the same status.
+/// JSON responses, and every other status, pass unchanged.
+pub async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !status.is_client_error() || is_json || status == StatusCode::NOT_FOUND {
+        return response;
+    }
+    let retry_after = response.headers().get(header::RETRY_AFTER).cloned();
+    let text = axum::body::to_bytes(response.into_body(), 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let code = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "body_too_large",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE | StatusCode::UNPROCESSABLE_ENTITY => "invalid_json",
+        StatusCode::TOO_MANY_REQUESTS => "rate_limited",
+        _ => "bad_request",
+    };
+    let error = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::body(status, text)
+    } else {
+        ApiError::new(status, code, text)
+    };
+    let mut response = error.into_response();
+    if let Some(value) = retry_after {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
 }
 
 impl From<crate::auth::AuthError> for ApiError {

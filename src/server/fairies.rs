@@ -5,18 +5,26 @@
 //! history (the fairy's private state, from the store), and the SSE stream of a fairy's
 //! events. Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
 //! is done by [`crate::agent::hub::FairyHub`]; this file only admits requests and maps errors.
+//!
+//! Calls that start or stop work (invite, prompt, cancel, dismiss) are rate limited per token
+//! `sub` (`--fairy-api-rate-per-min`, 429 `rate_limited` with `retry-after`); reads (list,
+//! history, events) are not.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::num::NonZeroU32;
+use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{BytesRejection, JsonRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::Stream;
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
@@ -34,6 +42,40 @@ use crate::room::RoomName;
 
 /// Most selected shape ids accepted in one prompt.
 const MAX_SELECTED: usize = 1000;
+/// Rate-limiter keys kept before idle ones are forgotten.
+const RATE_KEYS_PRUNE_ABOVE: usize = 10_000;
+
+/// The per-`sub` rate limit on fairy calls that start or stop work.
+pub type FairyRate = DefaultKeyedRateLimiter<String>;
+
+/// The limiter for `--fairy-api-rate-per-min` (`None`: no limit): a bucket of that many calls
+/// per `sub`, refilling over a minute.
+pub fn rate_limiter(per_minute: u32) -> Option<Arc<FairyRate>> {
+    NonZeroU32::new(per_minute).map(|n| Arc::new(FairyRate::keyed(Quota::per_minute(n))))
+}
+
+/// Counts one call of `sub` against the rate limit; 429 `rate_limited` when over it.
+fn limit(state: &AppState, sub: &str) -> Result<(), ApiError> {
+    let Some(limiter) = &state.fairy_rate else {
+        return Ok(());
+    };
+    if limiter.len() > RATE_KEYS_PRUNE_ABOVE {
+        limiter.retain_recent();
+    }
+    limiter.check_key(&sub.to_owned()).map_err(|not_until| {
+        let wait = not_until.wait_time_from(DefaultClock::default().now());
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!(
+                "too many fairy calls for this token (--fairy-api-rate-per-min {}); retry in {} ms",
+                state.config.fairy_api_rate_per_min,
+                wait.as_millis()
+            ),
+        )
+        .with_retry_after(wait.as_secs_f64().ceil() as u64)
+    })
+}
 
 /// The fairy routes.
 pub fn routes() -> axum::Router<AppState> {
@@ -73,6 +115,9 @@ impl From<HubError> for ApiError {
                 "fairy_not_started",
                 error.to_string(),
             ),
+            HubError::TooManyFairies(_) => {
+                ApiError::new(StatusCode::CONFLICT, "too_many_fairies", error.to_string())
+            }
         }
     }
 }
@@ -106,8 +151,19 @@ fn fairy_id(raw: &str) -> Result<FairyId, ApiError> {
 }
 
 fn json_body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
-    body.map(|Json(b)| b)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.body_text()))
+    Ok(body.map(|Json(b)| b)?)
+}
+
+/// An optional JSON body: nothing (or whitespace) is `T::default()`.
+fn optional_json_body<T: Default + serde::de::DeserializeOwned>(
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Result<T, ApiError> {
+    let body = body?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))
 }
 
 /// Body of an invitation (everything optional).
@@ -124,16 +180,12 @@ async fn invite(
     Path(room): Path<String>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let (room, sub) = admit(&state, &room, &query, &headers)?;
+    limit(&state, &sub)?;
     // The body is optional: nothing (or whitespace) invites a fairy with random traits.
-    let body: InviteBody = if body.iter().all(u8::is_ascii_whitespace) {
-        InviteBody::default()
-    } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))?
-    };
+    let body: InviteBody = optional_json_body(body)?;
     let view = state
         .fairies
         .invite(
@@ -194,6 +246,7 @@ async fn prompt(
     body: Result<Json<PromptBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let (room, sub) = admit(&state, &room, &query, &headers)?;
+    limit(&state, &sub)?;
     let id = fairy_id(&id)?;
     let body = json_body(body)?;
     let message = body.message.trim();
@@ -249,17 +302,13 @@ async fn cancel(
     Path((room, id)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let (room, _) = admit(&state, &room, &query, &headers)?;
+    let (room, sub) = admit(&state, &room, &query, &headers)?;
+    limit(&state, &sub)?;
     let id = fairy_id(&id)?;
     // The body is optional: nothing (or whitespace) just cancels.
-    let body: CancelBody = if body.iter().all(u8::is_ascii_whitespace) {
-        CancelBody::default()
-    } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))?
-    };
+    let body: CancelBody = optional_json_body(body)?;
     let mode = parse_mode(body.mode.as_deref(), "invalid_mode")?;
     let interrupt = Interrupt { input: None, mode };
     state.fairies.interrupt(&room, &id, interrupt).await?;
@@ -276,7 +325,8 @@ async fn dismiss(
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (room, _) = admit(&state, &room, &query, &headers)?;
+    let (room, sub) = admit(&state, &room, &query, &headers)?;
+    limit(&state, &sub)?;
     state.fairies.dismiss(&room, &fairy_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

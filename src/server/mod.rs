@@ -1,14 +1,17 @@
 //! The network edge: the only module that touches sockets.
 //!
 //! Owns the HTTP router (`/rooms/{room}` WebSocket upgrade, `/healthz`, `/metrics`, the web
-//! demo, the fairy API in [`fairies`]), connection admission, per-socket tasks ([`ws`]), the mapping of errors to HTTP and
-//! close codes ([`error`]), logging set-up ([`logging`]) and graceful shutdown (SIGINT/SIGTERM
-//! flush every room). Rooms, stores and auth are used through their module APIs.
+//! demo, the fairy API in [`fairies`]), connection admission, the WebSocket handshake
+//! ([`upgrade`]), request-body limits ([`body`]), per-socket tasks ([`ws`]), the mapping of
+//! errors to HTTP and close codes ([`error`]), logging set-up ([`logging`]) and graceful
+//! shutdown (SIGINT/SIGTERM flush every room). Rooms, stores and auth are used through their module APIs.
 
 pub mod access;
+pub mod body;
 pub mod error;
 pub mod fairies;
 pub mod logging;
+pub mod upgrade;
 pub mod web_demo;
 pub mod ws;
 
@@ -49,6 +52,8 @@ pub struct AppState {
     pub auth: Option<Arc<crate::auth::Authenticator>>,
     /// The fairies hosted in every room.
     pub fairies: crate::agent::hub::FairyHub,
+    /// The per-token rate limit on the fairy API (`None`: unlimited).
+    pub fairy_rate: Option<Arc<fairies::FairyRate>>,
 }
 
 /// A running server (returned by [`start`]).
@@ -112,9 +117,14 @@ pub async fn start_with(
         history_budget: config.fairy_history_chars.max(1000),
         throttle: crate::agent::throttle::ThrottleConfig::from_serve(&config),
     };
-    let fairies = crate::agent::hub::FairyHub::new(rooms.clone(), model, runtime);
+    let limits = crate::agent::hub::HubLimits {
+        max_per_room: config.max_fairies_per_room,
+        token_budget: config.fairy_token_budget,
+    };
+    let fairies = crate::agent::hub::FairyHub::new(rooms.clone(), model, runtime, limits);
     let state = AppState {
         fairies,
+        fairy_rate: fairies::rate_limiter(config.fairy_api_rate_per_min),
         connections: Arc::new(Semaphore::new(config.max_connections)),
         config: Arc::new(config),
         rooms,
@@ -184,7 +194,12 @@ pub fn router(state: AppState) -> Router {
     if state.config.dev {
         router = router.route("/auth/dev-token", axum::routing::post(access::dev_token));
     }
-    router.with_state(state).merge(web_demo::routes())
+    router
+        .with_state(state)
+        .merge(web_demo::routes())
+        .layer(axum::extract::DefaultBodyLimit::max(error::MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(body::limit))
+        .layer(axum::middleware::map_response(error::json_errors))
 }
 
 async fn healthz() -> impl IntoResponse {

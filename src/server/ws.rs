@@ -3,6 +3,10 @@
 //!
 //! The reader enforces the size and rate limits and hands frames to the room; the writer sends
 //! queued frames, pings, and the close frame when the room, the reader or shutdown asks for one.
+//! After the server sends a close frame it keeps reading and discarding whatever the peer still
+//! sends, until the peer closes or [`CLOSE_DRAIN`] passes: a socket dropped with unread input
+//! is reset by the kernel, and a reset can overtake the close frame, so a browser would see
+//! 1006 instead of 1009, 1008 or 4401. The handshake itself is in [`super::upgrade`].
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -11,20 +15,23 @@ use std::time::Duration;
 
 use std::collections::HashMap;
 
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::extract::{Path, Query, Request, State};
 use axum::response::Response;
 use bytes::Bytes;
+use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use governor::{Quota, RateLimiter};
+use tokio::io::AsyncReadExt;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Error as WsError;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::AppState;
 use super::error::{ApiError, close, close_for, truncate};
+use super::upgrade::{Handshake, Socket};
 use crate::room::{Peer, PeerInfo, RoomName};
 
 /// How often the server pings an idle peer.
@@ -37,6 +44,9 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const READ_BUFFER: usize = 8 * 1024;
 /// How long the reader waits for the writer to send a close frame.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// After a close frame, how long the server keeps reading (and discarding) the peer's input
+/// while it waits for the peer to close.
+pub const CLOSE_DRAIN: Duration = Duration::from_secs(1);
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
@@ -46,9 +56,10 @@ pub async fn upgrade(
     State(state): State<AppState>,
     Path(room): Path<String>,
     Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    request: Request,
 ) -> Result<Response, ApiError> {
+    let (mut parts, _) = request.into_parts();
+    let headers = &parts.headers;
     let name = RoomName::parse(&room).map_err(|e| {
         ApiError::new(
             axum::http::StatusCode::BAD_REQUEST,
@@ -60,13 +71,13 @@ pub async fn upgrade(
         &state,
         &name,
         query.get("token").map(String::as_str),
-        &headers,
+        headers,
     )?;
-    let ws = ws.map_err(|e| {
+    let handshake = Handshake::check(headers, &mut parts.extensions).map_err(|e| {
         ApiError::new(
             axum::http::StatusCode::UPGRADE_REQUIRED,
             "websocket_upgrade_required",
-            e.body_text(),
+            e.to_string(),
         )
     })?;
     let permit = state.connections.clone().try_acquire_owned().map_err(|_| {
@@ -95,36 +106,49 @@ pub async fn upgrade(
         .max(state.config.max_message_bytes + 65_536);
     let span = tracing::info_span!("conn", room = %name, conn = info.conn, sub = %info.sub);
     let tracker = state.tracker.clone();
-    Ok(ws
+    let config = WebSocketConfig::default()
         // tungstenite preallocates its read buffer per socket (128 KiB by default); most y-sync
         // frames are small, and the buffer grows for the rare large one.
         .read_buffer_size(READ_BUFFER)
-        .max_message_size(hard_cap)
-        .max_frame_size(hard_cap)
-        .on_upgrade(move |socket| {
-            tracker.track_future(
-                async move {
-                    match room.join(info) {
-                        Ok((peer, rx)) => {
-                            serve_peer(socket, peer, rx, state, permit, expires_at).await
-                        }
-                        Err(error) => refuse_joined(socket, &error).await,
-                    }
+        .max_message_size(Some(hard_cap))
+        .max_frame_size(Some(hard_cap));
+    Ok(handshake.respond(config, move |socket| {
+        tracker.track_future(
+            async move {
+                match room.join(info) {
+                    Ok((peer, rx)) => serve_peer(socket, peer, rx, state, permit, expires_at).await,
+                    Err(error) => refuse_joined(socket, &error, &state).await,
                 }
-                .instrument(span),
-            )
-        }))
+            }
+            .instrument(span),
+        )
+    }))
 }
 
-async fn refuse_joined(mut socket: WebSocket, error: &crate::room::RoomError) {
+fn close_message(code: u16, reason: String) -> Message {
+    Message::Close(Some(CloseFrame {
+        code: code.into(),
+        reason: reason.into(),
+    }))
+}
+
+async fn refuse_joined(mut socket: Socket, error: &crate::room::RoomError, state: &AppState) {
     let (code, metric, reason) = close_for(error);
     crate::metrics::global().close(metric);
-    let _ = socket
-        .send(Message::Close(Some(CloseFrame {
-            code,
-            reason: reason.into(),
-        })))
-        .await;
+    let _ = tokio::time::timeout(WRITE_TIMEOUT, socket.send(close_message(code, reason))).await;
+    drain(socket, state).await;
+}
+
+/// How the reader ended.
+enum ReadEnd {
+    /// The peer closed (close frame or end of stream): nothing is left to read.
+    PeerClosed,
+    /// The WebSocket layer failed; the connection may still hold unread bytes.
+    Broken,
+    /// The server must close the peer with this.
+    Close(CloseRequest),
+    /// The writer ended the session (it sent a close frame, or the socket failed).
+    WriterDone,
 }
 
 /// A close the reader asks the writer to send.
@@ -135,11 +159,11 @@ struct CloseRequest {
 }
 
 async fn serve_peer(
-    socket: WebSocket,
+    socket: Socket,
     peer: Peer,
     rx: mpsc::Receiver<Bytes>,
     state: AppState,
-    _permit: OwnedSemaphorePermit,
+    permit: OwnedSemaphorePermit,
     expires_at: Option<u64>,
 ) {
     tracing::debug!("peer joined");
@@ -166,23 +190,74 @@ async fn serve_peer(
         let left = at.saturating_sub(crate::auth::unix_now());
         tokio::time::Instant::now() + Duration::from_secs(left)
     });
-    let close = tokio::select! {
-        close = read_loop(stream, &peer, &state, &done, &last_seen, started) => close,
-        _ = sleep_until_opt(expiry) => Some(CloseRequest {
+    let mut stream = stream;
+    let end = tokio::select! {
+        end = read_loop(&mut stream, &peer, &state, &done, &last_seen, started) => end,
+        _ = sleep_until_opt(expiry) => ReadEnd::Close(CloseRequest {
             code: close::TOKEN_EXPIRED,
             metric: "token_expired",
             reason: "token expired: reconnect with a fresh token".into(),
         }),
     };
-    if let Some(request) = close {
-        tracing::info!(code = request.code, reason = %request.reason, "closing peer");
-        crate::metrics::global().close(request.metric);
-        let _ = close_tx.send(request);
-    }
+    let readable = match end {
+        ReadEnd::PeerClosed => false,
+        ReadEnd::Broken | ReadEnd::WriterDone => true,
+        ReadEnd::Close(request) => {
+            tracing::info!(code = request.code, reason = %request.reason, "closing peer");
+            crate::metrics::global().close(request.metric);
+            let _ = close_tx.send(request);
+            true
+        }
+    };
     done.cancel();
-    let _ = tokio::time::timeout(CLOSE_GRACE, writer).await;
+    let sink = tokio::time::timeout(CLOSE_GRACE, writer).await;
+    // The peer leaves the room (and frees its connection slot) before the socket is drained.
     drop(peer);
+    drop(permit);
     tracing::debug!("peer left");
+    if let (true, Ok(Ok(sink))) = (readable, sink)
+        && let Ok(socket) = stream.reunite(sink)
+    {
+        drain(socket, &state).await;
+    }
+}
+
+/// After the server's close frame: reads and discards the peer's input until the peer closes
+/// (its close frame, or the end of the connection) or [`CLOSE_DRAIN`] passes, so that the
+/// socket is not dropped with unread input (which resets the connection and can destroy the
+/// close frame before the peer reads it). Once the WebSocket layer has failed (a frame over
+/// the size limit ends tungstenite's stream with its payload unread), the raw connection is
+/// read until the peer ends it. Skipped during shutdown, which must not wait on peers.
+async fn drain(mut socket: Socket, state: &AppState) {
+    use futures_util::stream::FusedStream;
+    if state.shutdown.is_cancelled() {
+        return;
+    }
+    let discard = async {
+        while !socket.is_terminated() {
+            match socket.next().await {
+                // The closing handshake is complete (tungstenite answered or acknowledged the
+                // peer's close frame), or the peer is gone: nothing more will come.
+                None | Some(Ok(Message::Close(_))) => return,
+                Some(Err(WsError::ConnectionClosed | WsError::AlreadyClosed | WsError::Io(_))) => {
+                    return;
+                }
+                Some(Ok(_)) | Some(Err(_)) => {}
+            }
+        }
+        let mut buf = vec![0u8; READ_BUFFER];
+        let io = socket.get_mut();
+        while let Ok(n) = io.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        _ = discard => {}
+        _ = tokio::time::sleep(CLOSE_DRAIN) => tracing::debug!("peer did not close in time"),
+        _ = state.shutdown.cancelled() => {}
+    }
 }
 
 async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
@@ -196,45 +271,46 @@ fn elapsed_ms(started: tokio::time::Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Reads frames until the peer leaves or must be closed; returns the close to send, if any.
+/// Reads frames until the peer leaves or must be closed.
 async fn read_loop(
-    mut stream: futures_util::stream::SplitStream<WebSocket>,
+    stream: &mut SplitStream<Socket>,
     peer: &Peer,
     state: &AppState,
     done: &CancellationToken,
     last_seen: &AtomicU64,
     started: tokio::time::Instant,
-) -> Option<CloseRequest> {
+) -> ReadEnd {
     let rate = NonZeroU32::new(state.config.rate_per_sec).unwrap_or(NonZeroU32::MIN);
     let burst = NonZeroU32::new(state.config.rate_burst).unwrap_or(rate);
     let limiter = RateLimiter::direct(Quota::per_second(rate).allow_burst(burst));
     let max = state.config.max_message_bytes;
     loop {
         let message = tokio::select! {
-            _ = done.cancelled() => return None,
+            _ = done.cancelled() => return ReadEnd::WriterDone,
             message = stream.next() => message,
         };
         last_seen.store(elapsed_ms(started), Ordering::Relaxed);
         let frame = match message {
-            None | Some(Ok(Message::Close(_))) => return None,
-            Some(Err(error)) => {
-                let text = error.to_string();
-                if text.contains("too long")
-                    || text.contains("Space limit")
-                    || text.contains("size")
-                {
-                    return Some(CloseRequest {
-                        code: close::TOO_BIG,
-                        metric: "too_big",
-                        reason: truncate(&text, 120),
-                    });
-                }
-                tracing::debug!(%error, "socket error");
-                return None;
+            None | Some(Ok(Message::Close(_))) => return ReadEnd::PeerClosed,
+            // A frame or message over tungstenite's hard cap: refused from its header, before
+            // its payload is read, so the payload is still on the connection.
+            Some(Err(WsError::Capacity(error))) => {
+                return ReadEnd::Close(CloseRequest {
+                    code: close::TOO_BIG,
+                    metric: "too_big",
+                    reason: truncate(&error.to_string(), 120),
+                });
             }
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Err(WsError::ConnectionClosed | WsError::AlreadyClosed | WsError::Io(_))) => {
+                return ReadEnd::PeerClosed;
+            }
+            Some(Err(error)) => {
+                tracing::debug!(%error, "socket error");
+                return ReadEnd::Broken;
+            }
+            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
             Some(Ok(Message::Text(_))) => {
-                return Some(CloseRequest {
+                return ReadEnd::Close(CloseRequest {
                     code: close::UNSUPPORTED,
                     metric: "text_frame",
                     reason: "text frames are not part of the y-protocols".into(),
@@ -243,7 +319,7 @@ async fn read_loop(
             Some(Ok(Message::Binary(frame))) => frame,
         };
         if frame.len() > max {
-            return Some(CloseRequest {
+            return ReadEnd::Close(CloseRequest {
                 code: close::TOO_BIG,
                 metric: "too_big",
                 reason: format!(
@@ -253,7 +329,7 @@ async fn read_loop(
             });
         }
         if limiter.check().is_err() {
-            return Some(CloseRequest {
+            return ReadEnd::Close(CloseRequest {
                 code: close::POLICY,
                 metric: "rate_limited",
                 reason: "message rate limit exceeded".into(),
@@ -262,7 +338,7 @@ async fn read_loop(
         if let Err(error) = peer.handle(&frame).await {
             tracing::warn!(%error, "refusing peer input");
             let (code, metric, reason) = close_for(&error);
-            return Some(CloseRequest {
+            return ReadEnd::Close(CloseRequest {
                 code,
                 metric,
                 reason,
@@ -273,7 +349,7 @@ async fn read_loop(
 
 #[allow(clippy::too_many_arguments)]
 async fn write_loop(
-    mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
+    mut sink: SplitSink<Socket, Message>,
     mut rx: mpsc::Receiver<Bytes>,
     mut close_rx: oneshot::Receiver<CloseRequest>,
     control: Arc<crate::room::PeerControl>,
@@ -281,7 +357,7 @@ async fn write_loop(
     done: CancellationToken,
     last_seen: Arc<AtomicU64>,
     started: tokio::time::Instant,
-) {
+) -> SplitSink<Socket, Message> {
     let mut ping = tokio::time::interval_at(started + PING_INTERVAL, PING_INTERVAL);
     let close = loop {
         tokio::select! {
@@ -318,12 +394,9 @@ async fn write_loop(
         }
     };
     if let Some((code, reason)) = close {
-        let frame = Message::Close(Some(CloseFrame {
-            code,
-            reason: reason.into(),
-        }));
-        let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.send(frame)).await;
+        let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.send(close_message(code, reason))).await;
     }
     let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.close()).await;
     done.cancel();
+    sink
 }
