@@ -1,4 +1,4 @@
-//! The token matrix through the real server over WebSockets (SPEC §4), plus what only a live
+//! The token matrix through the real server over WebSockets (docs/protocol.md "Admission"), plus what only a live
 //! session shows: read-only peers, expiry mid-session (close 4401), the `Authorization: Bearer`
 //! header, and `POST /auth/dev-token` existing only with `--dev`.
 //!

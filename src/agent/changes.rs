@@ -1,4 +1,4 @@
-//! Per-fairy tracking of the canvas changes that were not the fairy's own (SPEC §5), for the
+//! Per-fairy tracking of the canvas changes that were not the fairy's own (docs/fairies.md), for the
 //! "users' changes since the last request" part of its next prompt.
 //!
 //! A [`ChangeTracker`] observes the `shapes` root deeply. For every transaction whose origin is

@@ -376,7 +376,7 @@ impl FairyHub {
         Ok((r, hosted))
     }
 
-    /// Interrupts the fairy (SPEC §5 `interrupt({input, mode})`): its current request is
+    /// Interrupts the fairy (docs/fairies.md `interrupt({input, mode})`): its current request is
     /// cancelled, it switches to `mode` if given, then runs `input` if given. Never refused
     /// while the fairy is hosted: an interrupt not handled yet merges with this one.
     pub async fn interrupt(

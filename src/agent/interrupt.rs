@@ -1,4 +1,4 @@
-//! `interrupt({input, mode})` (SPEC §5): what an interrupt carries, how a newer interrupt merges
+//! `interrupt({input, mode})` (docs/fairies.md): what an interrupt carries, how a newer interrupt merges
 //! into one not handled yet, and carrying one out on a runtime: the active request is aborted
 //! (its host dropped the request future, which aborts the model stream; the incomplete tentative
 //! action is reverted and `on_prompt_cancel` runs), the mode is switched if one is given (exit

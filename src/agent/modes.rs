@@ -1,4 +1,4 @@
-//! Fairy modes (SPEC §5): a state machine whose modes each declare a memory level, whether the
+//! Fairy modes (docs/fairies.md): a state machine whose modes each declare a memory level, whether the
 //! fairy is active (working on a request) in it, the actions the model may use, and lifecycle
 //! hooks (`on_enter`, `on_exit`, `on_prompt_start`, `on_prompt_end`, `on_prompt_cancel`).
 //!

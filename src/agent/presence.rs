@@ -1,4 +1,4 @@
-//! A fairy's awareness state (SPEC §3): what every browser sees of it — position, pose, mode,
+//! A fairy's awareness state (docs/protocol.md "Awareness"): what every browser sees of it — position, pose, mode,
 //! todo list, tasks, the thought and message of the moment — and its flight, a smooth path to
 //! the bounds it works on sampled at [`FLIGHT_HZ`] (it never teleports).
 //!

@@ -1,4 +1,4 @@
-//! Building a fairy's model request (SPEC §5 "prompt parts", §6): the system prompt made of
+//! Building a fairy's model request (docs/fairies.md "What the model sees"): the system prompt made of
 //! sections chosen by the mode's allowed actions and the parts present, ending with the JSON
 //! schema of exactly the allowed actions; and the conversation: one user turn with the parts
 //! (mode, history, blurry shapes in the bounds, peripheral clusters, selected shapes, changes

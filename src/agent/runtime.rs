@@ -1,5 +1,5 @@
 //! One fairy at work in one loaded room: its private state (mode, history, todo, tasks, chat
-//! origin; kept in the store through a [`StateSaver`], never in the document), the request loop (SPEC §5 "requests": a prompt runs turns while a request is
+//! origin; kept in the store through a [`StateSaver`], never in the document), the request loop (docs/fairies.md "requests": a prompt runs turns while a request is
 //! scheduled or the mode's `on_prompt_end` asks for more, up to
 //! [`RuntimeConfig::max_iterations`]), cancellation (revert the incomplete tentative action,
 //! `on_prompt_cancel`), failure (revert, chat message, idle) and restoring after a restart

@@ -1,4 +1,4 @@
-//! The runtime's non-canvas actions (SPEC §5): their names and JSON schemas, registered next to
+//! The runtime's non-canvas actions (docs/fairies.md): their names and JSON schemas, registered next to
 //! the canvas actions so that one [`Registry`] yields the model's whole response schema. What
 //! they do is the runtime's business ([`super::runtime`]); this file only declares them.
 

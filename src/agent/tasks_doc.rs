@@ -1,4 +1,4 @@
-//! Solo tasks mirrored into the document's `tasks` root (SPEC §2: `{title, text, projectId,
+//! Solo tasks mirrored into the document's `tasks` root (docs/document-schema.md: `{title, text, projectId,
 //! assignedTo, status, x, y, w, h, pageId}`), so browsers can show a fairy's plan. The key is
 //! `FAIRY_ID/TASK_ID` (task ids are the model's and may repeat across fairies); `id` holds the
 //! model's id. Writes only the keys whose value changed, in a transaction with the fairy's

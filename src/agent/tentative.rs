@@ -1,4 +1,4 @@
-//! Tentative application of a still-streaming fairy action (SPEC §5 "tentative streamed
+//! Tentative application of a still-streaming fairy action (docs/fairies.md "tentative streamed
 //! diffs"): each incomplete version is applied at once in a transaction with the fairy's
 //! origin; when a newer version arrives the previous one is reverted first; when the action
 //! completes its final version stays.

@@ -1,4 +1,4 @@
-//! The typed canvas model (schema v1, SPEC §2) over a room's Yrs document.
+//! The typed canvas model (schema v1, docs/document-schema.md) over a room's Yrs document.
 //!
 //! Owns: reading and writing shapes, pages and z-order; bounds and queries; the model-facing
 //! shape formats and the helpers the fairies' prompts need (offset + rounding, id renames,

@@ -1,4 +1,4 @@
-//! Schema v1 of a room document (SPEC §2): root names, the new-room initialisation, and the
+//! Schema v1 of a room document (docs/document-schema.md): root names, the new-room initialisation, and the
 //! vocabularies a shape may use (types, tldraw colors and fills, text alignments).
 //!
 //! Owns only names and the idempotent [`init_schema`]; the typed shape access is in

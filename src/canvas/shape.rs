@@ -1,7 +1,7 @@
 //! Typed shapes over the document: one nested `Y.Map` per shape in the `shapes` root, keyed by
 //! the shape's plain id, so concurrent edits of different properties of one shape merge.
 //!
-//! Owns the mapping between [`Shape`] and the map's keys (SPEC §2), and the primitive reads and
+//! Owns the mapping between [`Shape`] and the map's keys (docs/document-schema.md), and the primitive reads and
 //! writes. Writes are minimal: [`write_shape`] only sets the keys whose value changed, which is
 //! what keeps concurrent edits (and a fairy's revert) from touching each other's properties.
 //! Reading is lenient: a property a foreign client left out reads as its default; a shape whose

@@ -5,7 +5,7 @@ use std::fmt;
 /// Longest room name accepted.
 pub const MAX_ROOM_NAME: usize = 128;
 
-/// A room name: 1–128 characters of `[A-Za-z0-9._-]` (SPEC §1). Constructing one is the only
+/// A room name: 1–128 characters of `[A-Za-z0-9._-]` (docs/protocol.md). Constructing one is the only
 /// way a name reaches the room registry or the store.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RoomName(String);

@@ -1,4 +1,4 @@
-//! The fairy HTTP API (SPEC §5, scope `fairies`): invite, list, prompt and cancel (both
+//! The fairy HTTP API (docs/fairies.md, scope `fairies`): invite, list, prompt and cancel (both
 //! `interrupt({input, mode})`, `202`, never refused for being busy; an optional `mode` switches
 //! the fairy's mode, an unknown one is a 400; an accepted prompt also writes the person's
 //! message into the fairy's `chat` as `{from: "user:SUB", role: "user", text, at}`), dismiss,

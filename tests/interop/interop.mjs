@@ -34,7 +34,7 @@ await until('b synced', () => b.provider.synced, b.provider, 'sync')
 // 1. History written by the Rust client before we connected arrives through sync step 2.
 await until('rust shape in a', () => a.shapes.has('rust1'), a.doc, 'update')
 if (a.shapes.get('rust1').get('x') !== 42) throw new Error('rust1.x is not 42')
-// Schema roots of a new room (SPEC §2).
+// Schema roots of a new room (docs/document-schema.md).
 if (a.doc.getMap('meta').get('schemaVersion') !== 1) throw new Error('meta.schemaVersion is not 1')
 if (!a.doc.getMap('pages').has('page:main')) throw new Error('page:main missing')
 

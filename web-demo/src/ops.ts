@@ -1,7 +1,7 @@
 // Document edits. Each exported function is one user gesture and runs as ONE Yjs transaction
 // with the caller's local origin, so `Y.UndoManager` (tracking that origin) undoes it as a unit
 // and never touches other people's or fairies' changes. Locked shapes (a fairy's action still
-// streaming, SPEC §5) are never edited here, whatever the UI asked.
+// streaming, docs/fairies.md) are never edited here, whatever the UI asked.
 import * as Y from 'yjs'
 import { MAIN_PAGE, readShape, type Shape } from './schema.js'
 import { keyAbove, keyBelow } from './zorder.js'
@@ -9,7 +9,7 @@ import { keyAbove, keyBelow } from './zorder.js'
 /** Property values a new shape may carry (plain data; `points` becomes a Y.Array). */
 export type ShapeProps = Record<string, string | number | boolean | null | number[]>
 
-/** The document's root maps (SPEC §2). */
+/** The document's root maps (docs/document-schema.md). */
 export function roots (doc: Y.Doc): { shapes: Y.Map<unknown>, pages: Y.Map<unknown>, meta: Y.Map<unknown>, fairies: Y.Map<unknown>, tasks: Y.Map<unknown> } {
   return {
     shapes: doc.getMap('shapes'),

@@ -1,4 +1,4 @@
-// tldraw's colour names and fills (SPEC §2), mapped to the light-theme values tldraw draws with.
+// tldraw's colour names and fills (docs/document-schema.md), mapped to the light-theme values tldraw draws with.
 
 /** The colour names of schema v1, in the order the style panel shows them. */
 export const COLOR_NAMES = [

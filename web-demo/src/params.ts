@@ -6,7 +6,7 @@ export const DEFAULT_ROOM = 'demo'
 
 const ROOM_RE = /^[A-Za-z0-9._-]{1,128}$/
 
-/** What the page was asked to open. `room` is always valid for the server (SPEC §1). */
+/** What the page was asked to open. `room` is always valid for the server (docs/protocol.md). */
 export interface PageParams {
   room: string
   /** `null` when the URL gives no usable name: the page then asks for one. */

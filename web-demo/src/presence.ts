@@ -1,4 +1,4 @@
-// Awareness (SPEC §3): what this browser publishes and how other peers' states are read.
+// Awareness (docs/protocol.md "Awareness"): what this browser publishes and how other peers' states are read.
 // Browser peers publish `{user, cursor, selection, viewport}`; fairies publish `{fairy: {...}}`.
 // Reading is defensive: states come from the network and may be anything.
 import type { Box, Point } from './geometry.js'
@@ -6,7 +6,7 @@ import type { Box, Point } from './geometry.js'
 /** Who this browser is. */
 export interface LocalUser { id: string, name: string, color: string }
 
-/** This browser's awareness state, exactly as SPEC §3 names the keys. */
+/** This browser's awareness state, exactly as docs/protocol.md "Awareness" names the keys. */
 export interface BrowserState {
   user: LocalUser
   cursor: Point | null

@@ -1,4 +1,4 @@
-// Canvas schema v1 (SPEC §2) as the browser reads it: Yjs maps in, plain typed records out.
+// Canvas schema v1 (docs/document-schema.md) as the browser reads it: Yjs maps in, plain typed records out.
 // Reading never throws: a shape with missing or mistyped keys gets defaults, and a value that is
 // not a shape map is skipped, so one bad record (from a buggy peer or model) cannot break the page.
 import * as Y from 'yjs'

@@ -1,4 +1,4 @@
-// Z-order by the `index` string (SPEC §2): shapes sort by plain string comparison, ties by id.
+// Z-order by the `index` string (docs/document-schema.md): shapes sort by plain string comparison, ties by id.
 // New keys are made with a base-62 fractional midpoint; keys written by others (the server's
 // fractional_index, a model) may use other characters, so every generator checks its result and
 // falls back to a key that is still correctly ordered.
