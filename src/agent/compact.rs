@@ -252,12 +252,7 @@ impl FairyRuntime {
                     wait,
                 })) => {
                     attempts = attempt;
-                    self.emit(AgentEvent::Retry {
-                        attempt,
-                        error: error.to_string(),
-                        discard,
-                        wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                    });
+                    self.emit(AgentEvent::retry(attempt, &error, discard, wait));
                     spent.input_tokens += usage.input_tokens;
                     spent.output_tokens += usage.output_tokens;
                     usage = Usage::default();

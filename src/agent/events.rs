@@ -133,6 +133,23 @@ pub enum UsagePurpose {
 }
 
 impl AgentEvent {
+    /// The `retry` event for a failover attempt that starts after `wait`.
+    pub fn retry(
+        attempt: u32,
+        error: &impl std::fmt::Display,
+        discard: bool,
+        wait: std::time::Duration,
+    ) -> Self {
+        AgentEvent::Retry {
+            attempt,
+            error: error.to_string(),
+            discard,
+            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+impl AgentEvent {
     /// A `usage` event for a call that took `attempts` attempts.
     pub fn usage(purpose: UsagePurpose, usage: &crate::llm::Usage, attempts: u32) -> Self {
         AgentEvent::Usage {

@@ -135,6 +135,10 @@ mod tests {
         fairy_state_contract(store.as_ref(), &room, &other).await;
     }
 
+    async fn stored(store: &dyn Store, room: &RoomName, fairy: &str) -> Option<Bytes> {
+        store.load_fairy_state(room, fairy).await.unwrap()
+    }
+
     /// Fairies' private state: keyed by (room, fairy), replaced on save, gone on delete, and
     /// apart from the room's log.
     async fn fairy_state_contract(store: &dyn Store, room: &RoomName, other: &RoomName) {
@@ -156,38 +160,22 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            store
-                .load_fairy_state(room, "f-1")
-                .await
-                .unwrap()
-                .as_deref(),
+            stored(store, room, "f-1").await.as_deref(),
             Some(&b"{\"mode\":\"soloing\"}"[..])
         );
         assert_eq!(
-            store
-                .load_fairy_state(other, "f-1")
-                .await
-                .unwrap()
-                .as_deref(),
+            stored(store, other, "f-1").await.as_deref(),
             Some(&b"other"[..])
         );
         store.delete_fairy_state(room, "f-1").await.unwrap();
         store.delete_fairy_state(room, "f-1").await.unwrap();
         assert_eq!(store.load_fairy_state(room, "f-1").await.unwrap(), None);
         assert_eq!(
-            store
-                .load_fairy_state(room, "f-2")
-                .await
-                .unwrap()
-                .as_deref(),
+            stored(store, room, "f-2").await.as_deref(),
             Some(&b"two"[..])
         );
         assert_eq!(
-            store
-                .load_fairy_state(other, "f-1")
-                .await
-                .unwrap()
-                .as_deref(),
+            stored(store, other, "f-1").await.as_deref(),
             Some(&b"other"[..])
         );
         // The room's log is untouched by fairy state.
