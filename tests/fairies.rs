@@ -366,31 +366,6 @@ async fn the_fairy_flies_smoothly_to_its_work() {
     server.shutdown().await;
 }
 
-/// Reads the SSE stream until `until` is in it (or the test timeout).
-async fn read_events(response: &mut reqwest::Response, until: &str) -> String {
-    read_events_until(response, until, |seen| seen.contains(until)).await
-}
-
-/// Reads the SSE stream until `done` holds for what was read (or the test timeout).
-async fn read_events_until(
-    response: &mut reqwest::Response,
-    what: &str,
-    done: impl Fn(&str) -> bool,
-) -> String {
-    let mut seen = String::new();
-    let read = tokio::time::timeout(support::TIMEOUT, async {
-        while !done(&seen) {
-            match response.chunk().await {
-                Ok(Some(bytes)) => seen.push_str(&String::from_utf8_lossy(&bytes)),
-                _ => break,
-            }
-        }
-    })
-    .await;
-    assert!(read.is_ok() && done(&seen), "no {what}: {seen}");
-    seen
-}
-
 async fn stored_mode(http: &str, room: &str, id: &str) -> Value {
     let history: Value = history(http, room, id).await;
     history["mode"].clone()

@@ -8,39 +8,14 @@ use std::time::Duration;
 
 use fairyring::auth::{Authenticator, MintRequest, Scopes, unix_now};
 use fairyring::config::ServeConfig;
-use fairyring::llm::mock::{MockResponse, MockScript, MockServer};
+use fairyring::llm::mock::{MockScript, MockServer};
 use serde_json::{Value, json};
 use support::Client;
 use support::fairy_http::*;
 use yrs::{Map, Out, ReadTxn};
 
-fn ok(text: &str) -> MockResponse {
-    MockResponse {
-        text: text.into(),
-        ..MockResponse::default()
-    }
-}
-
 const TWO_BOXES: &str = r#"{"actions": [{"_type": "create", "intent": "a", "shape": {"_type": "rectangle", "shapeId": "a", "note": "", "x": 0, "y": 0, "w": 50, "h": 50, "color": "blue"}}, {"_type": "create", "intent": "b", "shape": {"_type": "rectangle", "shapeId": "b", "note": "", "x": 100, "y": 0, "w": 50, "h": 50, "color": "blue"}}]}"#;
 const DONE: &str = r#"{"actions": [{"_type": "message", "text": "ok"}]}"#;
-
-async fn mock_server(responses: Vec<MockResponse>) -> MockServer {
-    MockServer::start(MockScript { responses })
-        .await
-        .expect("mock")
-}
-
-async fn wait_requests(mock: &MockServer, n: usize) {
-    let deadline = tokio::time::Instant::now() + support::TIMEOUT;
-    while mock.requests().len() < n {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "mock got {} requests",
-            mock.requests().len()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// The text of the first user turn (the context parts) of the n-th model request.
 fn context_of(mock: &MockServer, n: usize) -> String {

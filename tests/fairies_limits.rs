@@ -126,22 +126,6 @@ async fn calls_that_start_work_are_rate_limited_per_token() {
 const BOX: &str = r#"{"actions": [{"_type": "create", "intent": "a box", "shape": {"_type": "rectangle", "shapeId": "box1", "note": "", "x": 10, "y": 20, "w": 100, "h": 50, "color": "blue", "fill": "solid", "text": "", "textAlign": "middle"}}, {"_type": "message", "text": "Drew a box."}]}"#;
 const BOX2: &str = r#"{"actions": [{"_type": "create", "intent": "another", "shape": {"_type": "rectangle", "shapeId": "box2", "note": "", "x": 300, "y": 20, "w": 100, "h": 50, "color": "red", "fill": "solid", "text": "", "textAlign": "middle"}}, {"_type": "message", "text": "Drew another."}]}"#;
 
-/// Reads a fairy's SSE stream until `until` has been seen, or panics after 10 s.
-async fn sse_until(response: &mut reqwest::Response, until: &str) -> String {
-    let mut seen = String::new();
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while !seen.contains(until) {
-            match response.chunk().await.expect("sse chunk") {
-                Some(chunk) => seen.push_str(&String::from_utf8_lossy(&chunk)),
-                None => break,
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("no {until:?} within 10 s; saw:\n{seen}"));
-    seen
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spent_token_budget_ends_the_request_before_the_model_is_called() {
     let usage = Usage {
@@ -177,7 +161,7 @@ async fn a_spent_token_budget_ends_the_request_before_the_model_is_called() {
 
     // The bucket is full: the first request runs, and costs more than the budget.
     prompt(&http, "budget", &id, "a box").await;
-    let first = sse_until(&mut events, "event: request-ended").await;
+    let first = read_events(&mut events, "event: request-ended").await;
     assert!(first.contains("\"reason\":\"done\""), "{first}");
     client
         .until("box1 drawn", |c| {
@@ -187,7 +171,7 @@ async fn a_spent_token_budget_ends_the_request_before_the_model_is_called() {
 
     // The next one ends before its model call: an error event, a chat message, nothing drawn.
     prompt(&http, "budget", &id, "another box").await;
-    let second = sse_until(&mut events, "event: request-ended").await;
+    let second = read_events(&mut events, "event: request-ended").await;
     assert!(second.contains("event: error"), "{second}");
     assert!(second.contains("model-token budget"), "{second}");
     client

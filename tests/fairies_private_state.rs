@@ -16,7 +16,7 @@ use fairyring::agent::modes::{MemoryLevel, Mode};
 use fairyring::agent::presence::TodoItem;
 use fairyring::agent::state::FairyState;
 use fairyring::config::ServeConfig;
-use fairyring::llm::mock::{MockResponse, MockScript, MockServer};
+use fairyring::llm::mock::MockServer;
 use fairyring::origin::TxnOrigin;
 use fairyring::room::{RoomConfig, RoomName, SERVER_CLIENT_ID};
 use fairyring::server::{self, ServerHandle};
@@ -30,19 +30,6 @@ use yrs::{Doc, Map, MapRef, Out, ReadTxn, StateVector, Transact};
 /// The keys of a fairy's map in the document: its public entity.
 const PUBLIC_KEYS: [&str; 5] = ["chat", "createdBy", "hat", "name", "personality"];
 
-fn ok(text: &str) -> MockResponse {
-    MockResponse {
-        text: text.into(),
-        ..MockResponse::default()
-    }
-}
-
-async fn mock_server(responses: Vec<MockResponse>) -> MockServer {
-    MockServer::start(MockScript { responses })
-        .await
-        .expect("mock")
-}
-
 /// Starts a server on `store` (kept by the test, so it outlives a restart and can be read).
 async fn start_on(store: Arc<MemoryStore>, config: ServeConfig) -> (ServerHandle, String, String) {
     let handle = server::start_with(config, RoomConfig::from_serve, store)
@@ -51,18 +38,6 @@ async fn start_on(store: Arc<MemoryStore>, config: ServeConfig) -> (ServerHandle
     let ws = format!("ws://{}", handle.addr());
     let http = format!("http://{}", handle.addr());
     (handle, ws, http)
-}
-
-async fn wait_requests(mock: &MockServer, n: usize) {
-    let deadline = tokio::time::Instant::now() + support::TIMEOUT;
-    while mock.requests().len() < n {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "mock got {} requests",
-            mock.requests().len()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The whole n-th model request as text (system prompt, history, context).
@@ -122,34 +97,6 @@ fn texts(history: &Value) -> String {
     history["history"].to_string()
 }
 
-/// The fairy's event stream (subscribe before prompting).
-async fn events(http: &str, room: &str, id: &str) -> reqwest::Response {
-    let response = reqwest::get(format!("{http}/rooms/{room}/fairies/{id}/events"))
-        .await
-        .expect("events");
-    assert_eq!(response.status().as_u16(), 200);
-    response
-}
-
-/// Reads the event stream until the next `request-ended` event: the request's final state
-/// was handed to the store before it (the history route then waits for it to be written).
-async fn until_request_ended(response: &mut reqwest::Response) {
-    let mut seen = String::new();
-    let read = tokio::time::timeout(support::TIMEOUT, async {
-        while !seen.contains("event: request-ended") {
-            match response.chunk().await {
-                Ok(Some(bytes)) => seen.push_str(&String::from_utf8_lossy(&bytes)),
-                _ => break,
-            }
-        }
-    })
-    .await;
-    assert!(
-        read.is_ok() && seen.contains("event: request-ended"),
-        "no request-ended event: {seen}"
-    );
-}
-
 fn room(name: &str) -> RoomName {
     RoomName::parse(name).expect("room name")
 }
@@ -205,7 +152,9 @@ async fn the_document_holds_only_the_public_entity_while_a_fairy_works() {
     )
     .await;
     assert_eq!(status, 202);
-    until_request_ended(&mut stream).await;
+    // The request's final state was handed to the store before `request-ended` (the history
+    // route then waits for it to be written).
+    read_events(&mut stream, "event: request-ended").await;
     client
         .until("the fairy idle, the shape reverted", |c| {
             idle(c, &id) && shapes(c).get("slow").is_none()
@@ -261,7 +210,7 @@ async fn a_writer_editing_a_fairys_map_changes_nothing_it_remembers_or_is_told()
     let id = invite(&http, "forged", "Nettle").await;
     let mut stream = events(&http, "forged", &id).await;
     prompt(&http, "forged", &id, "REAL-PROMPT remember this").await;
-    until_request_ended(&mut stream).await;
+    read_events(&mut stream, "event: request-ended").await;
     writer
         .until("the fairy idle after its turn", |c| {
             idle(c, &id) && chat_texts(c, &id).iter().any(|t| t == "noted")
@@ -295,7 +244,7 @@ async fn a_writer_editing_a_fairys_map_changes_nothing_it_remembers_or_is_told()
     assert!(told.contains("REAL-PROMPT"), "{told}");
     assert!(told.contains("SECOND-PROMPT"), "{told}");
     assert!(!told.contains("FORGED"), "{told}");
-    until_request_ended(&mut stream).await;
+    read_events(&mut stream, "event: request-ended").await;
     let after = history(&http, "forged", &id).await;
     assert_eq!(after["mode"], json!("idling"));
     assert_eq!(after["todo"], before["todo"]);
@@ -415,7 +364,7 @@ async fn a_room_with_a_legacy_runtime_key_migrates_on_load() {
     assert_eq!(status, 202, "{body}");
     wait_requests(&mock, 1).await;
     assert!(request_text(&mock, 0).contains("LEGACY-PROMPT"));
-    until_request_ended(&mut stream).await;
+    read_events(&mut stream, "event: request-ended").await;
     client.close().await;
     server.shutdown().await;
 

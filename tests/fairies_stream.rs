@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use fairyring::llm::mock::wire::{Segment, WireFormat, render};
-use fairyring::llm::mock::{Fault, MockResponse, MockScript, MockServer};
+use fairyring::llm::mock::{Fault, MockResponse, MockServer};
 use serde_json::{Value, json};
 use support::Client;
 use support::fairy_http::*;
@@ -25,9 +25,7 @@ fn rectangle(id: &str) -> String {
 async fn server_with(
     responses: Vec<MockResponse>,
 ) -> (MockServer, fairyring::server::ServerHandle, String, String) {
-    let mock = MockServer::start(MockScript { responses })
-        .await
-        .expect("mock");
+    let mock = mock_server(responses).await;
     let mut config = mock_config(&mock);
     // The default interval, which the slow stream below fits inside.
     config.fairy_apply_interval_ms = 250;
@@ -95,13 +93,6 @@ fn bytes_per_event(resp: &MockResponse) -> usize {
         .sum();
     let events = resp.text.chars().count().div_ceil(resp.delta_chars.max(1));
     (body / events.max(1)).max(1)
-}
-
-fn ok(text: &str) -> MockResponse {
-    MockResponse {
-        text: text.into(),
-        ..MockResponse::default()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

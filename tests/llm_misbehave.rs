@@ -9,19 +9,12 @@ mod support;
 use std::time::Duration;
 
 use fairyring::llm::Usage;
-use fairyring::llm::mock::{Fault, MockResponse, MockScript, MockServer};
+use fairyring::llm::mock::{Fault, MockResponse, MockServer};
 use serde_json::{Value, json};
 use support::Client;
 use support::fairy_http::*;
 
 const DONE: &str = r#"{"actions": [{"_type": "message", "text": "ok"}]}"#;
-
-fn ok(text: &str) -> MockResponse {
-    MockResponse {
-        text: text.into(),
-        ..MockResponse::default()
-    }
-}
 
 fn rectangle(id: &str) -> String {
     format!(
@@ -52,34 +45,13 @@ async fn prompted(
     String,
     reqwest::Response,
 ) {
-    let mock = MockServer::start(MockScript { responses })
-        .await
-        .expect("mock");
+    let mock = mock_server(responses).await;
     let (server, ws, http) = start(mock_config(&mock)).await;
     let client = Client::connect(&ws, room).await;
     let id = invite(&http, room, "Sorrel").await;
-    let events = reqwest::get(format!("{http}/rooms/{room}/fairies/{id}/events"))
-        .await
-        .expect("events");
-    assert_eq!(events.status().as_u16(), 200);
+    let events = events(&http, room, &id).await;
     prompt(&http, room, &id, "a box").await;
     (mock, server, client, id, events)
-}
-
-/// The SSE text until the request ended.
-async fn until_ended(mut events: reqwest::Response) -> String {
-    let mut seen = String::new();
-    let read = tokio::time::timeout(support::TIMEOUT, async {
-        while !seen.contains("event: request-ended") {
-            match events.chunk().await {
-                Ok(Some(bytes)) => seen.push_str(&String::from_utf8_lossy(&bytes)),
-                _ => break,
-            }
-        }
-    })
-    .await;
-    assert!(read.is_ok(), "no request-ended event: {seen}");
-    seen
 }
 
 /// The data of every SSE event named `name`.
@@ -106,9 +78,9 @@ async fn a_think_block_holding_actions_is_skipped() {
         delta_chars: 3,
         ..MockResponse::default()
     };
-    let (_mock, server, mut client, _id, events) =
+    let (_mock, server, mut client, _id, mut events) =
         prompted("think", vec![thinking, ok(DONE)]).await;
-    let seen = until_ended(events).await;
+    let seen = read_events(&mut events, "event: request-ended").await;
     client
         .until("the real box", |c| {
             shapes(c)["real"]["locked"] == json!(false)
@@ -126,12 +98,12 @@ async fn a_think_block_holding_actions_is_skipped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_context_overflow_is_compacted_and_retried() {
-    let (mock, server, mut client, id, events) = prompted(
+    let (mock, server, mut client, id, mut events) = prompted(
         "overflow-ok",
         vec![overflow(), ok(&rectangle("fits")), ok(DONE)],
     )
     .await;
-    let seen = until_ended(events).await;
+    let seen = read_events(&mut events, "event: request-ended").await;
     client
         .until("the box", |c| shapes(c)["fits"]["locked"] == json!(false))
         .await;
@@ -161,8 +133,9 @@ async fn a_context_overflow_is_compacted_and_retried() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_context_overflow_that_persists_is_reported() {
-    let (mock, server, mut client, id, events) = prompted("overflow-bad", vec![overflow()]).await;
-    let seen = until_ended(events).await;
+    let (mock, server, mut client, id, mut events) =
+        prompted("overflow-bad", vec![overflow()]).await;
+    let seen = read_events(&mut events, "event: request-ended").await;
     let errors = events_named(&seen, "error");
     assert_eq!(errors.len(), 1, "{seen}");
     assert!(
@@ -209,8 +182,8 @@ async fn retries_and_usage_are_events() {
         },
         ..ok(DONE)
     };
-    let (_mock, server, client, _id, events) = prompted("usage", vec![refused, counted]).await;
-    let seen = until_ended(events).await;
+    let (_mock, server, client, _id, mut events) = prompted("usage", vec![refused, counted]).await;
+    let seen = read_events(&mut events, "event: request-ended").await;
     let retries = events_named(&seen, "retry");
     assert_eq!(retries.len(), 1, "{seen}");
     assert_eq!(retries[0]["attempt"], json!(2));
@@ -249,9 +222,9 @@ async fn the_model_stream_is_dropped_once_the_actions_closed_or_broke() {
     let broken = with_slow_tail(
         r#"{"actions": [{"_type": "message", "text": "hi"}, {"_type": "create", "shape": tru"#,
     );
-    let (mock, server, mut client, _id, events) =
+    let (mock, server, mut client, _id, mut events) =
         prompted("early", vec![broken, closed, ok(DONE)]).await;
-    let seen = until_ended(events).await;
+    let seen = read_events(&mut events, "event: request-ended").await;
     client
         .until("the box", |c| shapes(c)["early"]["locked"] == json!(false))
         .await;
@@ -280,17 +253,14 @@ async fn the_model_stream_is_dropped_once_the_actions_closed_or_broke() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_context_overflow_first_summarises_the_older_history() {
     let summary = "Earlier the user asked for a box and I drew box 'first'.";
-    let mock = MockServer::start(MockScript {
-        responses: vec![
-            ok(&rectangle("first")),
-            overflow(),
-            ok(summary),
-            ok(&rectangle("second")),
-            ok(DONE),
-        ],
-    })
-    .await
-    .expect("mock");
+    let mock = mock_server(vec![
+        ok(&rectangle("first")),
+        overflow(),
+        ok(summary),
+        ok(&rectangle("second")),
+        ok(DONE),
+    ])
+    .await;
     let mut config = mock_config(&mock);
     // Small enough that the first request's items are "older history" after an overflow, large
     // enough that the budget alone does not summarise them.
@@ -306,11 +276,9 @@ async fn a_context_overflow_first_summarises_the_older_history() {
         })
         .await;
     let before = mock.requests().len();
-    let events = reqwest::get(format!("{http}/rooms/overflow-summary/fairies/{id}/events"))
-        .await
-        .expect("events");
+    let mut events = events(&http, "overflow-summary", &id).await;
     prompt(&http, "overflow-summary", &id, "another box").await;
-    let seen = until_ended(events).await;
+    let seen = read_events(&mut events, "event: request-ended").await;
     client
         .until("the second box", |c| {
             shapes(c)["second"]["locked"] == json!(false)

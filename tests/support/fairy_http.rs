@@ -2,7 +2,7 @@
 //! and what a yrs client sees of fairies (document roots, awareness).
 
 use fairyring::config::{LlmProvider, ServeConfig};
-use fairyring::llm::mock::{MockResponse, MockServer};
+use fairyring::llm::mock::{MockResponse, MockScript, MockServer};
 use fairyring::server::{self, ServerHandle};
 use serde_json::{Value, json};
 use yrs::Transact;
@@ -115,4 +115,67 @@ pub fn slow(text: &str) -> MockResponse {
         delay_ms: 10,
         ..MockResponse::default()
     }
+}
+
+/// A mock answer with `text`, streamed the default way.
+pub fn ok(text: &str) -> MockResponse {
+    MockResponse {
+        text: text.into(),
+        ..MockResponse::default()
+    }
+}
+
+/// A mock model serving `responses` in order (the last repeats).
+pub async fn mock_server(responses: Vec<MockResponse>) -> MockServer {
+    MockServer::start(MockScript { responses })
+        .await
+        .expect("mock")
+}
+
+/// Waits until the mock has received `n` requests (or the test timeout).
+pub async fn wait_requests(mock: &MockServer, n: usize) {
+    let deadline = tokio::time::Instant::now() + super::TIMEOUT;
+    while mock.requests().len() < n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "mock got {} requests",
+            mock.requests().len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// The fairy's event stream (subscribe before prompting).
+pub async fn events(http: &str, room: &str, id: &str) -> reqwest::Response {
+    let response = reqwest::get(format!("{http}/rooms/{room}/fairies/{id}/events"))
+        .await
+        .expect("events");
+    assert_eq!(response.status().as_u16(), 200);
+    response
+}
+
+/// Reads the SSE stream until `until` was seen (or panics at the test timeout); returns what
+/// was read.
+pub async fn read_events(response: &mut reqwest::Response, until: &str) -> String {
+    read_events_until(response, until, |seen| seen.contains(until)).await
+}
+
+/// Reads the SSE stream until `done` holds for what was read (or panics at the test timeout).
+pub async fn read_events_until(
+    response: &mut reqwest::Response,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let mut seen = String::new();
+    let read = tokio::time::timeout(super::TIMEOUT, async {
+        while !done(&seen) {
+            match response.chunk().await {
+                Ok(Some(bytes)) => seen.push_str(&String::from_utf8_lossy(&bytes)),
+                _ => break,
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok() && done(&seen), "no {what}: {seen}");
+    seen
 }
