@@ -12,8 +12,7 @@ use fairyring::server::{self, ServerHandle};
 use support::{Client, metrics_text, put_shape, shape_x};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use yrs::types::ToJson;
-use yrs::updates::decoder::Decode;
-use yrs::{Array, Doc, Map, ReadTxn, StateVector, Transact, Update, WriteTxn};
+use yrs::{Array, Doc, Map, ReadTxn, Transact, WriteTxn};
 
 async fn start(config: ServeConfig) -> (ServerHandle, String) {
     let handle = server::start(config).await.expect("server starts");
@@ -332,14 +331,7 @@ async fn legacy_json_content_closes_with_1007_and_room_survives() {
     let name = fairyring::room::RoomName::parse("json-content").expect("name");
     let room = server.rooms().get_loaded(&name).expect("room still loaded");
     room.flushed().await;
-    let state = room
-        .doc()
-        .transact()
-        .encode_state_as_update_v1(&StateVector::default());
-    let copy = Doc::new();
-    copy.transact_mut()
-        .apply_update(Update::decode_v1(&state).expect("room state decodes"))
-        .expect("room state applies");
+    let copy = support::fresh_copy(room.doc());
     assert_eq!(copy.get_or_insert_array("t").len(&copy.transact()), 0);
     server.shutdown().await;
 }
@@ -487,14 +479,7 @@ async fn updates_as_the_servers_client_id_close_with_1007() {
         .get(&fairyring::room::RoomName::parse("impostor").expect("name"))
         .await
         .expect("room");
-    let state = room
-        .doc()
-        .transact()
-        .encode_state_as_update_v1(&StateVector::default());
-    let copy = Doc::new();
-    copy.transact_mut()
-        .apply_update(Update::decode_v1(&state).expect("decodes"))
-        .expect("applies");
+    let copy = support::fresh_copy(room.doc());
     assert_eq!(
         copy.transact().state_vector(),
         room.doc().transact().state_vector()

@@ -210,6 +210,19 @@ pub async fn metrics_text(http: &str) -> String {
         .expect("metrics body")
 }
 
+/// A fresh document built from `doc`'s full-state encoding: what a store or a new peer would
+/// make of it (for round-trip checks).
+pub fn fresh_copy(doc: &Doc) -> Doc {
+    let state = doc
+        .transact()
+        .encode_state_as_update_v1(&StateVector::default());
+    let copy = Doc::new();
+    copy.transact_mut()
+        .apply_update(Update::decode_v1(&state).expect("state decodes"))
+        .expect("state applies");
+    copy
+}
+
 /// A shape map's `x` as seen by a client.
 pub fn shape_x(doc: &Doc, id: &str) -> Option<f64> {
     use yrs::{Map, Out};
