@@ -175,7 +175,7 @@ impl Room {
         if all_applied {
             const EMPTY_DOC: &[u8] = &[0, 0];
             let base = stored.snapshot.as_deref().unwrap_or(EMPTY_DOC);
-            cold.install(base, stored.updates);
+            cold.install(base.to_vec(), stored.updates);
         }
         let pending = Arc::new(PendingQueue::new(config.pending_capacity));
         let queue = pending.clone();
@@ -409,7 +409,7 @@ impl Room {
             return frames;
         }
         let full = txn.encode_state_as_update_v1(&StateVector::default());
-        vec![self.cold.install(&full, Vec::new()).0]
+        vec![self.cold.install(full, Vec::new()).0]
     }
 
     /// Replaces the cold-load answer by a full-state encoding of the document (compaction
@@ -417,7 +417,7 @@ impl Room {
     pub(crate) fn encode_and_install_cold(&self) -> Bytes {
         let txn = self.doc.transact();
         let full = txn.encode_state_as_update_v1(&StateVector::default());
-        self.cold.install(&full, Vec::new()).1
+        self.cold.install(full, Vec::new()).1
     }
 
     /// Applies a peer's decoded update. yrs is not panic-free on hostile input; a panic while
