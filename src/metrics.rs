@@ -162,6 +162,12 @@ impl Metrics {
             .inc_by(n);
     }
 
+    /// Counts the input and output tokens of one model call.
+    pub fn count_model_usage(&self, usage: &crate::llm::Usage) {
+        Self::count(&self.model_tokens, "input", usage.input_tokens);
+        Self::count(&self.model_tokens, "output", usage.output_tokens);
+    }
+
     /// Counts a server-side close.
     pub fn close(&self, reason: &str) {
         self.closed

@@ -253,8 +253,7 @@ impl FairyRuntime {
                 })) => {
                     attempts = attempt;
                     self.emit(AgentEvent::retry(attempt, &error, discard, wait));
-                    spent.input_tokens += usage.input_tokens;
-                    spent.output_tokens += usage.output_tokens;
+                    spent = spent.with_attempt(&usage);
                     usage = Usage::default();
                     if discard {
                         text.clear();
@@ -264,12 +263,9 @@ impl FairyRuntime {
             }
         };
         drop(stream);
-        usage.input_tokens += spent.input_tokens;
-        usage.output_tokens += spent.output_tokens;
-        let m = crate::metrics::global();
-        crate::metrics::Metrics::count(&m.model_tokens, "input", usage.input_tokens);
-        crate::metrics::Metrics::count(&m.model_tokens, "output", usage.output_tokens);
-        self.emit(AgentEvent::usage(UsagePurpose::Summary, &usage, attempts));
+        let total = spent.with_attempt(&usage);
+        crate::metrics::global().count_model_usage(&total);
+        self.emit(AgentEvent::usage(UsagePurpose::Summary, &total, attempts));
         if let Some(error) = failed {
             tracing::warn!(fairy = %self.entity.id, %error, "history summary failed");
             return None;

@@ -73,22 +73,6 @@ const TAIL_CHARS: usize = 256;
 /// Longest wait for the end of the stream after the actions array closed.
 const TAIL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Adds a model call's token usage to the metrics.
-fn record_usage(total: &Usage) {
-    let m = crate::metrics::global();
-    crate::metrics::Metrics::count(&m.model_tokens, "input", total.input_tokens);
-    crate::metrics::Metrics::count(&m.model_tokens, "output", total.output_tokens);
-}
-
-/// `spent` plus the last attempt's usage (input and output summed; cache figures of the last).
-fn total_usage(spent: &Usage, last: &Usage) -> Usage {
-    Usage {
-        input_tokens: spent.input_tokens + last.input_tokens,
-        output_tokens: spent.output_tokens + last.output_tokens,
-        ..*last
-    }
-}
-
 /// An incomplete version the throttle held back, applied when its interval ends unless a
 /// newer version is applied first (the throttle's trailing edge).
 struct Held {
@@ -280,7 +264,7 @@ impl FairyRuntime {
                 } => {
                     attempts = attempt;
                     self.emit(AgentEvent::retry(attempt, &error, discard, wait));
-                    spent = total_usage(&spent, &usage);
+                    spent = spent.with_attempt(&usage);
                     usage = Usage::default();
                     if discard {
                         self.tentative.revert_tentative();
@@ -294,8 +278,8 @@ impl FairyRuntime {
             }
         };
         drop(stream);
-        let total = total_usage(&spent, &usage);
-        record_usage(&total);
+        let total = spent.with_attempt(&usage);
+        crate::metrics::global().count_model_usage(&total);
         self.emit(AgentEvent::usage(UsagePurpose::Turn, &total, attempts));
         outcome?;
         for a in actions.finish() {

@@ -43,6 +43,18 @@ impl Usage {
     }
 }
 
+impl Usage {
+    /// A call's usage once one more attempt ended: `self` (its earlier attempts) plus `last`,
+    /// input and output summed; the cache figures are the last attempt's.
+    pub fn with_attempt(&self, last: &Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens + last.input_tokens,
+            output_tokens: self.output_tokens + last.output_tokens,
+            ..*last
+        }
+    }
+}
+
 /// Usage across the calls of one model (or one fairy): totals of input and output, and the
 /// last call's full record, cache figures included.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +89,31 @@ impl UsageLedger {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn an_attempt_adds_input_and_output_and_brings_its_cache_figures() {
+        let earlier = Usage {
+            input_tokens: 100,
+            output_tokens: 10,
+            cache_read_input_tokens: 5,
+            cache_creation_input_tokens: 6,
+        };
+        let last = Usage {
+            input_tokens: 200,
+            output_tokens: 20,
+            cache_read_input_tokens: 50,
+            cache_creation_input_tokens: 0,
+        };
+        assert_eq!(
+            earlier.with_attempt(&last),
+            Usage {
+                input_tokens: 300,
+                output_tokens: 30,
+                cache_read_input_tokens: 50,
+                cache_creation_input_tokens: 0,
+            }
+        );
+    }
 
     #[test]
     fn cache_figures_are_not_summed() {
