@@ -142,17 +142,14 @@ pub async fn json_errors(response: Response) -> Response {
         .await
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    let code = match status {
-        StatusCode::PAYLOAD_TOO_LARGE => "body_too_large",
-        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE | StatusCode::UNPROCESSABLE_ENTITY => "invalid_json",
-        StatusCode::TOO_MANY_REQUESTS => "rate_limited",
-        _ => "bad_request",
-    };
-    let error = if status == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::body(status, text)
-    } else {
-        ApiError::new(status, code, text)
+    let error = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::body(status, text),
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::new(status, "method_not_allowed", text),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE | StatusCode::UNPROCESSABLE_ENTITY => {
+            ApiError::new(status, "invalid_json", text)
+        }
+        StatusCode::TOO_MANY_REQUESTS => ApiError::new(status, "rate_limited", text),
+        _ => ApiError::new(status, "bad_request", text),
     };
     let mut response = error.into_response();
     if let Some(value) = retry_after {
