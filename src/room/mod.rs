@@ -405,8 +405,13 @@ impl Room {
         if !knows_nothing {
             return vec![protocol::sync_step2(txn.encode_diff_v1(sv))];
         }
-        if let Some(frames) = self.cold.frames() {
-            return frames;
+        // Only a base with no tail is answered as it is: a sync step 2 followed by an update
+        // frame would let a client (y-websocket's `synced`) see the base alone as "synced"
+        // before the tail arrives. With a tail, the answer is encoded afresh and installed.
+        if let Some(frames) = self.cold.frames()
+            && let [only] = frames.as_slice()
+        {
+            return vec![only.clone()];
         }
         let full = txn.encode_state_as_update_v1(&StateVector::default());
         vec![self.cold.install(full, Vec::new()).0]
