@@ -6,7 +6,6 @@ mod support;
 
 use std::time::Duration;
 
-use fairyring::auth::{Authenticator, MintRequest, Scopes, unix_now};
 use fairyring::config::ServeConfig;
 use fairyring::llm::mock::{MockScript, MockServer};
 use serde_json::{Value, json};
@@ -187,20 +186,7 @@ async fn the_event_stream_reports_a_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fairy_routes_need_the_fairies_scope() {
-    let mut config = ServeConfig::for_test();
-    config.insecure_no_auth = false;
-    config.jwt_secret = Some("a-test-secret-of-at-least-32-bytes!!".into());
-    let auth = Authenticator::from_config(&config).expect("auth");
-    let mint = |scope: &str| {
-        let request = MintRequest {
-            sub: "alice".into(),
-            name: None,
-            rooms: vec!["*".into()],
-            scope: Scopes::from_words(scope.split(' ')),
-            ttl: Duration::from_secs(600),
-        };
-        auth.mint(request, unix_now()).expect("mint")
-    };
+    let (config, mint) = with_auth(ServeConfig::for_test());
     let (server, _ws, http) = start(config).await;
     let url = format!("{http}/rooms/scoped/fairies");
     let http_client = reqwest::Client::new();

@@ -309,6 +309,8 @@ async fn a_room_with_a_legacy_runtime_key_migrates_on_load() {
             source: "user".into(),
             agent_facing_message: "LEGACY-PROMPT".into(),
             memory_level: MemoryLevel::Fairy,
+            request_id: None,
+            acceptance: None,
         }],
         todo: vec![TodoItem {
             id: "t1".into(),

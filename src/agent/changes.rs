@@ -9,6 +9,10 @@
 //! shape created then deleted vanishes, and one moved away and back is unchanged. The fairy's
 //! own transactions only refresh the tracker's picture of the canvas. `start_request` clears the
 //! records. Owns no I/O; the report is offset and rounded like the prompt's shapes.
+//!
+//! The same observation feeds the fairy's [`RequestLedger`] (what each of its requests
+//! changed, for taking a request back): the fairy's own transactions go into the open
+//! request's record, everyone else's (the server's included) mark what they overwrote.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,6 +23,7 @@ use serde_json::{Map, Value};
 use yrs::types::{Event, PathSegment};
 use yrs::{DeepObservable, Doc, MapRef, Origin, Transact, TransactionMut};
 
+use super::ledger::{RequestId, RequestLedger, RequestRecord, RevertOutcome, ShapeDiff};
 use crate::canvas::format::{model_type, to_simple};
 use crate::canvas::schema::SHAPES;
 use crate::canvas::shape::{Shape, list_shapes, read_shape};
@@ -86,10 +91,13 @@ struct State {
     known: HashMap<String, Shape>,
     users: BTreeMap<String, Delta>,
     fairies: BTreeMap<String, Delta>,
+    ledger: RequestLedger,
 }
 
 enum Author {
     Own,
+    /// The server itself: not reported, but a change the fairy did not make.
+    System,
     User,
     Fairy,
 }
@@ -107,7 +115,7 @@ impl State {
         match TxnOrigin::parse(origin) {
             Some(TxnOrigin::Client { .. }) => Author::User,
             Some(TxnOrigin::Fairy { id }) if id == self.fairy_id => Author::Own,
-            Some(TxnOrigin::System) => Author::Own,
+            Some(TxnOrigin::System) => Author::System,
             // Other fairies, and their undo managers' reverts (whose origin is opaque).
             _ => Author::Fairy,
         }
@@ -178,8 +186,12 @@ impl ChangeTracker {
                     Some(a) => st.known.insert(id.clone(), a.clone()),
                     None => st.known.remove(&id),
                 };
+                if st.ledger.open || !st.ledger.records.is_empty() {
+                    let diff = ShapeDiff::between(before.as_ref(), after.as_ref());
+                    st.ledger.observe(&id, &diff, matches!(author, Author::Own));
+                }
                 let bucket = match author {
-                    Author::Own => continue,
+                    Author::Own | Author::System => continue,
                     Author::User => &mut st.users,
                     Author::Fairy => &mut st.fairies,
                 };
@@ -207,6 +219,41 @@ impl ChangeTracker {
         let mut st = lock(&self.state);
         st.users.clear();
         st.fairies.clear();
+    }
+
+    /// Starts recording what the fairy's request named `ids` changes (see [`RequestLedger`]).
+    pub fn open_request(&self, ids: &[RequestId], summary: &str) {
+        lock(&self.state).ledger.open(ids, summary);
+    }
+
+    /// Stops recording the fairy's changes (its request ended).
+    pub fn close_request(&self) {
+        lock(&self.state).ledger.close();
+    }
+
+    /// Records into the latest request again (cleaning up after a restart mid-request).
+    pub fn reopen_latest_request(&self) -> bool {
+        lock(&self.state).ledger.reopen_latest()
+    }
+
+    /// What the request named `id` changed, if it is among the recent ones.
+    pub fn request(&self, id: &RequestId) -> Option<RequestRecord> {
+        lock(&self.state).ledger.find(id).cloned()
+    }
+
+    /// Marks the request named `id` rejected.
+    pub fn mark_rejected(&self, id: &RequestId, outcome: RevertOutcome) {
+        lock(&self.state).ledger.mark_rejected(id, outcome);
+    }
+
+    /// The ledger, to store with the fairy's private state.
+    pub fn ledger(&self) -> RequestLedger {
+        lock(&self.state).ledger.clone()
+    }
+
+    /// Replaces the ledger with a stored one (after a restart).
+    pub fn restore_ledger(&self, ledger: RequestLedger) {
+        lock(&self.state).ledger = ledger;
     }
 
     /// The squashed changes since the last `start_request`, offset and rounded by `transform`.

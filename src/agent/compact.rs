@@ -299,6 +299,8 @@ mod tests {
             source: "user".into(),
             agent_facing_message: "hi".into(),
             memory_level: MemoryLevel::Fairy,
+            request_id: None,
+            acceptance: None,
         };
         assert!(!truncate_item(&mut short, 10));
     }

@@ -18,6 +18,19 @@ pub enum AgentEvent {
     RequestStarted {
         /// The request's messages.
         messages: Vec<String>,
+        /// Its id (what `…/requests/{requestId}/revert` takes).
+        #[serde(rename = "requestId")]
+        request_id: String,
+    },
+    /// A person rejected a request: what it changed was taken back.
+    RequestRejected {
+        /// The request's id.
+        #[serde(rename = "requestId")]
+        request_id: String,
+        /// Shapes taken back entirely.
+        reverted: usize,
+        /// Shapes kept (someone changed them afterwards).
+        kept: usize,
     },
     /// A model turn of the request started (1-based).
     TurnStarted {
@@ -52,7 +65,7 @@ pub enum AgentEvent {
     },
     /// The request ended.
     RequestEnded {
-        /// `done`, `cancelled`, `interrupted`, `error` or `max-iterations`.
+        /// `done`, `cancelled`, `interrupted`, `rejected`, `error` or `max-iterations`.
         reason: String,
     },
     /// Something went wrong (also posted in the fairy's chat).
@@ -166,6 +179,7 @@ impl AgentEvent {
     pub fn name(&self) -> &'static str {
         match self {
             AgentEvent::RequestStarted { .. } => "request-started",
+            AgentEvent::RequestRejected { .. } => "request-rejected",
             AgentEvent::TurnStarted { .. } => "turn-started",
             AgentEvent::Action { .. } => "action",
             AgentEvent::ActionRejected { .. } => "action-rejected",

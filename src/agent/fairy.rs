@@ -1,6 +1,7 @@
 //! The public fairy entity in a room document (the `fairies` root): one nested Y.Map per fairy
 //! with `name, personality, hat, createdBy` and a `chat` Y.Array of user-facing chat items
-//! `{from, role, text, at}`. Every peer receives it and any writer may edit it.
+//! `{from, role, text, at}`, with `requestId` when the item belongs to a fairy request and
+//! `acceptance: "rejected"` on the item that says a person took that request back. Every peer receives it and any writer may edit it.
 //!
 //! A fairy's private state (mode, model-facing history, todo, tasks) is not in the document: it
 //! lives in the store (see [`super::state_store`]). Earlier versions kept it in the fairy's map
@@ -12,12 +13,12 @@
 //! (the migration's with the system origin).
 
 use std::collections::HashMap;
-use std::fmt;
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use yrs::{Any, Array, ArrayPrelim, ArrayRef, Doc, Map, MapPrelim, MapRef, Out, ReadTxn, Transact};
 
+use super::memory::Acceptance;
 use crate::canvas::schema::FAIRIES;
 use crate::origin::TxnOrigin;
 
@@ -54,6 +55,42 @@ pub enum FairyError {
     Invalid(String),
 }
 
+/// True for 1–64 characters of `[A-Za-z0-9_-]`: safe in origins, URLs and document keys
+/// (fairy ids, request ids).
+pub(crate) fn is_plain_id(raw: &str) -> bool {
+    !raw.is_empty()
+        && raw.len() <= 64
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// `TryFrom<String>` (through the type's `parse`), `From<Id> for String` and `Display` for a
+/// newtype over a `String` holding a plain id (see [`is_plain_id`]).
+macro_rules! plain_id_conversions {
+    ($id:ident, $error:ty) => {
+        impl TryFrom<String> for $id {
+            type Error = $error;
+            fn try_from(value: String) -> Result<Self, Self::Error> {
+                $id::parse(&value)
+            }
+        }
+
+        impl From<$id> for String {
+            fn from(id: $id) -> String {
+                id.0
+            }
+        }
+
+        impl std::fmt::Display for $id {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+pub(crate) use plain_id_conversions;
+
 /// A fairy's id: 1–64 characters of `[A-Za-z0-9_-]`, safe in origins (`fairy:ID`) and URLs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -62,12 +99,7 @@ pub struct FairyId(String);
 impl FairyId {
     /// Validates an id.
     pub fn parse(raw: &str) -> Result<Self, FairyError> {
-        let ok = !raw.is_empty()
-            && raw.len() <= 64
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if ok {
+        if is_plain_id(raw) {
             Ok(FairyId(raw.to_owned()))
         } else {
             Err(FairyError::InvalidId(raw.chars().take(80).collect()))
@@ -86,24 +118,7 @@ impl FairyId {
     }
 }
 
-impl TryFrom<String> for FairyId {
-    type Error = FairyError;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        FairyId::parse(&value)
-    }
-}
-
-impl From<FairyId> for String {
-    fn from(id: FairyId) -> String {
-        id.0
-    }
-}
-
-impl fmt::Display for FairyId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+plain_id_conversions!(FairyId, FairyError);
 
 /// The persistent description of a fairy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -153,8 +168,9 @@ impl FairyEntity {
     }
 }
 
-/// One user-facing chat item (`{from, role, text, at}`).
+/// One user-facing chat item (`{from, role, text, at, requestId?, acceptance?}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ChatItem {
     /// `user:SUB` or `fairy:ID`.
     pub from: String,
@@ -164,6 +180,12 @@ pub struct ChatItem {
     pub text: String,
     /// Unix milliseconds.
     pub at: f64,
+    /// The fairy request it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// `rejected` on the item announcing that its request was taken back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<Acceptance>,
 }
 
 impl ChatItem {
@@ -176,6 +198,8 @@ impl ChatItem {
             role: "user".into(),
             text: text.into(),
             at: now_millis(),
+            request_id: None,
+            acceptance: None,
         }
     }
 }
@@ -258,12 +282,18 @@ pub fn append_chat(doc: &Doc, id: &FairyId, item: &ChatItem) -> Result<(), Fairy
         Some(a) => a,
         None => map.insert(&mut txn, "chat", ArrayPrelim::default()),
     };
-    let entry: HashMap<String, Any> = HashMap::from([
+    let mut entry: HashMap<String, Any> = HashMap::from([
         ("from".to_owned(), Any::from(item.from.as_str())),
         ("role".to_owned(), Any::from(item.role.as_str())),
         ("text".to_owned(), Any::from(item.text.as_str())),
         ("at".to_owned(), Any::from(item.at)),
     ]);
+    if let Some(request) = &item.request_id {
+        entry.insert("requestId".to_owned(), Any::from(request.as_str()));
+    }
+    if let Some(acceptance) = item.acceptance {
+        entry.insert("acceptance".to_owned(), Any::from(acceptance.as_str()));
+    }
     chat.push_back(&mut txn, Any::from(entry));
     Ok(())
 }
@@ -370,6 +400,8 @@ mod tests {
             role: "fairy".into(),
             text: "hi \"there\"".into(),
             at: 12.0,
+            request_id: Some("r-1".into()),
+            acceptance: Some(Acceptance::Rejected),
         };
         assert_eq!(append_chat(&doc, &fairy.id, &item), Ok(()));
         assert_eq!(read_chat(&doc, &fairy.id), vec![item]);
@@ -385,6 +417,8 @@ mod tests {
                     role: String::new(),
                     text: String::new(),
                     at: 0.0,
+                    request_id: None,
+                    acceptance: None,
                 })
             )
             .is_err()

@@ -1,6 +1,7 @@
 //! Hosting fairies: one task per fairy per loaded room instance, driven by its [`Inbox`]
 //! (interrupts — a prompt is an interrupt with input, a cancel one without — and dismissal,
-//! never refused while the fairy is hosted), with a broadcast of its [`AgentEvent`]s. The hub
+//! never refused while the fairy is hosted; rejections of its requests, which interrupt it and
+//! take a request back, answered on a channel), with a broadcast of its [`AgentEvent`]s. The hub
 //! brings a room's fairies to life when the room is used (a peer joins, or a fairy route is
 //! called) — restoring their private state from the store — and lets an idle fairy's task end
 //! when its room unloads (after its last state is written).
@@ -26,8 +27,10 @@ use super::actions::Registry;
 use super::budget::{BudgetedModel, TokenBudget};
 use super::events::{AgentEvent, EVENT_BUFFER};
 use super::fairy::{FairyEntity, FairyError, FairyId, insert_fairy, list_fairies, remove_fairy};
-use super::inbox::{Inbox, Signal};
+use super::inbox::{Inbox, RevertJob, RevertRefused, Signal};
 use super::interrupt::Interrupt;
+use super::ledger::{RequestId, RevertOutcome};
+use super::revert::RevertError;
 use super::runtime::{FairyRuntime, FairyState, Hosting, RuntimeConfig};
 use super::runtime_actions::full_registry;
 use super::state_store::{self, StateSaver, StateSync};
@@ -44,6 +47,8 @@ const STATE_SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest wait of an invitation for the fairy's runtime (its undo manager waits at most
 /// [`super::tentative::QUIET_PATIENCE`] for a quiet document).
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait for a fairy to take a request back (it may still be starting).
+const REVERT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Why a fairy operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +71,12 @@ pub enum HubError {
     /// The room already holds the most fairies allowed.
     #[error("this room already has {0} fairies, the most allowed")]
     TooManyFairies(usize),
+    /// The request could not be taken back.
+    #[error(transparent)]
+    Revert(#[from] RevertError),
+    /// The fairy did not get to a rejection in time, or too many wait.
+    #[error("the fairy is busy: {0}")]
+    Busy(String),
 }
 
 /// Bounds on the fairies of a room.
@@ -392,6 +403,35 @@ impl FairyHub {
             .map_err(|_| HubError::ShuttingDown)
     }
 
+    /// Takes back what the fairy changed in request `request` (docs/fairies.md "Overrule"):
+    /// a running request of the fairy is interrupted first; then
+    /// [`FairyRuntime::reject_request`] runs in the fairy's task.
+    pub async fn revert(
+        &self,
+        room: &RoomName,
+        id: &FairyId,
+        request: RequestId,
+    ) -> Result<RevertOutcome, HubError> {
+        let (_, hosted) = self.hosted(room, id).await?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        hosted
+            .inbox
+            .revert(RevertJob { request, reply })
+            .map_err(|refused| match refused {
+                RevertRefused::Closed(_) => HubError::ShuttingDown,
+                RevertRefused::Full => HubError::Busy(refused.to_string()),
+            })?;
+        match tokio::time::timeout(REVERT_TIMEOUT, answer).await {
+            Ok(Ok(outcome)) => Ok(outcome?),
+            // Dismissed (or its task ended) before it got to it.
+            Ok(Err(_)) => Err(FairyError::NotFound(id.to_string()).into()),
+            Err(_) => Err(HubError::Busy(format!(
+                "no answer within {} s",
+                REVERT_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+
     /// Dismisses the fairy: its request is cancelled, its awareness state removed for
     /// everyone, its private state deleted from the store and its entity removed from the
     /// document.
@@ -496,6 +536,17 @@ async fn run_host(
         match signal {
             None => {}
             Some(Signal::Interrupt(interrupt)) => next = rt.interrupt(interrupt),
+            Some(Signal::Revert(RevertJob { request, reply })) => {
+                // Whatever ran was stopped to get here (and does not resume).
+                let reason = if rt.is_running(&request) {
+                    "rejected"
+                } else {
+                    "cancelled"
+                };
+                rt.abort(reason);
+                // The caller may have given up waiting: nothing to do then.
+                let _ = reply.send(rt.reject_request(&request));
+            }
             Some(Signal::Dismiss) => {
                 rt.abort("cancelled");
                 rt.forget_state();

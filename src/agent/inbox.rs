@@ -1,28 +1,65 @@
 //! A fairy's inbox: how callers reach its host task without ever being refused. It holds one
 //! pending [`Interrupt`] (a newer interrupt merges into one the host has not taken yet, see
-//! [`Interrupt::merge`], so memory stays bounded however many arrive) and a dismissal flag that
-//! takes precedence over it; a [`Notify`] wakes the host. Once the host task ends the inbox is
-//! closed and refuses with [`Closed`].
+//! [`Interrupt::merge`], so memory stays bounded however many arrive), a dismissal flag that
+//! takes precedence over it, and a short queue of request rejections ([`RevertJob`], each
+//! with the channel its answer goes back on; at most [`MAX_PENDING_REVERTS`], taken before the
+//! interrupt); a [`Notify`] wakes the host. Once the host task ends the inbox is closed and
+//! refuses with [`Closed`].
 //!
 //! The state sits behind a short critical section, never held across an `.await`.
 
+use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::interrupt::Interrupt;
+use super::ledger::{RequestId, RevertOutcome};
+use super::revert::RevertError;
+
+/// Rejections waiting for the host at most; more are refused ([`RevertRefused::Full`]).
+pub const MAX_PENDING_REVERTS: usize = 8;
 
 /// The fairy's host task has ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the fairy is no longer hosted")]
 pub struct Closed;
 
+/// Why a rejection was not delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RevertRefused {
+    /// The fairy's host task has ended.
+    #[error(transparent)]
+    Closed(#[from] Closed),
+    /// [`MAX_PENDING_REVERTS`] rejections are already waiting.
+    #[error("{MAX_PENDING_REVERTS} rejections of this fairy's requests are already waiting")]
+    Full,
+}
+
+/// A person rejects request `request`: the host interrupts the fairy, takes the request back
+/// and answers on `reply`.
+#[derive(Debug)]
+pub struct RevertJob {
+    /// The request to take back.
+    pub request: RequestId,
+    /// Where the outcome goes.
+    pub reply: oneshot::Sender<Result<RevertOutcome, RevertError>>,
+}
+
+impl PartialEq for RevertJob {
+    fn eq(&self, other: &Self) -> bool {
+        self.request == other.request
+    }
+}
+
 /// What the host takes out of the inbox.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub enum Signal {
-    /// Leave the room (taken before any pending interrupt).
+    /// Leave the room (taken before anything else).
     Dismiss,
+    /// Take a request back (taken before a pending interrupt).
+    Revert(RevertJob),
     /// Carry out this (possibly merged) interrupt.
     Interrupt(Interrupt),
 }
@@ -30,6 +67,7 @@ pub enum Signal {
 #[derive(Default)]
 struct Pending {
     interrupt: Option<Interrupt>,
+    reverts: VecDeque<RevertJob>,
     dismiss: bool,
     closed: bool,
 }
@@ -81,12 +119,33 @@ impl Inbox {
         Ok(())
     }
 
+    /// Delivers a rejection; refused when the host has ended or too many wait.
+    pub fn revert(&self, job: RevertJob) -> Result<(), RevertRefused> {
+        {
+            let mut pending = self.lock();
+            if pending.closed {
+                return Err(Closed.into());
+            }
+            if pending.reverts.len() >= MAX_PENDING_REVERTS {
+                return Err(RevertRefused::Full);
+            }
+            pending.reverts.push_back(job);
+        }
+        self.wake.notify_one();
+        Ok(())
+    }
+
     fn take(&self) -> Option<Signal> {
         let mut pending = self.lock();
         if pending.dismiss {
             pending.dismiss = false;
             pending.interrupt = None;
+            // Their callers see the reply channel close.
+            pending.reverts.clear();
             return Some(Signal::Dismiss);
+        }
+        if let Some(job) = pending.reverts.pop_front() {
+            return Some(Signal::Revert(job));
         }
         pending.interrupt.take().map(Signal::Interrupt)
     }
@@ -103,9 +162,14 @@ impl Inbox {
         }
     }
 
-    /// The host task ended: refuse from now on and wake whoever waits in [`Inbox::ended`].
+    /// The host task ended: refuse from now on and wake whoever waits in [`Inbox::ended`]
+    /// (rejections still waiting are dropped: their callers see the reply channel close).
     pub fn close(&self) {
-        self.lock().closed = true;
+        {
+            let mut pending = self.lock();
+            pending.closed = true;
+            pending.reverts.clear();
+        }
         self.ended.cancel();
     }
 
@@ -172,5 +236,39 @@ mod tests {
         inbox.ended().await;
         assert_eq!(inbox.interrupt(prompt("c")), Err(Closed));
         assert_eq!(inbox.dismiss(), Err(Closed));
+    }
+
+    fn job(
+        id: &str,
+    ) -> (
+        RevertJob,
+        oneshot::Receiver<Result<RevertOutcome, RevertError>>,
+    ) {
+        let (reply, rx) = oneshot::channel();
+        let request = RequestId::parse(id).unwrap_or_else(|e| panic!("{e}"));
+        (RevertJob { request, reply }, rx)
+    }
+
+    #[tokio::test]
+    async fn rejections_queue_before_the_interrupt_and_are_bounded() {
+        let inbox = Inbox::new();
+        assert_eq!(inbox.interrupt(prompt("a")), Ok(()));
+        let mut waiting = Vec::new();
+        for i in 0..MAX_PENDING_REVERTS {
+            let (j, rx) = job(&format!("r{i}"));
+            assert_eq!(inbox.revert(j), Ok(()));
+            waiting.push(rx);
+        }
+        let (extra, _) = job("r-extra");
+        assert_eq!(inbox.revert(extra), Err(RevertRefused::Full));
+        match inbox.recv().await {
+            Signal::Revert(j) => assert_eq!(j.request.as_str(), "r0"),
+            other => panic!("a rejection first, got {other:?}"),
+        }
+        assert_eq!(inbox.dismiss(), Ok(()));
+        assert_eq!(inbox.recv().await, Signal::Dismiss);
+        // The dismissal dropped the rest: their callers are answered by the closed channel.
+        assert!(waiting.pop().is_some_and(|mut rx| rx.try_recv().is_err()));
+        assert_eq!(inbox.take(), None);
     }
 }

@@ -9,12 +9,34 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::ledger::RequestId;
 use super::modes::MemoryLevel;
 
 /// Characters of history sent to the model at most (≈ 25k tokens).
 pub const HISTORY_BUDGET_CHARS: usize = 100_000;
 /// Characters one item may take in the prompt before it is truncated.
 pub const MAX_ITEM_CHARS: usize = 4_000;
+
+/// Whether a person accepted a fairy's work (only rejections are written today: a request
+/// taken back, docs/fairies.md "Overrule").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Acceptance {
+    /// Kept.
+    Accepted,
+    /// Taken back.
+    Rejected,
+}
+
+impl Acceptance {
+    /// The wire word (`accepted`, `rejected`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Acceptance::Accepted => "accepted",
+            Acceptance::Rejected => "rejected",
+        }
+    }
+}
 
 /// One history item.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,6 +51,12 @@ pub enum HistoryItem {
         agent_facing_message: String,
         /// The memory level of the mode it was written in.
         memory_level: MemoryLevel,
+        /// The request it started (user prompts), or that it is about (a rejection's note).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<RequestId>,
+        /// `rejected` once a person took the request back.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        acceptance: Option<Acceptance>,
     },
     /// An action the model wrote.
     #[serde(rename_all = "camelCase")]
@@ -185,6 +213,8 @@ mod tests {
             source: "user".into(),
             agent_facing_message: text.into(),
             memory_level: level,
+            request_id: None,
+            acceptance: None,
         }
     }
 

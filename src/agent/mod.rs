@@ -5,6 +5,7 @@
 //!   and [`runtime_apply`] carries them out.
 //! - [`tentative`]: applying still-streaming actions revertibly; [`throttle`]: when a streaming
 //!   action is worth re-applying; [`changes`]: the changes that were not a fairy's own.
+//! - [`ledger`]: what each request changed; [`revert`]: taking a request back.
 //! - [`fairy`]: the public entity in the document; [`tasks_doc`]: solo tasks mirrored into
 //!   the `tasks` root.
 //! - [`state_store`]: a fairy's private state (mode, history, todo, tasks) in the store, never
@@ -32,11 +33,13 @@ pub mod fairy;
 pub mod hub;
 pub mod inbox;
 pub mod interrupt;
+pub mod ledger;
 pub mod memory;
 pub mod mode_hooks;
 pub mod modes;
 pub mod presence;
 pub mod prompt;
+pub mod revert;
 pub mod runtime;
 pub mod runtime_actions;
 pub mod runtime_apply;

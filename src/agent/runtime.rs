@@ -3,7 +3,9 @@
 //! scheduled or the mode's `on_prompt_end` asks for more, up to
 //! [`RuntimeConfig::max_iterations`]), cancellation (revert the incomplete tentative action,
 //! `on_prompt_cancel`), failure (revert, chat message, idle) and restoring after a restart
-//! ([`FairyRuntime::restore`]).
+//! ([`FairyRuntime::restore`]). Each request has an id (the prompt route's, or one made here):
+//! its `request-started` event, history items and chat items carry it, and its change tracker
+//! records what it changed so that it can be taken back ([`super::revert`]).
 //! One model turn — streaming, applying, the runtime actions — is in [`super::turn`].
 //!
 //! The runtime is driven by its host task ([`super::hub`]); it never holds a lock across an
@@ -19,6 +21,7 @@ use super::beacon::Beacon;
 use super::changes::ChangeTracker;
 use super::events::AgentEvent;
 use super::fairy::{ChatItem, FairyEntity, append_chat, now_millis};
+use super::ledger::RequestId;
 use super::memory::HistoryItem;
 use super::modes::{HookCtx, Mode, ModeEffect, ModeMachine, Outcome};
 use super::presence::{Pose, TaskSummary, TodoItem};
@@ -79,6 +82,8 @@ pub struct FairyRuntime {
     pub(super) corrections: Vec<String>,
     /// The current request's bounds.
     pub(super) bounds: Bounds,
+    /// The running request's ids (empty between requests).
+    pub(super) request_ids: Vec<RequestId>,
 }
 
 impl FairyRuntime {
@@ -125,6 +130,7 @@ impl FairyRuntime {
             scheduled: None,
             corrections: Vec::new(),
             bounds: Bounds::default(),
+            request_ids: Vec::new(),
         })
     }
 
@@ -145,6 +151,7 @@ impl FairyRuntime {
             state.mode = Mode::Idling;
         }
         self.modes = ModeMachine::new(state.mode);
+        self.tracker.restore_ledger(state.requests.clone());
         let (x, y) = state.position;
         let (mode, todo) = (state.mode.name(), state.todo.clone());
         self.state = state;
@@ -156,7 +163,11 @@ impl FairyRuntime {
         });
         self.refresh_tasks();
         if interrupted {
+            // The half-drawn shapes belong to the interrupted request: recorded there, a
+            // revert of it does not count them as someone else's change.
+            self.tracker.reopen_latest_request();
             self.remove_locked_shapes();
+            self.tracker.close_request();
             self.say("My previous work was interrupted (the server restarted); ask me again to continue.");
             self.persist();
         }
@@ -217,6 +228,7 @@ impl FairyRuntime {
             (p.x, p.y)
         };
         self.state.mode = self.modes.mode();
+        self.state.requests = self.tracker.ledger();
         self.saver.save(&self.state);
     }
 
@@ -227,6 +239,8 @@ impl FairyRuntime {
             role: "fairy".into(),
             text: text.into(),
             at: now_millis(),
+            request_id: self.request_ids.first().map(|id| id.to_string()),
+            acceptance: None,
         };
         if let Err(error) = append_chat(self.room.doc(), &self.entity.id, &item) {
             tracing::warn!(fairy = %self.entity.id, %error, "chat message lost");
@@ -338,6 +352,13 @@ impl FairyRuntime {
     /// and then calling [`FairyRuntime::abort`].
     pub async fn run_request(&mut self, first: Request) {
         let lease = self.room.lease();
+        let mut ids = first.ids.clone();
+        if ids.is_empty() {
+            ids.push(RequestId::random());
+        }
+        self.tracker.open_request(&ids, &first.messages.join(" "));
+        let request_id = ids[0].clone();
+        self.request_ids = ids;
         self.state.working = true;
         self.corrections.clear();
         self.scheduled = None;
@@ -347,6 +368,7 @@ impl FairyRuntime {
         self.persist();
         self.emit(AgentEvent::RequestStarted {
             messages: first.messages.clone(),
+            request_id: request_id.to_string(),
         });
         let mut request = first;
         self.bounds = request.bounds.unwrap_or_else(|| self.default_bounds());
@@ -365,6 +387,8 @@ impl FairyRuntime {
                 source: request.source.clone(),
                 agent_facing_message: request.messages.join("\n\n"),
                 memory_level: self.modes.mode().memory_level(),
+                request_id: Some(request_id.clone()),
+                acceptance: None,
             });
             self.beacon.update(|p| p.pose = Pose::Thinking);
             self.compact_history().await;
@@ -410,6 +434,8 @@ impl FairyRuntime {
         let metrics = crate::metrics::global();
         crate::metrics::Metrics::count(&metrics.fairy_requests, reason, 1);
         self.state.working = false;
+        self.tracker.close_request();
+        self.request_ids.clear();
         self.beacon.update(|p| {
             p.pose = Pose::Idle;
             p.thinking = None;
@@ -421,6 +447,11 @@ impl FairyRuntime {
         self.emit(AgentEvent::RequestEnded {
             reason: reason.into(),
         });
+    }
+
+    /// True while the request named `id` runs.
+    pub fn is_running(&self, id: &RequestId) -> bool {
+        self.request_ids.contains(id)
     }
 
     /// After the request future was dropped: reverts the incomplete action, runs

@@ -1,10 +1,12 @@
 //! The data of a fairy at work: its settings ([`RuntimeConfig`]), what survives a restart
 //! ([`FairyState`], its private state, kept in the store by [`super::state_store`] and never in
 //! the room document), its solo tasks and the
-//! [`Request`]s it runs (with the `schedule` merge rule). Plain data, no I/O.
+//! [`Request`]s it runs (with the `schedule` merge rule), and what its recent requests changed
+//! ([`RequestLedger`], so a request can be taken back after a restart too). Plain data, no I/O.
 
 use serde::{Deserialize, Serialize};
 
+use super::ledger::{MAX_IDS, RequestId, RequestLedger};
 use super::memory::HistoryItem;
 use super::modes::Mode;
 use super::presence::TodoItem;
@@ -75,6 +77,9 @@ pub struct FairyState {
     pub page_id: String,
     /// True while a request runs (found true after a restart: the work was interrupted).
     pub working: bool,
+    /// What its recent requests changed (a copy of its change tracker's, taken when the state
+    /// is stored).
+    pub requests: RequestLedger,
 }
 
 impl Default for FairyState {
@@ -89,6 +94,7 @@ impl Default for FairyState {
             position: (100.0, 100.0),
             page_id: MAIN_PAGE.into(),
             working: false,
+            requests: RequestLedger::default(),
         }
     }
 }
@@ -104,6 +110,9 @@ pub struct Request {
     pub selected: Vec<String>,
     /// `user` or `self`.
     pub source: String,
+    /// Its ids: the prompt route names a person's request (its chat item carries the id);
+    /// ids of prompts merged into it follow. Empty: the runtime names it when it starts.
+    pub ids: Vec<RequestId>,
 }
 
 impl Request {
@@ -114,12 +123,18 @@ impl Request {
             bounds,
             selected: Vec::new(),
             source: "self".into(),
+            ids: Vec::new(),
         }
     }
 
     /// `schedule` semantics: messages appended, bounds and selection overridden when given.
     pub fn merge(&mut self, other: Request) {
         self.messages.extend(other.messages);
+        for id in other.ids {
+            if self.ids.len() < MAX_IDS && !self.ids.contains(&id) {
+                self.ids.push(id);
+            }
+        }
         if other.bounds.is_some() {
             self.bounds = other.bounds;
         }
@@ -140,6 +155,7 @@ mod tests {
             bounds: Some(Bounds::new(0.0, 0.0, 1.0, 1.0)),
             selected: vec!["s".into()],
             source: "user".into(),
+            ids: Vec::new(),
         };
         r.merge(Request::follow_up("b", None));
         assert_eq!(r.messages, ["a", "b"]);

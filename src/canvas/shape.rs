@@ -107,7 +107,7 @@ pub struct Connector {
 pub const NOTE_SIZE: f64 = 200.0;
 
 /// One stored property value; `Absent` removes the key.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Prop {
     /// A number.
     Num(f64),

@@ -1,12 +1,13 @@
 //! The fairy HTTP API (docs/fairies.md, scope `fairies`): invite, list, prompt and cancel (both
 //! `interrupt({input, mode})`, `202`, never refused for being busy; an optional `mode` switches
 //! the fairy's mode, an unknown one is a 400; an accepted prompt also writes the person's
-//! message into the fairy's `chat` as `{from: "user:SUB", role: "user", text, at}`), dismiss,
-//! history (the fairy's private state, from the store), and the SSE stream of a fairy's
-//! events. Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
+//! message into the fairy's `chat` as `{from: "user:SUB", role: "user", text, at, requestId}`
+//! and answers the request's id), dismiss, history (the fairy's private state, from the
+//! store), the SSE stream of a fairy's events, and taking a request back
+//! (`POST …/requests/{requestId}/revert`: `200 {reverted, kept}`, `404 request_not_found`). Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
 //! is done by [`crate::agent::hub::FairyHub`]; this file only admits requests and maps errors.
 //!
-//! Calls that start or stop work (invite, prompt, cancel, dismiss) are rate limited per token
+//! Calls that start or stop work (invite, prompt, cancel, dismiss, revert) are rate limited per token
 //! `sub` (`--fairy-api-rate-per-min`, 429 `rate_limited` with `retry-after`); reads (list,
 //! history, events) are not.
 
@@ -34,7 +35,9 @@ use super::error::ApiError;
 use crate::agent::fairy::{ChatItem, FairyError, FairyId, MAX_TEXT_CHARS, append_chat};
 use crate::agent::hub::HubError;
 use crate::agent::interrupt::Interrupt;
+use crate::agent::ledger::RequestId;
 use crate::agent::modes::Mode;
+use crate::agent::revert::RevertError;
 use crate::agent::runtime::Request;
 use crate::auth::{Scope, unix_now};
 use crate::canvas::geometry::Bounds;
@@ -86,6 +89,10 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/rooms/{room}/fairies/{id}/cancel", post(cancel))
         .route("/rooms/{room}/fairies/{id}/history", get(history))
         .route("/rooms/{room}/fairies/{id}/events", get(events))
+        .route(
+            "/rooms/{room}/fairies/{id}/requests/{request}/revert",
+            post(revert),
+        )
 }
 
 impl From<HubError> for ApiError {
@@ -118,6 +125,16 @@ impl From<HubError> for ApiError {
             HubError::TooManyFairies(_) => {
                 ApiError::new(StatusCode::CONFLICT, "too_many_fairies", error.to_string())
             }
+            HubError::Revert(RevertError::UnknownRequest(_)) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "request_not_found",
+                error.to_string(),
+            ),
+            HubError::Busy(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "fairy_busy",
+                error.to_string(),
+            ),
         }
     }
 }
@@ -280,21 +297,30 @@ async fn prompt(
     let mode = parse_mode(body.mode.as_deref(), "invalid_prompt")?;
     // The person's side of the conversation goes into the fairy's `chat` before the fairy can
     // answer, so every browser shows the exchange in order.
+    let request_id = RequestId::random();
     let loaded = state.rooms.get(&room).await?;
-    append_chat(loaded.doc(), &id, &ChatItem::from_user(&sub, message))
-        .map_err(|e| ApiError::from(HubError::Fairy(e)))?;
+    let item = ChatItem {
+        request_id: Some(request_id.to_string()),
+        ..ChatItem::from_user(&sub, message)
+    };
+    append_chat(loaded.doc(), &id, &item).map_err(|e| ApiError::from(HubError::Fairy(e)))?;
     let request = Request {
         messages: vec![message.to_owned()],
         bounds,
         selected: body.selected_shape_ids,
         source: "user".into(),
+        ids: vec![request_id.clone()],
     };
     let interrupt = Interrupt {
         input: Some(request),
         mode,
     };
     state.fairies.interrupt(&room, &id, interrupt).await?;
-    Ok((StatusCode::ACCEPTED, Json(json!({ "status": "accepted" }))).into_response())
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "status": "accepted", "requestId": request_id })),
+    )
+        .into_response())
 }
 
 async fn cancel(
@@ -329,6 +355,22 @@ async fn dismiss(
     limit(&state, &sub)?;
     state.fairies.dismiss(&room, &fairy_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn revert(
+    State(state): State<AppState>,
+    Path((room, id, request)): Path<(String, String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (room, sub) = admit(&state, &room, &query, &headers)?;
+    limit(&state, &sub)?;
+    let id = fairy_id(&id)?;
+    // An id that cannot be one of ours names no request.
+    let request = RequestId::parse(&request)
+        .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "request_not_found", e.to_string()))?;
+    let outcome = state.fairies.revert(&room, &id, request).await?;
+    Ok(Json(outcome).into_response())
 }
 
 async fn history(

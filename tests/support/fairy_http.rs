@@ -17,6 +17,26 @@ pub async fn start(config: ServeConfig) -> (ServerHandle, String, String) {
     (handle, ws, http)
 }
 
+/// The test config checking tokens (HS256, a fixed secret), and a minter of 10-minute tokens
+/// for `alice` in every room with the given scope words (`"read fairies"`).
+pub fn with_auth(mut config: ServeConfig) -> (ServeConfig, impl Fn(&str) -> String) {
+    use fairyring::auth::{Authenticator, MintRequest, Scopes, unix_now};
+    config.insecure_no_auth = false;
+    config.jwt_secret = Some("a-test-secret-of-at-least-32-bytes!!".into());
+    let auth = Authenticator::from_config(&config).expect("auth");
+    let mint = move |scope: &str| {
+        let request = MintRequest {
+            sub: "alice".into(),
+            name: None,
+            rooms: vec!["*".into()],
+            scope: Scopes::from_words(scope.split(' ')),
+            ttl: std::time::Duration::from_secs(600),
+        };
+        auth.mint(request, unix_now()).expect("mint")
+    };
+    (config, mint)
+}
+
 pub fn mock_config(mock: &MockServer) -> ServeConfig {
     let mut config = ServeConfig::for_test();
     config.llm = LlmProvider::Openai;
