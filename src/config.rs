@@ -165,6 +165,11 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_LLM_MAX_RETRIES", default_value_t = 4)]
     pub llm_max_retries: u32,
 
+    /// Milliseconds to hold each piece of the model's streamed text (0: none). The offline
+    /// model answers at once; a pace lets a demo watch a fairy draw shape by shape.
+    #[arg(long, env = "FAIRYRING_LLM_PACE_MS", default_value_t = 0)]
+    pub llm_pace_ms: u64,
+
     /// Milliseconds between two tentative applications of one streaming fairy action
     /// (fewer applications, fewer tombstones in the document).
     #[arg(long, env = "FAIRYRING_FAIRY_APPLY_INTERVAL_MS", default_value_t = 250)]
@@ -233,6 +238,7 @@ impl ServeConfig {
             llm_base_url: None,
             llm_timeout: 60,
             llm_max_retries: 4,
+            llm_pace_ms: 0,
             fairy_apply_interval_ms: 250,
             fairy_apply_min_move: 64.0,
             fairy_max_iterations: 25,

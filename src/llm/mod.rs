@@ -12,6 +12,7 @@
 //! - [`clock`]: injected time for cooldowns.
 //! - [`usage`]: token accounting.
 //! - [`offline`]: the embedded default model (no network, no key).
+//! - [`paced`]: spacing a model's text out in time (`--llm-pace-ms`).
 //! - [`mock`]: the scripted mock model server (tests and `fairyring mock-model`).
 
 pub mod anthropic;
@@ -21,6 +22,7 @@ pub mod failover;
 pub mod mock;
 pub mod offline;
 pub mod openai;
+pub mod paced;
 pub mod sse;
 pub mod types;
 pub mod usage;
@@ -41,8 +43,8 @@ use crate::config::{LlmProvider, ServeConfig};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The model fairies think with, from `--llm`, `--llm-model`, `--llm-base-url`,
-/// `--llm-timeout`, `--llm-max-retries` and the `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`
-/// environment variables (comma-separated: one profile per key).
+/// `--llm-timeout`, `--llm-max-retries`, `--llm-pace-ms` and the `ANTHROPIC_API_KEY` /
+/// `OPENAI_API_KEY` environment variables (comma-separated: one profile per key).
 pub fn model_from_config(config: &ServeConfig) -> Result<Arc<dyn Model>, LlmError> {
     let env_var = match config.llm {
         LlmProvider::Anthropic => "ANTHROPIC_API_KEY",
@@ -52,7 +54,11 @@ pub fn model_from_config(config: &ServeConfig) -> Result<Arc<dyn Model>, LlmErro
     let keys = (!env_var.is_empty())
         .then(|| std::env::var(env_var).ok())
         .flatten();
-    model_with_keys(config, keys.as_deref())
+    let model = model_with_keys(config, keys.as_deref())?;
+    Ok(paced::paced(
+        model,
+        Duration::from_millis(config.llm_pace_ms),
+    ))
 }
 
 /// [`model_from_config`] with the keys given (comma-separated) instead of read from the

@@ -1,7 +1,8 @@
 // End-to-end test in a real browser (playwright-core driving Debian's Chromium) against the real
 // server binary: two people in one room see each other's drawing, moves and cursors; one invites
 // a fairy from the page, both see its sprite, one prompts it and both see the house and the
-// whole conversation, one stops it and dismisses it; a token without the `fairies` scope gets a
+// whole conversation while the other draws a rectangle, one stops it, rejects the house (it
+// disappears in both, the rectangle stays) and dismisses it; a token without the `fairies` scope gets a
 // clear message; a third in another room sees nothing; the drawing survives a reload and a
 // server restart; no page logs a console error on load.
 //
@@ -49,7 +50,9 @@ const step = async (name, fn) => {
 
 /** Starts `fairyring serve` on a free port; resolves with its base URL from the first stdout line. */
 function startServer () {
-  const child = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--store', store, '--dev'], {
+  // The offline model answers at once; paced, its fairy draws shape by shape, so a person can
+  // draw while it does.
+  const child = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--store', store, '--dev', '--llm-pace-ms', '15'], {
     stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FAIRYRING_LOG_FORMAT: 'pretty', FAIRYRING_JWT_SECRET: SECRET }
   })
   const log = []
@@ -265,7 +268,7 @@ try {
   })
 
 
-  let fairyId
+  let fairyId, houseIds, bobRect
   await step('Alice invites a fairy from the page; Bob sees its sprite', async () => {
     await a.page.fill('[data-fairy-name]', 'Pip')
     await a.page.click('[data-action="invite-fairy"]')
@@ -305,7 +308,7 @@ try {
     await a.page.waitForSelector(`[data-fairy="${other}"]`, { state: 'detached' })
   })
 
-  await step('Alice prompts "draw a house" from the chat input; both see the house and the conversation', async () => {
+  await step('Alice prompts "draw a house" from the chat input while Bob draws a rectangle; both see the house and the conversation', async () => {
     // Clicking the sprite selects it (a plain click: it alone).
     await a.page.click(`[data-fairy="${fairyId}"] .body`, { force: true })
     await a.page.waitForSelector(`[data-fairy="${fairyId}"][data-selected="true"]`)
@@ -314,7 +317,46 @@ try {
     await a.page.keyboard.type('draw a house')
     const tool = await a.page.getAttribute('#canvas', 'data-active-tool')
     assert(tool === 'select', `no shortcut fired while typing in the chat (tool is ${tool})`)
+    // Bob draws a rectangle while the fairy draws: his page notes what the fairy had drawn at
+    // the moment his rectangle entered the document.
+    await b.page.evaluate(() => {
+      const shapes = window.fairyring.doc.getMap('shapes')
+      const known = new Set(shapes.keys())
+      window.__bobRect = null
+      const fairyShapes = () => {
+        let n = 0; let locked = 0
+        shapes.forEach(s => {
+          const by = s.get?.('createdBy')
+          if (typeof by === 'string' && by.startsWith('fairy:')) { n++; if (s.get('locked') === true) locked++ }
+        })
+        return { n, locked }
+      }
+      shapes.observe(() => {
+        if (window.__bobRect !== null) return
+        shapes.forEach((m, id) => {
+          if (!known.has(id) && String(m.get?.('createdBy')).startsWith('user:')) window.__bobRect = { id, ...fairyShapes() }
+        })
+      })
+    })
+    const cb = await canvasBox(b.page)
+    await b.page.click('[data-tool="rectangle"]')
+    await b.page.mouse.move(cb.x + cb.width - 260, cb.y + cb.height - 200)
+    await b.page.mouse.down()
+    await b.page.mouse.move(cb.x + cb.width - 200, cb.y + cb.height - 160, { steps: 3 })
     await a.page.keyboard.press('Enter')
+    // The rectangle is made when Bob lets go: as soon as the fairy's first shape is in.
+    await b.page.waitForFunction(() => {
+      let n = 0
+      window.fairyring.doc.getMap('shapes').forEach(s => { if (String(s.get?.('createdBy')).startsWith('fairy:')) n++ })
+      return n > 0
+    }, undefined, { polling: 'raf' })
+    await b.page.mouse.move(cb.x + cb.width - 160, cb.y + cb.height - 130, { steps: 2 })
+    await b.page.mouse.up()
+    const during = await b.page.waitForFunction(() => window.__bobRect).then(h => h.jsonValue())
+    console.log(`# Bob's rectangle entered the document with ${during.n} fairy shape(s) drawn, ${during.locked} still streaming`)
+    assert(during.n > 0 && (during.n < 4 || during.locked > 0), `Bob drew while the fairy drew (${JSON.stringify(during)})`)
+    bobRect = during.id
+    await a.page.waitForSelector(`[data-shape-id="${bobRect}"]`)
     for (const p of [a.page, b.page]) {
       await p.waitForFunction(async () => {
         let n = 0; let locked = 0
@@ -330,6 +372,7 @@ try {
     }
     const shapes = await fairyShapes(b.page)
     for (const s of shapes) await b.page.waitForSelector(`[data-shape-id="${s.id}"]`)
+    houseIds = shapes.map(s => s.id)
     const mine = await a.page.textContent(`[data-fairy-chat="${fairyId}"] [data-chat-role="user"]`)
     assert(mine.includes('you'), `Alice sees her own message as hers (got ${mine})`)
     const theirs = await b.page.textContent(`[data-fairy-chat="${fairyId}"] [data-chat-role="user"]`)
@@ -361,25 +404,30 @@ try {
     await shot(a.page, '11-alice-stopped-the-fairy')
   })
 
-  await step('a chat item with a requestId gets one reject button that calls the revert route', async () => {
-    // The server does not tag chat items with requestId yet: write one as it will, from Alice's
-    // document, and answer the revert route in Bob's browser as the server will.
-    await a.page.evaluate(id => {
-      const fairy = window.fairyring.doc.getMap('fairies').get(id)
-      fairy.get('chat').push([{ from: `fairy:${id}`, role: 'fairy', text: 'Drew a house.', at: Date.now(), requestId: 'req-e2e' }])
-    }, fairyId)
-    const asked = []
-    await b.page.route('**/requests/*/revert', route => {
-      asked.push(new URL(route.request().url()).pathname)
-      return route.fulfill({ status: 200, contentType: 'application/json', body: '{"reverted":4,"kept":0}' })
-    })
-    const button = `[data-fairy-chat="${fairyId}"] [data-request="req-e2e"] [data-action="reject-request"]`
-    await a.page.waitForSelector(button)
-    await b.page.click(button)
-    await b.page.waitForFunction(() => document.querySelector('#fairy-error')?.hidden === true)
-    assert(asked.length === 1 && asked[0] === `/rooms/${room}/fairies/${fairyId}/requests/req-e2e/revert`, `revert called once (got ${asked.join(',')})`)
-    assert(await a.page.locator(`[data-fairy-chat="${fairyId}"] [data-action="reject-request"]`).count() === 1, 'one button per request')
-    await b.page.unroute('**/requests/*/revert')
+  await step("Alice rejects the house request: the house disappears in both, Bob's rectangle stays, both show it rejected", async () => {
+    const item = `[data-fairy-chat="${fairyId}"] [data-chat-role="user"]:has-text("draw a house")`
+    const request = await a.page.getAttribute(item, 'data-request')
+    assert(request, "the person's prompt carries the server's request id")
+    for (const p of [a.page, b.page]) {
+      assert(await p.locator(`[data-fairy-chat="${fairyId}"] [data-request="${request}"] [data-action="reject-request"]`).count() === 1, 'one reject button per request')
+    }
+    const reverted = a.page.waitForResponse(r => r.url().includes(`/requests/${request}/revert`))
+    await a.page.click(`${item} [data-action="reject-request"]`)
+    const response = await reverted
+    const body = await response.json()
+    assert(response.status() === 200 && body.reverted === houseIds.length && body.kept === 0,
+      `the server took back the ${houseIds.length} house shapes (got ${response.status()} ${JSON.stringify(body)})`)
+    for (const p of [a.page, b.page]) {
+      for (const id of houseIds) await p.waitForSelector(`[data-shape-id="${id}"]`, { state: 'detached' })
+      await p.waitForSelector(`[data-shape-id="${bobRect}"]`)
+      await p.waitForSelector(`[data-fairy-chat="${fairyId}"] [data-request="${request}"][data-rejected="true"] .rejected`)
+      assert(await p.locator(`[data-fairy-chat="${fairyId}"] [data-request="${request}"] [data-action="reject-request"]`).count() === 0, 'no reject button once rejected')
+    }
+    const left = await b.page.evaluate(ids => ids.filter(id => window.fairyring.doc.getMap('shapes').has(id)), houseIds)
+    assert(left.length === 0, `no house shape left in the document (got ${left.join(',')})`)
+    assert(await a.page.locator('#fairy-error:not([hidden])').count() === 0, 'no error shown')
+    await shot(a.page, '11b-alice-rejected-the-house')
+    await shot(b.page, '11b-bob-sees-the-house-rejected-and-his-rectangle')
   })
 
   await step('task frames on the canvas and the tasks panel by project; a project member wears its colour', async () => {
@@ -416,12 +464,13 @@ try {
   })
 
   await step('dismissing the fairy removes its sprite in both', async () => {
+    const drawn = (await fairyShapes(a.page)).length
     await a.page.click(`[data-fairy-item="${fairyId}"] [data-action="dismiss-fairy"]`)
     for (const p of [a.page, b.page]) {
       await p.waitForSelector(`[data-fairy="${fairyId}"]`, { state: 'detached' })
       await p.waitForSelector(`[data-fairy-item="${fairyId}"]`, { state: 'detached' })
     }
-    assert((await fairyShapes(a.page)).length >= 4, 'the house stays after the fairy left')
+    assert((await fairyShapes(a.page)).length === drawn, 'what the fairy drew (and was not rejected) stays after it left')
     await shot(b.page, '13-bob-after-dismiss')
   })
 

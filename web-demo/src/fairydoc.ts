@@ -7,7 +7,8 @@ import { isColorName, swatch } from './palette.js'
 
 /**
  * One chat item `{from, role, text, at}`; `requestId` when the server ties it to a fairy
- * request (then it can be rejected), `rejected` once that request was taken back.
+ * request (then it can be rejected); `rejected` when it is the server's item saying that
+ * request was taken back (`acceptance: "rejected"`, what the server writes).
  */
 export interface ChatItem { from: string, role: string, text: string, at: number, requestId: string | null, rejected: boolean }
 /** A fairy's entity in the document: name, hat and chat. */
@@ -45,7 +46,7 @@ export function readChatItem (it: unknown): ChatItem | null {
   const requestId = typeof p.requestId === 'string' && p.requestId !== '' ? p.requestId.slice(0, 100) : null
   return {
     from: s(p.from), role: s(p.role), text: s(p.text), at: n(p.at) ?? 0, requestId,
-    rejected: p.rejected === true || p.acceptance === 'rejected'
+    rejected: p.acceptance === 'rejected'
   }
 }
 

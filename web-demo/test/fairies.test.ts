@@ -35,6 +35,8 @@ test('fairydoc: chat items keep requestId and rejection; projects give colours; 
   assert.deepEqual(readChatItem({ from: 'fairy:f1', role: 'fairy', text: 'done', at: 5, requestId: 'r1' }),
     { from: 'fairy:f1', role: 'fairy', text: 'done', at: 5, requestId: 'r1', rejected: false })
   assert.equal(readChatItem({ text: 'x', requestId: 'r', acceptance: 'rejected' })?.rejected, true)
+  // Only what the server writes marks a rejection.
+  assert.equal(readChatItem({ text: 'x', requestId: 'r', rejected: true })?.rejected, false)
   assert.equal(readChatItem(3), null)
   assert.equal(projectCss('blue'), swatch('blue').solid)
   assert.equal(projectCss('#abc'), '#abc')
