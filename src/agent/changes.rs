@@ -186,9 +186,10 @@ impl ChangeTracker {
                     Some(a) => st.known.insert(id.clone(), a.clone()),
                     None => st.known.remove(&id),
                 };
-                if st.ledger.open || !st.ledger.records.is_empty() {
+                let own = matches!(author, Author::Own);
+                if st.ledger.wants(&id, own) {
                     let diff = ShapeDiff::between(before.as_ref(), after.as_ref());
-                    st.ledger.observe(&id, &diff, matches!(author, Author::Own));
+                    st.ledger.observe(&id, &diff, own);
                 }
                 let bucket = match author {
                     Author::Own | Author::System => continue,

@@ -227,6 +227,16 @@ impl RequestLedger {
         }
     }
 
+    /// Whether a change to shape `id` (the fairy's own when `own`) would be recorded: worth
+    /// computing its [`ShapeDiff`] (the tracker sees every transaction of the room).
+    pub fn wants(&self, id: &str, own: bool) -> bool {
+        if own {
+            self.open
+        } else {
+            self.records.iter().any(|r| r.shapes.contains_key(id))
+        }
+    }
+
     /// One transaction's change to shape `id`; `own` when the fairy made it.
     pub fn observe(&mut self, id: &str, diff: &ShapeDiff, own: bool) {
         if diff.is_empty() {
@@ -350,6 +360,22 @@ mod tests {
             !ledger.records[0].shapes.contains_key("b"),
             "closed: the fairy's writes are not recorded"
         );
+    }
+
+    #[test]
+    fn only_recordable_changes_are_wanted() {
+        let mut ledger = RequestLedger::default();
+        assert!(!ledger.wants("a", true) && !ledger.wants("a", false));
+        ledger.open(&[id("r1")], "");
+        assert!(ledger.wants("a", true));
+        assert!(
+            !ledger.wants("a", false),
+            "nobody else's change to it matters yet"
+        );
+        ledger.observe("a", &diff("x", 0.0, 1.0), true);
+        ledger.close();
+        assert!(!ledger.wants("b", true));
+        assert!(ledger.wants("a", false) && !ledger.wants("b", false));
     }
 
     #[test]

@@ -75,14 +75,10 @@ mod tests {
             }
         };
         let (plain, deltas, _) = collect(paced(Arc::new(OfflineModel), Duration::ZERO)).await;
-        let (slow, _, took) =
-            collect(paced(Arc::new(OfflineModel), Duration::from_millis(10))).await;
+        let pace = Duration::from_millis(2);
+        let (slow, _, took) = collect(paced(Arc::new(OfflineModel), pace)).await;
         assert_eq!(plain, slow);
         assert!(deltas > 10, "{deltas}");
-        assert!(quick < Duration::from_millis(10));
-        assert!(
-            took >= Duration::from_millis(10) * deltas as u32,
-            "{took:?}"
-        );
+        assert!(took >= pace * deltas as u32, "{took:?}");
     }
 }
