@@ -45,17 +45,18 @@ impl Interrupt {
 impl FairyRuntime {
     /// Carries out an interrupt once the active request's future (if any) was dropped: aborts
     /// the request (reverting its incomplete action; it ends `interrupted` when there is new
-    /// input, `cancelled` otherwise), switches mode if asked, schedules the input, and returns
+    /// input, keeping the fairy's mode and task, and `cancelled` otherwise, after
+    /// `on_prompt_cancel`), switches mode if asked, schedules the input, and returns
     /// the request to run next (the input, merged with anything a mode hook scheduled).
     pub fn interrupt(&mut self, interrupt: Interrupt) -> Option<Request> {
         let Interrupt { input, mode } = interrupt;
-        self.abort(if input.is_some() {
-            "interrupted"
-        } else {
-            "cancelled"
-        });
+        match input {
+            Some(_) => self.abort_with("interrupted", false),
+            None => self.abort_with("cancelled", true),
+        }
         if let Some(mode) = mode {
             self.switch_mode(mode);
+            self.after_interrupt_switch();
             self.persist();
         }
         if let Some(input) = input {
@@ -185,13 +186,12 @@ mod tests {
         assert_eq!(
             drain(&mut rx),
             vec![
-                changed(Mode::Idling),
                 AgentEvent::RequestEnded {
                     reason: "interrupted".into()
                 },
                 changed(Mode::StandingBy),
             ],
-            "on_prompt_cancel, the request's end, then the switch"
+            "new input keeps the mode (no on_prompt_cancel): the request's end, then the switch"
         );
         assert_eq!(next, Some(user("now this")));
         assert_eq!(rt.state.mode, Mode::StandingBy);

@@ -75,6 +75,8 @@ pub struct FairyState {
     pub page_id: String,
     /// True while a request runs (found true after a restart: the work was interrupted).
     pub working: bool,
+    /// Its project, while it is a member of one.
+    pub project: Option<super::projects::Membership>,
 }
 
 impl Default for FairyState {
@@ -89,6 +91,7 @@ impl Default for FairyState {
             position: (100.0, 100.0),
             page_id: MAIN_PAGE.into(),
             working: false,
+            project: None,
         }
     }
 }

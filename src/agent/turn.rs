@@ -123,7 +123,7 @@ impl FairyRuntime {
             .chat_origin
             .unwrap_or((self.bounds.x, self.bounds.y));
         let mut transform = PromptTransform::new(origin.0, origin.1);
-        let changes = self.tracker.report(&mut transform);
+        let changes = self.scope_changes(self.tracker.report(&mut transform));
         self.tracker.start_request();
         let corrections = std::mem::take(&mut self.corrections);
         let mut recovery = OverflowRecovery::default();
@@ -181,6 +181,7 @@ impl FairyRuntime {
             corrections,
             time: format!("{} ms since the Unix epoch", super::fairy::now_millis()),
             history_budget: recovery.history_budget(self.config.history_budget),
+            project: self.project_part(),
         };
         build_request(&input, &self.registry, transform)
     }
@@ -340,7 +341,13 @@ impl FairyRuntime {
         let canvas = matches!(self.registry.get(&kind), Some(Registered::Canvas(_)));
         if !a.complete {
             // Incomplete events only come last in a push, so `id_streaming` describes this one.
-            if canvas && mode.allows(&kind) && !turn.id_streaming {
+            if canvas
+                && mode.allows(&kind)
+                && !turn.id_streaming
+                && self
+                    .task_bounds_check(&a.action, &turn.ctx.transform)
+                    .is_ok()
+            {
                 match turn.throttle.decide(now(), &a.action) {
                     Decision::Apply => {
                         turn.held = None;
@@ -378,6 +385,11 @@ impl FairyRuntime {
                 mode.name(),
                 mode.allowed_actions().join(", ")
             );
+            self.reject(&a.action, &kind, why, level);
+            return;
+        }
+        if canvas && let Err(why) = self.task_bounds_check(&a.action, &turn.ctx.transform) {
+            self.tentative.revert_tentative();
             self.reject(&a.action, &kind, why, level);
             return;
         }
