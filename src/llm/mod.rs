@@ -20,6 +20,7 @@ pub mod error;
 pub mod failover;
 pub mod mock;
 pub mod offline;
+pub mod offline_project;
 pub mod openai;
 pub mod sse;
 pub mod types;
