@@ -223,4 +223,43 @@ mod tests {
         rooms.shutdown().await;
         drop(rt);
     }
+
+    #[tokio::test]
+    async fn a_prompt_to_a_solo_fairy_mid_task_keeps_its_mode_and_task_a_cancel_does_not() {
+        let store = Arc::new(crate::store::memory::MemoryStore::default());
+        let config = RoomConfig::from_serve(&crate::config::ServeConfig::for_test());
+        let rooms = Rooms::new(store, config, 4);
+        let (mut rt, mut rx) = runtime(&rooms, Mode::WorkingSolo).await;
+        rt.state.tasks.push(SoloTask {
+            id: "t1".into(),
+            title: "t".into(),
+            text: String::new(),
+            status: "in-progress".into(),
+            bounds: None,
+        });
+        rt.state.current_task = Some("t1".into());
+        rt.state.working = true;
+        let next = rt.interrupt(Interrupt {
+            input: Some(user("also add a door")),
+            mode: None,
+        });
+        assert_eq!(next, Some(user("also add a door")));
+        assert_eq!(rt.modes.mode(), Mode::WorkingSolo);
+        assert_eq!(rt.state.current_task.as_deref(), Some("t1"));
+        assert_eq!(
+            drain(&mut rx),
+            vec![AgentEvent::RequestEnded {
+                reason: "interrupted".into()
+            }]
+        );
+        rt.state.working = true;
+        assert_eq!(rt.interrupt(Interrupt::default()), None);
+        assert_eq!(
+            rt.modes.mode(),
+            Mode::Idling,
+            "a plain cancel runs on_prompt_cancel"
+        );
+        rooms.shutdown().await;
+        drop(rt);
+    }
 }
