@@ -421,23 +421,29 @@ fn plan_one_task(drone: &str) -> MockResponse {
     ])
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn members_are_protected_and_disbanding_mid_stream_reverts_and_idles_everyone() {
-    let mock = mock_server(vec![ok(r#"{"actions": []}"#)]).await;
-    let (server, ws, http) = start(mock_config(&mock)).await;
-    let room = "disband";
-    let mut client = Client::connect(&ws, room).await;
-    let orla = invite(&http, room, "Orla").await;
-    let dart = invite(&http, room, "Dart").await;
-    let echo = invite(&http, room, "Echo").await;
-    mock.add_route(route(
-        "Orla",
-        "orchestrating-active",
-        vec![plan_one_task(&dart)],
-    ));
-    mock.add_route(route("Dart", "working-drone", vec![stalled_shape()]));
+/// Three fairies (Orla, Dart, Echo) in `room` and a project where Orla plans one task for
+/// Dart and waits (then answers `orla_after`), and Dart's first answer stalls mid-shape (then
+/// it answers `dart_after`). Returns the ids and the project once Dart's shape is streaming
+/// (locked) and Orla waits.
+async fn one_box_project(
+    http: &str,
+    client: &mut Client,
+    mock: &MockServer,
+    room: &str,
+    orla_after: Vec<MockResponse>,
+    dart_after: Vec<MockResponse>,
+) -> ([String; 3], String) {
+    let orla = invite(http, room, "Orla").await;
+    let dart = invite(http, room, "Dart").await;
+    let echo = invite(http, room, "Echo").await;
+    let mut orla_answers = vec![plan_one_task(&dart)];
+    orla_answers.extend(orla_after);
+    let mut dart_answers = vec![stalled_shape()];
+    dart_answers.extend(dart_after);
+    mock.add_route(route("Orla", "orchestrating-active", orla_answers));
+    mock.add_route(route("Dart", "working-drone", dart_answers));
     let (status, started) = group_prompt(
-        &http,
+        http,
         room,
         json!({"message": "one box", "fairyIds": [orla, dart, echo],
                "bounds": {"x": 0, "y": 0, "w": 1000, "h": 500}}),
@@ -454,6 +460,17 @@ async fn members_are_protected_and_disbanding_mid_stream_reverts_and_idles_every
             },
         )
         .await;
+    ([orla, dart, echo], project)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_are_protected_and_disbanding_mid_stream_reverts_and_idles_everyone() {
+    let mock = mock_server(vec![ok(r#"{"actions": []}"#)]).await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let room = "disband";
+    let mut client = Client::connect(&ws, room).await;
+    let ([orla, dart, echo], project) =
+        one_box_project(&http, &mut client, &mock, room, Vec::new(), Vec::new()).await;
     let awareness = fairy_presence(&client, &dart).expect("drone presence");
     assert_eq!(
         awareness["fairy"]["projectId"],
@@ -537,45 +554,15 @@ async fn a_restart_mid_project_resumes_it() {
     let (server, ws, http) = start(config.clone()).await;
     let room = "restart";
     let mut client = Client::connect(&ws, room).await;
-    let orla = invite(&http, room, "Orla").await;
-    let dart = invite(&http, room, "Dart").await;
-    let echo = invite(&http, room, "Echo").await;
-    mock.add_route(route(
-        "Orla",
-        "orchestrating-active",
-        vec![
-            plan_one_task(&dart),
-            actions(vec![
-                json!({"_type": "end-project", "summary": "resumed and done"}),
-            ]),
-        ],
-    ));
-    mock.add_route(route(
-        "Dart",
-        "working-drone",
-        vec![
-            stalled_shape(),
-            actions(vec![
-                rect("whole", 10, 10, 100, 100),
-                json!({"_type": "mark-drone-task-done"}),
-            ]),
-        ],
-    ));
-    let (status, started) = group_prompt(
-        &http,
-        room,
-        json!({"message": "one box", "fairyIds": [orla, dart, echo],
-               "bounds": {"x": 0, "y": 0, "w": 1000, "h": 500}}),
-    )
-    .await;
-    assert_eq!(status, 202, "{started}");
-    let project = started["projectId"].as_str().expect("projectId").to_owned();
-    client
-        .until("the drone mid-shape and the orchestrator waiting", |c| {
-            shapes(c)["half"]["locked"] == json!(true)
-                && mode_of(c, &orla).as_deref() == Some("orchestrating-waiting")
-        })
-        .await;
+    let orla_after = vec![actions(vec![
+        json!({"_type": "end-project", "summary": "resumed and done"}),
+    ])];
+    let dart_after = vec![actions(vec![
+        rect("whole", 10, 10, 100, 100),
+        json!({"_type": "mark-drone-task-done"}),
+    ])];
+    let ([orla, dart, echo], project) =
+        one_box_project(&http, &mut client, &mock, room, orla_after, dart_after).await;
     client.close().await;
     server.shutdown().await;
 

@@ -54,6 +54,21 @@ pub enum FairyError {
     Invalid(String),
 }
 
+/// Whether `raw` is 1–64 characters of `[A-Za-z0-9_-]` (fairy and project ids).
+pub fn is_valid_id(raw: &str) -> bool {
+    !raw.is_empty()
+        && raw.len() <= 64
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// `PREFIX-` and 10 random hex digits.
+pub fn random_id(prefix: &str) -> String {
+    let n: u64 = rand::rng().random::<u64>() & 0xff_ffff_ffff;
+    format!("{prefix}-{n:010x}")
+}
+
 /// A fairy's id: 1–64 characters of `[A-Za-z0-9_-]`, safe in origins (`fairy:ID`) and URLs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -62,12 +77,7 @@ pub struct FairyId(String);
 impl FairyId {
     /// Validates an id.
     pub fn parse(raw: &str) -> Result<Self, FairyError> {
-        let ok = !raw.is_empty()
-            && raw.len() <= 64
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if ok {
+        if is_valid_id(raw) {
             Ok(FairyId(raw.to_owned()))
         } else {
             Err(FairyError::InvalidId(raw.chars().take(80).collect()))
@@ -76,8 +86,7 @@ impl FairyId {
 
     /// A fresh random id (`f-` + 10 hex digits).
     pub fn random() -> Self {
-        let n: u64 = rand::rng().random::<u64>() & 0xff_ffff_ffff;
-        FairyId(format!("f-{n:010x}"))
+        FairyId(random_id("f"))
     }
 
     /// The id as text.

@@ -47,7 +47,8 @@ pub(super) fn text_of(action: &Value, key: &str) -> String {
         .collect()
 }
 
-fn num(action: &Value, key: &str) -> Option<f64> {
+/// The finite number at `key` (a number, or a string holding one).
+pub(super) fn num(action: &Value, key: &str) -> Option<f64> {
     match action.get(key)? {
         Value::Number(n) => n.as_f64(),
         Value::String(s) => s.trim().parse().ok(),

@@ -87,6 +87,19 @@ impl FairyRuntime {
             .ok_or_else(|| format!("there is no task '{task_id}' in this project"))
     }
 
+    /// The task `task_id`, if it has not started yet.
+    fn startable_task(&self, m: &Membership, task_id: &str) -> Result<ProjectTask, String> {
+        let task = self.task(m, task_id)?;
+        if task.status != TaskStatus::Todo {
+            return Err(format!(
+                "task '{}' is {} already",
+                task.id,
+                task.status.name()
+            ));
+        }
+        Ok(task)
+    }
+
     fn start_project(&mut self, a: StartProject) -> Outcome {
         let (m, mut p) = self.project()?;
         if a.title.trim().is_empty() {
@@ -154,14 +167,7 @@ impl FairyRuntime {
                 others.join(", ")
             ));
         };
-        let mut task = self.task(&m, &a.task_id)?;
-        if task.status != TaskStatus::Todo {
-            return Err(format!(
-                "task '{}' is {} already",
-                task.id,
-                task.status.name()
-            ));
-        }
+        let mut task = self.startable_task(&m, &a.task_id)?;
         let busy = doc::project_tasks(self.room.doc(), &m.project_id)
             .into_iter()
             .find(|t| t.assigned_to.as_ref() == Some(&fairy) && t.status == TaskStatus::InProgress);
@@ -273,14 +279,7 @@ impl FairyRuntime {
 
     fn start_own_task(&mut self, a: StartDuoTask) -> Outcome {
         let (m, _) = self.project()?;
-        let mut task = self.task(&m, &a.task_id)?;
-        if task.status != TaskStatus::Todo {
-            return Err(format!(
-                "task '{}' is {} already",
-                task.id,
-                task.status.name()
-            ));
-        }
+        let mut task = self.startable_task(&m, &a.task_id)?;
         task.assigned_to = Some(self.entity.id.clone());
         task.status = TaskStatus::InProgress;
         write_task(self.room.doc(), self.origin(), &task);

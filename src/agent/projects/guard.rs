@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use crate::agent::turn::num;
 use crate::canvas::geometry::{Bounds, shape_bounds};
 use crate::canvas::shape::Shape;
 use crate::canvas::transform::PromptTransform;
@@ -37,15 +38,6 @@ fn collect_ids(value: &Value, out: &mut Vec<String>) {
         Value::Array(items) => items.iter().for_each(|v| collect_ids(v, out)),
         _ => {}
     }
-}
-
-fn num(v: &Value, key: &str) -> Option<f64> {
-    match v.get(key)? {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
-    .filter(|n: &f64| n.is_finite())
 }
 
 /// The page-space area a created shape (simple format, model coordinates) covers.

@@ -35,9 +35,9 @@ pub mod waits;
 
 use std::fmt;
 
-use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+use super::fairy::{is_valid_id, random_id};
 use super::modes::Mode;
 
 /// A project's id: `p-` and 10 hex digits when the server makes one; 1–64 characters of
@@ -54,12 +54,7 @@ pub struct InvalidProjectId(String);
 impl ProjectId {
     /// Validates an id.
     pub fn parse(raw: &str) -> Result<Self, InvalidProjectId> {
-        let ok = !raw.is_empty()
-            && raw.len() <= 64
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if ok {
+        if is_valid_id(raw) {
             Ok(ProjectId(raw.to_owned()))
         } else {
             Err(InvalidProjectId(raw.chars().take(80).collect()))
@@ -68,8 +63,7 @@ impl ProjectId {
 
     /// A fresh random id.
     pub fn random() -> Self {
-        let n: u64 = rand::rng().random::<u64>() & 0xff_ffff_ffff;
-        ProjectId(format!("p-{n:010x}"))
+        ProjectId(random_id("p"))
     }
 
     /// The id as text.
