@@ -605,6 +605,12 @@ async fn the_offline_model_plays_a_whole_project() {
             project_status(c, &project) == json!("done") && all_idle(c, &refs)
         })
         .await;
+    assert!(
+        chat_texts(&client, &ids[0])
+            .iter()
+            .any(|t| t.contains("offline model")),
+        "the leader says it is the offline model"
+    );
     let tasks = root_json(&client, "tasks");
     let done: Vec<&Value> = tasks
         .as_object()

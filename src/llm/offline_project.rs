@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 
-use super::offline::{create, geo, house};
+use super::offline::{OFFLINE_NOTICE, create, geo, house};
 use super::types::{ModelRequest, Role};
 
 /// Most tasks the offline leader plans.
@@ -129,6 +129,7 @@ fn lead(ctx: &Value, message: &str, duo: bool) -> Vec<Value> {
         "start-project"
     };
     let mut actions = vec![
+        json!({"_type": "message", "text": OFFLINE_NOTICE}),
         json!({"_type": start, "title": request, "description": request,
         "plan": format!("{} side by side, one task each, in parallel.", subjects.join(", "))}),
     ];
@@ -252,6 +253,7 @@ mod tests {
         assert_eq!(
             types,
             [
+                "message",
                 "start-project",
                 "create-project-task",
                 "create-project-task",
@@ -260,8 +262,8 @@ mod tests {
                 "await-tasks-completion"
             ]
         );
-        assert_eq!(plan[2]["x"], json!(500));
-        assert_eq!(plan[4]["fairyId"], json!("d2"));
+        assert_eq!(plan[3]["x"], json!(500));
+        assert_eq!(plan[5]["fairyId"], json!("d2"));
         let ctx = json!({"currentProject": {"tasks": [{"id": "t1", "title": "a house", "status": "done"}]}});
         let end = parse(respond(&request("orchestrating-active", ctx, "woken")));
         assert_eq!(end[0]["_type"], json!("end-project"));

@@ -166,4 +166,37 @@ mod tests {
         assert!(mode_section(Mode::OrchestratingActive).is_some_and(|s| s.contains("overlap")));
         assert!(mode_section(Mode::Soloing).is_none());
     }
+
+    #[test]
+    fn the_schema_lists_exactly_the_modes_actions() {
+        let registry = crate::agent::runtime_actions::full_registry();
+        let fairy = crate::agent::fairy::FairyEntity {
+            id: FairyId::random(),
+            name: "Orla".into(),
+            personality: "calm".into(),
+            hat: "top".into(),
+            created_by: "user:a".into(),
+        };
+        let consts = |mode: Mode| -> Vec<String> {
+            let s = crate::agent::prompt::system_prompt(&fairy, mode, &registry, false);
+            s.split("\"const\": \"")
+                .skip(1)
+                .filter_map(|rest| rest.split('"').next().map(str::to_owned))
+                .collect()
+        };
+        for mode in Mode::ALL {
+            let mut want: Vec<String> = mode
+                .allowed_actions()
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+            let mut got = consts(mode);
+            want.sort();
+            got.sort();
+            assert_eq!(got, want, "{}", mode.name());
+        }
+        let s = crate::agent::prompt::system_prompt(&fairy, Mode::WorkingDrone, &registry, false);
+        assert!(s.contains("## Working on a project task"));
+        assert!(!s.contains("## Orchestrating a project"));
+    }
 }
