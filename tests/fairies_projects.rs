@@ -590,6 +590,7 @@ async fn the_offline_model_plays_a_whole_project() {
         invite(&http, room, "Dart").await,
         invite(&http, room, "Echo").await,
     ];
+    let asked = Instant::now();
     let (status, started) = group_prompt(
         &http,
         room,
@@ -605,6 +606,10 @@ async fn the_offline_model_plays_a_whole_project() {
             project_status(c, &project) == json!("done") && all_idle(c, &refs)
         })
         .await;
+    eprintln!(
+        "group prompt to project done (offline model, 3 fairies): {:?}",
+        asked.elapsed()
+    );
     assert!(
         chat_texts(&client, &ids[0])
             .iter()
