@@ -143,16 +143,18 @@ impl FairyHub {
         })
     }
 
-    /// Disbands a project: aborted (if still live), and every member interrupted to idling
-    /// (its stream aborted, its tentative action reverted).
+    /// Disbands a project: aborted, and every member interrupted to idling (its stream
+    /// aborted, its tentative action reverted). A project that ended already is left as it is.
     pub async fn disband(&self, room: &RoomName, project_id: &ProjectId) -> Result<(), HubError> {
         let loaded = self.loaded_room(room).await?;
         let mut project = read_project(loaded.doc(), project_id)
             .ok_or_else(|| HubError::ProjectNotFound(project_id.to_string()))?;
-        if project.status.is_live() {
-            project.status = ProjectStatus::Aborted;
-            write_project(loaded.doc(), TxnOrigin::System, project_id, &project);
+        if !project.status.is_live() {
+            // Ended already: its former members may be doing something else by now.
+            return Ok(());
         }
+        project.status = ProjectStatus::Aborted;
+        write_project(loaded.doc(), TxnOrigin::System, project_id, &project);
         for member in &project.members {
             let interrupt = Interrupt {
                 input: None,

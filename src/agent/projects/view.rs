@@ -79,8 +79,8 @@ impl FairyRuntime {
         let modes: Vec<(String, String)> = self
             .room
             .presence()
-            .into_iter()
-            .filter_map(|(_, s)| {
+            .into_values()
+            .filter_map(|s| {
                 let f = s.get("fairy")?;
                 Some((f["id"].as_str()?.to_owned(), f["mode"].as_str()?.to_owned()))
             })
