@@ -483,6 +483,14 @@ async fn members_are_protected_and_disbanding_mid_stream_reverts_and_idles_every
         json!("t1"),
         "{awareness}"
     );
+    client
+        .until("a standing-by member shows the project's tasks too", |c| {
+            fairy_presence(c, &echo).is_some_and(|p| {
+                p["fairy"]["projectId"] == json!(project)
+                    && p["fairy"]["tasks"][0]["status"] == json!("in-progress")
+            })
+        })
+        .await;
     // Users cannot prompt or cancel members; no fairy joins a second project.
     for (url, body) in [
         (

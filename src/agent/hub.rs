@@ -540,6 +540,8 @@ async fn run_host(
                     if rt.room().is_closing() {
                         return rt;
                     }
+                    // A waiting member shows the other members' progress on its tasks.
+                    rt.publish_project();
                     None
                 }
             }

@@ -158,10 +158,14 @@ impl FairyRuntime {
     }
 
     /// Publishes `projectId`, `taskId` and the project's `tasks` in awareness (nothing when it
-    /// is in no project: the solo view stays).
+    /// is in no project: the solo view stays). Publishes only what changed, so the host may
+    /// call it on every idle tick to show the other members' progress.
     pub(crate) fn publish_project(&self) {
+        let shown = self.beacon.snapshot();
         let Some(m) = &self.state.project else {
-            self.beacon.update(|p| p.project_id = None);
+            if shown.project_id.is_some() {
+                self.beacon.update(|p| p.project_id = None);
+            }
             return;
         };
         let tasks: Vec<TaskSummary> = doc::project_tasks(self.room.doc(), &m.project_id)
@@ -173,6 +177,12 @@ impl FairyRuntime {
             })
             .collect();
         let (project, task) = (m.project_id.to_string(), m.task_id.clone());
+        if shown.project_id.as_deref() == Some(project.as_str())
+            && shown.task_id == task
+            && shown.tasks == tasks
+        {
+            return;
+        }
         self.beacon.update(|p| {
             p.project_id = Some(project);
             p.task_id = task;
