@@ -644,3 +644,91 @@ async fn the_offline_model_plays_a_whole_project() {
     client.close().await;
     server.shutdown().await;
 }
+
+fn refused() -> MockResponse {
+    MockResponse {
+        fault: Some(Fault::Http {
+            status: 400,
+            body: r#"{"error":{"message":"bad request"}}"#.into(),
+            retry_after: None,
+        }),
+        ..MockResponse::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_member_hands_its_task_back_and_a_failing_leader_aborts_the_project() {
+    let mock = mock_server(vec![ok(r#"{"actions": []}"#)]).await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    // A drone whose model fails: its task goes back to todo and the leader is told.
+    let room = "failing-drone";
+    let mut client = Client::connect(&ws, room).await;
+    let orla = invite(&http, room, "Orla").await;
+    let dart = invite(&http, room, "Dart").await;
+    let echo = invite(&http, room, "Echo").await;
+    mock.add_route(route(
+        "Orla",
+        "orchestrating-active",
+        vec![
+            plan_one_task(&dart),
+            actions(vec![
+                json!({"_type": "abort-project", "reason": "no drone"}),
+            ]),
+        ],
+    ));
+    mock.add_route(route("Dart", "working-drone", vec![refused()]));
+    let (status, started) = group_prompt(
+        &http,
+        room,
+        json!({"message": "one box", "fairyIds": [orla, dart, echo]}),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let project = started["projectId"].as_str().expect("projectId").to_owned();
+    client
+        .until("the project aborted by its leader and everyone idle", |c| {
+            project_status(c, &project) == json!("aborted") && all_idle(c, &[&orla, &dart, &echo])
+        })
+        .await;
+    let told = requests_of(&mock, "Orla");
+    assert!(
+        told.iter()
+            .any(|r| r.contains("stopped before finishing task 't1'")),
+        "the leader was told"
+    );
+    let tasks = root_json(&client, "tasks");
+    let t1 = &tasks[format!("{project}/t1")];
+    assert_eq!(
+        (&t1["status"], &t1["assignedTo"]),
+        (&json!("todo"), &Value::Null),
+        "{tasks}"
+    );
+    client.close().await;
+
+    // A leader whose model fails: the project is aborted and every member goes idle.
+    let room = "failing-leader";
+    let mut client = Client::connect(&ws, room).await;
+    let lead = invite(&http, room, "Lumo").await;
+    let pal = invite(&http, room, "Pell").await;
+    mock.add_route(route("Lumo", "duo-orchestrating-active", vec![refused()]));
+    let (status, started) = group_prompt(
+        &http,
+        room,
+        json!({"message": "x", "fairyIds": [lead, pal]}),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let project = started["projectId"].as_str().expect("projectId").to_owned();
+    client
+        .until("the project aborted and both idle", |c| {
+            project_status(c, &project) == json!("aborted") && all_idle(c, &[&lead, &pal])
+        })
+        .await;
+    assert!(
+        chat_texts(&client, &lead)
+            .iter()
+            .any(|t| t.contains("stopped leading the project"))
+    );
+    client.close().await;
+    server.shutdown().await;
+}

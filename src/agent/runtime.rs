@@ -287,6 +287,9 @@ impl FairyRuntime {
                     p.task_id = None;
                 }
             });
+            if mode == Mode::Idling {
+                self.went_idle();
+            }
         }
         let level = self.modes.mode().memory_level();
         for effect in outcome.effects {

@@ -65,7 +65,7 @@ impl FairyRuntime {
         self.refresh_tasks();
     }
 
-    fn origin(&self) -> TxnOrigin {
+    pub(crate) fn origin(&self) -> TxnOrigin {
         TxnOrigin::fairy(self.entity.id.as_str())
     }
 

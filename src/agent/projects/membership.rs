@@ -7,6 +7,7 @@
 use super::doc::{self, ProjectTask, read_project, read_task};
 use super::waits::{Wait, wake_message};
 use super::{Membership, ProjectStatus, TaskStatus, is_project_mode};
+use crate::agent::interrupt::Interrupt;
 use crate::agent::memory::HistoryItem;
 use crate::agent::modes::{MemoryLevel, Mode};
 use crate::agent::presence::TaskSummary;
@@ -129,6 +130,55 @@ impl FairyRuntime {
             ),
             memory_level: MemoryLevel::Fairy,
         });
+    }
+
+    /// It went idle by itself (a model failure, too many turns) or because its project ended.
+    /// While the project still lives, a leader aborts it (every other member goes idle) and a
+    /// member puts its unfinished task back to `todo` and tells its leader, who is woken to
+    /// direct it again; then it leaves the project.
+    pub(crate) fn went_idle(&mut self) {
+        let Some(m) = self.state.project.clone() else {
+            return;
+        };
+        let doc = self.room.doc().clone();
+        let live = read_project(&doc, &m.project_id).filter(|p| p.status.is_live());
+        if let (Some(mut project), Some(peers)) = (live, self.peers.clone()) {
+            let room = self.room.name().clone();
+            if m.role.leads() {
+                project.status = ProjectStatus::Aborted;
+                doc::write_project(&doc, self.origin(), &m.project_id, &project);
+                for other in project.others(&self.entity.id) {
+                    let idle = Interrupt {
+                        input: None,
+                        mode: Some(Mode::Idling),
+                    };
+                    peers.deliver.interrupt(&room, &other, idle);
+                }
+                self.say("I stopped leading the project, so it is aborted.");
+            } else if let Some(mut task) = m
+                .task_id
+                .as_deref()
+                .and_then(|id| read_task(&doc, &m.project_id, id))
+                .filter(|t| t.status == TaskStatus::InProgress)
+            {
+                task.status = TaskStatus::Todo;
+                task.assigned_to = None;
+                doc::write_task(&doc, self.origin(), &task);
+                let leader = project.orchestrator_id.clone();
+                let mode = project.role_of(&leader).map(|r| r.active_mode());
+                peers.waits.remove(&room, &leader);
+                let message = format!(
+                    "'{}' stopped before finishing task '{}', which is back to todo: direct it again, or end the project.",
+                    self.entity.id, task.id
+                );
+                let wake = Interrupt {
+                    input: Some(Request::follow_up(message, None)),
+                    mode,
+                };
+                peers.deliver.interrupt(&room, &leader, wake);
+            }
+        }
+        self.leave_project();
     }
 
     /// The design's task-end pair, at the project level the member goes back to.
