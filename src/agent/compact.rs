@@ -18,7 +18,8 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::events::{AgentEvent, CompactionLevel, CompactionReason, UsagePurpose};
-use super::memory::{HistoryItem, filter_by_level};
+use super::memory::{HistoryItem, filter_by_level, visible_indices};
+use super::modes::MemoryLevel;
 use super::runtime::FairyRuntime;
 use crate::llm::{ChatMessage, ModelEvent, ModelRequest, Usage};
 
@@ -125,6 +126,39 @@ pub fn truncate_item(item: &mut HistoryItem, max: usize) -> bool {
     }
 }
 
+/// The positions of the items of `level` the mode sees, before the newest ones that fit in
+/// `keep` characters.
+fn older_at_level(history: &[HistoryItem], level: MemoryLevel, keep: usize) -> Vec<usize> {
+    let visible = visible_indices(history, level);
+    let mut kept = 0usize;
+    let mut split = visible.len();
+    for (k, &i) in visible.iter().enumerate().rev() {
+        let len = rendered_len(&history[i]);
+        if kept + len > keep {
+            break;
+        }
+        kept += len;
+        split = k;
+    }
+    visible[..split].to_vec()
+}
+
+/// Replaces the items at `indices` (ascending) with `summary`, in the place of the first.
+fn fold(history: &mut Vec<HistoryItem>, indices: &[usize], summary: HistoryItem) {
+    let Some(&first) = indices.first() else {
+        return;
+    };
+    let mut summary = Some(summary);
+    let old = std::mem::take(history);
+    for (i, item) in old.into_iter().enumerate() {
+        if i == first {
+            history.extend(summary.take());
+        } else if indices.binary_search(&i).is_err() {
+            history.push(item);
+        }
+    }
+}
+
 impl FairyRuntime {
     /// Summarises the oldest history items when the history the current mode sees is over
     /// budget. Best effort: a model failure leaves the history as it is.
@@ -142,28 +176,22 @@ impl FairyRuntime {
             .await;
     }
 
-    /// Summarises every item before the newest ones that fit in `keep` characters into one
-    /// memory-transition item; the number of items summarised (0 when nothing was, or the
-    /// model failed).
+    /// Summarises the items the current mode sees (those of its memory level, see
+    /// [`visible_indices`]) before the newest ones that fit in `keep` characters into one
+    /// memory-transition item of that level, in the place of the first; items of other levels
+    /// stay as they are. The number of items summarised (0 when nothing was, or the model
+    /// failed).
     async fn summarise_older(&mut self, keep: usize, reason: CompactionReason) -> usize {
         let budget = self.config.history_budget;
         let level = self.modes.mode().memory_level();
-        let mut kept = 0usize;
-        let mut split = self.state.history.len();
-        for (i, item) in self.state.history.iter().enumerate().rev() {
-            let len = rendered_len(item);
-            if kept + len > keep {
-                break;
-            }
-            kept += len;
-            split = i;
-        }
-        if split == 0 {
+        let older = older_at_level(&self.state.history, level, keep);
+        if older.is_empty() {
             return 0;
         }
-        let old: Vec<serde_json::Value> = self.state.history[..split]
+        let split = older.len();
+        let old: Vec<serde_json::Value> = older
             .iter()
-            .map(HistoryItem::to_prompt_json)
+            .map(|&i| self.state.history[i].to_prompt_json())
             .collect();
         let mut text = serde_json::Value::Array(old).to_string();
         if text.len() > budget {
@@ -190,7 +218,7 @@ impl FairyRuntime {
             user_facing_message: None,
             memory_level: level,
         };
-        self.state.history.splice(..split, [item]);
+        fold(&mut self.state.history, &older, item);
         tracing::info!(fairy = %self.entity.id, items = split, ?reason, "chat history compacted");
         self.emit(AgentEvent::Compaction {
             level: CompactionLevel::Summary,
@@ -278,7 +306,6 @@ impl FairyRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::modes::MemoryLevel;
     use serde_json::json;
 
     #[test]
@@ -303,6 +330,43 @@ mod tests {
             acceptance: None,
         };
         assert!(!truncate_item(&mut short, 10));
+    }
+
+    #[test]
+    fn compaction_folds_only_the_items_of_its_level() {
+        let item = |text: &str, level| HistoryItem::Prompt {
+            source: "user".into(),
+            agent_facing_message: text.repeat(20),
+            memory_level: level,
+            request_id: None,
+            acceptance: None,
+        };
+        use MemoryLevel::{Fairy, Project, Task};
+        let mut history = vec![
+            item("f", Fairy),
+            item("p", Project),
+            item("t", Task),
+            item("q", Project),
+            item("r", Project),
+        ];
+        let keep = rendered_len(&history[4]);
+        let older = older_at_level(&history, Project, keep);
+        assert_eq!(
+            older,
+            [1, 3],
+            "the project items before the newest, nothing else"
+        );
+        let summary = HistoryItem::MemoryTransition {
+            agent_facing_message: "summary".into(),
+            user_facing_message: None,
+            memory_level: Project,
+        };
+        fold(&mut history, &older, summary.clone());
+        assert_eq!(history.len(), 4);
+        assert_eq!(history[0].memory_level(), Fairy, "the fairy item survives");
+        assert_eq!(history[1], summary);
+        assert_eq!(history[2].memory_level(), Task);
+        assert!(older_at_level(&history, Fairy, 0).len() == 1);
     }
 
     #[test]

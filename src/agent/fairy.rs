@@ -56,7 +56,7 @@ pub enum FairyError {
 }
 
 /// True for 1–64 characters of `[A-Za-z0-9_-]`: safe in origins, URLs and document keys
-/// (fairy ids, request ids).
+/// (fairy, project and request ids).
 pub(crate) fn is_plain_id(raw: &str) -> bool {
     !raw.is_empty()
         && raw.len() <= 64
@@ -91,6 +91,12 @@ macro_rules! plain_id_conversions {
 }
 pub(crate) use plain_id_conversions;
 
+/// `PREFIX-` and 10 random hex digits.
+pub fn random_id(prefix: &str) -> String {
+    let n: u64 = rand::rng().random::<u64>() & 0xff_ffff_ffff;
+    format!("{prefix}-{n:010x}")
+}
+
 /// A fairy's id: 1–64 characters of `[A-Za-z0-9_-]`, safe in origins (`fairy:ID`) and URLs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -108,8 +114,7 @@ impl FairyId {
 
     /// A fresh random id (`f-` + 10 hex digits).
     pub fn random() -> Self {
-        let n: u64 = rand::rng().random::<u64>() & 0xff_ffff_ffff;
-        FairyId(format!("f-{n:010x}"))
+        FairyId(random_id("f"))
     }
 
     /// The id as text.

@@ -14,7 +14,7 @@
 //! again) if it could not be built.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -31,6 +31,7 @@ use super::inbox::{Inbox, RevertJob, RevertRefused, Signal};
 use super::interrupt::Interrupt;
 use super::ledger::{RequestId, RevertOutcome};
 use super::revert::RevertError;
+use super::projects::waits::{Deliver, Peers, WaitRegistry};
 use super::runtime::{FairyRuntime, FairyState, Hosting, RuntimeConfig};
 use super::runtime_actions::full_registry;
 use super::state_store::{self, StateSaver, StateSync};
@@ -77,6 +78,15 @@ pub enum HubError {
     /// The fairy did not get to a rejection in time, or too many wait.
     #[error("the fairy is busy: {0}")]
     Busy(String),
+    /// A fairy is in a live project (or a group prompt names fewer than two).
+    #[error("{0}")]
+    FairyInProject(String),
+    /// No such project in the room.
+    #[error("no project '{0}' in this room")]
+    ProjectNotFound(String),
+    /// A group prompt that cannot be carried out as given.
+    #[error("{0}")]
+    InvalidGroup(String),
 }
 
 /// Bounds on the fairies of a room.
@@ -144,6 +154,24 @@ struct Inner {
     tracker: TaskTracker,
     /// How long a fairy's task waits for a quiet document to build its runtime.
     quiet_patience: Duration,
+    /// Project leaders waiting for tasks.
+    waits: Arc<WaitRegistry>,
+}
+
+/// The hub's interrupt delivery for runtimes (weak: a runtime never keeps the hub alive).
+struct HubDeliver(Weak<Inner>);
+
+impl Deliver for HubDeliver {
+    fn interrupt(&self, room: &RoomName, fairy: &FairyId, interrupt: Interrupt) -> bool {
+        let Some(inner) = self.0.upgrade() else {
+            return false;
+        };
+        let inbox = FairyHub { inner }
+            .lock()
+            .get(&(room.clone(), fairy.clone()))
+            .map(|(h, _)| h.inbox.clone());
+        inbox.is_some_and(|inbox| inbox.interrupt(interrupt).is_ok())
+    }
 }
 
 /// Every hosted fairy of the process.
@@ -172,12 +200,24 @@ impl FairyHub {
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
                 quiet_patience: super::tentative::QUIET_PATIENCE,
+                waits: Arc::new(WaitRegistry::default()),
             }),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, HostedMap> {
         self.inner.hosted.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` under the hub's map lock (lock order: the hub's map, then the room's locks).
+    pub(super) fn exclusively<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _map = self.lock();
+        f()
+    }
+
+    /// The loaded room (its fairies hosted).
+    pub(super) async fn loaded_room(&self, name: &RoomName) -> Result<Arc<Room>, HubError> {
+        self.room(name).await
     }
 
     async fn room(&self, name: &RoomName) -> Result<Arc<Room>, HubError> {
@@ -265,6 +305,10 @@ impl FairyHub {
                     Ok(runtime) => runtime,
                     Err(error) => return failed(error.to_string()),
                 };
+                runtime.peers = Some(Peers {
+                    waits: hub.inner.waits.clone(),
+                    deliver: Arc::new(HubDeliver(Arc::downgrade(&hub.inner))),
+                });
                 if let Err(error) = runtime.restore().await {
                     // Not hosted with a blank state that would overwrite the stored one;
                     // the next use of the room tries again.
@@ -273,6 +317,13 @@ impl FairyHub {
                     return;
                 }
                 ready_tx.send_replace(Readiness::Ready);
+                if let Some(resume) = runtime.resume_project() {
+                    // Its part of a live project goes on where the restart stopped it.
+                    let _ = inbox.interrupt(Interrupt {
+                        input: Some(resume),
+                        mode: None,
+                    });
+                }
                 let mut runtime = run_host(runtime, &inbox, shutdown).await;
                 runtime.close_state().await;
                 inbox.close();
@@ -529,6 +580,8 @@ async fn run_host(
                     if rt.room().is_closing() {
                         return rt;
                     }
+                    // A waiting member shows the other members' progress on its tasks.
+                    rt.publish_project();
                     None
                 }
             }

@@ -45,17 +45,18 @@ impl Interrupt {
 impl FairyRuntime {
     /// Carries out an interrupt once the active request's future (if any) was dropped: aborts
     /// the request (reverting its incomplete action; it ends `interrupted` when there is new
-    /// input, `cancelled` otherwise), switches mode if asked, schedules the input, and returns
+    /// input, keeping the fairy's mode and task, and `cancelled` otherwise, after
+    /// `on_prompt_cancel`), switches mode if asked, schedules the input, and returns
     /// the request to run next (the input, merged with anything a mode hook scheduled).
     pub fn interrupt(&mut self, interrupt: Interrupt) -> Option<Request> {
         let Interrupt { input, mode } = interrupt;
-        self.abort(if input.is_some() {
-            "interrupted"
-        } else {
-            "cancelled"
-        });
+        match input {
+            Some(_) => self.abort_with("interrupted", false),
+            None => self.abort_with("cancelled", true),
+        }
         if let Some(mode) = mode {
             self.switch_mode(mode);
+            self.after_interrupt_switch();
             self.persist();
         }
         if let Some(input) = input {
@@ -185,13 +186,12 @@ mod tests {
         assert_eq!(
             drain(&mut rx),
             vec![
-                changed(Mode::Idling),
                 AgentEvent::RequestEnded {
                     reason: "interrupted".into()
                 },
                 changed(Mode::StandingBy),
             ],
-            "on_prompt_cancel, the request's end, then the switch"
+            "new input keeps the mode (no on_prompt_cancel): the request's end, then the switch"
         );
         assert_eq!(next, Some(user("now this")));
         assert_eq!(rt.state.mode, Mode::StandingBy);
@@ -220,6 +220,45 @@ mod tests {
                 if agent_facing_message.contains("t1")
         ));
         assert_eq!(rt.state.current_task, None);
+        rooms.shutdown().await;
+        drop(rt);
+    }
+
+    #[tokio::test]
+    async fn a_prompt_to_a_solo_fairy_mid_task_keeps_its_mode_and_task_a_cancel_does_not() {
+        let store = Arc::new(crate::store::memory::MemoryStore::default());
+        let config = RoomConfig::from_serve(&crate::config::ServeConfig::for_test());
+        let rooms = Rooms::new(store, config, 4);
+        let (mut rt, mut rx) = runtime(&rooms, Mode::WorkingSolo).await;
+        rt.state.tasks.push(SoloTask {
+            id: "t1".into(),
+            title: "t".into(),
+            text: String::new(),
+            status: "in-progress".into(),
+            bounds: None,
+        });
+        rt.state.current_task = Some("t1".into());
+        rt.state.working = true;
+        let next = rt.interrupt(Interrupt {
+            input: Some(user("also add a door")),
+            mode: None,
+        });
+        assert_eq!(next, Some(user("also add a door")));
+        assert_eq!(rt.modes.mode(), Mode::WorkingSolo);
+        assert_eq!(rt.state.current_task.as_deref(), Some("t1"));
+        assert_eq!(
+            drain(&mut rx),
+            vec![AgentEvent::RequestEnded {
+                reason: "interrupted".into()
+            }]
+        );
+        rt.state.working = true;
+        assert_eq!(rt.interrupt(Interrupt::default()), None);
+        assert_eq!(
+            rt.modes.mode(),
+            Mode::Idling,
+            "a plain cancel runs on_prompt_cancel"
+        );
         rooms.shutdown().await;
         drop(rt);
     }

@@ -117,16 +117,25 @@ impl HistoryItem {
 /// task items, and stops at the first fairy item; task level walks back over task items and
 /// stops at the first item of another level.
 pub fn filter_by_level(items: &[HistoryItem], level: MemoryLevel) -> Vec<&HistoryItem> {
+    visible_indices(items, level)
+        .into_iter()
+        .map(|i| &items[i])
+        .collect()
+}
+
+/// The positions of the items [`filter_by_level`] keeps, in order.
+pub fn visible_indices(items: &[HistoryItem], level: MemoryLevel) -> Vec<usize> {
+    let levels = items.iter().map(HistoryItem::memory_level).enumerate();
     match level {
-        MemoryLevel::Fairy => items
-            .iter()
-            .filter(|i| i.memory_level() == MemoryLevel::Fairy)
+        MemoryLevel::Fairy => levels
+            .filter(|(_, l)| *l == MemoryLevel::Fairy)
+            .map(|(i, _)| i)
             .collect(),
         MemoryLevel::Project => {
             let mut out = Vec::new();
-            for item in items.iter().rev() {
-                match item.memory_level() {
-                    MemoryLevel::Project => out.push(item),
+            for (i, l) in levels.rev() {
+                match l {
+                    MemoryLevel::Project => out.push(i),
                     MemoryLevel::Task => continue,
                     MemoryLevel::Fairy => break,
                 }
@@ -135,10 +144,10 @@ pub fn filter_by_level(items: &[HistoryItem], level: MemoryLevel) -> Vec<&Histor
             out
         }
         MemoryLevel::Task => {
-            let mut out: Vec<&HistoryItem> = items
-                .iter()
+            let mut out: Vec<usize> = levels
                 .rev()
-                .take_while(|i| i.memory_level() == MemoryLevel::Task)
+                .take_while(|(_, l)| *l == MemoryLevel::Task)
+                .map(|(i, _)| i)
                 .collect();
             out.reverse();
             out

@@ -17,6 +17,7 @@
 //!   [`turn`]: one model turn; [`events`]: what observers see.
 //! - [`interrupt`]: `interrupt({input, mode})` and how pending interrupts merge; [`inbox`]:
 //!   delivering them (never refused) and dismissals to a fairy's host task.
+//! - [`projects`]: fairies working together (projects, duos, task bounds, wait and wake).
 //! - [`hub`]: hosting the fairies of every room (one task each); [`budget`]: the per-room
 //!   hourly model-token budget.
 //!
@@ -38,6 +39,7 @@ pub mod memory;
 pub mod mode_hooks;
 pub mod modes;
 pub mod presence;
+pub mod projects;
 pub mod prompt;
 pub mod revert;
 pub mod runtime;

@@ -14,6 +14,8 @@ pub struct HookCtx {
     pub current_task: Option<(String, bool)>,
     /// Solo tasks not done yet (not counting the current one).
     pub pending_tasks: usize,
+    /// The project task it works on, if any, and whether it is done.
+    pub project_task: Option<(String, bool)>,
 }
 
 /// What a hook asks the runtime to do, in order.
@@ -25,6 +27,8 @@ pub enum ModeEffect {
     Schedule(String),
     /// Write a memory-transition item at this level with this agent-facing message.
     MemoryTransition(MemoryLevel, String),
+    /// Empty the personal todo list.
+    ClearTodo,
 }
 
 /// A mode's lifecycle hooks; every default does nothing.
@@ -53,6 +57,10 @@ pub trait ModeHooks: Sync {
 
 pub(super) struct Idling;
 impl ModeHooks for Idling {
+    /// Resting: the todo list of the work it left is dropped.
+    fn on_enter(&self, _ctx: &HookCtx) -> Vec<ModeEffect> {
+        vec![ModeEffect::ClearTodo]
+    }
     /// A prompt wakes an idle fairy: it works alone.
     fn on_prompt_start(&self, _ctx: &HookCtx) -> Vec<ModeEffect> {
         vec![ModeEffect::SwitchTo(Mode::Soloing)]
@@ -113,9 +121,35 @@ impl ModeHooks for WorkingSolo {
 pub(super) struct StandingBy;
 impl ModeHooks for StandingBy {}
 
-/// The project modes' hooks until their issue implements them.
-pub(super) struct Declared;
-impl ModeHooks for Declared {}
+/// The project modes that wait (orchestrating-waiting, duo-orchestrating-waiting): woken by
+/// the members who finish the awaited tasks; a cancel keeps them in the project.
+pub(super) struct Waiting;
+impl ModeHooks for Waiting {}
+
+/// A project leader planning and directing (orchestrating-active, duo-orchestrating-active):
+/// a request that ends without awaiting tasks or ending the project is continued.
+pub(super) struct Leading;
+impl ModeHooks for Leading {
+    fn on_prompt_end(&self, _ctx: &HookCtx) -> Vec<ModeEffect> {
+        vec![ModeEffect::Schedule(
+            "Continue the project: direct the tasks that are not started, await the ones in progress, or end the project when everything is done.".into(),
+        )]
+    }
+}
+
+/// A member working on a project task (working-drone, working-orchestrator): continued until
+/// it marks the task done (the done action itself moves it on).
+pub(super) struct WorkingOnTask;
+impl ModeHooks for WorkingOnTask {
+    fn on_prompt_end(&self, ctx: &HookCtx) -> Vec<ModeEffect> {
+        match &ctx.project_task {
+            Some((id, false)) => vec![ModeEffect::Schedule(format!(
+                "Continue working on task '{id}', and mark it done when it is finished."
+            ))],
+            _ => Vec::new(),
+        }
+    }
+}
 
 /// Longest chain of switches one event may cause (a hook loop is a bug, not a hang).
 pub const MAX_SWITCHES: usize = 8;

@@ -4,9 +4,8 @@
 //!
 //! Hooks are pure: they look at a [`HookCtx`] and return [`ModeEffect`]s that the runtime
 //! carries out (switching mode, scheduling a follow-up, writing a memory transition), so the
-//! machine is tested without a room or a model. Idling, soloing, working-solo and standing-by
-//! are implemented; the project modes are declared (memory level, activity, actions) with the
-//! default no-op hooks, so a later issue only adds their actions and hooks.
+//! machine is tested without a room or a model. The project modes' actions are carried out by
+//! [`super::projects`].
 //!
 //! Deviation from the seed, on purpose: the seed's soloing mode may only plan (create and start
 //! tasks); here soloing may also draw directly, because a single request like "draw a house"
@@ -74,6 +73,20 @@ const WORKING_SOLO: &[&str] = &[
     "upsert-personal-todo",
 ];
 const WORKING_DRONE: &[&str] = &["mark-drone-task-done", "think", "upsert-personal-todo"];
+const WORKING_ORCHESTRATOR: &[&str] = &["mark-duo-task-done", "think", "upsert-personal-todo"];
+const DUO_ORCHESTRATING: &[&str] = &[
+    "message",
+    "think",
+    "review",
+    "fly-to-bounds",
+    "start-duo-project",
+    "create-duo-task",
+    "direct-to-start-duo-task",
+    "start-duo-task",
+    "await-duo-tasks-completion",
+    "end-duo-project",
+    "abort-project",
+];
 const ORCHESTRATING: &[&str] = &[
     "message",
     "think",
@@ -144,21 +157,15 @@ impl Mode {
         )
     }
 
-    /// Whether this issue implements the mode's hooks and actions (the others are declared).
-    pub fn is_implemented(self) -> bool {
-        matches!(
-            self,
-            Mode::Idling | Mode::Soloing | Mode::WorkingSolo | Mode::StandingBy
-        )
-    }
-
     /// The runtime (non-canvas) actions the model may use.
     fn runtime_actions(self) -> &'static [&'static str] {
         match self {
             Mode::Idling | Mode::Soloing => SOLOING,
             Mode::WorkingSolo => WORKING_SOLO,
-            Mode::WorkingDrone | Mode::WorkingOrchestrator => WORKING_DRONE,
-            Mode::OrchestratingActive | Mode::DuoOrchestratingActive => ORCHESTRATING,
+            Mode::WorkingDrone => WORKING_DRONE,
+            Mode::WorkingOrchestrator => WORKING_ORCHESTRATOR,
+            Mode::OrchestratingActive => ORCHESTRATING,
+            Mode::DuoOrchestratingActive => DUO_ORCHESTRATING,
             Mode::StandingBy | Mode::OrchestratingWaiting | Mode::DuoOrchestratingWaiting => {
                 WAITING
             }
@@ -175,6 +182,11 @@ impl Mode {
                 | Mode::WorkingDrone
                 | Mode::WorkingOrchestrator
         )
+    }
+
+    /// Whether the fairy works inside a project task's bounds in this mode.
+    pub fn in_task_bounds(self) -> bool {
+        matches!(self, Mode::WorkingDrone | Mode::WorkingOrchestrator)
     }
 
     /// Every action the model may write in this mode.
@@ -199,7 +211,11 @@ impl Mode {
             Mode::Soloing => &super::mode_hooks::Soloing,
             Mode::WorkingSolo => &super::mode_hooks::WorkingSolo,
             Mode::StandingBy => &super::mode_hooks::StandingBy,
-            _ => &super::mode_hooks::Declared,
+            Mode::WorkingDrone | Mode::WorkingOrchestrator => &super::mode_hooks::WorkingOnTask,
+            Mode::OrchestratingActive | Mode::DuoOrchestratingActive => &super::mode_hooks::Leading,
+            Mode::OrchestratingWaiting | Mode::DuoOrchestratingWaiting => {
+                &super::mode_hooks::Waiting
+            }
         }
     }
 }
@@ -235,5 +251,23 @@ mod tests {
         assert!(Mode::StandingBy.allowed_actions().is_empty());
         assert!(!Mode::OrchestratingActive.allows("create"));
         assert!(Mode::WorkingDrone.allows("mark-drone-task-done"));
+        assert!(Mode::WorkingDrone.allows("create"));
+        assert!(!Mode::WorkingDrone.allows("fly-to-bounds"));
+        assert!(Mode::WorkingOrchestrator.allows("mark-duo-task-done"));
+        assert!(!Mode::WorkingOrchestrator.allows("mark-drone-task-done"));
+        assert!(Mode::DuoOrchestratingActive.allows("start-duo-task"));
+        assert!(!Mode::DuoOrchestratingActive.allows("create"));
+        assert!(!Mode::OrchestratingActive.allows("start-duo-task"));
+        assert!(Mode::OrchestratingWaiting.allowed_actions().is_empty());
+        // Every project action is allowed in some mode, and every allowed name is registered.
+        let registry = crate::agent::runtime_actions::full_registry();
+        for name in crate::agent::projects::actions::PROJECT_ACTIONS {
+            assert!(Mode::ALL.iter().any(|m| m.allows(name)), "{name}");
+        }
+        for m in Mode::ALL {
+            for name in m.allowed_actions() {
+                assert!(registry.get(name).is_some(), "{name} in {}", m.name());
+            }
+        }
     }
 }

@@ -61,6 +61,8 @@ pub struct PromptInput<'a> {
     pub time: String,
     /// Characters of history at most (older items are folded into a summary item).
     pub history_budget: usize,
+    /// The `currentProject` part, for project members.
+    pub project: Option<super::projects::prompt::ProjectPart>,
 }
 
 fn section_intro(fairy: &FairyEntity) -> String {
@@ -131,6 +133,7 @@ pub fn system_prompt(
     if has_changes {
         sections.push(SECTION_CHANGES.to_owned());
     }
+    sections.extend(super::projects::prompt::mode_section(mode).map(str::to_owned));
     sections.push(format!(
         "## Mode\nYou are in mode `{}`. Only these actions are allowed: {}.",
         mode.name(),
@@ -228,6 +231,9 @@ pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> Value 
     if !input.corrections.is_empty() {
         parts["corrections"] = json!(input.corrections);
     }
+    if let Some(project) = &input.project {
+        parts["currentProject"] = project.to_json(t);
+    }
     tidy_numbers(&mut parts);
     parts
 }
@@ -321,6 +327,7 @@ mod tests {
             corrections: &[],
             time: "now".into(),
             history_budget: crate::agent::memory::HISTORY_BUDGET_CHARS,
+            project: None,
         };
         let mut t = PromptTransform::new(1000.0, 2000.0);
         let req = build_request(&input, &r, &mut t);

@@ -84,6 +84,8 @@ pub struct FairyRuntime {
     pub(super) bounds: Bounds,
     /// The running request's ids (empty between requests).
     pub(super) request_ids: Vec<RequestId>,
+    /// The other fairies of its room, for projects (set by the hub).
+    pub(super) peers: Option<super::projects::waits::Peers>,
 }
 
 impl FairyRuntime {
@@ -131,6 +133,7 @@ impl FairyRuntime {
             corrections: Vec::new(),
             bounds: Bounds::default(),
             request_ids: Vec::new(),
+            peers: None,
         })
     }
 
@@ -146,9 +149,15 @@ impl FairyRuntime {
         .await?;
         let mut state = stored.unwrap_or_default();
         let interrupted = state.working;
+        // A member of a live project keeps its mode: it resumes its part (see
+        // `resume_project`), with nothing half-drawn left.
+        let resumes = interrupted
+            && super::projects::membership::resumes_after_restart(&state, self.room.doc());
         if interrupted {
             state.working = false;
-            state.mode = Mode::Idling;
+            if !resumes {
+                state.mode = Mode::Idling;
+            }
         }
         self.modes = ModeMachine::new(state.mode);
         self.tracker.restore_ledger(state.requests.clone());
@@ -168,7 +177,9 @@ impl FairyRuntime {
             self.tracker.reopen_latest_request();
             self.remove_locked_shapes();
             self.tracker.close_request();
-            self.say("My previous work was interrupted (the server restarted); ask me again to continue.");
+            if !resumes {
+                self.say("My previous work was interrupted (the server restarted); ask me again to continue.");
+            }
             self.persist();
         }
         self.beacon.publish();
@@ -267,6 +278,7 @@ impl FairyRuntime {
                 .iter()
                 .filter(|t| t.status == "todo" && Some(&t.id) != self.state.current_task.as_ref())
                 .count(),
+            project_task: self.project_task_ctx(),
         }
     }
 
@@ -289,6 +301,9 @@ impl FairyRuntime {
                     p.task_id = None;
                 }
             });
+            if mode == Mode::Idling {
+                self.went_idle();
+            }
         }
         let level = self.modes.mode().memory_level();
         for effect in outcome.effects {
@@ -300,6 +315,10 @@ impl FairyRuntime {
                         user_facing_message: None,
                         memory_level,
                     })
+                }
+                ModeEffect::ClearTodo => {
+                    self.state.todo.clear();
+                    self.beacon.update(|p| p.todo.clear());
                 }
                 ModeEffect::SwitchTo(_) => {
                     tracing::debug!(?level, "switch effects are followed by the machine")
@@ -341,6 +360,7 @@ impl FairyRuntime {
             p.todo = todo;
             p.task_id = current;
         });
+        self.publish_project();
     }
 
     fn default_bounds(&self) -> Bounds {
@@ -399,6 +419,11 @@ impl FairyRuntime {
                 break "error";
             }
             self.persist();
+            // A mode that does not work on requests (waiting, standing by, idle after a
+            // project ended) ends the request unless something was scheduled.
+            if !self.modes.mode().is_active() && self.scheduled.is_none() {
+                break "done";
+            }
             let next = match self.scheduled.take() {
                 Some(next) => Some(next),
                 None if !self.corrections.is_empty() => Some(Request::follow_up(
@@ -457,12 +482,20 @@ impl FairyRuntime {
     /// After the request future was dropped: reverts the incomplete action, runs
     /// `on_prompt_cancel`, and ends the request with `reason`.
     pub fn abort(&mut self, reason: &str) {
+        self.abort_with(reason, true);
+    }
+
+    /// [`FairyRuntime::abort`]; `on_prompt_cancel` runs only if `cancel_hook` (a plain cancel,
+    /// not an interrupt with new input, which keeps the fairy's mode and task).
+    pub(super) fn abort_with(&mut self, reason: &str, cancel_hook: bool) {
         self.tentative.revert_tentative();
         self.scheduled = None;
         if self.state.working {
-            let ctx = self.hook_ctx();
-            let out = self.modes.prompt_cancel(&ctx);
-            self.apply_outcome(out);
+            if cancel_hook {
+                let ctx = self.hook_ctx();
+                let out = self.modes.prompt_cancel(&ctx);
+                self.apply_outcome(out);
+            }
             self.finish(reason);
         }
     }

@@ -8,22 +8,28 @@ use super::actions::common::{bare_schema, with_props};
 use super::actions::{Registry, RuntimeAction};
 
 /// A runtime action's schema: [`bare_schema`] with a `title`.
-fn schema(name: &str, description: &str, props: Value, required: &[&str]) -> Value {
+pub(super) fn schema(name: &str, description: &str, props: Value, required: &[&str]) -> Value {
     with_props(
         bare_schema(name, description, props, required),
         json!({"title": name}),
     )
 }
 
-fn bounds_props() -> Value {
+pub(super) fn bounds_props() -> Value {
     json!({
         "x": {"type": "number"}, "y": {"type": "number"},
         "w": {"type": "number"}, "h": {"type": "number"},
     })
 }
 
-/// Every runtime action.
+/// Every runtime action (the project actions are declared in [`super::projects::actions`]).
 pub fn runtime_actions() -> Vec<RuntimeAction> {
+    let mut all = solo_actions();
+    all.extend(super::projects::actions::runtime_actions());
+    all
+}
+
+fn solo_actions() -> Vec<RuntimeAction> {
     let text = json!({"text": {"type": "string"}});
     vec![
         RuntimeAction {

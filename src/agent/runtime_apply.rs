@@ -103,6 +103,9 @@ impl FairyRuntime {
                 }
                 self.refresh_tasks();
             }
+            name if super::projects::actions::ProjectAction::is_project_action(name) => {
+                self.apply_project(action, t)
+            }
             other => self.corrections.push(format!(
                 "Rejected '{other}': this action is not available yet"
             )),

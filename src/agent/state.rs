@@ -80,6 +80,8 @@ pub struct FairyState {
     /// What its recent requests changed (a copy of its change tracker's, taken when the state
     /// is stored).
     pub requests: RequestLedger,
+    /// Its project, while it is a member of one.
+    pub project: Option<super::projects::Membership>,
 }
 
 impl Default for FairyState {
@@ -95,6 +97,7 @@ impl Default for FairyState {
             page_id: MAIN_PAGE.into(),
             working: false,
             requests: RequestLedger::default(),
+            project: None,
         }
     }
 }

@@ -35,23 +35,41 @@ fn fields(fairy: &FairyId, task: &SoloTask, page_id: &str) -> Vec<(&'static str,
 
 /// Creates or updates the task's map.
 pub fn upsert_task(doc: &Doc, fairy: &FairyId, task: &SoloTask, page_id: &str) {
-    let root = doc.get_or_insert_map(TASKS);
-    let key = task_key(fairy, &task.id);
-    let mut txn = doc.transact_mut_with(TxnOrigin::fairy(fairy.as_str()));
-    let existing = match root.get(&txn, &key) {
+    upsert_map(
+        doc,
+        TxnOrigin::fairy(fairy.as_str()),
+        TASKS,
+        &task_key(fairy, &task.id),
+        fields(fairy, task, page_id),
+    );
+}
+
+/// Creates the map `key` of the root `root` with `fields`, or writes into the existing one
+/// the fields whose value changed, in one transaction with `origin` (also used for the
+/// project records, [`super::projects::doc`]).
+pub fn upsert_map(
+    doc: &Doc,
+    origin: TxnOrigin,
+    root: &str,
+    key: &str,
+    fields: Vec<(&'static str, Any)>,
+) {
+    let root = doc.get_or_insert_map(root);
+    let mut txn = doc.transact_mut_with(origin);
+    let existing = match root.get(&txn, key) {
         Some(Out::YMap(m)) => Some(m),
         _ => None,
     };
     match existing {
         None => {
-            let prelim: MapPrelim = fields(fairy, task, page_id)
+            let prelim: MapPrelim = fields
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), yrs::In::Any(v)))
                 .collect();
             root.insert(&mut txn, key, prelim);
         }
         Some(map) => {
-            for (k, v) in fields(fairy, task, page_id) {
+            for (k, v) in fields {
                 let same = matches!(map.get(&txn, k), Some(Out::Any(ref old)) if *old == v);
                 if !same {
                     map.insert(&mut txn, k, v);

@@ -47,7 +47,8 @@ pub(super) fn text_of(action: &Value, key: &str) -> String {
         .collect()
 }
 
-fn num(action: &Value, key: &str) -> Option<f64> {
+/// The finite number at `key` (a number, or a string holding one).
+pub(super) fn num(action: &Value, key: &str) -> Option<f64> {
     match action.get(key)? {
         Value::Number(n) => n.as_f64(),
         Value::String(s) => s.trim().parse().ok(),
@@ -123,7 +124,7 @@ impl FairyRuntime {
             .chat_origin
             .unwrap_or((self.bounds.x, self.bounds.y));
         let mut transform = PromptTransform::new(origin.0, origin.1);
-        let changes = self.tracker.report(&mut transform);
+        let changes = self.scope_changes(self.tracker.report(&mut transform));
         self.tracker.start_request();
         let corrections = std::mem::take(&mut self.corrections);
         let mut recovery = OverflowRecovery::default();
@@ -181,6 +182,7 @@ impl FairyRuntime {
             corrections,
             time: format!("{} ms since the Unix epoch", super::fairy::now_millis()),
             history_budget: recovery.history_budget(self.config.history_budget),
+            project: self.project_part(),
         };
         build_request(&input, &self.registry, transform)
     }
@@ -340,7 +342,13 @@ impl FairyRuntime {
         let canvas = matches!(self.registry.get(&kind), Some(Registered::Canvas(_)));
         if !a.complete {
             // Incomplete events only come last in a push, so `id_streaming` describes this one.
-            if canvas && mode.allows(&kind) && !turn.id_streaming {
+            if canvas
+                && mode.allows(&kind)
+                && !turn.id_streaming
+                && self
+                    .task_bounds_check(&a.action, &turn.ctx.transform)
+                    .is_ok()
+            {
                 match turn.throttle.decide(now(), &a.action) {
                     Decision::Apply => {
                         turn.held = None;
@@ -378,6 +386,11 @@ impl FairyRuntime {
                 mode.name(),
                 mode.allowed_actions().join(", ")
             );
+            self.reject(&a.action, &kind, why, level);
+            return;
+        }
+        if canvas && let Err(why) = self.task_bounds_check(&a.action, &turn.ctx.transform) {
+            self.tentative.revert_tentative();
             self.reject(&a.action, &kind, why, level);
             return;
         }

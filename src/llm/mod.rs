@@ -21,6 +21,7 @@ pub mod error;
 pub mod failover;
 pub mod mock;
 pub mod offline;
+pub mod offline_project;
 pub mod openai;
 pub mod paced;
 pub mod sse;

@@ -58,7 +58,7 @@ pub fn rate_limiter(per_minute: u32) -> Option<Arc<FairyRate>> {
 }
 
 /// Counts one call of `sub` against the rate limit; 429 `rate_limited` when over it.
-fn limit(state: &AppState, sub: &str) -> Result<(), ApiError> {
+pub(super) fn limit(state: &AppState, sub: &str) -> Result<(), ApiError> {
     let Some(limiter) = &state.fairy_rate else {
         return Ok(());
     };
@@ -135,12 +135,25 @@ impl From<HubError> for ApiError {
                 "fairy_busy",
                 error.to_string(),
             ),
+            HubError::FairyInProject(_) => {
+                ApiError::new(StatusCode::CONFLICT, "fairy_in_project", error.to_string())
+            }
+            HubError::ProjectNotFound(_) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "project_not_found",
+                error.to_string(),
+            ),
+            HubError::InvalidGroup(_) => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_group_prompt",
+                error.to_string(),
+            ),
         }
     }
 }
 
 /// Checks the room name and the token's `fairies` scope for that room; returns the `sub`.
-fn admit(
+pub(super) fn admit(
     state: &AppState,
     room: &str,
     query: &HashMap<String, String>,
@@ -162,12 +175,12 @@ fn admit(
     Ok((name, claims.sub))
 }
 
-fn fairy_id(raw: &str) -> Result<FairyId, ApiError> {
+pub(super) fn fairy_id(raw: &str) -> Result<FairyId, ApiError> {
     FairyId::parse(raw)
         .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "fairy_not_found", e.to_string()))
 }
 
-fn json_body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+pub(super) fn json_body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     Ok(body.map(|Json(b)| b)?)
 }
 
@@ -266,51 +279,29 @@ async fn prompt(
     limit(&state, &sub)?;
     let id = fairy_id(&id)?;
     let body = json_body(body)?;
-    let message = body.message.trim();
-    if message.is_empty() || message.chars().count() > MAX_TEXT_CHARS {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_prompt",
-            format!("message must be 1 to {MAX_TEXT_CHARS} characters"),
-        ));
-    }
-    let bounds = match body.bounds {
-        Some(b) if [b.x, b.y, b.w, b.h].iter().all(|v| v.is_finite()) => {
-            Some(Bounds::new(b.x, b.y, b.w, b.h))
-        }
-        Some(_) => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_prompt",
-                "bounds must be finite numbers",
-            ));
-        }
-        None => None,
-    };
-    if body.selected_shape_ids.len() > MAX_SELECTED {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_prompt",
-            "too many selected shapes",
-        ));
-    }
     let mode = parse_mode(body.mode.as_deref(), "invalid_prompt")?;
+    let request = user_request(
+        &body.message,
+        body.bounds,
+        body.selected_shape_ids,
+        "invalid_prompt",
+    )?;
+    // A member of a live project answers to its project, not to users (they disband it).
+    state.fairies.refuse_if_in_project(&room, &id).await?;
     // The person's side of the conversation goes into the fairy's `chat` before the fairy can
     // answer, so every browser shows the exchange in order.
     let request_id = RequestId::random();
     let loaded = state.rooms.get(&room).await?;
+    let mut request = request;
+    request.ids = vec![request_id.clone()];
+    let message = request.messages.join("
+
+");
     let item = ChatItem {
         request_id: Some(request_id.to_string()),
-        ..ChatItem::from_user(&sub, message)
+        ..ChatItem::from_user(&sub, &message)
     };
     append_chat(loaded.doc(), &id, &item).map_err(|e| ApiError::from(HubError::Fairy(e)))?;
-    let request = Request {
-        messages: vec![message.to_owned()],
-        bounds,
-        selected: body.selected_shape_ids,
-        source: "user".into(),
-        ids: vec![request_id.clone()],
-    };
     let interrupt = Interrupt {
         input: Some(request),
         mode,
@@ -321,6 +312,52 @@ async fn prompt(
         Json(json!({ "status": "accepted", "requestId": request_id })),
     )
         .into_response())
+}
+
+/// A user's request from a prompt's `message`, `bounds` and `selectedShapeIds`, checked (a
+/// 400 with `code` otherwise): 1 to [`MAX_TEXT_CHARS`] characters, finite bounds, at most
+/// [`MAX_SELECTED`] ids.
+pub(super) fn user_request(
+    message: &str,
+    bounds: Option<Bounds>,
+    selected: Vec<String>,
+    code: &'static str,
+) -> Result<Request, ApiError> {
+    let message = message.trim();
+    if message.is_empty() || message.chars().count() > MAX_TEXT_CHARS {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            code,
+            format!("message must be 1 to {MAX_TEXT_CHARS} characters"),
+        ));
+    }
+    let bounds = match bounds {
+        Some(b) if [b.x, b.y, b.w, b.h].iter().all(|v| v.is_finite()) => {
+            Some(Bounds::new(b.x, b.y, b.w, b.h))
+        }
+        Some(_) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                code,
+                "bounds must be finite numbers",
+            ));
+        }
+        None => None,
+    };
+    if selected.len() > MAX_SELECTED {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            code,
+            "too many selected shapes",
+        ));
+    }
+    Ok(Request {
+        messages: vec![message.to_owned()],
+        bounds,
+        selected,
+        source: "user".into(),
+        ids: Vec::new(),
+    })
 }
 
 async fn cancel(
@@ -336,6 +373,7 @@ async fn cancel(
     // The body is optional: nothing (or whitespace) just cancels.
     let body: CancelBody = optional_json_body(body)?;
     let mode = parse_mode(body.mode.as_deref(), "invalid_mode")?;
+    state.fairies.refuse_if_in_project(&room, &id).await?;
     let interrupt = Interrupt { input: None, mode };
     state.fairies.interrupt(&room, &id, interrupt).await?;
     Ok((

@@ -11,6 +11,7 @@ pub mod body;
 pub mod error;
 pub mod fairies;
 pub mod logging;
+pub mod projects;
 pub mod upgrade;
 pub mod web_demo;
 pub mod ws;
@@ -190,7 +191,8 @@ pub fn router(state: AppState) -> Router {
         .route("/rooms/{room}", get(ws::upgrade))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .merge(fairies::routes());
+        .merge(fairies::routes())
+        .merge(projects::routes());
     if state.config.dev {
         router = router.route("/auth/dev-token", axum::routing::post(access::dev_token));
     }

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-pub use script::{Fault, MockResponse, MockScript, ScriptError};
+pub use script::{Fault, MockResponse, MockRoute, MockScript, ScriptError};
 pub use server::{MockServer, RecordedRequest};
 
 /// Flags of `fairyring mock-model`.

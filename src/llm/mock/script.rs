@@ -25,6 +25,25 @@ pub struct MockScript {
     pub responses: Vec<MockResponse>,
 }
 
+/// Answers for the requests whose system prompt contains every one of `when` (for example a
+/// fairy's name and its mode), served in order with their own count (the last repeats), so
+/// that several fairies of one test get their own scripts whatever order they ask in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MockRoute {
+    /// Substrings the system prompt must all contain.
+    pub when: Vec<String>,
+    /// Served in order; the last repeats.
+    pub responses: Vec<MockResponse>,
+}
+
+impl MockRoute {
+    /// Whether a request with this system prompt takes this route.
+    pub fn matches(&self, system: &str) -> bool {
+        self.when.iter().all(|w| system.contains(w.as_str()))
+    }
+}
+
 /// One scripted answer, rendered in whichever wire format the request path asks for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

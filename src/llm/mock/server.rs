@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 
-use super::script::{Fault, MockScript};
+use super::script::{Fault, MockRoute, MockScript};
 use super::wire::{Segment, WireFormat, chunks, render};
 
 /// A request the mock received.
@@ -41,6 +41,8 @@ pub struct RecordedRequest {
 #[derive(Debug)]
 struct Shared {
     script: MockScript,
+    /// Routes tried first, each with the number of requests it served.
+    routes: Mutex<Vec<(MockRoute, usize)>>,
     served: AtomicUsize,
     requests: Mutex<Vec<RecordedRequest>>,
     disconnects: AtomicUsize,
@@ -70,10 +72,25 @@ impl MockServer {
 
     /// Starts a mock on `addr`.
     pub async fn bind(addr: SocketAddr, script: MockScript) -> std::io::Result<Self> {
+        Self::bind_routed(addr, script, Vec::new()).await
+    }
+
+    /// Starts a mock on a free loopback port that answers a request from the first of
+    /// `routes` its system prompt matches, and from `script` otherwise.
+    pub async fn start_routed(script: MockScript, routes: Vec<MockRoute>) -> std::io::Result<Self> {
+        Self::bind_routed(SocketAddr::from(([127, 0, 0, 1], 0)), script, routes).await
+    }
+
+    async fn bind_routed(
+        addr: SocketAddr,
+        script: MockScript,
+        routes: Vec<MockRoute>,
+    ) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             script,
+            routes: Mutex::new(routes.into_iter().map(|r| (r, 0)).collect()),
             served: AtomicUsize::new(0),
             requests: Mutex::new(Vec::new()),
             disconnects: AtomicUsize::new(0),
@@ -87,6 +104,16 @@ impl MockServer {
             }
         });
         Ok(MockServer { addr, shared, task })
+    }
+
+    /// Adds a route (tried after the earlier ones), e.g. once the fairy ids it answers with
+    /// are known.
+    pub fn add_route(&self, route: MockRoute) {
+        self.shared
+            .routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((route, 0));
     }
 
     /// The address it listens on.
@@ -188,6 +215,7 @@ fn serve(
     let api_key = h("x-api-key")
         .or_else(|| h("authorization").and_then(|a| a.strip_prefix("Bearer ").map(str::to_owned)));
     let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let system = system_text(&body);
     let model = body
         .get("model")
         .and_then(Value::as_str)
@@ -202,8 +230,21 @@ fn serve(
             anthropic_version: h("anthropic-version"),
             body,
         });
+    let routed = s
+        .routes
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter_mut()
+        .find(|(r, _)| r.matches(&system))
+        .map(|(r, n)| {
+            *n += 1;
+            r.responses
+                .get(*n - 1)
+                .or_else(|| r.responses.last())
+                .cloned()
+        });
     let n = s.served.fetch_add(1, Ordering::SeqCst);
-    let Some(resp) = s.script.response(n).cloned() else {
+    let Some(resp) = routed.unwrap_or_else(|| s.script.response(n).cloned()) else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "empty script").into_response();
     };
     if let Some(Fault::Http {
@@ -238,6 +279,32 @@ fn serve(
         body,
     )
         .into_response()
+}
+
+/// The system prompt of a request in either format (Anthropic's `system`, a string or text
+/// blocks; OpenAI's `system` messages).
+fn system_text(body: &Value) -> String {
+    let text_of = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    };
+    let mut text = body.get("system").map(text_of).unwrap_or_default();
+    for m in body
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("system"))
+    {
+        text.push('\n');
+        text.push_str(&text_of(m.get("content").unwrap_or(&Value::Null)));
+    }
+    text
 }
 
 /// Writes the segments into the body channel; a closed channel means the client left.

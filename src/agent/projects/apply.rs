@@ -1,0 +1,293 @@
+//! Carrying out a complete, allowed project action on the runtime (docs/fairies.md
+//! "Projects"): the leader's `start-project`, `create-project-task`,
+//! `direct-to-start-project-task`, `await-tasks-completion`, `end-project`, `abort-project` and
+//! their duo forms plus `start-duo-task`; the members' `mark-drone-task-done` and
+//! `mark-duo-task-done`. The action is parsed once ([`ProjectAction::parse`]); anything the
+//! model got wrong (malformed arguments, directing itself or a non-member, an unknown task) is
+//! refused with a correction it reads next turn, and changes nothing.
+
+use serde_json::Value;
+
+use super::actions::{AwaitTasks, CreateTask, Direct, ProjectAction, StartDuoTask, StartProject};
+use super::doc::{self, Project, ProjectTask, read_project, read_task, write_project, write_task};
+use super::membership::task_request;
+use super::waits::{Wait, wake_message};
+use super::{Membership, ProjectStatus, Role, TaskStatus};
+use crate::agent::fairy::FairyId;
+use crate::agent::interrupt::Interrupt;
+use crate::agent::modes::Mode;
+use crate::agent::runtime::{FairyRuntime, Request};
+use crate::canvas::transform::PromptTransform;
+use crate::origin::TxnOrigin;
+
+/// Longest task id accepted.
+const MAX_TASK_ID: usize = 64;
+
+type Outcome = Result<(), String>;
+
+impl FairyRuntime {
+    /// Carries out a project action (see the module docs).
+    pub(crate) fn apply_project(&mut self, action: &Value, t: &PromptTransform) {
+        let parsed = match ProjectAction::parse(action) {
+            Ok(a) => a,
+            Err(e) => return self.corrections.push(e.to_string()),
+        };
+        let kind = action
+            .get("_type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let outcome = match parsed {
+            ProjectAction::StartProject(a) | ProjectAction::StartDuoProject(a) => {
+                self.start_project(a)
+            }
+            ProjectAction::CreateProjectTask(a) | ProjectAction::CreateDuoTask(a) => {
+                self.create_task(a, t)
+            }
+            ProjectAction::DirectToStartProjectTask(a) | ProjectAction::DirectToStartDuoTask(a) => {
+                self.direct(a)
+            }
+            ProjectAction::AwaitTasksCompletion(a) | ProjectAction::AwaitDuoTasksCompletion(a) => {
+                self.await_tasks(a)
+            }
+            ProjectAction::EndProject(a) | ProjectAction::EndDuoProject(a) => {
+                self.end_project(ProjectStatus::Done, &a.summary)
+            }
+            ProjectAction::AbortProject(a) => self.end_project(ProjectStatus::Aborted, &a.reason),
+            ProjectAction::MarkDroneTaskDone(_) | ProjectAction::MarkDuoTaskDone(_) => {
+                self.finish_task()
+            }
+            ProjectAction::StartDuoTask(a) => self.start_own_task(a),
+        };
+        if let Err(why) = outcome {
+            self.corrections.push(format!("Rejected '{kind}': {why}"));
+        }
+        self.refresh_tasks();
+    }
+
+    pub(crate) fn origin(&self) -> TxnOrigin {
+        TxnOrigin::fairy(self.entity.id.as_str())
+    }
+
+    /// Its membership and the project record.
+    fn project(&self) -> Result<(Membership, Project), String> {
+        let m = self
+            .state
+            .project
+            .clone()
+            .ok_or("you are not in a project")?;
+        let p = read_project(self.room.doc(), &m.project_id)
+            .filter(|p| p.status.is_live())
+            .ok_or("your project is no longer running")?;
+        Ok((m, p))
+    }
+
+    fn task(&self, m: &Membership, task_id: &str) -> Result<ProjectTask, String> {
+        read_task(self.room.doc(), &m.project_id, task_id)
+            .ok_or_else(|| format!("there is no task '{task_id}' in this project"))
+    }
+
+    /// The task `task_id`, if it has not started yet.
+    fn startable_task(&self, m: &Membership, task_id: &str) -> Result<ProjectTask, String> {
+        let task = self.task(m, task_id)?;
+        if task.status != TaskStatus::Todo {
+            return Err(format!(
+                "task '{}' is {} already",
+                task.id,
+                task.status.name()
+            ));
+        }
+        Ok(task)
+    }
+
+    fn start_project(&mut self, a: StartProject) -> Outcome {
+        let (m, mut p) = self.project()?;
+        if a.title.trim().is_empty() {
+            return Err("the project needs a title".into());
+        }
+        p.title = a.title;
+        p.description = a.description;
+        p.plan = a.plan;
+        p.status = ProjectStatus::Active;
+        write_project(self.room.doc(), self.origin(), &m.project_id, &p);
+        Ok(())
+    }
+
+    fn create_task(&mut self, a: CreateTask, t: &PromptTransform) -> Outcome {
+        let (m, _) = self.project()?;
+        let id = a.task_id.trim();
+        if id.is_empty() || id.len() > MAX_TASK_ID || id.contains('/') {
+            return Err("a task id is 1 to 64 characters without '/'".into());
+        }
+        if a.w <= 0.0 || a.h <= 0.0 {
+            return Err("a task's bounds need a positive width and height".into());
+        }
+        if read_task(self.room.doc(), &m.project_id, id).is_some() {
+            return Err(format!("task '{id}' exists already; use another id"));
+        }
+        let (x, y) = t.point_from_model(a.x, a.y);
+        let task = ProjectTask {
+            id: id.to_owned(),
+            project_id: m.project_id.clone(),
+            title: a.title,
+            text: a.text,
+            assigned_to: None,
+            status: TaskStatus::Todo,
+            x,
+            y,
+            w: a.w,
+            h: a.h,
+            page_id: self.state.page_id.clone(),
+        };
+        write_task(self.room.doc(), self.origin(), &task);
+        Ok(())
+    }
+
+    fn direct(&mut self, a: Direct) -> Outcome {
+        let (m, p) = self.project()?;
+        if a.fairy_id == self.entity.id.as_str() {
+            return Err(if m.role == Role::DuoOrchestrator {
+                "You cannot direct yourself to do a task. Direct your partner, or use start-duo-task to work on it yourself.".into()
+            } else {
+                "You cannot direct yourself to do a task. Please direct another fairy to do the task.".into()
+            });
+        }
+        let member = FairyId::parse(&a.fairy_id)
+            .ok()
+            .filter(|f| p.role_of(f).is_some());
+        let Some(fairy) = member else {
+            let others: Vec<String> = p
+                .others(&self.entity.id)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            return Err(format!(
+                "'{}' is not a member of this project; direct one of: {}",
+                a.fairy_id,
+                others.join(", ")
+            ));
+        };
+        let mut task = self.startable_task(&m, &a.task_id)?;
+        let busy = doc::project_tasks(self.room.doc(), &m.project_id)
+            .into_iter()
+            .find(|t| t.assigned_to.as_ref() == Some(&fairy) && t.status == TaskStatus::InProgress);
+        if let Some(busy) = busy {
+            return Err(format!(
+                "'{fairy}' is working on task '{}'; await it before directing it again",
+                busy.id
+            ));
+        }
+        let peers = self.peers.clone().ok_or("no other fairy can be reached")?;
+        task.assigned_to = Some(fairy.clone());
+        task.status = TaskStatus::InProgress;
+        write_task(self.room.doc(), self.origin(), &task);
+        let delivered = peers.deliver.interrupt(
+            self.room.name(),
+            &fairy,
+            Interrupt {
+                input: Some(task_request(&task)),
+                mode: Some(Mode::WorkingDrone),
+            },
+        );
+        if !delivered {
+            task.assigned_to = None;
+            task.status = TaskStatus::Todo;
+            write_task(self.room.doc(), self.origin(), &task);
+            return Err(format!("'{fairy}' cannot be reached now"));
+        }
+        Ok(())
+    }
+
+    fn await_tasks(&mut self, a: AwaitTasks) -> Outcome {
+        let (m, _) = self.project()?;
+        if a.task_ids.is_empty() {
+            return Err("name the tasks to wait for".into());
+        }
+        for id in &a.task_ids {
+            self.task(&m, id)?;
+        }
+        let peers = self.peers.clone().ok_or("no other fairy can be reached")?;
+        if let Some(own) = &mut self.state.project {
+            own.waiting_for = a.task_ids.clone();
+        }
+        self.switch_mode(m.role.waiting_mode());
+        let wait = Wait {
+            project: m.project_id.clone(),
+            task_ids: a.task_ids,
+            wake_mode: m.role.active_mode(),
+        };
+        let (room, me) = (self.room.name().clone(), self.entity.id.clone());
+        peers.waits.register(&room, &me, wait);
+        // Tasks finished before the wait was registered wake it at once.
+        if let Some((wait, done)) = peers.waits.take_finished(&room, &me, self.room.doc()) {
+            self.switch_mode(wait.wake_mode);
+            self.schedule(Request::follow_up(wake_message(&done), None));
+        }
+        Ok(())
+    }
+
+    fn end_project(&mut self, status: ProjectStatus, text: &str) -> Outcome {
+        let (m, mut p) = self.project()?;
+        p.status = status;
+        write_project(self.room.doc(), self.origin(), &m.project_id, &p);
+        if let Some(peers) = self.peers.clone() {
+            for other in p.others(&self.entity.id) {
+                peers.deliver.interrupt(
+                    self.room.name(),
+                    &other,
+                    Interrupt {
+                        input: None,
+                        mode: Some(Mode::Idling),
+                    },
+                );
+            }
+        }
+        if !text.trim().is_empty() {
+            self.say(text.trim());
+        }
+        self.switch_mode(Mode::Idling);
+        self.leave_project();
+        Ok(())
+    }
+
+    fn finish_task(&mut self) -> Outcome {
+        let (m, p) = self.project()?;
+        let id = m.task_id.clone().ok_or("you are not working on a task")?;
+        let mut task = self.task(&m, &id)?;
+        task.status = TaskStatus::Done;
+        write_task(self.room.doc(), self.origin(), &task);
+        self.task_transition(&task);
+        if let Some(own) = &mut self.state.project {
+            own.task_id = None;
+        }
+        if m.role == Role::Drone {
+            self.switch_mode(Mode::StandingBy);
+            if let Some(peers) = &self.peers {
+                peers.wake_if_finished(self.room.name(), &p.orchestrator_id, self.room.doc());
+            }
+        } else {
+            self.switch_mode(m.role.active_mode());
+            self.schedule(Request::follow_up(
+                format!(
+                    "You finished your task '{id}'. Await your partner's tasks, direct the next one, or end the project."
+                ),
+                None,
+            ));
+        }
+        Ok(())
+    }
+
+    fn start_own_task(&mut self, a: StartDuoTask) -> Outcome {
+        let (m, _) = self.project()?;
+        let mut task = self.startable_task(&m, &a.task_id)?;
+        task.assigned_to = Some(self.entity.id.clone());
+        task.status = TaskStatus::InProgress;
+        write_task(self.room.doc(), self.origin(), &task);
+        self.switch_mode(Mode::WorkingOrchestrator);
+        if let Some(own) = &mut self.state.project {
+            own.task_id = Some(task.id.clone());
+        }
+        self.schedule(task_request(&task));
+        Ok(())
+    }
+}

@@ -1,0 +1,323 @@
+//! The `projects` and `tasks` roots (docs/document-schema.md): a project is
+//! `{title, description, plan, orchestratorId, members: [{id, role}], color, status}` under its
+//! id; a project task is `{id, title, text, projectId, assignedTo, status, x, y, w, h, pageId}`
+//! under `PROJECT_ID/TASK_ID` (the model's task ids repeat across projects; solo tasks use
+//! `FAIRY_ID/TASK_ID`, [`crate::agent::tasks_doc`]). Reads are lenient (a record a client
+//! broke is skipped), writes touch only the keys whose value changed. No I/O.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use yrs::{Any, Doc, Map, Out, ReadTxn, Transact};
+
+use super::{ProjectId, ProjectStatus, Role, TaskStatus};
+use crate::agent::fairy::FairyId;
+use crate::agent::tasks_doc::upsert_map;
+use crate::canvas::geometry::Bounds;
+use crate::canvas::schema::{PROJECTS, TASKS};
+use crate::origin::TxnOrigin;
+
+/// Colours given to live projects, one each while there are enough (tldraw's names).
+pub const PROJECT_COLORS: &[&str] = &[
+    "violet",
+    "blue",
+    "green",
+    "orange",
+    "red",
+    "light-violet",
+    "light-blue",
+    "light-green",
+    "yellow",
+    "light-red",
+];
+
+/// A member of a project.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Member {
+    /// The fairy.
+    pub id: FairyId,
+    /// Its role.
+    pub role: Role,
+}
+
+/// A project record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Project {
+    /// Its id (the key in `projects`).
+    #[serde(skip)]
+    pub id: Option<ProjectId>,
+    /// Title (the group prompt's message until the orchestrator names it).
+    pub title: String,
+    /// Description.
+    #[serde(default)]
+    pub description: String,
+    /// The orchestrator's plan.
+    #[serde(default)]
+    pub plan: String,
+    /// The leader.
+    pub orchestrator_id: FairyId,
+    /// Every member, the leader first.
+    pub members: Vec<Member>,
+    /// Its colour.
+    pub color: String,
+    /// Where it stands.
+    pub status: ProjectStatus,
+}
+
+impl Project {
+    /// The role of `fairy` in it, if a member.
+    pub fn role_of(&self, fairy: &FairyId) -> Option<Role> {
+        self.members.iter().find(|m| &m.id == fairy).map(|m| m.role)
+    }
+
+    /// Its members other than `fairy`.
+    pub fn others(&self, fairy: &FairyId) -> Vec<FairyId> {
+        self.members
+            .iter()
+            .filter(|m| &m.id != fairy)
+            .map(|m| m.id.clone())
+            .collect()
+    }
+}
+
+/// A project task record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectTask {
+    /// The model's task id.
+    pub id: String,
+    /// The project.
+    pub project_id: ProjectId,
+    /// Title.
+    pub title: String,
+    /// What to do.
+    #[serde(default)]
+    pub text: String,
+    /// The member working on it.
+    #[serde(default)]
+    pub assigned_to: Option<FairyId>,
+    /// Where it stands.
+    pub status: TaskStatus,
+    /// Bounds, page coordinates.
+    pub x: f64,
+    /// Bounds.
+    pub y: f64,
+    /// Bounds.
+    pub w: f64,
+    /// Bounds.
+    pub h: f64,
+    /// The page it is on.
+    #[serde(default)]
+    pub page_id: String,
+}
+
+impl ProjectTask {
+    /// Its area.
+    pub fn bounds(&self) -> Bounds {
+        Bounds::new(self.x, self.y, self.w, self.h)
+    }
+}
+
+/// The document key of a project task.
+pub fn task_key(project: &ProjectId, task_id: &str) -> String {
+    format!("{project}/{task_id}")
+}
+
+fn any_of(value: Value) -> Any {
+    serde_json::from_value(value).unwrap_or(Any::Null)
+}
+
+fn json_of<T: ReadTxn>(txn: &T, root: &str, key: &str) -> Option<Value> {
+    let map = txn.get_map(root)?;
+    match map.get(txn, key)? {
+        Out::YMap(m) => serde_json::to_value(yrs::types::ToJson::to_json(&m, txn)).ok(),
+        _ => None,
+    }
+}
+
+fn all_json<T: ReadTxn>(txn: &T, root: &str) -> Vec<(String, Value)> {
+    let Some(map) = txn.get_map(root) else {
+        return Vec::new();
+    };
+    map.iter(txn)
+        .filter_map(|(k, v)| match v {
+            Out::YMap(m) => serde_json::to_value(yrs::types::ToJson::to_json(&m, txn))
+                .ok()
+                .map(|v| (k.to_owned(), v)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn parse_project(key: &str, value: Value) -> Option<Project> {
+    let mut p: Project = serde_json::from_value(value).ok()?;
+    p.id = Some(ProjectId::parse(key).ok()?);
+    Some(p)
+}
+
+/// Writes (creates or updates) a project record.
+pub fn write_project(doc: &Doc, origin: TxnOrigin, id: &ProjectId, project: &Project) {
+    let Ok(Value::Object(map)) = serde_json::to_value(project) else {
+        return;
+    };
+    let fields: Vec<(&'static str, Any)> = [
+        "title",
+        "description",
+        "plan",
+        "orchestratorId",
+        "members",
+        "color",
+        "status",
+    ]
+    .into_iter()
+    .filter_map(|k| map.get(k).map(|v| (k, any_of(v.clone()))))
+    .collect();
+    upsert_map(doc, origin, PROJECTS, id.as_str(), fields);
+}
+
+/// The project `id`, if it exists and is readable.
+pub fn read_project(doc: &Doc, id: &ProjectId) -> Option<Project> {
+    let txn = doc.transact();
+    parse_project(id.as_str(), json_of(&txn, PROJECTS, id.as_str())?)
+}
+
+/// Every readable project.
+pub fn list_projects(doc: &Doc) -> Vec<Project> {
+    let txn = doc.transact();
+    all_json(&txn, PROJECTS)
+        .into_iter()
+        .filter_map(|(k, v)| parse_project(&k, v))
+        .collect()
+}
+
+/// The live project `fairy` is a member of, if any.
+pub fn live_project_of(doc: &Doc, fairy: &FairyId) -> Option<Project> {
+    list_projects(doc)
+        .into_iter()
+        .find(|p| p.status.is_live() && p.role_of(fairy).is_some())
+}
+
+/// A colour no live project uses (the first of [`PROJECT_COLORS`] when all are taken).
+pub fn free_color(doc: &Doc) -> String {
+    let used: Vec<String> = list_projects(doc)
+        .into_iter()
+        .filter(|p| p.status.is_live())
+        .map(|p| p.color)
+        .collect();
+    PROJECT_COLORS
+        .iter()
+        .find(|c| !used.iter().any(|u| u == *c))
+        .or(PROJECT_COLORS.first())
+        .map(|c| (*c).to_owned())
+        .unwrap_or_default()
+}
+
+/// Writes (creates or updates) a project task.
+pub fn write_task(doc: &Doc, origin: TxnOrigin, task: &ProjectTask) {
+    let Ok(Value::Object(map)) = serde_json::to_value(task) else {
+        return;
+    };
+    let fields: Vec<(&'static str, Any)> = [
+        "id",
+        "title",
+        "text",
+        "projectId",
+        "assignedTo",
+        "status",
+        "x",
+        "y",
+        "w",
+        "h",
+        "pageId",
+    ]
+    .into_iter()
+    .map(|k| (k, map.get(k).cloned().map(any_of).unwrap_or(Any::Null)))
+    .collect();
+    upsert_map(
+        doc,
+        origin,
+        TASKS,
+        &task_key(&task.project_id, &task.id),
+        fields,
+    );
+}
+
+/// The task `task_id` of `project`.
+pub fn read_task(doc: &Doc, project: &ProjectId, task_id: &str) -> Option<ProjectTask> {
+    let txn = doc.transact();
+    serde_json::from_value(json_of(&txn, TASKS, &task_key(project, task_id))?).ok()
+}
+
+/// Every task of `project`, ordered by id.
+pub fn project_tasks(doc: &Doc, project: &ProjectId) -> Vec<ProjectTask> {
+    let txn = doc.transact();
+    let mut tasks: Vec<ProjectTask> = all_json(&txn, TASKS)
+        .into_iter()
+        .filter_map(|(_, v)| serde_json::from_value::<ProjectTask>(v).ok())
+        .filter(|t| &t.project_id == project)
+        .collect();
+    tasks.sort_by(|a, b| a.id.cmp(&b.id));
+    tasks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fairy(id: &str) -> FairyId {
+        FairyId::parse(id).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn projects_and_tasks_round_trip_through_the_document() {
+        let doc = Doc::new();
+        let id = ProjectId::random();
+        let mut project = Project {
+            id: None,
+            title: "a house".into(),
+            description: String::new(),
+            plan: String::new(),
+            orchestrator_id: fairy("o"),
+            members: vec![
+                Member {
+                    id: fairy("o"),
+                    role: Role::Orchestrator,
+                },
+                Member {
+                    id: fairy("d"),
+                    role: Role::Drone,
+                },
+            ],
+            color: free_color(&doc),
+            status: ProjectStatus::Planning,
+        };
+        write_project(&doc, TxnOrigin::System, &id, &project);
+        assert_eq!(free_color(&doc), PROJECT_COLORS[1]);
+        project.status = ProjectStatus::Active;
+        write_project(&doc, TxnOrigin::System, &id, &project);
+        let back = read_project(&doc, &id).unwrap_or_else(|| panic!("project missing"));
+        assert_eq!(back.status, ProjectStatus::Active);
+        assert_eq!(back.role_of(&fairy("d")), Some(Role::Drone));
+        assert_eq!(back.id.as_ref(), Some(&id));
+        assert!(live_project_of(&doc, &fairy("d")).is_some());
+        assert!(live_project_of(&doc, &fairy("x")).is_none());
+        let task = ProjectTask {
+            id: "t1".into(),
+            project_id: id.clone(),
+            title: "walls".into(),
+            text: "draw walls".into(),
+            assigned_to: None,
+            status: TaskStatus::Todo,
+            x: 1.0,
+            y: 2.0,
+            w: 3.0,
+            h: 4.0,
+            page_id: "page:main".into(),
+        };
+        write_task(&doc, TxnOrigin::System, &task);
+        let read = read_task(&doc, &id, "t1");
+        assert_eq!(read.as_ref(), Some(&task));
+        assert_eq!(project_tasks(&doc, &id).len(), 1);
+        assert!(project_tasks(&doc, &ProjectId::random()).is_empty());
+    }
+}

@@ -1,0 +1,187 @@
+//! The hub's side of projects (docs/fairies.md "Projects"): a group prompt writes the project
+//! to `projects` and interrupts its leader into `orchestrating-active` (3+ fairies) or
+//! `duo-orchestrating-active` (2) with the message, and the others into `standing-by`;
+//! disbanding aborts the project and interrupts every member to `idling` at once; a user's
+//! prompt or cancel to a member of a live project is refused (the user disbands instead).
+
+use super::doc::{self, Member, Project, free_color, read_project, write_project};
+use super::{ProjectId, ProjectStatus, Role};
+use crate::agent::fairy::{ChatItem, FairyError, FairyId, append_chat, list_fairies};
+use crate::agent::hub::{FairyHub, HubError};
+use crate::agent::interrupt::Interrupt;
+use crate::agent::modes::Mode;
+use crate::agent::runtime::Request;
+use crate::origin::TxnOrigin;
+use crate::room::RoomName;
+
+/// Longest project title taken from a group prompt's message, in characters.
+const MAX_TITLE_CHARS: usize = 80;
+
+/// A group prompt, validated by the HTTP edge.
+#[derive(Debug, Clone)]
+pub struct GroupPrompt {
+    /// The request for the leader (the message, bounds, selection).
+    pub request: Request,
+    /// The fairies, 2 or more.
+    pub fairy_ids: Vec<FairyId>,
+    /// The leader (else the first id).
+    pub orchestrator_id: Option<FairyId>,
+    /// Who asked (for the chat item).
+    pub sub: String,
+}
+
+/// A project a group prompt started.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectStarted {
+    /// The project.
+    pub project_id: ProjectId,
+    /// Its leader.
+    pub orchestrator_id: FairyId,
+    /// The leader's mode.
+    pub mode: Mode,
+}
+
+impl FairyHub {
+    /// Starts a project (see the module docs). Unknown fairy: `Fairy(NotFound)`; fewer than two
+    /// fairies or one already in a live project: `FairyInProject`.
+    pub async fn group_prompt(
+        &self,
+        room: &RoomName,
+        prompt: GroupPrompt,
+    ) -> Result<ProjectStarted, HubError> {
+        let mut ids: Vec<FairyId> = Vec::new();
+        for id in prompt.fairy_ids {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        if ids.len() < 2 {
+            return Err(HubError::FairyInProject(
+                "a group prompt needs at least 2 distinct fairies".into(),
+            ));
+        }
+        let leader = prompt.orchestrator_id.unwrap_or_else(|| ids[0].clone());
+        if !ids.contains(&leader) {
+            return Err(HubError::InvalidGroup(format!(
+                "the orchestrator '{leader}' is not one of fairyIds"
+            )));
+        }
+        let loaded = self.loaded_room(room).await?;
+        let present: Vec<FairyId> = list_fairies(loaded.doc())
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        if let Some(missing) = ids.iter().find(|id| !present.contains(id)) {
+            return Err(FairyError::NotFound(missing.to_string()).into());
+        }
+        let duo = ids.len() == 2;
+        let leader_role = if duo {
+            Role::DuoOrchestrator
+        } else {
+            Role::Orchestrator
+        };
+        let members: Vec<Member> = std::iter::once(Member {
+            id: leader.clone(),
+            role: leader_role,
+        })
+        .chain(ids.iter().filter(|id| **id != leader).map(|id| Member {
+            id: id.clone(),
+            role: Role::Drone,
+        }))
+        .collect();
+        let message = prompt.request.messages.join("\n\n");
+        let project_id = ProjectId::random();
+        // Checked and written under the hub's lock, so two group prompts cannot both take a
+        // fairy (lock order: the hub's map, then the document).
+        self.exclusively(|| {
+            if let Some(busy) = ids
+                .iter()
+                .find(|id| doc::live_project_of(loaded.doc(), id).is_some())
+            {
+                return Err(HubError::FairyInProject(format!(
+                    "fairy '{busy}' is already in a live project"
+                )));
+            }
+            let project = Project {
+                id: None,
+                title: message.chars().take(MAX_TITLE_CHARS).collect(),
+                description: message.clone(),
+                plan: String::new(),
+                orchestrator_id: leader.clone(),
+                members,
+                color: free_color(loaded.doc()),
+                status: ProjectStatus::Planning,
+            };
+            write_project(loaded.doc(), TxnOrigin::System, &project_id, &project);
+            Ok(())
+        })?;
+        append_chat(
+            loaded.doc(),
+            &leader,
+            &ChatItem::from_user(&prompt.sub, &message),
+        )?;
+        let mode = leader_role.active_mode();
+        for id in &ids {
+            let interrupt = if *id == leader {
+                Interrupt {
+                    input: Some(prompt.request.clone()),
+                    mode: Some(mode),
+                }
+            } else {
+                Interrupt {
+                    input: None,
+                    mode: Some(Mode::StandingBy),
+                }
+            };
+            self.interrupt(room, id, interrupt).await?;
+        }
+        Ok(ProjectStarted {
+            project_id,
+            orchestrator_id: leader,
+            mode,
+        })
+    }
+
+    /// Disbands a project: aborted, and every member interrupted to idling (its stream
+    /// aborted, its tentative action reverted). A project that ended already is left as it is.
+    pub async fn disband(&self, room: &RoomName, project_id: &ProjectId) -> Result<(), HubError> {
+        let loaded = self.loaded_room(room).await?;
+        let mut project = read_project(loaded.doc(), project_id)
+            .ok_or_else(|| HubError::ProjectNotFound(project_id.to_string()))?;
+        if !project.status.is_live() {
+            // Ended already: its former members may be doing something else by now.
+            return Ok(());
+        }
+        project.status = ProjectStatus::Aborted;
+        write_project(loaded.doc(), TxnOrigin::System, project_id, &project);
+        for member in &project.members {
+            let interrupt = Interrupt {
+                input: None,
+                mode: Some(Mode::Idling),
+            };
+            // A member dismissed meanwhile has nothing to stop.
+            match self.interrupt(room, &member.id, interrupt).await {
+                Ok(()) | Err(HubError::Fairy(FairyError::NotFound(_))) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a user's prompt or cancel to a member of a live project.
+    pub async fn refuse_if_in_project(
+        &self,
+        room: &RoomName,
+        id: &FairyId,
+    ) -> Result<(), HubError> {
+        let loaded = self.loaded_room(room).await?;
+        match doc::live_project_of(loaded.doc(), id) {
+            Some(p) => Err(HubError::FairyInProject(format!(
+                "fairy '{id}' works in project '{}'; disband the project to stop it",
+                p.id.map(|i| i.to_string()).unwrap_or_default()
+            ))),
+            None => Ok(()),
+        }
+    }
+}

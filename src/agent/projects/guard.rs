@@ -1,0 +1,142 @@
+//! A fairy working on a project task (working-drone, working-orchestrator) may only touch
+//! shapes that intersect the task's bounds (docs/fairies.md "Projects"): every existing shape
+//! an action names must intersect them, a shape it creates must intersect them, and a point it
+//! moves something to must lie in them. Anything else is refused with a correction before it
+//! reaches the document. Pure: the caller passes the shapes and the request's transform.
+
+use serde_json::Value;
+
+use crate::agent::turn::num;
+use crate::canvas::geometry::{Bounds, shape_bounds};
+use crate::canvas::shape::Shape;
+use crate::canvas::transform::PromptTransform;
+
+/// Keys of an action that never name shapes.
+const NOT_SHAPE_IDS: &[&str] = &["pageId", "taskId", "taskIds", "fairyId"];
+
+fn is_shape_id_key(key: &str) -> bool {
+    !NOT_SHAPE_IDS.contains(&key) && (key == "id" || key.ends_with("Id") || key.ends_with("Ids"))
+}
+
+fn collect_ids(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                if is_shape_id_key(k) {
+                    match v {
+                        Value::String(s) => out.push(s.clone()),
+                        Value::Array(items) => {
+                            out.extend(items.iter().filter_map(Value::as_str).map(str::to_owned))
+                        }
+                        _ => {}
+                    }
+                } else {
+                    collect_ids(v, out);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_ids(v, out)),
+        _ => {}
+    }
+}
+
+/// The page-space area a created shape (simple format, model coordinates) covers.
+fn created_area(shape: &Value, t: &PromptTransform) -> Option<Bounds> {
+    if let (Some(x), Some(y)) = (num(shape, "x"), num(shape, "y")) {
+        let (px, py) = t.point_from_model(x, y);
+        let w = num(shape, "w").unwrap_or(0.0).max(0.0);
+        let h = num(shape, "h").unwrap_or(0.0).max(0.0);
+        return Some(Bounds::new(px, py, w, h));
+    }
+    let points: Vec<(f64, f64)> = [("x1", "y1"), ("x2", "y2")]
+        .iter()
+        .filter_map(|(kx, ky)| Some(t.point_from_model(num(shape, kx)?, num(shape, ky)?)))
+        .collect();
+    Bounds::from_points(points)
+}
+
+/// `Ok` if `action` stays in `task`; otherwise the reason, for the model.
+pub fn check(
+    action: &Value,
+    shapes: &[Shape],
+    task: &Bounds,
+    t: &PromptTransform,
+) -> Result<(), String> {
+    let mut ids = Vec::new();
+    collect_ids(action, &mut ids);
+    let created = action
+        .get("shape")
+        .and_then(|s| s.get("shapeId"))
+        .and_then(Value::as_str);
+    for id in &ids {
+        if Some(id.as_str()) == created {
+            continue;
+        }
+        if let Some(s) = shapes.iter().find(|s| &s.id == id)
+            && !shape_bounds(s).intersects(task)
+        {
+            return Err(format!(
+                "shape '{id}' is outside your task's bounds; you may only change shapes that intersect them"
+            ));
+        }
+    }
+    if let Some(shape) = action.get("shape")
+        && let Some(area) = created_area(shape, t)
+        && !area.intersects(task)
+    {
+        return Err("the shape would be outside your task's bounds; draw inside them".into());
+    }
+    if action.get("shape").is_none()
+        && let (Some(x), Some(y)) = (num(action, "x"), num(action, "y"))
+    {
+        let (px, py) = t.point_from_model(x, y);
+        if !Bounds::new(px, py, 0.0, 0.0).intersects(task) {
+            return Err("that position is outside your task's bounds".into());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn shapes() -> Vec<Shape> {
+        ["inside", "outside"]
+            .iter()
+            .zip([10.0, 900.0])
+            .filter_map(|(id, x)| {
+                crate::canvas::format::from_simple(
+                    &json!({"_type": "rectangle", "shapeId": id, "x": x, "y": 10, "w": 20, "h": 20}),
+                    &Default::default(),
+                )
+                .ok()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn edits_must_stay_in_the_task() {
+        let task = Bounds::new(0.0, 0.0, 200.0, 200.0);
+        let t = PromptTransform::new(0.0, 0.0);
+        let s = shapes();
+        assert_eq!(s.len(), 2);
+        let ok = json!({"_type": "update", "shapeId": "inside", "color": "red"});
+        assert!(check(&ok, &s, &task, &t).is_ok());
+        let far = json!({"_type": "delete", "shapeId": "outside"});
+        assert!(check(&far, &s, &task, &t).is_err_and(|e| e.contains("outside")));
+        let many = json!({"_type": "align", "shapeIds": ["inside", "outside"]});
+        assert!(check(&many, &s, &task, &t).is_err());
+        let create_in = json!({"_type": "create", "shape": {"_type": "ellipse", "shapeId": "c", "x": 50, "y": 50, "w": 10, "h": 10}});
+        assert!(check(&create_in, &s, &task, &t).is_ok());
+        let create_out = json!({"_type": "create", "shape": {"_type": "ellipse", "shapeId": "c", "x": 500, "y": 50, "w": 10, "h": 10}});
+        assert!(check(&create_out, &s, &task, &t).is_err());
+        let moved = json!({"_type": "move", "shapeId": "inside", "x": 700, "y": 0});
+        assert!(check(&moved, &s, &task, &t).is_err());
+        // Offsets: model (0, 0) is page (1000, 1000).
+        let offset = PromptTransform::new(1000.0, 1000.0);
+        let far_task = Bounds::new(1000.0, 1000.0, 100.0, 100.0);
+        assert!(check(&create_in, &s, &far_task, &offset).is_ok());
+    }
+}

@@ -1,0 +1,110 @@
+//! What a project member sees and may touch, on the runtime: the `currentProject` part of its
+//! prompt (a leader's whole project, a working member's own task), the changes of others
+//! limited to its task's bounds while it works on one (so its prompt names no shape outside
+//! them), and the bounds check of its canvas edits ([`super::guard`]).
+
+use serde_json::Value;
+use yrs::Transact;
+
+use super::doc::{self, read_project, read_task};
+use super::guard;
+use super::prompt::ProjectPart;
+use crate::agent::changes::{ChangeRecord, ChangeReport};
+use crate::agent::runtime::FairyRuntime;
+use crate::canvas::geometry::{Bounds, shapes_in_bounds};
+use crate::canvas::shape::list_shapes;
+use crate::canvas::transform::PromptTransform;
+
+impl FairyRuntime {
+    /// The bounds of the task it works on, while its mode keeps it inside them.
+    fn task_bounds(&self) -> Option<Bounds> {
+        if !self.modes.mode().in_task_bounds() {
+            return None;
+        }
+        let m = self.state.project.as_ref()?;
+        read_task(self.room.doc(), &m.project_id, m.task_id.as_deref()?).map(|t| t.bounds())
+    }
+
+    /// `Err(correction)` if a canvas action would reach outside its task's bounds.
+    pub(crate) fn task_bounds_check(
+        &self,
+        action: &Value,
+        t: &PromptTransform,
+    ) -> Result<(), String> {
+        let Some(bounds) = self.task_bounds() else {
+            return Ok(());
+        };
+        let shapes = list_shapes(&self.room.doc().transact());
+        guard::check(action, &shapes, &bounds, t)
+    }
+
+    /// The changes report, limited to shapes inside its task's bounds while it works on one.
+    pub(crate) fn scope_changes(&self, report: ChangeReport) -> ChangeReport {
+        let Some(bounds) = self.task_bounds() else {
+            return report;
+        };
+        let shapes = list_shapes(&self.room.doc().transact());
+        let inside: Vec<&str> = shapes_in_bounds(&shapes, &self.state.page_id, &bounds)
+            .into_iter()
+            .map(|s| s.id.as_str())
+            .collect();
+        let keep = |r: &ChangeRecord| match r {
+            ChangeRecord::Added { shape_id, .. } => inside.contains(&shape_id.as_str()),
+            ChangeRecord::Removed { .. } => false,
+            ChangeRecord::Updated { after, .. } => after
+                .get("shapeId")
+                .and_then(Value::as_str)
+                .is_some_and(|id| inside.contains(&id)),
+        };
+        ChangeReport {
+            users: report.users.into_iter().filter(keep).collect(),
+            fairies: report.fairies.into_iter().filter(keep).collect(),
+        }
+    }
+
+    /// The `currentProject` part of its prompt, while it is in a project.
+    pub(crate) fn project_part(&self) -> Option<ProjectPart> {
+        let m = self.state.project.as_ref()?;
+        let project = read_project(self.room.doc(), &m.project_id)?;
+        if self.modes.mode().in_task_bounds() || !m.role.leads() {
+            let task = m
+                .task_id
+                .as_deref()
+                .and_then(|id| read_task(self.room.doc(), &m.project_id, id));
+            return Some(ProjectPart::Drone {
+                title: project.title,
+                task,
+            });
+        }
+        let modes: Vec<(String, String)> = self
+            .room
+            .presence()
+            .into_values()
+            .filter_map(|s| {
+                let f = s.get("fairy")?;
+                Some((f["id"].as_str()?.to_owned(), f["mode"].as_str()?.to_owned()))
+            })
+            .collect();
+        let members = project
+            .members
+            .iter()
+            .map(|member| {
+                let mode = modes
+                    .iter()
+                    .find(|(id, _)| id == member.id.as_str())
+                    .map(|(_, mode)| mode.clone())
+                    .unwrap_or_default();
+                let role = serde_json::to_value(member.role)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                (member.id.to_string(), role, mode)
+            })
+            .collect();
+        Some(ProjectPart::Orchestrator {
+            tasks: doc::project_tasks(self.room.doc(), &m.project_id),
+            project,
+            members,
+        })
+    }
+}

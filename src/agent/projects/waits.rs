@@ -1,0 +1,194 @@
+//! Wait and wake (the design's wait manager): a leader that awaits tasks registers a [`Wait`]
+//! with the room's hub; whoever finishes one of those tasks (a drone, or the leader itself)
+//! checks the document and, when every awaited task is done, takes the wait out — atomically,
+//! so exactly one of two members finishing at once wakes the leader — and interrupts the
+//! leader into its active mode with a message naming the finished tasks.
+//!
+//! [`Peers`] is what a runtime holds to reach the other fairies of its room: the wait registry
+//! and a way to deliver an interrupt (the hub's inboxes, never refused while hosted). Short
+//! critical sections only, never held across an `.await` or while writing the document.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use yrs::Doc;
+
+use super::ProjectId;
+use super::TaskStatus;
+use super::doc::{ProjectTask, read_task};
+use crate::agent::fairy::FairyId;
+use crate::agent::interrupt::Interrupt;
+use crate::agent::modes::Mode;
+use crate::room::RoomName;
+
+/// A leader waiting for tasks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wait {
+    /// The project.
+    pub project: ProjectId,
+    /// The awaited tasks.
+    pub task_ids: Vec<String>,
+    /// The mode it is woken into.
+    pub wake_mode: Mode,
+}
+
+impl Wait {
+    /// The awaited tasks if every one of them is done in `doc` (a task that vanished counts
+    /// as done: nobody can finish it).
+    pub fn finished(&self, doc: &Doc) -> Option<Vec<ProjectTask>> {
+        let mut done = Vec::new();
+        for id in &self.task_ids {
+            match read_task(doc, &self.project, id) {
+                Some(t) if t.status == TaskStatus::Done => done.push(t),
+                Some(_) => return None,
+                None => {}
+            }
+        }
+        Some(done)
+    }
+}
+
+/// The message a woken leader gets.
+pub fn wake_message(done: &[ProjectTask]) -> String {
+    let names: Vec<String> = done
+        .iter()
+        .map(|t| format!("'{}' ({})", t.id, t.title))
+        .collect();
+    format!(
+        "The tasks you were waiting for are done: {}. Review the canvas, then direct more tasks, or end the project.",
+        names.join(", ")
+    )
+}
+
+type Key = (RoomName, FairyId);
+
+/// Every waiting leader of the process.
+#[derive(Debug, Default)]
+pub struct WaitRegistry {
+    waits: Mutex<HashMap<Key, Wait>>,
+}
+
+impl WaitRegistry {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Key, Wait>> {
+        self.waits.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `fairy` waits (replacing an earlier wait of it).
+    pub fn register(&self, room: &RoomName, fairy: &FairyId, wait: Wait) {
+        self.lock().insert((room.clone(), fairy.clone()), wait);
+    }
+
+    /// `fairy` no longer waits.
+    pub fn remove(&self, room: &RoomName, fairy: &FairyId) {
+        self.lock().remove(&(room.clone(), fairy.clone()));
+    }
+
+    /// Takes `fairy`'s wait out if every task of it is done in `doc`; the wait and the tasks.
+    pub fn take_finished(
+        &self,
+        room: &RoomName,
+        fairy: &FairyId,
+        doc: &Doc,
+    ) -> Option<(Wait, Vec<ProjectTask>)> {
+        let mut waits = self.lock();
+        let key = (room.clone(), fairy.clone());
+        let done = waits.get(&key)?.finished(doc)?;
+        waits.remove(&key).map(|w| (w, done))
+    }
+}
+
+/// Delivers interrupts to the fairies of a room (the hub).
+pub trait Deliver: Send + Sync {
+    /// Interrupts `fairy` in `room`; false if it is not hosted.
+    fn interrupt(&self, room: &RoomName, fairy: &FairyId, interrupt: Interrupt) -> bool;
+}
+
+/// What a runtime holds to reach the other fairies of its room.
+#[derive(Clone)]
+pub struct Peers {
+    /// The waiting leaders.
+    pub waits: Arc<WaitRegistry>,
+    /// Interrupt delivery.
+    pub deliver: Arc<dyn Deliver>,
+}
+
+impl Peers {
+    /// Wakes `leader` if it waits and every task it waits for is done.
+    pub fn wake_if_finished(&self, room: &RoomName, leader: &FairyId, doc: &Doc) -> bool {
+        let Some((wait, done)) = self.waits.take_finished(room, leader, doc) else {
+            return false;
+        };
+        let input = crate::agent::runtime::Request::follow_up(wake_message(&done), None);
+        self.deliver.interrupt(
+            room,
+            leader,
+            Interrupt {
+                input: Some(input),
+                mode: Some(wait.wake_mode),
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::projects::doc::write_task;
+    use crate::origin::TxnOrigin;
+
+    fn task(project: &ProjectId, id: &str, status: TaskStatus) -> ProjectTask {
+        ProjectTask {
+            id: id.into(),
+            project_id: project.clone(),
+            title: format!("task {id}"),
+            text: String::new(),
+            assigned_to: None,
+            status,
+            x: 0.0,
+            y: 0.0,
+            w: 10.0,
+            h: 10.0,
+            page_id: "page:main".into(),
+        }
+    }
+
+    #[test]
+    fn a_wait_is_taken_once_when_every_task_is_done() {
+        let doc = Doc::new();
+        let project = ProjectId::random();
+        write_task(
+            &doc,
+            TxnOrigin::System,
+            &task(&project, "a", TaskStatus::Done),
+        );
+        write_task(
+            &doc,
+            TxnOrigin::System,
+            &task(&project, "b", TaskStatus::InProgress),
+        );
+        let reg = WaitRegistry::default();
+        let room = RoomName::parse("r").unwrap_or_else(|e| panic!("{e}"));
+        let leader = FairyId::parse("o").unwrap_or_else(|e| panic!("{e}"));
+        reg.register(
+            &room,
+            &leader,
+            Wait {
+                project: project.clone(),
+                task_ids: vec!["a".into(), "b".into()],
+                wake_mode: Mode::OrchestratingActive,
+            },
+        );
+        assert!(reg.take_finished(&room, &leader, &doc).is_none());
+        write_task(
+            &doc,
+            TxnOrigin::System,
+            &task(&project, "b", TaskStatus::Done),
+        );
+        let (wait, done) = reg
+            .take_finished(&room, &leader, &doc)
+            .unwrap_or_else(|| panic!("not woken"));
+        assert_eq!(wait.wake_mode, Mode::OrchestratingActive);
+        assert!(wake_message(&done).contains("'a' (task a), 'b' (task b)"));
+        assert!(reg.take_finished(&room, &leader, &doc).is_none(), "once");
+    }
+}
