@@ -30,8 +30,8 @@ use super::fairy::{FairyEntity, FairyError, FairyId, insert_fairy, list_fairies,
 use super::inbox::{Inbox, RevertJob, RevertRefused, Signal};
 use super::interrupt::Interrupt;
 use super::ledger::{RequestId, RevertOutcome};
-use super::revert::RevertError;
 use super::projects::waits::{Deliver, Peers, WaitRegistry};
+use super::revert::RevertError;
 use super::runtime::{FairyRuntime, FairyState, Hosting, RuntimeConfig};
 use super::runtime_actions::full_registry;
 use super::state_store::{self, StateSaver, StateSync};

@@ -294,9 +294,11 @@ async fn prompt(
     let loaded = state.rooms.get(&room).await?;
     let mut request = request;
     request.ids = vec![request_id.clone()];
-    let message = request.messages.join("
+    let message = request.messages.join(
+        "
 
-");
+",
+    );
     let item = ChatItem {
         request_id: Some(request_id.to_string()),
         ..ChatItem::from_user(&sub, &message)
