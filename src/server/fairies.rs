@@ -294,11 +294,7 @@ async fn prompt(
     let loaded = state.rooms.get(&room).await?;
     let mut request = request;
     request.ids = vec![request_id.clone()];
-    let message = request.messages.join(
-        "
-
-",
-    );
+    let message = request.messages.join("\n\n");
     let item = ChatItem {
         request_id: Some(request_id.to_string()),
         ..ChatItem::from_user(&sub, &message)
