@@ -1,5 +1,6 @@
 // The fairy HTTP API as the page calls it (scope `fairies`): invite, prompt, cancel, dismiss,
-// and the revert of one request. Each call sends the page's current token and turns a refusal
+// the revert of one request, and the project routes (docs/fairies.md "Projects": the group
+// prompt and disbanding a project). Each call sends the page's current token and turns a refusal
 // into a sentence for the panel (`FairyApiError`); `describeFairyError` is pure and tested.
 import type { Box } from './geometry.js'
 
@@ -23,6 +24,29 @@ export function promptBody (message: string, viewport: Box, selection: readonly 
   }
 }
 
+/**
+ * The body of `POST /rooms/{room}/group-prompt` (src/server/projects.rs): the message, the
+ * fairies (`fairyIds`, the leader first) and the leader (`orchestratorId`), the viewport as
+ * `bounds` and the selected shapes.
+ */
+export interface GroupPromptBody extends PromptBody { fairyIds: string[], orchestratorId: string }
+
+/** What the server answers a group prompt with (`202`). */
+export interface GroupStarted { projectId: string, orchestratorId: string, mode: string }
+
+/**
+ * Builds a group prompt body for the selected fairies (in selection order: the first selected
+ * leads); the reason to show instead when the message is blank or fewer than two are selected.
+ */
+export function groupPromptBody (message: string, fairyIds: readonly string[], viewport: Box, selection: readonly string[]): GroupPromptBody | { refused: string } {
+  const ids = [...new Set(fairyIds)]
+  const leader = ids[0]
+  if (leader === undefined || ids.length < 2) return { refused: 'Select two or more fairies (Shift+click) to give them a project.' }
+  const base = promptBody(message, viewport, selection)
+  if (base === null) return { refused: 'Type what the fairies should make together, then start the project.' }
+  return { ...base, fairyIds: ids, orchestratorId: leader }
+}
+
 /** What to tell the user about a failed fairy call, from the status and `{error, detail}` body. */
 export function describeFairyError (status: number, body: unknown): { code: string, message: string } {
   let code = ''
@@ -40,6 +64,11 @@ export function describeFairyError (status: number, body: unknown): { code: stri
     if (status === 401) return 'Your token was refused (missing, invalid or expired): reload the page to get a new one.'
     if (code === 'fairy_not_found') return 'That fairy is no longer in this room.'
     if (code === 'request_not_found') return 'That request is not known any more.'
+    if (code === 'fairy_in_project') {
+      return `A fairy you chose is busy in a live project: wait until it ends or disband it first${detail !== '' ? ` (${detail})` : ''}.`
+    }
+    if (code === 'project_not_found') return 'That project is not known any more.'
+    if (code === 'invalid_group_prompt') return `The group prompt was refused${detail !== '' ? `: ${detail}` : ''}.`
     if (status === 503) return 'The server is shutting down: try again in a moment.'
     if (status === 0) return 'Cannot reach the server.'
     return `The server refused (${status}${code !== '' ? ` ${code}` : ''})${detail !== '' ? `: ${detail}` : ''}.`
@@ -51,6 +80,7 @@ export function describeFairyError (status: number, body: unknown): { code: stri
 export class FairyApi {
   constructor (private readonly room: string, private readonly token: () => string | null, private readonly fetchFn: typeof fetch = (i, o) => fetch(i, o)) {}
 
+  /** Calls `/rooms/{room}{path}`. */
   private async call (method: string, path: string, body?: unknown): Promise<unknown> {
     const headers: Record<string, string> = {}
     const t = this.token()
@@ -58,7 +88,7 @@ export class FairyApi {
     if (body !== undefined) headers['content-type'] = 'application/json'
     let res: Response
     try {
-      res = await this.fetchFn(`/rooms/${encodeURIComponent(this.room)}/fairies${path}`, {
+      res = await this.fetchFn(`/rooms/${encodeURIComponent(this.room)}${path}`, {
         method, headers, body: body !== undefined ? JSON.stringify(body) : undefined
       })
     } catch {
@@ -78,26 +108,41 @@ export class FairyApi {
   /** Invites a fairy (`name` optional); resolves with its id. */
   async invite (name: string): Promise<string> {
     const trimmed = name.trim()
-    const answer = await this.call('POST', '', trimmed !== '' ? { name: trimmed } : {})
+    const answer = await this.call('POST', '/fairies', trimmed !== '' ? { name: trimmed } : {})
     const id = typeof answer === 'object' && answer !== null ? (answer as Record<string, unknown>).id : undefined
     if (typeof id !== 'string') throw new FairyApiError(500, 'bad_answer', 'The server did not say which fairy it invited.')
     return id
   }
 
   async prompt (id: string, body: PromptBody): Promise<void> {
-    await this.call('POST', `/${encodeURIComponent(id)}/prompt`, body)
+    await this.call('POST', `/fairies/${encodeURIComponent(id)}/prompt`, body)
   }
 
   async cancel (id: string): Promise<void> {
-    await this.call('POST', `/${encodeURIComponent(id)}/cancel`)
+    await this.call('POST', `/fairies/${encodeURIComponent(id)}/cancel`)
   }
 
   async dismiss (id: string): Promise<void> {
-    await this.call('DELETE', `/${encodeURIComponent(id)}`)
+    await this.call('DELETE', `/fairies/${encodeURIComponent(id)}`)
   }
 
   /** Takes back what the fairy changed during request `requestId`. */
   async revert (id: string, requestId: string): Promise<void> {
-    await this.call('POST', `/${encodeURIComponent(id)}/requests/${encodeURIComponent(requestId)}/revert`)
+    await this.call('POST', `/fairies/${encodeURIComponent(id)}/requests/${encodeURIComponent(requestId)}/revert`)
+  }
+
+  /** Starts a project: the fairies of `body.fairyIds` work together on the message. */
+  async groupPrompt (body: GroupPromptBody): Promise<GroupStarted> {
+    const answer = await this.call('POST', '/group-prompt', body)
+    const a = typeof answer === 'object' && answer !== null ? answer as Record<string, unknown> : {}
+    if (typeof a.projectId !== 'string' || typeof a.orchestratorId !== 'string') {
+      throw new FairyApiError(500, 'bad_answer', 'The server did not say which project it started.')
+    }
+    return { projectId: a.projectId, orchestratorId: a.orchestratorId, mode: typeof a.mode === 'string' ? a.mode : '' }
+  }
+
+  /** Disbands a project: it is aborted and its members stop at once. */
+  async disband (projectId: string): Promise<void> {
+    await this.call('DELETE', `/projects/${encodeURIComponent(projectId)}`)
   }
 }

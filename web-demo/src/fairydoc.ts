@@ -13,8 +13,12 @@ import { isColorName, swatch } from './palette.js'
 export interface ChatItem { from: string, role: string, text: string, at: number, requestId: string | null, rejected: boolean }
 /** A fairy's entity in the document: name, hat and chat. */
 export interface FairyChat { id: string, name: string, hat: string, chat: ChatItem[] }
-/** A project (`projects` root): its title, colour (CSS) and member fairy ids. */
-export interface Project { id: string, title: string, color: string, members: string[], status: string }
+/**
+ * A project (`projects` root, written by src/agent/projects/doc.rs): its title, colour (CSS),
+ * member fairy ids (`members: [{id, role}]`, the leader first), its leader and its status
+ * (`planning`, `active`, `done`, `aborted`).
+ */
+export interface Project { id: string, title: string, color: string, members: string[], orchestratorId: string, status: string }
 /** A task (`tasks` root), with its frame on the canvas when it has finite bounds. */
 export interface Task { id: string, title: string, status: string, assignedTo: string, projectId: string | null, frame: TaskFrame | null }
 
@@ -68,6 +72,11 @@ export function readFairyChats (fairies: Y.Map<unknown>): FairyChat[] {
   return out.sort((a, b) => a.name.localeCompare(b.name) || (a.id < b.id ? -1 : 1))
 }
 
+/** Whether a project status is live (`planning` or `active`): its members are busy with it. */
+export function isLiveProject (status: string): boolean {
+  return status === 'planning' || status === 'active'
+}
+
 /** Every project, sorted by title. */
 export function readProjects (projects: Y.Map<unknown>): Project[] {
   const out: Project[] = []
@@ -80,19 +89,19 @@ export function readProjects (projects: Y.Map<unknown>): Project[] {
         return typeof m === 'string' ? [m] : mm !== null && typeof mm.id === 'string' ? [mm.id] : []
       })
       : []
-    out.push({ id, title: s(p.title, id), color: projectCss(p.color) ?? '#ae3ec9', members, status: s(p.status) })
+    out.push({ id, title: s(p.title, id), color: projectCss(p.color) ?? '#ae3ec9', members, orchestratorId: s(p.orchestratorId, members[0] ?? ''), status: s(p.status) })
   })
   return out.sort((a, b) => a.title.localeCompare(b.title) || (a.id < b.id ? -1 : 1))
 }
 
 /**
- * The colour a fairy wears: its project's (the one its awareness names, else the first
+ * The colour a fairy wears: its project's (the one its awareness names, else the live
  * project listing it as a member), or `null` when it works alone.
  */
 export function fairyProjectColor (fairyId: string, projectId: string | null, projects: Project[]): string | null {
   const byId = projectId !== null ? projects.find(p => p.id === projectId) : undefined
-  if (byId !== undefined) return byId.color
-  return projects.find(p => p.status !== 'done' && p.members.includes(fairyId))?.color ?? null
+  if (byId !== undefined && isLiveProject(byId.status)) return byId.color
+  return projects.find(p => isLiveProject(p.status) && p.members.includes(fairyId))?.color ?? null
 }
 
 /** Every task, and its frame on the canvas when it has finite bounds. */

@@ -1,15 +1,19 @@
 // The fairy panels (DOM only): the invite control and the fairies list (`data-fairy-item`, with
 // the mode, stop and dismiss buttons), each fairy's chat (`data-chat-role`, a reject button on
 // items tied to a request), the chat input (`data-fairy-input`: Enter prompts the selected
-// fairies with this browser's viewport and shape selection) and the selected fairies' todo list.
+// fairies with this browser's viewport and shape selection), the group prompt control
+// (`data-action="group-prompt"`, shown when two or more fairies are selected: they start a project
+// on the chat input's message, the first selected leads), the projects list (`data-project-item`,
+// with `data-action="disband-project"` on live ones) and the selected fairies' todo list.
 // It owns the fairy selection of this browser; the document is only read, all changes go through
 // the fairy HTTP API (`FairyApi`).
 import type * as Y from 'yjs'
 import type { Awareness } from 'y-protocols/awareness'
 import { readPeers, type LocalUser } from './presence.js'
-import { readFairyChats, readProjects, type FairyChat } from './fairydoc.js'
+import { readFairyChats, readProjects, readTasks, type FairyChat } from './fairydoc.js'
 import { chatAuthor, chatRole, isIdle, keepPresent, mergeFairies, nextSelection, requestMarks, type FairyView } from './fairies.js'
-import { FairyApiError, promptBody, type FairyApi } from './fairyapi.js'
+import { FairyApiError, groupPromptBody, promptBody, type FairyApi } from './fairyapi.js'
+import { groupPromptLabel, projectRows } from './projects.js'
 import type { FairyLook } from './canvas.js'
 import type { Box } from './geometry.js'
 
@@ -24,7 +28,7 @@ export interface FairyPanelDeps {
   shapeSelection: () => string[]
   /** Called when the fairy selection or the fairies' looks change (the canvas redraws). */
   onChange: () => void
-  nodes: { list: HTMLElement, chat: HTMLElement, input: HTMLInputElement, nameInput: HTMLInputElement, invite: HTMLButtonElement, error: HTMLElement, todo: HTMLElement, todoTitle: HTMLElement }
+  nodes: { list: HTMLElement, chat: HTMLElement, input: HTMLInputElement, nameInput: HTMLInputElement, invite: HTMLButtonElement, error: HTMLElement, todo: HTMLElement, todoTitle: HTMLElement, group: HTMLButtonElement, projects: HTMLElement }
 }
 
 function el<K extends keyof HTMLElementTagNameMap> (tag: K, attrs: Record<string, string> = {}, text?: string): HTMLElementTagNameMap[K] {
@@ -40,7 +44,7 @@ export class FairyPanel {
   private pending: string | null = null
   private views: FairyView[] = []
   private chats: FairyChat[] = []
-  private keys = { list: '', chat: '', todo: '' }
+  private keys = { list: '', chat: '', todo: '', projects: '' }
 
   constructor (private readonly d: FairyPanelDeps) {
     const n = d.nodes
@@ -50,6 +54,14 @@ export class FairyPanel {
     })
     n.input.addEventListener('keydown', e => {
       if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); this.send() }
+    })
+    n.group.addEventListener('click', () => this.sendGroup())
+    n.projects.addEventListener('click', e => {
+      const b = (e.target as Element).closest<HTMLButtonElement>('[data-action="disband-project"]')
+      const id = b?.closest<HTMLElement>('[data-project-item]')?.dataset.projectItem
+      if (b == null || id === undefined) return
+      b.disabled = true
+      this.run(() => d.api.disband(id).catch(err => { b.disabled = false; throw err }))
     })
     n.list.addEventListener('click', e => {
       const target = e.target as Element
@@ -134,6 +146,22 @@ export class FairyPanel {
     })
   }
 
+  /**
+   * Starts a project: the selected fairies (the first selected leads) work together on the chat
+   * input's message, in this browser's viewport, with its selected shapes.
+   */
+  private sendGroup (): void {
+    const { input, group } = this.d.nodes
+    const body = groupPromptBody(input.value, this.selected, this.d.viewport(), this.d.shapeSelection())
+    if ('refused' in body) { this.showError(body.refused); return }
+    group.disabled = true
+    input.value = ''
+    this.d.api.groupPrompt(body).then(() => this.showError(null)).catch(e => {
+      if (input.value === '') input.value = body.message
+      this.showError(e instanceof FairyApiError ? e.message : String(e))
+    }).finally(() => { group.disabled = false })
+  }
+
   /** Re-reads the document and awareness and redraws what changed. */
   refresh (force = false): void {
     const { fairies: peers } = readPeers(this.d.awareness.getStates() as Map<number, unknown>, this.d.awareness.clientID)
@@ -146,12 +174,37 @@ export class FairyPanel {
     this.renderList()
     this.renderChat()
     this.renderTodo()
+    this.renderProjects()
     const n = this.d.nodes
     const names = this.views.filter(v => this.selected.includes(v.id)).map(v => v.name)
     n.input.placeholder = names.length > 0
       ? `Talk to ${names.join(' and ')} (Enter)`
       : this.views.length === 1 ? `Talk to ${this.views[0]?.name ?? 'the fairy'} (Enter)` : this.views.length === 0 ? 'Invite a fairy to talk to it' : 'Select a fairy to talk to it'
+    const label = groupPromptLabel(names)
+    n.group.hidden = label === null
+    n.group.textContent = label ?? ''
     if (force || before !== this.selected) this.d.onChange()
+  }
+
+  /** The projects list: each project's title, status, members and progress; live ones can be disbanded. */
+  renderProjects (): void {
+    const rows = projectRows(readProjects(this.d.doc.getMap('projects')), readTasks(this.d.doc.getMap('tasks')), this.look().names)
+    const key = JSON.stringify(rows)
+    if (key === this.keys.projects) return
+    this.keys.projects = key
+    const items = rows.map(r => {
+      const li = el('li', { 'data-project-item': r.id, 'data-status': r.status })
+      const head = el('div', { class: 'project-head' })
+      const dot = el('span', { class: 'dot' })
+      dot.style.background = r.color
+      head.append(dot, el('span', { class: 'title' }, r.title), el('span', { class: 'status', 'data-project-status': r.status }, r.status))
+      if (r.live) head.append(el('button', { type: 'button', 'data-action': 'disband-project', title: 'Stop the project: every member stops at once' }, 'Disband'))
+      li.append(head, el('div', { class: 'members' }, r.members.join(', ')))
+      if (r.progress !== '') li.append(el('div', { class: 'progress' }, r.progress))
+      return li
+    })
+    if (items.length === 0) items.push(el('li', { class: 'empty' }, 'No projects yet: select two or more fairies (Shift+click), type what to make and start a project.'))
+    this.d.nodes.projects.replaceChildren(...items)
   }
 
   private renderList (): void {

@@ -241,7 +241,9 @@ async function start (): Promise<void> {
       invite: byId<HTMLButtonElement>('invite-fairy'),
       error: byId<HTMLElement>('fairy-error'),
       todo: byId<HTMLElement>('todo'),
-      todoTitle: byId<HTMLElement>('todo-title')
+      todoTitle: byId<HTMLElement>('todo-title'),
+      group: byId<HTMLButtonElement>('group-prompt'),
+      projects: byId<HTMLElement>('projects')
     }
   })
   fairyPanel = panel
@@ -249,7 +251,7 @@ async function start (): Promise<void> {
   awareness.on('change', () => { renderPeople(people, awareness, user); panel.refresh() })
   roots(doc).fairies.observeDeep(() => { panel.refresh(true) })
   doc.getMap('projects').observeDeep(() => { panel.refresh(true); refreshTasks() })
-  roots(doc).tasks.observeDeep(refreshTasks)
+  roots(doc).tasks.observeDeep(() => { refreshTasks(); panel.renderProjects() })
   renderPeople(people, awareness, user)
   panel.refresh(true)
   refreshTasks()

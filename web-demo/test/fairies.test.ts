@@ -44,7 +44,7 @@ test('fairydoc: chat items keep requestId and rejection; projects give colours; 
   const doc = new Y.Doc()
   doc.transact(() => {
     const p = new Y.Map<unknown>()
-    p.set('title', 'House'); p.set('color', 'green'); p.set('members', [{ id: 'f1', role: 'orchestrator' }, { id: 'f2', role: 'drone' }])
+    p.set('title', 'House'); p.set('color', 'green'); p.set('status', 'active'); p.set('members', [{ id: 'f1', role: 'orchestrator' }, { id: 'f2', role: 'drone' }])
     doc.getMap('projects').set('p1', p)
     doc.getMap('projects').set('bad', 7)
     const t = new Y.Map<unknown>()
