@@ -2,7 +2,11 @@
 // server binary: two people in one room see each other's drawing, moves and cursors; one invites
 // a fairy from the page, both see its sprite, one prompts it and both see the house and the
 // whole conversation while the other draws a rectangle, one stops it, rejects the house (it
-// disappears in both, the rectangle stays) and dismisses it; a token without the `fairies` scope gets a
+// disappears in both, the rectangle stays); she invites two more, selects the three and starts a
+// project ("a house and a tree") from the group prompt control: both see the task frames, the
+// drones draw, the frames and the project end done and the three are idle again; a second
+// project's busy fairies are refused clearly and Bob disbands it from the projects list; she
+// dismisses the fairy; a token without the `fairies` scope gets a
 // clear message; a third in another room sees nothing; the drawing survives a reload and a
 // server restart; no page logs a console error on load.
 //
@@ -268,7 +272,7 @@ try {
   })
 
 
-  let fairyId, houseIds, bobRect
+  let fairyId, houseIds, bobRect, team
   await step('Alice invites a fairy from the page; Bob sees its sprite', async () => {
     await a.page.fill('[data-fairy-name]', 'Pip')
     await a.page.click('[data-action="invite-fairy"]')
@@ -430,37 +434,150 @@ try {
     await shot(b.page, '11b-bob-sees-the-house-rejected-and-his-rectangle')
   })
 
-  await step('task frames on the canvas and the tasks panel by project; a project member wears its colour', async () => {
-    // Projects arrive with another issue: write a project and a task as the server will.
-    await a.page.evaluate(id => {
-      const { doc } = window.fairyring
-      const Y = Object.getPrototypeOf(doc.getMap('tasks')).constructor
-      doc.transact(() => {
-        const project = new Y()
-        project.set('title', 'Village'); project.set('color', 'green'); project.set('status', 'active')
-        project.set('members', [{ id, role: 'orchestrator' }])
-        doc.getMap('projects').set('p-e2e', project)
-        const task = new Y()
-        for (const [k, v] of Object.entries({ title: 'Roof', projectId: 'p-e2e', assignedTo: id, status: 'in-progress', x: 500, y: 450, w: 200, h: 120, pageId: 'page:main' })) task.set(k, v)
-        doc.getMap('tasks').set('t-e2e', task)
-      })
-    }, fairyId)
-    for (const p of [a.page, b.page]) {
-      const frame = await p.waitForSelector('[data-task="t-e2e"][data-status="in-progress"]')
-      const label = await frame.textContent()
-      assert(label.includes('Roof') && label.includes('Pip') && label.includes('in-progress'), `the frame shows title, assignee and status (got ${label})`)
-      await p.waitForSelector('[data-task-group="p-e2e"] [data-task-item="t-e2e"]')
-      await p.waitForFunction(id => {
-        const fill = document.querySelector(`[data-fairy="${id}"] .body`)?.getAttribute('fill')
-        return fill !== undefined && fill !== null && fill !== '#f9a8d4'
-      }, fairyId)
+  await step('Alice starts a project of three fairies ("a house and a tree"): frames, drones drawing, project done, all idle, in both', async () => {
+    // Two more fairies: the inviter's page selects each new one by itself.
+    team = [fairyId]
+    for (const name of ['Dart', 'Echo']) {
+      await a.page.fill('[data-fairy-name]', name)
+      await a.page.click('[data-action="invite-fairy"]')
+      const item = await a.page.waitForSelector(`[data-fairy-item][aria-selected="true"]:has-text("${name}")`)
+      team.push(await item.getAttribute('data-fairy-item'))
+      await b.page.waitForSelector(`[data-fairy="${team[team.length - 1]}"]`)
     }
-    await shot(b.page, '12-bob-sees-task-frame-and-project-colour')
-    await a.page.evaluate(() => {
-      const { doc } = window.fairyring
-      doc.transact(() => { doc.getMap('tasks').delete('t-e2e'); doc.getMap('projects').delete('p-e2e') })
+    // Pip first (a plain click), then Shift+click the others: the first selected leads.
+    await a.page.click(`[data-fairy-item="${fairyId}"] .name`)
+    for (const id of team.slice(1)) await a.page.click(`[data-fairy-item="${id}"] .name`, { modifiers: ['Shift'] })
+    for (const id of team) await a.page.waitForSelector(`[data-fairy="${id}"][data-selected="true"]`)
+    const button = await a.page.waitForSelector('[data-action="group-prompt"]:visible')
+    const label = await button.textContent()
+    assert(label.includes('3 fairies') && label.includes('Pip leads'), `the group prompt control names the team and its leader (got ${label})`)
+    assert(await b.page.locator('[data-action="group-prompt"]:visible').count() === 0, 'Bob selected no fairies: no group prompt control for him')
+    await a.page.fill('[data-fairy-input]', 'a house and a tree')
+    await shot(a.page, '12-alice-selected-three-fairies')
+    // What each page shows along the way (the offline project is quick): task frames and their
+    // statuses on the canvas, projects and their statuses in the list, each sprite's colour, and
+    // each fairy's modes from awareness.
+    for (const p of [a.page, b.page]) {
+      await p.evaluate(() => {
+        const seen = { frames: {}, projects: {}, fills: {}, modes: {} }
+        const add = (bag, key, value) => { const l = (bag[key] ??= []); if (value !== null && l[l.length - 1] !== value) l.push(value) }
+        const look = () => {
+          for (const f of document.querySelectorAll('[data-task]')) add(seen.frames, f.getAttribute('data-task'), f.getAttribute('data-status'))
+          for (const r of document.querySelectorAll('[data-project-item]')) add(seen.projects, r.getAttribute('data-project-item'), r.getAttribute('data-status'))
+          for (const f of document.querySelectorAll('[data-fairy]')) add(seen.fills, f.getAttribute('data-fairy'), f.querySelector('.body')?.getAttribute('fill') ?? null)
+        }
+        new MutationObserver(look).observe(document.body, { subtree: true, childList: true, attributes: true, attributeFilter: ['data-status', 'fill'] })
+        const awareness = window.fairyring.provider.awareness
+        awareness.on('change', () => {
+          for (const st of awareness.getStates().values()) if (st?.fairy?.id) add(seen.modes, st.fairy.id, st.fairy.mode)
+        })
+        look()
+        window.__seen = seen
+      })
+    }
+    const t0 = Date.now()
+    const [response] = await Promise.all([a.page.waitForResponse(r => r.url().endsWith('/group-prompt')), a.page.click('[data-action="group-prompt"]')])
+    const started = await response.json()
+    assert(response.status() === 202 && started.orchestratorId === fairyId && started.mode === 'orchestrating-active',
+      `the server started a project led by Pip (got ${response.status()} ${JSON.stringify(started)})`)
+    const projectId = started.projectId
+    assert(await a.page.inputValue('[data-fairy-input]') === '', 'the input is cleared once sent')
+    await b.page.waitForSelector(`[data-task^="${projectId}/"]`)
+    await shot(b.page, '12b-bob-sees-the-project-start')
+    for (const p of [a.page, b.page]) {
+      await p.waitForSelector(`[data-project-item="${projectId}"][data-status="done"]`, { timeout: 60_000 })
+      for (const id of team) await p.waitForSelector(`[data-fairy="${id}"][data-mode="idling"]:not([data-pose="thinking"]):not([data-pose="working"])`)
+    }
+    console.log(`# group prompt → project done in Alice's page: ${Date.now() - t0} ms`)
+    const tasks = await b.page.evaluate(pid => {
+      const out = []
+      window.fairyring.doc.getMap('tasks').forEach((m, key) => { if (m.get?.('projectId') === pid) out.push({ key, ...m.toJSON() }) })
+      return out
+    }, projectId)
+    assert(tasks.length >= 2, `the orchestrator made the tasks (got ${JSON.stringify(tasks)})`)
+    const drones = team.slice(1)
+    for (const t of tasks) {
+      assert(t.key === `${projectId}/${t.id}` && t.status === 'done' && drones.includes(t.assignedTo), `task ${t.key} is done by a drone (got ${JSON.stringify(t)})`)
+    }
+    const shapes = await b.page.evaluate(() => {
+      const out = []
+      window.fairyring.doc.getMap('shapes').forEach((m, id) => out.push({ id, by: m.get?.('createdBy'), locked: m.get?.('locked') === true, x: m.get?.('x'), y: m.get?.('y') }))
+      return out
     })
-    await b.page.waitForSelector('[data-task="t-e2e"]', { state: 'detached' })
+    for (const d of drones) {
+      const mine = shapes.filter(s => s.by === `fairy:${d}`)
+      const task = tasks.find(t => t.assignedTo === d)
+      assert(mine.length > 0 && mine.every(s => !s.locked), `drone ${d} drew (got ${mine.length} shapes)`)
+      assert(task !== undefined && mine.every(s => s.x >= task.x - 1 && s.x <= task.x + task.w + 1 && s.y >= task.y - 1 && s.y <= task.y + task.h + 1),
+        `drone ${d} drew inside its task's bounds (${JSON.stringify(task)})`)
+    }
+    for (const p of [a.page, b.page]) {
+      for (const t of tasks) {
+        const frame = await p.waitForSelector(`[data-task="${t.key}"][data-status="done"]`)
+        const text = await frame.textContent()
+        assert(text.includes(t.title) && text.includes('done'), `the frame shows its title and status (got ${text})`)
+        await p.waitForSelector(`[data-task-group="${projectId}"] [data-task-item="${t.key}"][data-status="done"]`)
+      }
+      const row = await p.textContent(`[data-project-item="${projectId}"]`)
+      assert(row.includes('Pip (leads)') && row.includes('Dart') && row.includes('Echo') && row.includes(`${tasks.length}/${tasks.length} tasks done`),
+        `the project row lists the team and the progress (got ${row})`)
+      assert(await p.locator(`[data-project-item="${projectId}"] [data-action="disband-project"]`).count() === 0, 'an ended project cannot be disbanded')
+      const seen = await p.evaluate(() => window.__seen)
+      console.log(`# seen: ${JSON.stringify(seen)}`)
+      assert(JSON.stringify(seen.projects[projectId]?.slice(-2)) === '["active","done"]', `the list showed the project active, then done (got ${JSON.stringify(seen.projects[projectId])})`)
+      for (const t of tasks) {
+        const statuses = seen.frames[t.key] ?? []
+        assert(statuses.includes('in-progress') && statuses[statuses.length - 1] === 'done', `frame ${t.key} was shown in progress, then done (saw ${JSON.stringify(statuses)})`)
+      }
+      assert(seen.modes[fairyId]?.some(m => m.startsWith('orchestrating')), `Pip orchestrated (modes ${JSON.stringify(seen.modes[fairyId])})`)
+      for (const d of drones) assert(seen.modes[d]?.includes('working-drone'), `drone ${d} worked (modes ${JSON.stringify(seen.modes[d])})`)
+      for (const id of team) {
+        const fills = seen.fills[id] ?? []
+        assert(fills.length >= 3 && fills[fills.length - 1] === fills[0], `${id} wore the project's colour, then its own again (fills ${JSON.stringify(fills)})`)
+      }
+    }
+    assert(await a.page.locator('#fairy-error:not([hidden])').count() === 0, 'no error shown')
+    await shot(a.page, '12c-alice-sees-the-project-done')
+    await shot(b.page, '12c-bob-sees-the-project-done')
+  })
+
+  await step('a second project: a member of a live project is refused clearly (409); Bob disbands it and both fairies stop', async () => {
+    const [, dart, echo] = team
+    await a.page.click(`[data-fairy-item="${dart}"] .name`)
+    await a.page.click(`[data-fairy-item="${echo}"] .name`, { modifiers: ['Shift'] })
+    await a.page.fill('[data-fairy-input]', 'a house and a tree')
+    const [response] = await Promise.all([a.page.waitForResponse(r => r.url().endsWith('/group-prompt')), a.page.click('[data-action="group-prompt"]')])
+    const started = await response.json()
+    assert(response.status() === 202 && started.orchestratorId === dart && started.mode === 'duo-orchestrating-active',
+      `a duo led by Dart (got ${response.status()} ${JSON.stringify(started)})`)
+    const projectId = started.projectId
+    // The same two again while their project lives: refused, and the page says why.
+    await a.page.fill('[data-fairy-input]', 'a second house')
+    const [refused] = await Promise.all([a.page.waitForResponse(r => r.url().endsWith('/group-prompt')), a.page.click('[data-action="group-prompt"]')])
+    assert(refused.status() === 409, 'a second group prompt to busy fairies is refused')
+    const error = await a.page.waitForSelector('#fairy-error:not([hidden])')
+    const text = await error.textContent()
+    assert(/busy in a live project/.test(text), `the page says a fairy is busy in a project (got ${text})`)
+    assert(await a.page.inputValue('[data-fairy-input]') === 'a second house', 'the refused message is kept in the input')
+    await shot(a.page, '12d-alice-refused-fairy-in-project')
+    // The row is redrawn as the project moves on: a locator finds the button again at each try.
+    const disband = b.page.locator(`[data-project-item="${projectId}"] [data-action="disband-project"]`)
+    await disband.waitFor()
+    await shot(b.page, '12d-bob-sees-the-live-project-and-disband')
+    const [deleted] = await Promise.all([b.page.waitForResponse(r => r.url().endsWith(`/projects/${projectId}`)), disband.click()])
+    assert(deleted.status() === 204, 'the server disbanded the project')
+    for (const p of [a.page, b.page]) {
+      await p.waitForSelector(`[data-project-item="${projectId}"][data-status="aborted"]`)
+      assert(await p.locator(`[data-project-item="${projectId}"] [data-action="disband-project"]`).count() === 0, 'no disband button once aborted')
+      for (const id of [dart, echo]) {
+        await p.waitForSelector(`[data-fairy="${id}"][data-mode="idling"]:not([data-pose="thinking"]):not([data-pose="working"])`)
+        await p.waitForFunction(id => document.querySelector(`[data-fairy="${id}"] .body`)?.getAttribute('fill') === '#f9a8d4', id)
+      }
+    }
+    const locked = (await fairyShapes(b.page)).filter(s => s.locked)
+    assert(locked.length === 0, `nothing half-drawn is left (got ${JSON.stringify(locked)})`)
+    await a.page.fill('[data-fairy-input]', '')
+    await shot(b.page, '12e-bob-disbanded-the-project')
   })
 
   await step('dismissing the fairy removes its sprite in both', async () => {

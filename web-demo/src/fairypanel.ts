@@ -176,7 +176,8 @@ export class FairyPanel {
     this.renderTodo()
     this.renderProjects()
     const n = this.d.nodes
-    const names = this.views.filter(v => this.selected.includes(v.id)).map(v => v.name)
+    // In selection order: the first selected leads a group prompt.
+    const names = this.selected.flatMap(id => this.views.filter(v => v.id === id).map(v => v.name))
     n.input.placeholder = names.length > 0
       ? `Talk to ${names.join(' and ')} (Enter)`
       : this.views.length === 1 ? `Talk to ${this.views[0]?.name ?? 'the fairy'} (Enter)` : this.views.length === 0 ? 'Invite a fairy to talk to it' : 'Select a fairy to talk to it'
