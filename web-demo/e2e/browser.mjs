@@ -118,6 +118,11 @@ const fairyShapes = page => page.evaluate(() => {
 })
 
 const shot = (page, name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`) })
+/** A screenshot with the projects list scrolled into the sidebar's view. */
+const projectShot = async (page, name) => {
+  await page.locator('[data-panel="projects"]').scrollIntoViewIfNeeded()
+  await shot(page, name)
+}
 
 async function canvasBox (page) {
   const box = await page.locator('#canvas').boundingBox()
@@ -453,6 +458,7 @@ try {
     assert(label.includes('3 fairies') && label.includes('Pip leads'), `the group prompt control names the team and its leader (got ${label})`)
     assert(await b.page.locator('[data-action="group-prompt"]:visible').count() === 0, 'Bob selected no fairies: no group prompt control for him')
     await a.page.fill('[data-fairy-input]', 'a house and a tree')
+    await button.scrollIntoViewIfNeeded()
     await shot(a.page, '12-alice-selected-three-fairies')
     // What each page shows along the way (the offline project is quick): task frames and their
     // statuses on the canvas, projects and their statuses in the list, each sprite's colour, and
@@ -483,7 +489,7 @@ try {
     const projectId = started.projectId
     assert(await a.page.inputValue('[data-fairy-input]') === '', 'the input is cleared once sent')
     await b.page.waitForSelector(`[data-task^="${projectId}/"]`)
-    await shot(b.page, '12b-bob-sees-the-project-start')
+    await projectShot(b.page, '12b-bob-sees-the-project-start')
     for (const p of [a.page, b.page]) {
       await p.waitForSelector(`[data-project-item="${projectId}"][data-status="done"]`, { timeout: 60_000 })
       for (const id of team) await p.waitForSelector(`[data-fairy="${id}"][data-mode="idling"]:not([data-pose="thinking"]):not([data-pose="working"])`)
@@ -537,8 +543,8 @@ try {
       }
     }
     assert(await a.page.locator('#fairy-error:not([hidden])').count() === 0, 'no error shown')
-    await shot(a.page, '12c-alice-sees-the-project-done')
-    await shot(b.page, '12c-bob-sees-the-project-done')
+    await projectShot(a.page, '12c-alice-sees-the-project-done')
+    await projectShot(b.page, '12c-bob-sees-the-project-done')
   })
 
   await step('a second project: a member of a live project is refused clearly (409); Bob disbands it and both fairies stop', async () => {
@@ -563,12 +569,15 @@ try {
     // The row is redrawn as the project moves on: a locator finds the button again at each try.
     const disband = b.page.locator(`[data-project-item="${projectId}"] [data-action="disband-project"]`)
     await disband.waitFor()
-    await shot(b.page, '12d-bob-sees-the-live-project-and-disband')
+    await projectShot(b.page, '12d-bob-sees-the-live-project-and-disband')
     const [deleted] = await Promise.all([b.page.waitForResponse(r => r.url().endsWith(`/projects/${projectId}`)), disband.click()])
     assert(deleted.status() === 204, 'the server disbanded the project')
     for (const p of [a.page, b.page]) {
       await p.waitForSelector(`[data-project-item="${projectId}"][data-status="aborted"]`)
       assert(await p.locator(`[data-project-item="${projectId}"] [data-action="disband-project"]`).count() === 0, 'no disband button once aborted')
+      // Its tasks (if it had made any) leave the canvas and read as aborted in the tasks panel.
+      await p.waitForSelector(`[data-task^="${projectId}/"]`, { state: 'detached' })
+      assert(await p.locator(`[data-task-group="${projectId}"] [data-task-item]:not([data-status="aborted"]):not([data-status="done"])`).count() === 0, 'no open task left in an aborted project')
       for (const id of [dart, echo]) {
         await p.waitForSelector(`[data-fairy="${id}"][data-mode="idling"]:not([data-pose="thinking"]):not([data-pose="working"])`)
         await p.waitForFunction(id => document.querySelector(`[data-fairy="${id}"] .body`)?.getAttribute('fill') === '#f9a8d4', id)
@@ -577,7 +586,7 @@ try {
     const locked = (await fairyShapes(b.page)).filter(s => s.locked)
     assert(locked.length === 0, `nothing half-drawn is left (got ${JSON.stringify(locked)})`)
     await a.page.fill('[data-fairy-input]', '')
-    await shot(b.page, '12e-bob-disbanded-the-project')
+    await projectShot(b.page, '12e-bob-disbanded-the-project')
   })
 
   await step('dismissing the fairy removes its sprite in both', async () => {

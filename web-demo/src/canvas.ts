@@ -529,7 +529,8 @@ export class Canvas {
       selection: this.selection,
       style: this.style,
       awareness: this.d.awareness,
-      tasks: ops.roots(this.d.doc).tasks
+      tasks: ops.roots(this.d.doc).tasks,
+      projects: this.d.doc.getMap('projects')
     })
   }
 }

@@ -104,20 +104,27 @@ export function fairyProjectColor (fairyId: string, projectId: string | null, pr
   return projects.find(p => isLiveProject(p.status) && p.members.includes(fairyId))?.color ?? null
 }
 
-/** Every task, and its frame on the canvas when it has finite bounds. */
-export function readTasks (tasks: Y.Map<unknown>): Task[] {
+/**
+ * Every task, and its frame on the canvas when it has finite bounds. A task of an aborted
+ * project (`projects`) that was not done reads as `aborted`, without a frame: disbanding leaves
+ * its tasks as they were in the document, and the project is over.
+ */
+export function readTasks (tasks: Y.Map<unknown>, projects: readonly Project[] = []): Task[] {
+  const aborted = new Set(projects.filter(p => p.status === 'aborted').map(p => p.id))
   const out: Task[] = []
   tasks.forEach((value, id) => {
     const p = plain(value)
     if (p === null) return
     const title = s(p.title, id)
-    const status = s(p.status, 'todo')
+    const projectId = typeof p.projectId === 'string' && p.projectId !== '' ? p.projectId : null
+    const given = s(p.status, 'todo')
+    const ended = projectId !== null && aborted.has(projectId) && given !== 'done'
+    const status = ended ? 'aborted' : given
     const assignedTo = s(p.assignedTo)
     const x = n(p.x); const y = n(p.y); const w = n(p.w); const h = n(p.h)
-    const frame = x !== null && y !== null && w !== null && h !== null && w > 0 && h > 0
+    const frame = !ended && x !== null && y !== null && w !== null && h !== null && w > 0 && h > 0
       ? { id, title, status, assignee: assignedTo, box: { x, y, w, h } }
       : null
-    const projectId = typeof p.projectId === 'string' && p.projectId !== '' ? p.projectId : null
     out.push({ id, title, status, assignedTo, projectId, frame })
   })
   return out.sort((a, b) => a.title.localeCompare(b.title) || (a.id < b.id ? -1 : 1))

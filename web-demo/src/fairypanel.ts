@@ -189,7 +189,8 @@ export class FairyPanel {
 
   /** The projects list: each project's title, status, members and progress; live ones can be disbanded. */
   renderProjects (): void {
-    const rows = projectRows(readProjects(this.d.doc.getMap('projects')), readTasks(this.d.doc.getMap('tasks')), this.look().names)
+    const projects = readProjects(this.d.doc.getMap('projects'))
+    const rows = projectRows(projects, readTasks(this.d.doc.getMap('tasks'), projects), this.look().names)
     const key = JSON.stringify(rows)
     if (key === this.keys.projects) return
     this.keys.projects = key

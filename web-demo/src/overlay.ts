@@ -212,7 +212,7 @@ export function renderFairies (fairies: FairySprite[]): VNode {
   }))
 }
 
-/** A fairy task's spatial bounds: a labelled dashed frame (title, assignee, status). */
+/** A fairy task's spatial bounds: a dashed frame labelled inside (title, assignee, status). */
 export interface TaskFrame { id: string, title: string, status: string, assignee: string, box: Box }
 
 /** The label of a task frame: `title · assignee · status` (the assignee when there is one). */
@@ -226,7 +226,9 @@ export function renderTaskFrames (tasks: TaskFrame[], zoom: number, names: Reado
     const color = t.status === 'done' ? '#4cb05e' : '#ae3ec9'
     return h('g', { 'data-task': t.id, 'data-status': t.status, 'data-assignee': t.assignee !== '' ? t.assignee : undefined }, [
       outline(t.box, zoom, color, true),
-      h('text', { x: f(t.box.x), y: f(t.box.y - 8 / zoom), 'font-size': f(12 / zoom), fill: color, 'pointer-events': 'none' }, [taskLabel(t, names)])
+      // Inside the frame's top-left corner: a frame at the viewport's edge (a project split from
+      // the page's viewport) keeps its label on screen.
+      h('text', { x: f(t.box.x + 6 / zoom), y: f(t.box.y + 16 / zoom), 'font-size': f(12 / zoom), fill: color, 'pointer-events': 'none' }, [taskLabel(t, names)])
     ])
   }))
 }

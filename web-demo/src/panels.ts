@@ -55,7 +55,8 @@ export function renderPeople (list: HTMLElement, awareness: Awareness, me: Local
 
 /** The task panel: every task (`data-task-item`), grouped by project. */
 export function renderTaskList (panel: HTMLElement, doc: Y.Doc, names: ReadonlyMap<string, string> = new Map()): void {
-  const groups = groupTasks(readTasks(roots(doc).tasks), readProjects(doc.getMap('projects')))
+  const projects = readProjects(doc.getMap('projects'))
+  const groups = groupTasks(readTasks(roots(doc).tasks, projects), projects)
   if (groups.length === 0) {
     panel.replaceChildren(el('li', { class: 'empty' }, 'No tasks yet. Fairy projects list their tasks here.'))
     return
@@ -66,7 +67,7 @@ export function renderTaskList (panel: HTMLElement, doc: Y.Doc, names: ReadonlyM
     if (g.project !== null) title.style.color = g.project.color
     const ul = el('ul')
     ul.append(...g.tasks.map(t => el('li', { 'data-task-item': t.id, 'data-status': t.status },
-      `${t.status === 'done' ? '✔' : t.status === 'in-progress' ? '…' : '○'} ${t.title}${t.assignedTo !== '' ? ` (${names.get(t.assignedTo) ?? t.assignedTo})` : ''}`)))
+      `${t.status === 'done' ? '✔' : t.status === 'in-progress' ? '…' : t.status === 'aborted' ? '✕' : '○'} ${t.title}${t.assignedTo !== '' ? ` (${names.get(t.assignedTo) ?? t.assignedTo})` : ''}`)))
     li.append(title, ul)
     return li
   }))

@@ -28,6 +28,7 @@ export function projectRows (projects: readonly Project[], tasks: readonly Task[
     const order = [leader, ...p.members.filter(m => m !== leader)].filter(m => m !== '')
     const mine = tasks.filter(t => t.projectId === p.id)
     const done = mine.filter(t => t.status === 'done').length
+    // `tasks` read with the projects (`readTasks`): an aborted project's unfinished tasks say so.
     return {
       id: p.id,
       title: p.title,

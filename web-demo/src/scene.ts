@@ -10,7 +10,7 @@ import {
   renderTaskFrames, translateShape, withBox, type FairySprite
 } from './overlay.js'
 import { readPeers } from './presence.js'
-import { readTasks } from './fairydoc.js'
+import { readProjects, readTasks } from './fairydoc.js'
 import { h, toDom, type VNode } from './vnode.js'
 
 /** The pointer gesture in progress; it becomes one transaction when the pointer is released. */
@@ -35,6 +35,8 @@ export interface SceneState {
   style: { color: string, fill: string }
   awareness: Awareness
   tasks: Y.Map<unknown>
+  /** The `projects` root: the tasks of an aborted project get no frame. */
+  projects: Y.Map<unknown>
   /** The fairy sprites as they are drawn this frame. */
   sprites: FairySprite[]
   /** Display names by id (fairy ids and people's subs), for task frame labels. */
@@ -87,7 +89,7 @@ export function drawScene (layers: Layers, st: SceneState): void {
   // Previews are not shapes yet: keep them out of `[data-shape-id]` queries.
   layers.overlay.replaceChildren(...overlay.map(v => toDom(stripPreviewIds(v))))
   layers.tasks.replaceChildren(toDom(renderTaskFrames(
-    readTasks(st.tasks).flatMap(t => (t.frame !== null ? [t.frame] : [])), cam.zoom, st.names)))
+    readTasks(st.tasks, readProjects(st.projects)).flatMap(t => (t.frame !== null ? [t.frame] : [])), cam.zoom, st.names)))
   drawFairies(layers, st.sprites)
   layers.cursors.replaceChildren(toDom(renderCursors(users, cam)))
 }

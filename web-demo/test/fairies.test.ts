@@ -151,11 +151,14 @@ test('overlay: sprites carry pose, mode, flip, hat, selection, project colour an
 })
 
 test('overlay: task frames are data-task with title, assignee and status', () => {
-  const frame = { id: 't1', title: 'Roof', status: 'in-progress', assignee: 'f2', box: { x: 0, y: 0, w: 10, h: 10 } }
+  const frame = { id: 't1', title: 'Roof', status: 'in-progress', assignee: 'f2', box: { x: 0, y: 0, w: 200, h: 100 } }
   const v = renderTaskFrames([frame], 1, new Map([['f2', 'Zed']]))
   const g = findNode(v, n => n.attrs['data-task'] === 't1')
   assert.ok(g !== null)
   assert.equal(textOf(g), 'Roof · Zed · in-progress')
+  const label = findNode(v, n => n.tag === 'text')
+  const [lx, ly] = [Number(label?.attrs.x), Number(label?.attrs.y)]
+  assert.ok(lx > frame.box.x && lx < frame.box.x + frame.box.w && ly > frame.box.y && ly < frame.box.y + frame.box.h, 'the label is inside the frame')
   assert.equal(taskLabel({ ...frame, assignee: '' }), 'Roof · in-progress')
 })
 

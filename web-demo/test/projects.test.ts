@@ -71,6 +71,21 @@ test('projects: only a live project colours its members', () => {
   assert.deepEqual(['planning', 'active', 'done', 'aborted', ''].map(isLiveProject), [true, true, false, false, false])
 })
 
+test('projects: an aborted project\'s unfinished tasks read as aborted and lose their frames; done ones stay', () => {
+  const doc = serverDoc()
+  ;(doc.getMap('tasks').get('p-0123456789/t2') as Y.Map<unknown>).set('status', 'done')
+  ;(doc.getMap('projects').get('p-0123456789') as Y.Map<unknown>).set('status', 'aborted')
+  const projects = readProjects(doc.getMap('projects'))
+  const tasks = readTasks(doc.getMap('tasks'), projects)
+  const house = tasks.find(t => t.id === 'p-0123456789/t1')
+  assert.deepEqual([house?.status, house?.frame], ['aborted', null])
+  assert.equal(tasks.find(t => t.id === 'p-0123456789/t2')?.frame?.status, 'done')
+  assert.equal(tasks.find(t => t.id === 'f-s/t1')?.status, 'todo')
+  // Without the projects (or while it lives), the document's status as written.
+  assert.equal(readTasks(doc.getMap('tasks')).find(t => t.id === 'p-0123456789/t1')?.status, 'in-progress')
+  assert.deepEqual(projectRows(projects, tasks, new Map()).map(r => [r.status, r.progress, r.live]), [['aborted', '1/2 tasks done', false]])
+})
+
 test('projects: list rows name the leader first, count tasks done, and offer disband only while live', () => {
   const doc = serverDoc()
   const names = new Map([['f-o', 'Orla'], ['f-a', 'Dart'], ['f-b', 'Echo']])
