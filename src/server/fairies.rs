@@ -18,7 +18,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::rejection::{BytesRejection, JsonRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -36,7 +36,7 @@ use crate::agent::hub::HubError;
 use crate::agent::interrupt::Interrupt;
 use crate::agent::modes::Mode;
 use crate::agent::runtime::Request;
-use crate::auth::{Scope, unix_now};
+use crate::auth::Scope;
 use crate::canvas::geometry::Bounds;
 use crate::room::RoomName;
 
@@ -129,20 +129,8 @@ fn admit(
     query: &HashMap<String, String>,
     headers: &HeaderMap,
 ) -> Result<(RoomName, String), ApiError> {
-    let name = RoomName::parse(room)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_room_name", e.to_string()))?;
-    let Some(auth) = &state.auth else {
-        return Ok((name, "anonymous".into()));
-    };
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let token =
-        crate::auth::token_from_request(query.get("token").map(String::as_str), authorization)
-            .ok_or(crate::auth::AuthError::MissingToken)?;
-    let claims = auth.authenticate(token, unix_now())?;
-    crate::auth::authorize_scope(&claims, name.as_str(), Scope::Fairies)?;
-    Ok((name, claims.sub))
+    let token = query.get("token").map(String::as_str);
+    super::access::admit_scope(state, room, token, headers, Scope::Fairies)
 }
 
 fn fairy_id(raw: &str) -> Result<FairyId, ApiError> {
@@ -288,6 +276,7 @@ async fn prompt(
         bounds,
         selected: body.selected_shape_ids,
         source: "user".into(),
+        from_user: Some(sub),
     };
     let interrupt = Interrupt {
         input: Some(request),
