@@ -26,6 +26,8 @@ pub struct RuntimeConfig {
     pub history_budget: usize,
     /// Tentative application throttle.
     pub throttle: ThrottleConfig,
+    /// Whether requests carry a screenshot of their bounds (`--llm-vision`).
+    pub vision: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -34,6 +36,7 @@ impl Default for RuntimeConfig {
             max_iterations: DEFAULT_MAX_ITERATIONS,
             history_budget: super::memory::HISTORY_BUDGET_CHARS,
             throttle: ThrottleConfig::default(),
+            vision: false,
         }
     }
 }
@@ -104,6 +107,9 @@ pub struct Request {
     pub selected: Vec<String>,
     /// `user` or `self`.
     pub source: String,
+    /// The token `sub` of the person who asked (whose viewport the prompt shows); follow-ups
+    /// keep the one of the request they follow.
+    pub from_user: Option<String>,
 }
 
 impl Request {
@@ -114,6 +120,7 @@ impl Request {
             bounds,
             selected: Vec::new(),
             source: "self".into(),
+            from_user: None,
         }
     }
 
@@ -125,6 +132,9 @@ impl Request {
         }
         if !other.selected.is_empty() {
             self.selected = other.selected;
+        }
+        if other.from_user.is_some() {
+            self.from_user = other.from_user;
         }
     }
 }
@@ -140,9 +150,15 @@ mod tests {
             bounds: Some(Bounds::new(0.0, 0.0, 1.0, 1.0)),
             selected: vec!["s".into()],
             source: "user".into(),
+            from_user: Some("ann".into()),
         };
         r.merge(Request::follow_up("b", None));
         assert_eq!(r.messages, ["a", "b"]);
+        assert_eq!(
+            r.from_user.as_deref(),
+            Some("ann"),
+            "a follow-up keeps who asked"
+        );
         assert_eq!(r.bounds, Some(Bounds::new(0.0, 0.0, 1.0, 1.0)));
         r.merge(Request::follow_up(
             "c",

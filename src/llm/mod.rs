@@ -13,6 +13,7 @@
 //! - [`usage`]: token accounting.
 //! - [`offline`]: the embedded default model (no network, no key).
 //! - [`mock`]: the scripted mock model server (tests and `fairyring mock-model`).
+//! - [`vision`]: which models take images (`--llm-vision auto`).
 
 pub mod anthropic;
 pub mod clock;
@@ -24,6 +25,7 @@ pub mod openai;
 pub mod sse;
 pub mod types;
 pub mod usage;
+pub mod vision;
 
 use std::sync::Arc;
 use std::time::Duration;
