@@ -315,4 +315,101 @@ mod tests {
         );
         assert_eq!(readable_time(0), "Thursday 1 January 1970, 00:00 UTC");
     }
+
+    #[test]
+    fn the_system_prompt_places_the_sections_in_order() {
+        let r = crate::agent::runtime_actions::full_registry();
+        let extras = PromptExtras {
+            instructions: Some("Use blue.".into()),
+            screenshot: Some(Screenshot {
+                area: Bounds::new(0.0, 0.0, 10.0, 10.0),
+                width: 10,
+                height: 10,
+                media_type: "image/png",
+                base64: String::new(),
+                bytes: 0,
+            }),
+            ..PromptExtras::default()
+        };
+        let s =
+            super::super::prompt::system_prompt(&fairy("tidy"), Mode::Soloing, &r, false, &extras);
+        let pos = |needle: &str| {
+            s.find(needle)
+                .unwrap_or_else(|| panic!("no {needle:?} in {s}"))
+        };
+        let order = [
+            "You are Pip",
+            "## Your personality\ntidy.",
+            "## The canvas",
+            "## Rules",
+            "The image shows the request bounds",
+            "## Working alone",
+            "## Mode\n",
+            "## Room instructions",
+            "## Response schema",
+        ];
+        for pair in order.windows(2) {
+            assert!(
+                pos(pair[0]) < pos(pair[1]),
+                "{:?} before {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+        // A mode that cannot edit the canvas gets no rules; no instructions, no section.
+        let s = super::super::prompt::system_prompt(
+            &fairy("tidy"),
+            Mode::StandingBy,
+            &r,
+            false,
+            &PromptExtras::default(),
+        );
+        assert!(
+            !s.contains("## Rules") && !s.contains("## Room instructions"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn blurry_shapes_include_those_straddling_the_bounds() {
+        use crate::agent::changes::ChangeReport;
+        use crate::agent::prompt::{PromptInput, context_parts};
+        let shapes: Vec<_> = [
+            json!({"_type": "rectangle", "shapeId": "inside", "x": 10, "y": 10, "w": 10, "h": 10}),
+            json!({"_type": "rectangle", "shapeId": "edge", "x": 90, "y": 10, "w": 50, "h": 10}),
+            json!({"_type": "rectangle", "shapeId": "away", "x": 900, "y": 900, "w": 10, "h": 10}),
+        ]
+        .iter()
+        .filter_map(|v| crate::canvas::format::from_simple(v, &Default::default()).ok())
+        .collect();
+        let f = fairy("tidy");
+        let input = PromptInput {
+            fairy: &f,
+            mode: Mode::Soloing,
+            history: &[],
+            messages: &[],
+            bounds: Bounds::new(0.0, 0.0, 100.0, 100.0),
+            page_id: crate::canvas::schema::MAIN_PAGE,
+            shapes: &shapes,
+            selected: &[],
+            changes: &ChangeReport::default(),
+            todo: &[],
+            tasks: &[],
+            other_fairies: vec![],
+            corrections: &[],
+            time: readable_time(0),
+            history_budget: 10_000,
+            extras: &PromptExtras::default(),
+        };
+        let parts = context_parts(&input, &mut PromptTransform::new(0.0, 0.0));
+        let ids: Vec<&str> = parts["blurryShapes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["shapeId"].as_str())
+            .collect();
+        assert_eq!(ids, ["inside", "edge"]);
+        assert_eq!(parts["peripheralClusters"][0]["numberOfShapes"], json!(1));
+        assert_eq!(parts["time"], json!("Thursday 1 January 1970, 00:00 UTC"));
+    }
 }
