@@ -32,6 +32,18 @@ pub enum LlmProvider {
     Openai,
 }
 
+/// Whether fairy requests carry a screenshot of their bounds (docs/fairies.md "What a fairy sees").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LlmVision {
+    /// Only to models known to take images ([`crate::llm::vision::accepts_images`]).
+    #[default]
+    Auto,
+    /// Always (for a model `auto` does not know).
+    On,
+    /// Never.
+    Off,
+}
+
 /// JWT signature algorithm; fixed by configuration, never read from a token's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum JwtAlg {
@@ -157,6 +169,10 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_LLM_BASE_URL")]
     pub llm_base_url: Option<String>,
 
+    /// Screenshots in fairy requests: `auto` (models known to take images), `on` or `off`.
+    #[arg(long, env = "FAIRYRING_LLM_VISION", value_enum, default_value = "auto")]
+    pub llm_vision: LlmVision,
+
     /// Seconds without a byte from the model before a request is treated as timed out.
     #[arg(long, env = "FAIRYRING_LLM_TIMEOUT", default_value_t = 60)]
     pub llm_timeout: u64,
@@ -236,6 +252,7 @@ impl ServeConfig {
             llm: LlmProvider::Offline,
             llm_model: None,
             llm_base_url: None,
+            llm_vision: LlmVision::Auto,
             llm_timeout: 60,
             llm_max_retries: 4,
             llm_pace_ms: 0,

@@ -92,6 +92,11 @@ impl Rooms {
         }
     }
 
+    /// The store rooms are kept in (for what sits beside documents, such as room instructions).
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
     /// Rooms currently loaded.
     pub fn loaded(&self) -> Vec<Arc<Room>> {
         let slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
@@ -288,6 +293,12 @@ mod tests {
         }
         async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
             self.inner.delete_fairy_state(room, fairy).await
+        }
+        async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
+            self.inner.load_instructions(room).await
+        }
+        async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError> {
+            self.inner.save_instructions(room, text).await
         }
     }
 

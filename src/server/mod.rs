@@ -1,7 +1,8 @@
 //! The network edge: the only module that touches sockets.
 //!
 //! Owns the HTTP router (`/rooms/{room}` WebSocket upgrade, `/healthz`, `/metrics`, the web
-//! demo, the fairy API in [`fairies`]), connection admission, the WebSocket handshake
+//! demo, the fairy API in [`fairies`], image exports in [`export`], room instructions in
+//! [`instructions`]), connection admission, the WebSocket handshake
 //! ([`upgrade`]), request-body limits ([`body`]), per-socket tasks ([`ws`]), the mapping of
 //! errors to HTTP and close codes ([`error`]), logging set-up ([`logging`]) and graceful
 //! shutdown (SIGINT/SIGTERM flush every room). Rooms, stores and auth are used through their module APIs.
@@ -9,7 +10,9 @@
 pub mod access;
 pub mod body;
 pub mod error;
+pub mod export;
 pub mod fairies;
+pub mod instructions;
 pub mod logging;
 pub mod projects;
 pub mod upgrade;
@@ -117,6 +120,7 @@ pub async fn start_with(
         max_iterations: config.fairy_max_iterations.max(1),
         history_budget: config.fairy_history_chars.max(1000),
         throttle: crate::agent::throttle::ThrottleConfig::from_serve(&config),
+        vision: crate::llm::vision::vision_enabled(&config),
     };
     let limits = crate::agent::hub::HubLimits {
         max_per_room: config.max_fairies_per_room,
@@ -192,7 +196,9 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .merge(fairies::routes())
-        .merge(projects::routes());
+        .merge(projects::routes())
+        .merge(export::routes())
+        .merge(instructions::routes());
     if state.config.dev {
         router = router.route("/auth/dev-token", axum::routing::post(access::dev_token));
     }

@@ -2,7 +2,7 @@
 //!
 //! Owns the narrow async [`Store`] trait (an append-only update log per room plus a compacted
 //! snapshot, and beside it a table of fairies' private state keyed by room and fairy id, which
-//! is never part of a document nor broadcast) and its implementations: [`sqlite::SqliteStore`] (the embedded default, WAL, group
+//! is never part of a document nor broadcast, and each room's instructions for its fairies) and its implementations: [`sqlite::SqliteStore`] (the embedded default, WAL, group
 //! commit across rooms) and [`memory::MemoryStore`] (tests and `--store memory:`). Only this
 //! module touches databases; it knows nothing about sockets, peers or the Yjs protocol.
 
@@ -83,6 +83,13 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes a fairy's private state, durably; deleting a missing one is not an error.
     async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError>;
 
+    /// The room's instructions for its fairies (plain text an admin set with
+    /// `PUT /rooms/{room}/instructions`); `None` when none are set.
+    async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError>;
+
+    /// Replaces the room's instructions, durably; an empty text removes them.
+    async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError>;
+
     /// Flushes and closes the store (called once at shutdown).
     async fn close(&self) {}
 }
@@ -133,6 +140,28 @@ mod tests {
         let other = RoomName::parse("other").unwrap();
         assert!(store.load(&other).await.unwrap().updates.is_empty());
         fairy_state_contract(store.as_ref(), &room, &other).await;
+        instructions_contract(store.as_ref(), &room, &other).await;
+    }
+
+    /// Room instructions: per room, replaced on save, removed by an empty text.
+    async fn instructions_contract(store: &dyn Store, room: &RoomName, other: &RoomName) {
+        assert_eq!(store.load_instructions(room).await.unwrap(), None);
+        store.save_instructions(room, "Use blue.").await.unwrap();
+        store
+            .save_instructions(room, "Use red, é ✓.")
+            .await
+            .unwrap();
+        store.save_instructions(other, "Other.").await.unwrap();
+        assert_eq!(
+            store.load_instructions(room).await.unwrap().as_deref(),
+            Some("Use red, é ✓.")
+        );
+        store.save_instructions(other, "").await.unwrap();
+        assert_eq!(store.load_instructions(other).await.unwrap(), None);
+        assert_eq!(
+            store.load_instructions(room).await.unwrap().as_deref(),
+            Some("Use red, é ✓.")
+        );
     }
 
     async fn stored(store: &dyn Store, room: &RoomName, fairy: &str) -> Option<Bytes> {
@@ -206,6 +235,11 @@ mod tests {
                 .as_deref(),
             Some(&b"two"[..]),
             "fairy state survives a reopen"
+        );
+        assert_eq!(
+            store.load_instructions(&room).await.unwrap().as_deref(),
+            Some("Use red, é ✓."),
+            "instructions survive a reopen"
         );
     }
 

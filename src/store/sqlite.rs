@@ -1,7 +1,7 @@
 //! The embedded SQLite [`Store`]: one file, WAL journal, `synchronous=FULL`.
 //!
-//! Tables: `updates` and `snapshots` (each room's log) and `fairy_states` (each fairy's private
-//! state, keyed by room and fairy id). The schema is created, or completed for a database made
+//! Tables: `updates` and `snapshots` (each room's log), `fairy_states` (each fairy's private
+//! state, keyed by room and fairy id) and `room_instructions` (a room's text for its fairies). The schema is created, or completed for a database made
 //! by an earlier version, when the store opens.
 //!
 //! Writes go through one writer task that performs *group commit*: every write request (log
@@ -46,6 +46,10 @@ const SCHEMA: &[&str] = &[
         data BLOB NOT NULL,
         PRIMARY KEY (room, fairy)
     ) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS room_instructions (
+        room TEXT PRIMARY KEY NOT NULL,
+        text TEXT NOT NULL
+    )",
 ];
 
 enum WriteReq {
@@ -227,6 +231,31 @@ impl Store for SqliteStore {
             done,
         })
         .await
+    }
+
+    async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT text FROM room_instructions WHERE room = ?")
+            .bind(room.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get::<String, _>(0)).transpose()?)
+    }
+
+    /// Written outside the group-commit writer: an admin's rare edit needs no batching, and
+    /// SQLite serialises it with the writer's transactions (busy timeout).
+    async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError> {
+        let query = if text.is_empty() {
+            sqlx::query("DELETE FROM room_instructions WHERE room = ?1").bind(room.as_str())
+        } else {
+            sqlx::query(
+                "INSERT INTO room_instructions (room, text) VALUES (?1, ?2)
+                 ON CONFLICT(room) DO UPDATE SET text = excluded.text",
+            )
+            .bind(room.as_str())
+            .bind(text)
+        };
+        query.execute(&self.pool).await?;
+        Ok(())
     }
 
     async fn close(&self) {
