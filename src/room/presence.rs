@@ -23,6 +23,8 @@ pub(crate) enum Owner {
     Conn(u64),
     /// The server (a fairy).
     Server,
+    /// A peer or fairy of another node (scale-out), removed when that node goes.
+    Remote(crate::pubsub::NodeId),
 }
 
 /// The peers of a room and the ownership of awareness ids, under one lock.
@@ -63,7 +65,8 @@ impl Room {
             update.clients.retain(|id, _| match peers.owners.get(id) {
                 Some(Owner::Conn(owner)) => *owner == conn,
                 Some(Owner::Server) => false,
-                None => {
+                // A client that moved here from another node keeps its awareness id.
+                Some(Owner::Remote(_)) | None => {
                     peers.owners.insert(*id, Owner::Conn(conn));
                     if let Some(link) = peers.links.get_mut(&conn) {
                         link.awareness_ids.insert(*id);
@@ -80,6 +83,7 @@ impl Room {
             matches!(awareness.apply_update_summary(update.clone()), Ok(Some(_)))
         };
         if changed {
+            self.publish_awareness(&update);
             self.broadcast(&protocol::awareness(update), Some(conn));
         }
     }
@@ -89,12 +93,15 @@ impl Room {
         if ids.is_empty() {
             return;
         }
-        {
+        // Only removals of this node's own states are published: other nodes' states are
+        // theirs to remove (a timed-out relay must not remove a live peer elsewhere).
+        let local: Vec<ClientID> = {
             let mut peers = self.lock_peers();
-            for id in &ids {
-                peers.owners.remove(id);
-            }
-        }
+            ids.iter()
+                .filter(|id| !matches!(peers.owners.remove(id), Some(Owner::Remote(_))))
+                .copied()
+                .collect()
+        };
         let removal = {
             let mut awareness = self.lock_awareness();
             let mut clients = HashMap::new();
@@ -114,6 +121,15 @@ impl Room {
             update
         };
         if !removal.clients.is_empty() {
+            let published = AwarenessUpdate {
+                clients: removal
+                    .clients
+                    .iter()
+                    .filter(|(id, _)| local.contains(id))
+                    .map(|(id, entry)| (*id, entry.clone()))
+                    .collect(),
+            };
+            self.publish_awareness(&published);
             self.broadcast(&protocol::awareness(removal), None);
         }
     }
@@ -191,6 +207,7 @@ impl Room {
             let _ = awareness.apply_update(update.clone());
             update
         };
+        self.publish_awareness(&update);
         self.broadcast(&protocol::awareness(update), None);
         Ok(())
     }

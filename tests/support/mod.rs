@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fairy_http;
+pub mod services;
 
 use std::time::Duration;
 
