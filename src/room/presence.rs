@@ -64,9 +64,11 @@ impl Room {
             let peers = &mut *peers;
             update.clients.retain(|id, _| match peers.owners.get(id) {
                 Some(Owner::Conn(owner)) => *owner == conn,
-                Some(Owner::Server) => false,
-                // A client that moved here from another node keeps its awareness id.
-                Some(Owner::Remote(_)) | None => {
+                // y-websocket clients echo every state they hear of: a state another node
+                // owns stays its own (a client that moved here is taken on once that node's
+                // state of it is gone, at its next renewal).
+                Some(Owner::Server | Owner::Remote(_)) => false,
+                None => {
                     peers.owners.insert(*id, Owner::Conn(conn));
                     if let Some(link) = peers.links.get_mut(&conn) {
                         link.awareness_ids.insert(*id);

@@ -118,7 +118,9 @@ pub async fn kill_subscriptions(prefix: &str) -> usize {
         .collect();
     for id in &ids {
         let _: i64 = redis::cmd("CLIENT")
-            .args(["KILL", "ID", id])
+            .arg("KILL")
+            .arg("ID")
+            .arg(id)
             .query_async(&mut connection)
             .await
             .expect("CLIENT KILL");
