@@ -9,20 +9,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use support::services::{Node, PgSchema};
-use support::{Client, put_shape};
+use support::{Client, put_shape, shape_ids};
 use yrs::{Map, Transact};
 
 /// `--store` arguments of the SQLite database file `db`.
 fn sqlite_args(db: &std::path::Path) -> Vec<String> {
     vec!["--store".into(), format!("sqlite:{}", db.display())]
-}
-
-fn shape_ids(client: &Client) -> Vec<String> {
-    let shapes = client.doc.get_or_insert_map("shapes");
-    let txn = client.doc.transact();
-    let mut ids: Vec<String> = shapes.keys(&txn).map(str::to_owned).collect();
-    ids.sort();
-    ids
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

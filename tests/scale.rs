@@ -11,8 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use support::services::{Node, PgSchema, kill_subscriptions, node_args, redis_prefix};
-use support::{Client, metrics_text, put_shape};
-use yrs::{Map, Transact};
+use support::{Client, metrics_text, put_shape, shape_count, shape_ids};
 
 /// Two nodes of one deployment, or `None` when a service is down.
 async fn two_nodes(tag: &str) -> Option<(PgSchema, String, Node, Node)> {
@@ -22,21 +21,6 @@ async fn two_nodes(tag: &str) -> Option<(PgSchema, String, Node, Node)> {
     let a = Node::spawn(&args);
     let b = Node::spawn(&args);
     Some((pg, prefix, a, b))
-}
-
-fn shape_count(client: &Client) -> u32 {
-    client
-        .doc
-        .get_or_insert_map("shapes")
-        .len(&client.doc.transact())
-}
-
-fn shape_ids(client: &Client) -> Vec<String> {
-    let shapes = client.doc.get_or_insert_map("shapes");
-    let txn = client.doc.transact();
-    let mut ids: Vec<String> = shapes.keys(&txn).map(str::to_owned).collect();
-    ids.sort();
-    ids
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -77,17 +77,21 @@ impl Room {
                 }
             });
         }
-        if update.clients.is_empty() {
-            return;
-        }
-        let changed = {
-            let mut awareness = self.lock_awareness();
-            matches!(awareness.apply_update_summary(update.clone()), Ok(Some(_)))
-        };
-        if changed {
+        if let Some(update) = self.apply_awareness(update) {
             self.publish_awareness(&update);
             self.broadcast(&protocol::awareness(update), Some(conn));
         }
+    }
+
+    /// Applies the (ownership-filtered) states of an awareness update; returns the update when
+    /// it changed something, to be relayed.
+    pub(crate) fn apply_awareness(&self, update: AwarenessUpdate) -> Option<AwarenessUpdate> {
+        if update.clients.is_empty() {
+            return None;
+        }
+        let mut awareness = self.lock_awareness();
+        let changed = matches!(awareness.apply_update_summary(update.clone()), Ok(Some(_)));
+        changed.then_some(update)
     }
 
     /// Removes awareness states (a peer left, or timed out) and tells everyone.

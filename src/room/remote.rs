@@ -186,14 +186,7 @@ impl Room {
                     }
                 });
         }
-        if update.clients.is_empty() {
-            return;
-        }
-        let changed = {
-            let mut awareness = self.lock_awareness();
-            matches!(awareness.apply_update_summary(update.clone()), Ok(Some(_)))
-        };
-        if changed {
+        if let Some(update) = self.apply_awareness(update) {
             self.broadcast(&protocol::awareness(update), None);
         }
     }

@@ -225,6 +225,25 @@ pub fn fresh_copy(doc: &Doc) -> Doc {
 }
 
 /// A shape map's `x` as seen by a client.
+/// The ids of the shapes a client holds, sorted.
+pub fn shape_ids(client: &Client) -> Vec<String> {
+    use yrs::Map;
+    let shapes = client.doc.get_or_insert_map("shapes");
+    let txn = client.doc.transact();
+    let mut ids: Vec<String> = shapes.keys(&txn).map(str::to_owned).collect();
+    ids.sort();
+    ids
+}
+
+/// How many shapes a client holds.
+pub fn shape_count(client: &Client) -> u32 {
+    use yrs::Map;
+    client
+        .doc
+        .get_or_insert_map("shapes")
+        .len(&client.doc.transact())
+}
+
 pub fn shape_x(doc: &Doc, id: &str) -> Option<f64> {
     use yrs::{Map, Out};
     let shapes = doc.get_or_insert_map("shapes");
