@@ -37,7 +37,7 @@ pub enum Envelope {
         last_seq: u64,
         updates: Vec<Bytes>,
     },
-    /// An awareness update (y-protocols encoding) of states the node's own peers or fairies own.
+    /// An awareness update (y-protocols encoding) of states the node's own peers own.
     Awareness { node: NodeId, update: Bytes },
     /// A node that just (re)subscribed asks the others for their peers' awareness states.
     AwarenessQuery { node: NodeId },

@@ -99,12 +99,12 @@ impl Room {
         if ids.is_empty() {
             return;
         }
-        // Only removals of this node's own states are published: other nodes' states are
-        // theirs to remove (a timed-out relay must not remove a live peer elsewhere).
+        // Only removals of this node's own peers' states are published: other nodes' states
+        // are theirs to remove (a timed-out relay must not remove a live peer elsewhere).
         let local: Vec<ClientID> = {
             let mut peers = self.lock_peers();
             ids.iter()
-                .filter(|id| !matches!(peers.owners.remove(id), Some(Owner::Remote(_))))
+                .filter(|id| matches!(peers.owners.remove(id), Some(Owner::Conn(_)) | None))
                 .copied()
                 .collect()
         };
@@ -213,7 +213,8 @@ impl Room {
             let _ = awareness.apply_update(update.clone());
             update
         };
-        self.publish_awareness(&update);
+        // Not published to other nodes: every node that loads the room hosts its fairies
+        // (docs/scaling.md, "Limits"), and each shows its own hosting's presence.
         self.broadcast(&protocol::awareness(update), None);
         Ok(())
     }

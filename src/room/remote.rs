@@ -105,7 +105,7 @@ impl Room {
         }
     }
 
-    /// Publishes an awareness update of this node's own peers or fairies to the other nodes.
+    /// Publishes an awareness update of this node's own peers to the other nodes.
     pub(crate) fn publish_awareness(&self, update: &AwarenessUpdate) {
         if let Some(fanout) = &self.config.fanout
             && !update.clients.is_empty()
@@ -132,14 +132,14 @@ impl Room {
         }
     }
 
-    /// Answers another node's query with the states this node's peers and fairies own.
+    /// Answers another node's query with the states this node's peers own.
     pub(crate) fn publish_local_awareness(&self) {
         let local: Vec<ClientID> = {
             let peers = self.lock_peers();
             peers
                 .owners
                 .iter()
-                .filter(|(_, owner)| !matches!(owner, Owner::Remote(_)))
+                .filter(|(_, owner)| matches!(owner, Owner::Conn(_)))
                 .map(|(id, _)| *id)
                 .collect()
         };
