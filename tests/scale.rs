@@ -183,3 +183,43 @@ async fn a_dropped_subscription_is_caught_up_from_the_store() {
         "node B caught up from the store:\n{metrics}"
     );
 }
+
+/// A fairy invited through node A and prompted through node B (offline model) draws shapes
+/// that peers of both nodes see, and leaves none locked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fairy_invited_on_one_node_works_from_another() {
+    use support::fairy_http::{invite, locked_count, prompt, root_json};
+    let Some((_pg, _prefix, a, b)) = two_nodes("fairy").await else {
+        return;
+    };
+    let room = "fairy";
+    let mut on_a = Client::connect(&a.ws(), room).await;
+    let mut on_b = Client::connect(&b.ws(), room).await;
+    let id = invite(&a.http(), room, "Puck").await;
+    on_b.until("the fairy's entity on node B", |c| {
+        root_json(c, "fairies").get(&id).is_some()
+    })
+    .await;
+    prompt(&b.http(), room, &id, "three boxes in a row").await;
+    let by_fairy = |c: &Client| {
+        let shapes = fairyring_shapes(c);
+        shapes
+            .values()
+            .filter(|s| s["createdBy"] == serde_json::json!(format!("fairy:{id}")))
+            .count()
+    };
+    for client in [&mut on_a, &mut on_b] {
+        client
+            .until("three boxes by the fairy, none locked", |c| {
+                by_fairy(c) == 3 && locked_count(c) == 0
+            })
+            .await;
+    }
+}
+
+fn fairyring_shapes(c: &Client) -> serde_json::Map<String, serde_json::Value> {
+    support::fairy_http::shapes(c)
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
+}
