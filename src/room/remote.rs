@@ -61,6 +61,11 @@ impl SeqTracker {
         if last <= self.contiguous {
             return;
         }
+        // The single-node case (and the usual one): the range follows on, nothing is ahead.
+        if first <= self.contiguous + 1 && self.ahead.is_empty() {
+            self.contiguous = last;
+            return;
+        }
         let first = first.max(self.contiguous + 1);
         let end = self.ahead.entry(first).or_insert(last);
         *end = (*end).max(last);
