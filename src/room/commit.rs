@@ -277,11 +277,15 @@ async fn append_with_retry(room: &Arc<Room>, updates: Vec<Bytes>) -> Result<u64,
 
 /// Replaces the logged updates by one snapshot of the whole document.
 async fn compact(room: &Arc<Room>, log: &mut LogState) {
-    // The same encoding becomes the room's cold-load answer.
-    let snapshot = room.encode_and_install_cold();
     // Only up to what the document is known to hold: with several nodes appending, a later
     // sequence number of this node's may lie beyond one it has not received yet.
     let upto = log.seqs.contiguous();
+    if upto == 0 {
+        // Nothing the document is known to hold yet (a gap from the first update on).
+        return;
+    }
+    // The same encoding becomes the room's cold-load answer.
+    let snapshot = room.encode_and_install_cold();
     match room.store.compact(&room.name, snapshot, upto).await {
         Ok(()) => {
             tracing::debug!(room = %room.name, upto, "compacted update log");

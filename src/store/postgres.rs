@@ -117,7 +117,8 @@ impl Store for PostgresStore {
             .fetch_optional(&mut *tx)
             .await?;
         let (from_seq, snapshot) = match snapshot {
-            Some(row) if to_u64(row.try_get::<i64, _>(0)?) > after_seq => (
+            // A full load (`after_seq` 0) takes the snapshot whatever it covers.
+            Some(row) if after_seq == 0 || to_u64(row.try_get::<i64, _>(0)?) > after_seq => (
                 row.try_get::<i64, _>(0)?,
                 Some(Bytes::from(row.try_get::<Vec<u8>, _>(1)?)),
             ),
