@@ -17,7 +17,9 @@ use support::{Client, metrics_text, put_shape, shape_count, shape_ids};
 async fn two_nodes(tag: &str) -> Option<(PgSchema, String, Node, Node)> {
     let pg = PgSchema::fresh(tag).await?;
     let prefix = redis_prefix(tag).await?;
-    let args = node_args(&pg, &prefix);
+    let mut args = node_args(&pg, &prefix);
+    // Compact often: both nodes compact the logs they share while the other appends.
+    args.extend(["--compact-every".into(), "20".into()]);
     let a = Node::spawn(&args);
     let b = Node::spawn(&args);
     Some((pg, prefix, a, b))
@@ -25,7 +27,7 @@ async fn two_nodes(tag: &str) -> Option<(PgSchema, String, Node, Node)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_clients_on_two_nodes_converge() {
-    let Some((_pg, _prefix, a, b)) = two_nodes("converge").await else {
+    let Some((pg, prefix, a, b)) = two_nodes("converge").await else {
         return;
     };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
@@ -48,8 +50,10 @@ async fn official_clients_on_two_nodes_converge() {
         "node failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    // Everything is durable in the shared store: a fresh client of either node has it all.
-    for node in [&a, &b] {
+    // Everything is durable in the shared store, compacted by both nodes: a fresh client of
+    // either node, and of a third node that loads the room from the store, has it all.
+    let c = Node::spawn(&node_args(&pg, &prefix));
+    for node in [&a, &b, &c] {
         let mut fresh = Client::connect(&node.ws(), "two-nodes").await;
         fresh.until("201 shapes", |c| shape_count(c) == 201).await;
     }
