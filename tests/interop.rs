@@ -5,27 +5,13 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use fairyring::config::ServeConfig;
-use support::{Client, put_shape, shape_x};
+use support::{Client, ensure_npm_packages, put_shape, shape_x};
 
 fn interop_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
-}
-
-/// Installs the pinned npm packages once (what `.ci/run` also does).
-pub fn ensure_npm_packages(dir: &Path) {
-    if dir.join("node_modules/y-websocket").exists() {
-        return;
-    }
-    let status = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund"])
-        .current_dir(dir)
-        .status()
-        .expect("npm is required for the interop tests (install Node.js 20+)");
-    assert!(status.success(), "npm ci failed in {}", dir.display());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

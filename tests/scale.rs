@@ -31,10 +31,7 @@ async fn official_clients_on_two_nodes_converge() {
         return;
     };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
-    assert!(
-        dir.join("node_modules/y-websocket").exists(),
-        "run `npm ci --prefix tests/interop` first (the interop tests do it)"
-    );
+    support::ensure_npm_packages(&dir);
     let node = tokio::process::Command::new("node")
         .args(["scale.mjs", &a.ws(), &b.ws(), "two-nodes"])
         .current_dir(&dir)

@@ -244,6 +244,19 @@ pub fn shape_count(client: &Client) -> u32 {
         .len(&client.doc.transact())
 }
 
+/// Installs the pinned npm packages once (what `.ci/run` also does).
+pub fn ensure_npm_packages(dir: &std::path::Path) {
+    if dir.join("node_modules/y-websocket").exists() {
+        return;
+    }
+    let status = std::process::Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund"])
+        .current_dir(dir)
+        .status()
+        .expect("npm is required for the interop tests (install Node.js 20+)");
+    assert!(status.success(), "npm ci failed in {}", dir.display());
+}
+
 pub fn shape_x(doc: &Doc, id: &str) -> Option<f64> {
     use yrs::{Map, Out};
     let shapes = doc.get_or_insert_map("shapes");
