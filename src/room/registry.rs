@@ -165,14 +165,19 @@ impl Rooms {
     }
 
     async fn load(&self, name: &RoomName) -> Result<Arc<Room>, RoomError> {
+        // Subscribed before loading: what other nodes publish meanwhile waits in the
+        // subscription, and what the load already holds is skipped by sequence number.
+        let subscription = self
+            .inner
+            .config
+            .fanout
+            .as_ref()
+            .map(|fanout| fanout.subscribe(name));
         let stored = self.inner.store.load(name).await.map_err(|error| {
             tracing::error!(room = %name, %error, "loading room failed");
             RoomError::Store
         })?;
-        let log = LogState {
-            last_seq: stored.last_seq,
-            since_snapshot: stored.updates.len() as u64,
-        };
+        let log = LogState::new(stored.last_seq, stored.updates.len() as u64);
         let room = Room::new(
             name.clone(),
             stored,
@@ -195,7 +200,7 @@ impl Rooms {
         let task_room = room.clone();
         let shutdown = self.inner.shutdown.clone();
         self.inner.tracker.spawn(async move {
-            let stop = commit::run(task_room.clone(), log, shutdown).await;
+            let stop = commit::run(task_room.clone(), log, shutdown, subscription).await;
             let reason = match stop {
                 Stop::Idle => "idle",
                 Stop::Shutdown => "shutdown",
