@@ -32,6 +32,18 @@ pub enum LlmProvider {
     Openai,
 }
 
+/// Whether fairy requests carry a screenshot of their bounds (docs/fairies.md "What a fairy sees").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LlmVision {
+    /// Only to models known to take images ([`crate::llm::vision::accepts_images`]).
+    #[default]
+    Auto,
+    /// Always (for a model `auto` does not know).
+    On,
+    /// Never.
+    Off,
+}
+
 /// JWT signature algorithm; fixed by configuration, never read from a token's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum JwtAlg {
@@ -61,6 +73,21 @@ pub struct ServeConfig {
     /// or `postgres://…`.
     #[arg(long, env = "FAIRYRING_STORE", default_value = "sqlite:fairyring.db")]
     pub store: String,
+
+    /// PostgreSQL schema holding this deployment's tables (created if missing), so several
+    /// deployments or tests can share one database. Default `fairyring`.
+    #[arg(long, env = "FAIRYRING_STORE_SCHEMA")]
+    pub store_schema: Option<String>,
+
+    /// Pub/sub between the nodes of a scale-out deployment: `redis://HOST:PORT`. Every node
+    /// shares the same PostgreSQL `--store`; any node serves any room.
+    #[arg(long, env = "FAIRYRING_PUBSUB")]
+    pub pubsub: Option<String>,
+
+    /// Prefix of this deployment's Redis channels (`[A-Za-z0-9._-]`); defaults to the store
+    /// schema, else `fairyring`.
+    #[arg(long, env = "FAIRYRING_PUBSUB_PREFIX")]
+    pub pubsub_prefix: Option<String>,
 
     /// HS256 shared secret for verifying (and, with `token`, minting) JWTs.
     #[arg(long, env = "FAIRYRING_JWT_SECRET", hide_env_values = true)]
@@ -157,6 +184,10 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_LLM_BASE_URL")]
     pub llm_base_url: Option<String>,
 
+    /// Screenshots in fairy requests: `auto` (models known to take images), `on` or `off`.
+    #[arg(long, env = "FAIRYRING_LLM_VISION", value_enum, default_value = "auto")]
+    pub llm_vision: LlmVision,
+
     /// Seconds without a byte from the model before a request is treated as timed out.
     #[arg(long, env = "FAIRYRING_LLM_TIMEOUT", default_value_t = 60)]
     pub llm_timeout: u64,
@@ -215,6 +246,9 @@ impl ServeConfig {
         ServeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             store: "memory:".into(),
+            store_schema: None,
+            pubsub: None,
+            pubsub_prefix: None,
             jwt_secret: None,
             jwt_public_key: None,
             jwt_alg: JwtAlg::Hs256,
@@ -236,6 +270,7 @@ impl ServeConfig {
             llm: LlmProvider::Offline,
             llm_model: None,
             llm_base_url: None,
+            llm_vision: LlmVision::Auto,
             llm_timeout: 60,
             llm_max_retries: 4,
             llm_pace_ms: 0,
@@ -247,6 +282,15 @@ impl ServeConfig {
             fairy_api_rate_per_min: 60,
             fairy_token_budget: 1_000_000,
         }
+    }
+
+    /// The Redis channel prefix of this deployment (`--pubsub-prefix`, else the store schema,
+    /// else `fairyring`).
+    pub fn pubsub_prefix(&self) -> &str {
+        self.pubsub_prefix
+            .as_deref()
+            .or(self.store_schema.as_deref())
+            .unwrap_or("fairyring")
     }
 
     /// The idle time after which an unused room is unloaded.

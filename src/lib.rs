@@ -9,7 +9,8 @@
 //! - [`origin`]: who authored a transaction (`client:CONN:SUB`, `fairy:ID`, `system`).
 //! - [`protocol`]: sans-IO y-protocols framing: decode inbound frames, encode outbound ones.
 //! - [`room`]: one document + awareness per room, its peers, durable-then-broadcast pipeline.
-//! - [`store`]: the narrow async `Store` trait and its SQLite / in-memory implementations.
+//! - [`store`]: the narrow async `Store` trait and its SQLite / PostgreSQL / in-memory implementations.
+//! - [`pubsub`]: fan-out between the nodes of a scale-out deployment (Redis), node liveness.
 //! - [`server`]: the only module that touches sockets: HTTP routes, WebSocket peers, shutdown.
 //! - [`auth`]: JWT verification and room/scope access (I/O-free, clock injected).
 //! - [`metrics`]: Prometheus counters and histograms.
@@ -29,6 +30,7 @@ pub mod metrics;
 pub mod origin;
 pub mod partial_json;
 pub mod protocol;
+pub mod pubsub;
 pub mod room;
 pub mod server;
 pub mod store;

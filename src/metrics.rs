@@ -52,6 +52,10 @@ pub struct Metrics {
     pub model_tokens: Family<ReasonLabel, Counter>,
     /// Fairy model calls that failed after their retries.
     pub model_errors: Counter,
+    /// Pub/sub messages between nodes, by direction (`in`, `out`, `dropped`).
+    pub pubsub_messages: Family<ReasonLabel, Counter>,
+    /// Catch-ups of a room from the store after missed pub/sub messages.
+    pub pubsub_catchups: Counter,
 }
 
 impl Metrics {
@@ -73,6 +77,8 @@ impl Metrics {
             fairy_actions: Family::default(),
             model_tokens: Family::default(),
             model_errors: Counter::default(),
+            pubsub_messages: Family::default(),
+            pubsub_catchups: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -149,6 +155,16 @@ impl Metrics {
             "model_errors",
             "Fairy model calls failed after retries",
             m.model_errors.clone(),
+        );
+        registry.register(
+            "pubsub_messages",
+            "Pub/sub messages between nodes, by direction",
+            m.pubsub_messages.clone(),
+        );
+        registry.register(
+            "pubsub_catchups",
+            "Room catch-ups from the store after missed pub/sub messages",
+            m.pubsub_catchups.clone(),
         );
         Metrics { registry, ..m }
     }

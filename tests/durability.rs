@@ -1,66 +1,54 @@
 //! Kill -9 durability: whatever any peer has received must survive the process being killed
-//! mid-stream (every update is durable in SQLite before it is broadcast).
+//! mid-stream (every update is durable in the store before it is broadcast), with SQLite and
+//! with PostgreSQL (its own schema; skipped when PostgreSQL is down, unless
+//! `FAIRYRING_REQUIRE_SERVICES=1`).
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use support::{Client, put_shape};
+use support::services::{Node, PgSchema};
+use support::{Client, put_shape, shape_ids};
 use yrs::{Map, Transact};
 
-struct Server {
-    child: Child,
-    base: String,
-}
-
-fn spawn_server(db: &std::path::Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fairyring"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--insecure-no-auth",
-            "--store",
-        ])
-        .arg(format!("sqlite:{}", db.display()))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn fairyring");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("first line");
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .expect("listening line")
-        .to_owned();
-    Server {
-        child,
-        base: format!("ws://{addr}"),
-    }
-}
-
-fn shape_ids(client: &Client) -> Vec<String> {
-    let shapes = client.doc.get_or_insert_map("shapes");
-    let txn = client.doc.transact();
-    let mut ids: Vec<String> = shapes.keys(&txn).map(str::to_owned).collect();
-    ids.sort();
-    ids
+/// `--store` arguments of the SQLite database file `db`.
+fn sqlite_args(db: &std::path::Path) -> Vec<String> {
+    vec!["--store".into(), format!("sqlite:{}", db.display())]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_a_peer_saw_is_lost_after_kill_9() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("durable.db");
-    let mut server = spawn_server(&db);
-    let mut observer = Client::connect(&server.base, "durable").await;
-    let mut writer = Client::connect(&server.base, "durable").await;
+    kill_9_loses_nothing(&sqlite_args(&dir.path().join("durable.db"))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_a_peer_saw_is_lost_after_kill_9_with_postgres() {
+    let Some(pg) = PgSchema::fresh("durable").await else {
+        return;
+    };
+    kill_9_loses_nothing(&pg.store_args()).await;
+}
+
+#[tokio::test]
+async fn sigterm_flushes_and_exits_promptly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    sigterm_flushes(&sqlite_args(&dir.path().join("term.db"))).await;
+}
+
+#[tokio::test]
+async fn sigterm_flushes_and_exits_promptly_with_postgres() {
+    let Some(pg) = PgSchema::fresh("term").await else {
+        return;
+    };
+    sigterm_flushes(&pg.store_args()).await;
+}
+
+async fn kill_9_loses_nothing(store: &[String]) {
+    let mut server = Node::spawn(store);
+    let mut observer = Client::connect(&server.ws(), "durable").await;
+    let mut writer = Client::connect(&server.ws(), "durable").await;
     // The writer streams updates without waiting; the observer watches them arrive.
     let writing = tokio::spawn(async move {
         for i in 0..100_000 {
@@ -78,15 +66,14 @@ async fn nothing_a_peer_saw_is_lost_after_kill_9() {
         })
         .await;
     // Kill while updates are still streaming in.
-    server.child.kill().expect("kill -9");
-    let _ = server.child.wait();
+    server.kill();
     writing.abort();
     observer.drain(Duration::from_millis(100)).await;
     let seen = shape_ids(&observer);
     assert!(seen.len() >= 300);
 
-    let mut server = spawn_server(&db);
-    let mut fresh = Client::connect(&server.base, "durable").await;
+    let server = Node::spawn(store);
+    let mut fresh = Client::connect(&server.ws(), "durable").await;
     let expected = seen.len() as u32;
     fresh
         .until("every shape the observer saw", |c| {
@@ -106,21 +93,16 @@ async fn nothing_a_peer_saw_is_lost_after_kill_9() {
         seen.len(),
         restored.len()
     );
-    let _ = server.child.kill();
-    let _ = server.child.wait();
 }
 
-#[tokio::test]
-async fn sigterm_flushes_and_exits_promptly() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("term.db");
-    let mut server = spawn_server(&db);
-    let mut a = Client::connect(&server.base, "term").await;
+async fn sigterm_flushes(store: &[String]) {
+    let mut server = Node::spawn(store);
+    let mut a = Client::connect(&server.ws(), "term").await;
     for i in 0..50 {
         a.edit(|txn| put_shape(txn, &format!("t{i}"), i as f64))
             .await;
     }
-    let mut b = Client::connect(&server.base, "term").await;
+    let mut b = Client::connect(&server.ws(), "term").await;
     b.until("50 shapes", |c| {
         c.doc.get_or_insert_map("shapes").len(&c.doc.transact()) == 50
     })
@@ -140,12 +122,11 @@ async fn sigterm_flushes_and_exits_promptly() {
         "shutdown took {:?}",
         started.elapsed()
     );
-    let mut server = spawn_server(&db);
-    let mut c = Client::connect(&server.base, "term").await;
+    let server = Node::spawn(store);
+    let mut c = Client::connect(&server.ws(), "term").await;
     c.until("50 shapes after restart", |c| {
         c.doc.get_or_insert_map("shapes").len(&c.doc.transact()) == 50
     })
     .await;
-    let _ = server.child.kill();
-    let _ = server.child.wait();
+    drop(server);
 }

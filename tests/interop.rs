@@ -5,36 +5,36 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use fairyring::config::ServeConfig;
-use support::{Client, put_shape, shape_x};
+use support::{Client, ensure_npm_packages, put_shape, shape_x};
 
 fn interop_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
 }
 
-/// Installs the pinned npm packages once (what `.ci/run` also does).
-pub fn ensure_npm_packages(dir: &Path) {
-    if dir.join("node_modules/y-websocket").exists() {
-        return;
-    }
-    let status = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund"])
-        .current_dir(dir)
-        .status()
-        .expect("npm is required for the interop tests (install Node.js 20+)");
-    assert!(status.success(), "npm ci failed in {}", dir.display());
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_yjs_clients_work_unchanged() {
+    official_clients_against(ServeConfig::for_test()).await;
+}
+
+/// The same suite with the PostgreSQL store (its own schema).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_yjs_clients_work_unchanged_with_postgres() {
+    let Some(pg) = support::services::PgSchema::fresh("interop").await else {
+        return;
+    };
+    let mut config = ServeConfig::for_test();
+    config.store = pg.url.clone();
+    config.store_schema = Some(pg.schema.clone());
+    official_clients_against(config).await;
+}
+
+async fn official_clients_against(config: ServeConfig) {
     let dir = interop_dir();
     ensure_npm_packages(&dir);
-    let server = fairyring::server::start(ServeConfig::for_test())
-        .await
-        .expect("server");
+    let server = fairyring::server::start(config).await.expect("server");
     let base = format!("ws://{}", server.addr());
     let mut rust = Client::connect(&base, "interop").await;
     rust.edit(|txn| put_shape(txn, "rust1", 42.0)).await;

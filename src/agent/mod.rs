@@ -13,7 +13,8 @@
 //! - [`presence`]: the awareness state and flights; [`beacon`]: publishing them.
 //! - [`modes`]: the modes; [`mode_hooks`]: their hooks and state machine.
 //! - [`memory`]: chat history and its filtering; [`compact`]: summarising it.
-//! - [`prompt`]: model requests; [`state`]: a fairy's data; [`runtime`]: the request loop;
+//! - [`prompt`]: model requests, with the parts and sections of [`prompt_parts`] (what
+//!   [`runtime_view`] gathers: pages, task, viewport, instructions, [`screenshot`]); [`state`]: a fairy's data; [`runtime`]: the request loop;
 //!   [`turn`]: one model turn; [`events`]: what observers see.
 //! - [`interrupt`]: `interrupt({input, mode})` and how pending interrupts merge; [`inbox`]:
 //!   delivering them (never refused) and dismissals to a fairy's host task.
@@ -22,7 +23,8 @@
 //!   hourly model-token budget.
 //!
 //! Must not touch sockets; reaches the store only through the [`crate::store::Store`] trait's
-//! fairy-state methods, in [`state_store`] and [`state_migration`].
+//! fairy-state methods, in [`state_store`] and [`state_migration`], and to read the room's
+//! instructions, in [`runtime_view`].
 
 pub mod actions;
 pub mod beacon;
@@ -41,10 +43,13 @@ pub mod modes;
 pub mod presence;
 pub mod projects;
 pub mod prompt;
+pub mod prompt_parts;
 pub mod revert;
 pub mod runtime;
 pub mod runtime_actions;
 pub mod runtime_apply;
+pub mod runtime_view;
+pub mod screenshot;
 pub mod state;
 pub mod state_migration;
 pub mod state_store;

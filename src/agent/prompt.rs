@@ -2,7 +2,8 @@
 //! sections chosen by the mode's allowed actions and the parts present, ending with the JSON
 //! schema of exactly the allowed actions; and the conversation: one user turn with the parts
 //! (mode, history, blurry shapes in the bounds, peripheral clusters, selected shapes, changes
-//! since the last request, todo, tasks, other fairies, time), an assistant acknowledgement, and
+//! since the last request, todo, tasks, other fairies, time, and [`super::prompt_parts`]'s pages,
+//! task, viewport, model name and screenshot), an assistant acknowledgement, and
 //! the request's messages as the last user turn. Coordinates are offset to the chat origin and
 //! rounded through the request's [`PromptTransform`], which restores them when actions return.
 //!
@@ -16,6 +17,7 @@ use super::fairy::FairyEntity;
 use super::memory::{HistoryItem, compact_for_prompt, filter_by_level};
 use super::modes::{CANVAS_ACTIONS, Mode};
 use super::presence::{TaskSummary, TodoItem};
+use super::prompt_parts::{self, PromptExtras};
 use super::runtime_actions::response_schema_for;
 use crate::canvas::format::{peripheral_clusters, to_blurry, to_simple};
 use crate::canvas::geometry::{Bounds, shapes_in_bounds, shapes_outside_bounds};
@@ -63,14 +65,15 @@ pub struct PromptInput<'a> {
     pub history_budget: usize,
     /// The `currentProject` part, for project members.
     pub project: Option<super::projects::prompt::ProjectPart>,
+    /// Pages, task, viewport, model name, instructions, screenshot ([`super::prompt_parts`]).
+    pub extras: &'a PromptExtras,
 }
 
 fn section_intro(fairy: &FairyEntity) -> String {
     format!(
-        "You are {name}, a fairy who works on a shared infinite canvas alongside people. Your personality: {p}.\n\
+        "You are {name}, a fairy who works on a shared infinite canvas alongside people.\n\
          People see you fly around the canvas, think and draw while you answer.",
         name = fairy.name,
-        p = fairy.personality
     )
 }
 
@@ -112,11 +115,14 @@ pub fn system_prompt(
     mode: Mode,
     registry: &Registry,
     has_changes: bool,
+    extras: &PromptExtras,
 ) -> String {
     let allowed = mode.allowed_actions();
     let mut sections = vec![section_intro(fairy), SECTION_FORMAT.to_owned()];
+    sections.extend(prompt_parts::personality_section(fairy));
     if allowed.iter().any(|a| CANVAS_ACTIONS.contains(a)) {
         sections.push(SECTION_CANVAS.to_owned());
+        sections.push(prompt_parts::rules_section(extras.screenshot.is_some()));
     }
     if allowed.contains(&"upsert-personal-todo") {
         sections.push(SECTION_TODO.to_owned());
@@ -133,11 +139,17 @@ pub fn system_prompt(
     if has_changes {
         sections.push(SECTION_CHANGES.to_owned());
     }
-    sections.extend(super::projects::prompt::mode_section(mode).map(str::to_owned));
+    // Project modes have their own section (their task is in `currentProject`); the others
+    // get the design's soloing/working sections.
+    let project_section = super::projects::prompt::mode_section(mode).map(str::to_owned);
+    sections.extend(project_section.or_else(|| prompt_parts::mode_section(mode, &allowed)));
     sections.push(format!(
         "## Mode\nYou are in mode `{}`. Only these actions are allowed: {}.",
         mode.name(),
         allowed.join(", ")
+    ));
+    sections.extend(prompt_parts::instructions_section(
+        extras.instructions.as_deref(),
     ));
     let schema = response_schema_for(registry, &allowed);
     sections.push(format!(
@@ -154,7 +166,7 @@ fn offset_shape(mut v: Value, t: &mut PromptTransform) -> Value {
     v
 }
 
-fn bounds_to_model(b: &Bounds, t: &PromptTransform) -> Value {
+pub(super) fn bounds_to_model(b: &Bounds, t: &PromptTransform) -> Value {
     let (x, y) = t.point_to_model(b.x, b.y);
     json!({"x": x, "y": y, "w": b.w.round(), "h": b.h.round()})
 }
@@ -234,6 +246,7 @@ pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> Value 
     if let Some(project) = &input.project {
         parts["currentProject"] = project.to_json(t);
     }
+    prompt_parts::add_context_parts(&mut parts, input.extras, input.page_id, t);
     tidy_numbers(&mut parts);
     parts
 }
@@ -245,19 +258,27 @@ pub fn build_request(
     registry: &Registry,
     t: &mut PromptTransform,
 ) -> ModelRequest {
-    let system = system_prompt(input.fairy, input.mode, registry, !input.changes.is_empty());
+    let system = system_prompt(
+        input.fairy,
+        input.mode,
+        registry,
+        !input.changes.is_empty(),
+        input.extras,
+    );
     let context = context_parts(input, t);
     let request_text = if input.messages.is_empty() {
         "Continue.".to_owned()
     } else {
         input.messages.join("\n\n")
     };
+    let mut state = ChatMessage::user(format!(
+        "Here is the state of the canvas and of your work:\n{context}"
+    ));
+    prompt_parts::attach_screenshot(&mut state, input.extras, t);
     ModelRequest {
         system,
         messages: vec![
-            ChatMessage::user(format!(
-                "Here is the state of the canvas and of your work:\n{context}"
-            )),
+            state,
             ChatMessage {
                 role: Role::Assistant,
                 parts: vec![Part::Text {
@@ -291,12 +312,18 @@ mod tests {
     #[test]
     fn system_prompt_ends_with_exactly_the_allowed_schema() {
         let r = full_registry();
-        let s = system_prompt(&fairy(), Mode::Soloing, &r, false);
+        let s = system_prompt(&fairy(), Mode::Soloing, &r, false, &PromptExtras::default());
         assert!(s.contains("## The canvas"));
         assert!(s.contains("\"const\": \"create-solo-task\""));
         assert!(!s.contains("\"const\": \"mark-solo-task-done\""));
         assert!(!s.contains("Other people's changes"));
-        let s = system_prompt(&fairy(), Mode::StandingBy, &r, true);
+        let s = system_prompt(
+            &fairy(),
+            Mode::StandingBy,
+            &r,
+            true,
+            &PromptExtras::default(),
+        );
         assert!(!s.contains("## The canvas"));
         assert!(s.contains("Other people's changes"));
         assert!(s.ends_with("```"));
@@ -328,6 +355,7 @@ mod tests {
             time: "now".into(),
             history_budget: crate::agent::memory::HISTORY_BUDGET_CHARS,
             project: None,
+            extras: &PromptExtras::default(),
         };
         let mut t = PromptTransform::new(1000.0, 2000.0);
         let req = build_request(&input, &r, &mut t);

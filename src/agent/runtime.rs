@@ -438,10 +438,11 @@ impl FairyRuntime {
                 }
             };
             match next {
-                Some(next) => {
+                Some(mut next) => {
                     if let Some(b) = next.bounds {
                         self.bounds = b;
                     }
+                    next.from_user = next.from_user.or(request.from_user.take());
                     request = next;
                 }
                 None => break "done",

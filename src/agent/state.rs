@@ -28,6 +28,8 @@ pub struct RuntimeConfig {
     pub history_budget: usize,
     /// Tentative application throttle.
     pub throttle: ThrottleConfig,
+    /// Whether requests carry a screenshot of their bounds (`--llm-vision`).
+    pub vision: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -36,6 +38,7 @@ impl Default for RuntimeConfig {
             max_iterations: DEFAULT_MAX_ITERATIONS,
             history_budget: super::memory::HISTORY_BUDGET_CHARS,
             throttle: ThrottleConfig::default(),
+            vision: false,
         }
     }
 }
@@ -116,6 +119,9 @@ pub struct Request {
     /// Its ids: the prompt route names a person's request (its chat item carries the id);
     /// ids of prompts merged into it follow. Empty: the runtime names it when it starts.
     pub ids: Vec<RequestId>,
+    /// The token `sub` of the person who asked (whose viewport the prompt shows); follow-ups
+    /// keep the one of the request they follow.
+    pub from_user: Option<String>,
 }
 
 impl Request {
@@ -127,6 +133,7 @@ impl Request {
             selected: Vec::new(),
             source: "self".into(),
             ids: Vec::new(),
+            from_user: None,
         }
     }
 
@@ -144,6 +151,9 @@ impl Request {
         if !other.selected.is_empty() {
             self.selected = other.selected;
         }
+        if other.from_user.is_some() {
+            self.from_user = other.from_user;
+        }
     }
 }
 
@@ -159,9 +169,15 @@ mod tests {
             selected: vec!["s".into()],
             source: "user".into(),
             ids: Vec::new(),
+            from_user: Some("ann".into()),
         };
         r.merge(Request::follow_up("b", None));
         assert_eq!(r.messages, ["a", "b"]);
+        assert_eq!(
+            r.from_user.as_deref(),
+            Some("ann"),
+            "a follow-up keeps who asked"
+        );
         assert_eq!(r.bounds, Some(Bounds::new(0.0, 0.0, 1.0, 1.0)));
         r.merge(Request::follow_up(
             "c",

@@ -26,6 +26,7 @@ use super::events::{AgentEvent, UsagePurpose};
 use super::memory::HistoryItem;
 use super::presence::Pose;
 use super::prompt::{PromptInput, build_request};
+use super::prompt_parts::PromptExtras;
 use super::runtime::{FairyRuntime, Request};
 use super::throttle::{Decision, StreamThrottle};
 use crate::canvas::geometry::Bounds;
@@ -127,11 +128,16 @@ impl FairyRuntime {
         let changes = self.scope_changes(self.tracker.report(&mut transform));
         self.tracker.start_request();
         let corrections = std::mem::take(&mut self.corrections);
+        let extras = self.prompt_extras(request).await;
         let mut recovery = OverflowRecovery::default();
         loop {
             let mut transform = transform.clone();
-            let model_request =
-                self.build_prompt(request, &changes, &corrections, &recovery, &mut transform);
+            let model_request = self.build_prompt(
+                request,
+                (&changes, &corrections, &extras),
+                &recovery,
+                &mut transform,
+            );
             match self.stream_turn(model_request, transform).await {
                 Err(error) if error.is_context_overflow() => {
                     self.tentative.revert_tentative();
@@ -147,8 +153,7 @@ impl FairyRuntime {
     fn build_prompt(
         &self,
         request: &Request,
-        changes: &super::changes::ChangeReport,
-        corrections: &[String],
+        (changes, corrections, extras): (&super::changes::ChangeReport, &[String], &PromptExtras),
         recovery: &OverflowRecovery,
         transform: &mut PromptTransform,
     ) -> crate::llm::ModelRequest {
@@ -180,9 +185,10 @@ impl FairyRuntime {
             tasks: &tasks,
             other_fairies,
             corrections,
-            time: format!("{} ms since the Unix epoch", super::fairy::now_millis()),
+            time: super::prompt_parts::readable_time(super::fairy::now_millis() as u64),
             history_budget: recovery.history_budget(self.config.history_budget),
             project: self.project_part(),
+            extras,
         };
         build_request(&input, &self.registry, transform)
     }

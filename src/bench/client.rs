@@ -29,6 +29,12 @@ pub struct Shared {
     pub window_end: AtomicU64,
     /// Latencies of measured deliveries.
     pub latencies: Shards,
+    /// Latencies of measured deliveries between clients on different nodes.
+    pub cross_node: Shards,
+    /// Nodes the clients are spread over, and rooms (client `i` is in room `i mod rooms`, on
+    /// node `(i / rooms) mod nodes`).
+    nodes: usize,
+    rooms: usize,
     /// Updates sent inside the window.
     pub sent_in_window: AtomicU64,
 }
@@ -41,8 +47,25 @@ impl Shared {
             window_start: AtomicU64::new(u64::MAX),
             window_end: AtomicU64::new(u64::MAX),
             latencies: Shards::new(shards),
+            cross_node: Shards::new(shards),
             sent_in_window: AtomicU64::new(0),
+            nodes: 1,
+            rooms: 1,
         }
+    }
+
+    /// The same, for clients spread over `nodes` nodes and `rooms` rooms.
+    pub fn on_nodes(self, nodes: usize, rooms: usize) -> Self {
+        Shared {
+            nodes: nodes.max(1),
+            rooms: rooms.max(1),
+            ..self
+        }
+    }
+
+    /// The node client `client` connects to: a room's clients alternate over the nodes.
+    pub fn node_of(&self, client: usize) -> usize {
+        (client / self.rooms) % self.nodes
     }
 
     /// Micros since the epoch.
@@ -206,9 +229,23 @@ impl Client {
         if measured.peek().is_none() {
             return;
         }
-        let mut shard = self.shared.latencies.shard(self.id);
-        for (_, sent) in measured {
-            shard.record(received.saturating_sub(sent));
+        let node = self.shared.node_of(self.id);
+        let mut crossed = Vec::new();
+        {
+            let mut shard = self.shared.latencies.shard(self.id);
+            for (client, sent) in measured {
+                let latency = received.saturating_sub(sent);
+                shard.record(latency);
+                if self.shared.node_of(client) != node {
+                    crossed.push(latency);
+                }
+            }
+        }
+        if !crossed.is_empty() {
+            let mut shard = self.shared.cross_node.shard(self.id);
+            for latency in crossed {
+                shard.record(latency);
+            }
         }
     }
 }
@@ -216,5 +253,23 @@ impl Client {
 fn apply(doc: &Doc, update: &[u8]) {
     if let Ok(update) = Update::decode_v1(update) {
         let _ = doc.transact_mut().apply_update(update);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_room_has_clients_on_every_node() {
+        let shared = Shared::new(1).on_nodes(2, 3);
+        let nodes: Vec<usize> = (0..7).map(|i| shared.node_of(i)).collect();
+        assert_eq!(nodes, [0, 0, 0, 1, 1, 1, 0]);
+        // Room 0 (clients 0, 3, 6) spans both nodes; so does every room.
+        for room in 0..3 {
+            let of_room: Vec<usize> = (room..12).step_by(3).map(|i| shared.node_of(i)).collect();
+            assert!(of_room.contains(&0) && of_room.contains(&1), "room {room}");
+        }
+        assert_eq!(Shared::new(1).node_of(5), 0, "one node by default");
     }
 }

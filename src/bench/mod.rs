@@ -10,7 +10,9 @@
 //! load, after the load) and CPU seconds per 1,000 deliveries. Without `--url` it starts
 //! `fairyring serve` itself (a child process, SQLite store by default) so that RSS and CPU are
 //! the server's alone; with `--url` it measures any server that speaks y-sync or Hocuspocus's
-//! framing (see `benches/compare/`).
+//! framing (see `benches/compare/`). Several `--url`s spread each room's clients over the
+//! nodes of a scale-out deployment (client `i` of a room on node `i mod N`), and the report
+//! adds the latency of deliveries that crossed nodes.
 //!
 //! # Layout
 //! - [`cold`]: `--cold-load N`, the server time of a cold load in a room of N shapes.
@@ -45,10 +47,11 @@ pub use wire::Protocol;
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
     /// Server to measure: `ws://HOST:PORT` (a fairyring server: rooms at `/rooms/{room}`), or a
-    /// URL template holding `{room}` (e.g. `ws://127.0.0.1:1234/{room}`). Without it, a
-    /// fairyring server is started for the run.
-    #[arg(long, env = "FAIRYRING_BENCH_URL")]
-    pub url: Option<String>,
+    /// URL template holding `{room}` (e.g. `ws://127.0.0.1:1234/{room}`). Several (repeated or
+    /// comma-separated): the nodes of one deployment, each room's clients spread over them.
+    /// Without it, a fairyring server is started for the run.
+    #[arg(long, env = "FAIRYRING_BENCH_URL", value_delimiter = ',')]
+    pub url: Vec<String>,
     /// PID of the server given with `--url`, to report its RSS and CPU time.
     #[arg(long, env = "FAIRYRING_BENCH_SERVER_PID")]
     pub server_pid: Option<u32>,
@@ -115,21 +118,22 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     );
     anyhow::ensure!(args.rate > 0.0, "--rate must be positive");
     let mut child = None;
-    let (url_of, pid) = match &args.url {
-        Some(url) => (url_template(url), args.server_pid),
-        None => {
-            let (spawned, base) = spawn_server(&args)?;
-            let pid = spawned.id();
-            child = Some(ServerChild(spawned));
-            (url_template(&base), Some(pid))
-        }
+    let (urls_of, pid): (Vec<_>, _) = if args.url.is_empty() {
+        let (spawned, base) = spawn_server(&args)?;
+        let pid = spawned.id();
+        child = Some(ServerChild(spawned));
+        (vec![url_template(&base)], Some(pid))
+    } else {
+        let templates = args.url.iter().map(|url| url_template(url)).collect();
+        (templates, args.server_pid)
     };
+    let nodes = urls_of.len();
     let server = pid.map(Target::Pid);
     let sample_rss = |t: Option<Target>| t.and_then(process::rss_kib);
     let sample_cpu = |t: Option<Target>| t.and_then(process::cpu_seconds);
     let rss_before = sample_rss(server);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let shared = Arc::new(Shared::new(threads * 8));
+    let shared = Arc::new(Shared::new(threads * 8).on_nodes(nodes, args.rooms));
     let quiet = CancellationToken::new();
     let stop = CancellationToken::new();
     let connecting = Arc::new(tokio::sync::Semaphore::new(CONNECTING));
@@ -145,7 +149,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         } else {
             format!("{}-{room_index}", args.room)
         };
-        let mut url = url_of(&room);
+        let mut url = urls_of[shared.node_of(i)](&room);
         if let Some(token) = &args.token {
             url.push_str(if url.contains('?') { "&" } else { "?" });
             url.push_str("token=");
@@ -234,6 +238,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     drop(child);
 
     let latencies = shared.latencies.merged();
+    let cross = shared.cross_node.merged();
+    let cross_ms = |q: f64| cross.quantile(q).map(|us| us as f64 / 1000.0);
     let seconds = duration.as_secs_f64();
     let expected: f64 = per_room
         .iter()
@@ -293,6 +299,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         "expected_deliveries_per_sec": expected,
         "delivered_ratio": if expected > 0.0 { delivered as f64 / (expected * seconds) } else { 0.0 },
         "latency_ms": { "p50": ms(0.50), "p90": ms(0.90), "p99": ms(0.99), "max": ms(1.0) },
+        "nodes": nodes,
+        "cross_node": (nodes > 1).then(|| serde_json::json!({
+            "deliveries_per_sec": cross.count() as f64 / seconds,
+            "latency_ms": { "p50": cross_ms(0.50), "p90": cross_ms(0.90), "p99": cross_ms(0.99), "max": cross_ms(1.0) },
+        })),
         "server_rss_kib": {
             "before": rss_before,
             "idle_connected": rss_idle,
@@ -371,6 +382,19 @@ fn print_report(r: &serde_json::Value) {
         f(&l["p99"]),
         f(&l["max"])
     );
+    let cross = &r["cross_node"];
+    if !cross.is_null() {
+        let l = &cross["latency_ms"];
+        println!(
+            "  across {} nodes       {:.0} deliveries/s, p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2} ms",
+            r["nodes"],
+            f(&cross["deliveries_per_sec"]),
+            f(&l["p50"]),
+            f(&l["p90"]),
+            f(&l["p99"]),
+            f(&l["max"])
+        );
+    }
     let rss = &r["server_rss_kib"];
     println!(
         "  server RSS KiB        before {}  idle connected {}  under load {}  after load {}",

@@ -157,7 +157,9 @@ pub fn outline(shape: &Shape) -> Vec<(f64, f64)> {
                 let (dx, dy) = (c.x2 - c.x1, c.y2 - c.y1);
                 let len = (dx * dx + dy * dy).sqrt();
                 if len > 0.0 {
-                    pts.push((mx - dy / len * c.bend, my + dx / len * c.bend));
+                    // Positive bend bows to the left of travel on screen, as the web demo
+                    // draws it (see `render::svg::bend_control`).
+                    pts.push((mx + dy / len * c.bend, my - dx / len * c.bend));
                 }
             }
             pts
@@ -272,7 +274,10 @@ mod tests {
             bend: 20.0,
             ..Default::default()
         });
-        assert!(close(shape_bounds(&a), Bounds::new(0.0, 0.0, 100.0, 20.0)));
+        assert!(close(
+            shape_bounds(&a),
+            Bounds::new(0.0, -20.0, 100.0, 20.0)
+        ));
         let mut p = geo(10.0, 10.0, 0.0, 0.0, 0.0);
         p.props = ShapeProps::Draw {
             points: vec![(0.0, 5.0), (30.0, 0.0), (10.0, 40.0)],

@@ -12,6 +12,7 @@
 //! - [`zorder`]: fractional `index` strings (z-order) via the `fractional_index` crate.
 //! - [`geometry`]: bounds per shape (arrows and pen strokes included) and queries by bounds.
 //! - [`format`]: the model-facing formats: simple (full detail), blurry, peripheral clusters.
+//! - [`render`]: shapes → SVG and PNG (exports, what a fairy with vision sees).
 //! - [`transform`]: offset to the chat origin and rounding that remembers its difference.
 //! - [`ids`]: `ensure_shape_id_is_unique` (with a rename map) and `ensure_shape_id_exists`.
 //! - [`coerce`]: numbers and booleans written as strings by a model.
@@ -21,6 +22,7 @@ pub mod format;
 pub mod geometry;
 pub mod ids;
 pub mod page;
+pub mod render;
 pub mod schema;
 pub mod shape;
 pub mod transform;

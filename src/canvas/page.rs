@@ -32,6 +32,41 @@ pub fn page_indexes<T: ReadTxn>(txn: &T) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A page as the fairies' prompt lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PageInfo {
+    /// Page id (`page:main`).
+    pub id: String,
+    /// Its name as people see it.
+    pub name: String,
+}
+
+/// Every page with its name, in page order (`index`, then id).
+pub fn list_pages<T: ReadTxn>(txn: &T) -> Vec<PageInfo> {
+    let Some(pages) = txn.get_map(super::schema::PAGES) else {
+        return Vec::new();
+    };
+    let mut listed: Vec<(String, PageInfo)> = pages
+        .iter(txn)
+        .map(|(id, v)| {
+            let prop = |key: &str| match &v {
+                Out::YMap(m) => match super::shape::read_prop(txn, m, key) {
+                    Prop::Str(s) => s,
+                    _ => String::new(),
+                },
+                _ => String::new(),
+            };
+            let info = PageInfo {
+                id: id.to_owned(),
+                name: prop("name"),
+            };
+            (prop("index"), info)
+        })
+        .collect();
+    listed.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
+    listed.into_iter().map(|(_, info)| info).collect()
+}
+
 /// Creates a page `{name, index}`; false if `page_id` exists already.
 pub fn create_page(txn: &mut TransactionMut<'_>, page_id: &str, name: &str, index: &str) -> bool {
     use yrs::WriteTxn;
@@ -70,5 +105,21 @@ mod tests {
         pages.sort();
         assert_eq!(pages.len(), 2);
         assert_eq!(pages[1], ("page:two".to_string(), "81".to_string()));
+        // A key extended by anything sorts after it; the empty key before every other.
+        let after_main = format!("{}V", crate::canvas::zorder::first_index());
+        create_page(&mut doc.transact_mut(), "page:b", "After", &after_main);
+        create_page(&mut doc.transact_mut(), "page:a", "First", "");
+        let named = list_pages(&doc.transact());
+        let ids: Vec<&str> = named
+            .iter()
+            .map(|p| p.id.as_str())
+            .filter(|id| *id != "page:two")
+            .collect();
+        assert_eq!(ids, ["page:a", "page:main", "page:b"]);
+        assert!(
+            named
+                .iter()
+                .any(|p| p.id == "page:main" && p.name == "Page 1")
+        );
     }
 }

@@ -14,6 +14,7 @@
 //! - [`offline`]: the embedded default model (no network, no key).
 //! - [`paced`]: spacing a model's text out in time (`--llm-pace-ms`).
 //! - [`mock`]: the scripted mock model server (tests and `fairyring mock-model`).
+//! - [`vision`]: which models take images (`--llm-vision auto`).
 
 pub mod anthropic;
 pub mod clock;
@@ -27,6 +28,7 @@ pub mod paced;
 pub mod sse;
 pub mod types;
 pub mod usage;
+pub mod vision;
 
 use std::sync::Arc;
 use std::time::Duration;

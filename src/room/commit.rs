@@ -1,15 +1,29 @@
 //! The committer of one room: a task that makes queued updates durable (group commit), then
-//! delivers them, compacts the log, sweeps awareness timeouts, and unloads the room when idle.
+//! delivers them (and, in a scale-out deployment, publishes them to the other nodes), compacts
+//! the log, sweeps awareness timeouts, applies what the other nodes publish, catches up from
+//! the store when some of it is missing, and unloads the room when idle.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::pending::Pending;
+use super::remote::SeqTracker;
 use super::{Room, RoomError};
+use crate::pubsub::{Envelope, Inbound, Subscription};
+
+/// How long a gap in the sequence numbers heard from other nodes may last before the room
+/// catches up from the store (messages of two nodes may arrive out of order).
+const GAP_GRACE: Duration = Duration::from_millis(150);
+/// How often a room of a scale-out deployment checks the store for updates it never heard
+/// of (the last message before a silent spell may have been lost).
+const RECONCILE_EVERY: Duration = Duration::from_secs(3);
+/// Delay before a failed catch-up is tried again.
+const CATCHUP_RETRY: Duration = Duration::from_secs(1);
 
 /// Delays between attempts to append to the store before the room gives up.
 const STORE_RETRIES: [Duration; 3] = [
@@ -76,16 +90,61 @@ pub(crate) enum Stop {
 
 /// Where the committer is in the room's update log.
 pub(crate) struct LogState {
-    /// Sequence number of the last durable update.
-    pub last_seq: u64,
+    /// Which sequence numbers the document holds.
+    pub seqs: SeqTracker,
     /// Updates logged since the last snapshot.
     pub since_snapshot: u64,
+    /// When a catch-up from the store is due (scale-out only).
+    pub catchup_at: Option<Instant>,
+    /// When the room last checked the store for missed updates.
+    pub reconciled: Instant,
+}
+
+impl LogState {
+    /// The log of a room loaded up to `last_seq`, with `since_snapshot` updates after its
+    /// snapshot.
+    pub fn new(last_seq: u64, since_snapshot: u64) -> Self {
+        LogState {
+            seqs: SeqTracker::new(last_seq),
+            since_snapshot,
+            catchup_at: None,
+            reconciled: Instant::now(),
+        }
+    }
+
+    fn catch_up_by(&mut self, at: Instant) {
+        self.catchup_at = Some(self.catchup_at.map_or(at, |due| due.min(at)));
+    }
+}
+
+/// The next message from the other nodes; never resolves on a single node.
+async fn next_inbound(subscription: &mut Option<Subscription>) -> Inbound {
+    match subscription {
+        Some(subscription) => subscription.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves when a catch-up is due; never when none is.
+async fn catchup_due(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Runs until the room unloads, the server shuts down or the store fails.
-pub(crate) async fn run(room: Arc<Room>, mut log: LogState, shutdown: CancellationToken) -> Stop {
+pub(crate) async fn run(
+    room: Arc<Room>,
+    mut log: LogState,
+    shutdown: CancellationToken,
+    mut subscription: Option<Subscription>,
+) -> Stop {
     let mut sweep = tokio::time::interval(room.config.sweep_every);
     sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    if subscription.is_some() {
+        room.query_remote_awareness();
+    }
     loop {
         tokio::select! {
             _ = room.pending.arrived.notified() => {
@@ -93,8 +152,17 @@ pub(crate) async fn run(room: Arc<Room>, mut log: LogState, shutdown: Cancellati
                     return fail(&room);
                 }
             }
+            inbound = next_inbound(&mut subscription) => {
+                on_inbound(&room, &mut log, inbound);
+            }
+            _ = catchup_due(log.catchup_at) => {
+                catch_up(&room, &mut log).await;
+            }
             _ = sweep.tick() => {
                 room.sweep_awareness();
+                if subscription.is_some() && log.reconciled.elapsed() >= RECONCILE_EVERY {
+                    log.catch_up_by(Instant::now());
+                }
                 if room.try_begin_unload() {
                     return finish(&room, &mut log, Stop::Idle).await;
                 }
@@ -138,13 +206,27 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
         .iter()
         .filter_map(|item| match item {
             Pending::Update { update, .. } => Some(update.clone()),
-            Pending::Reply { .. } => None,
+            Pending::Remote { .. } | Pending::Reply { .. } => None,
         })
         .collect();
     if !updates.is_empty() {
         let count = updates.len() as u64;
-        log.last_seq = append_with_retry(room, updates).await?;
+        let published = room.config.fanout.as_ref().map(|_| updates.clone());
+        let last_seq = append_with_retry(room, updates).await?;
+        let first_seq = last_seq.saturating_sub(count - 1).max(1);
+        log.seqs.mark(first_seq, last_seq);
         log.since_snapshot += count;
+        if let (Some(fanout), Some(updates)) = (&room.config.fanout, published) {
+            fanout.publish(
+                &room.name,
+                &Envelope::Update {
+                    node: fanout.node(),
+                    first_seq,
+                    last_seq,
+                    updates,
+                },
+            );
+        }
     }
     let mut group = Group::default();
     for item in items {
@@ -154,6 +236,12 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
                     group.flush(room);
                 }
                 group.push(update, from);
+            }
+            Pending::Remote { update } => {
+                if group.bytes + update.len() > MAX_GROUP_BYTES {
+                    group.flush(room);
+                }
+                group.push(update, None);
             }
             Pending::Reply { conn, frame } => {
                 group.flush(room);
@@ -189,15 +277,72 @@ async fn append_with_retry(room: &Arc<Room>, updates: Vec<Bytes>) -> Result<u64,
 
 /// Replaces the logged updates by one snapshot of the whole document.
 async fn compact(room: &Arc<Room>, log: &mut LogState) {
+    // Only up to what the document is known to hold: with several nodes appending, a later
+    // sequence number of this node's may lie beyond one it has not received yet.
+    let upto = log.seqs.contiguous();
+    if upto == 0 {
+        // Nothing the document is known to hold yet (a gap from the first update on).
+        return;
+    }
     // The same encoding becomes the room's cold-load answer.
     let snapshot = room.encode_and_install_cold();
-    match room.store.compact(&room.name, snapshot, log.last_seq).await {
+    match room.store.compact(&room.name, snapshot, upto).await {
         Ok(()) => {
-            tracing::debug!(room = %room.name, upto = log.last_seq, "compacted update log");
+            tracing::debug!(room = %room.name, upto, "compacted update log");
             log.since_snapshot = 0;
         }
         Err(error) => {
             tracing::warn!(room = %room.name, %error, "compaction failed; will retry later")
+        }
+    }
+}
+
+/// Acts on a message from the other nodes.
+fn on_inbound(room: &Room, log: &mut LogState, inbound: Inbound) {
+    match inbound {
+        Inbound::Update {
+            first_seq,
+            last_seq,
+            updates,
+        } => {
+            if log.seqs.covers(first_seq, last_seq) {
+                return;
+            }
+            room.apply_remote(updates);
+            log.seqs.mark(first_seq, last_seq);
+            if log.seqs.has_gap() {
+                log.catch_up_by(Instant::now() + GAP_GRACE);
+            }
+        }
+        Inbound::Awareness { node, update } => room.apply_remote_awareness(node, &update),
+        Inbound::AwarenessQuery => room.publish_local_awareness(),
+        Inbound::NodeGone(node) => room.remove_node_awareness(node),
+        Inbound::Lagged => {
+            log.catch_up_by(Instant::now());
+            room.query_remote_awareness();
+        }
+    }
+}
+
+/// Reads from the store what the document lacks and applies it ("Redis carries speed, the
+/// store carries truth").
+async fn catch_up(room: &Room, log: &mut LogState) {
+    log.catchup_at = None;
+    log.reconciled = Instant::now();
+    let after = log.seqs.contiguous();
+    match room.store.load_since(&room.name, after).await {
+        Ok(stored) => {
+            if stored.last_seq > after {
+                let missing = stored.last_seq - after;
+                tracing::info!(room = %room.name, after, upto = stored.last_seq, missing, "caught up from the store");
+                crate::metrics::global().pubsub_catchups.inc();
+                room.apply_remote(stored.snapshot.into_iter().chain(stored.updates));
+            }
+            log.seqs.mark_through(stored.last_seq);
+        }
+        Err(error) => {
+            tracing::warn!(room = %room.name, %error, "catch-up from the store failed; retrying");
+            log.catch_up_by(Instant::now() + CATCHUP_RETRY);
         }
     }
 }

@@ -8,6 +8,8 @@
 //! - `cold`: the ready answer to a peer that knows nothing of the document (cold load).
 //! - `commit`: the per-room committer task (group commit, broadcast, compaction, idle unload).
 //! - `presence`: awareness relay, ownership of client ids, timeouts.
+//! - `remote`: the other nodes of a scale-out deployment (their updates, catch-up from the
+//!   store, relayed awareness).
 //! - [`registry`]: loading each room once, unloading idle rooms, flushing all at shutdown.
 //!
 //! Rooms never touch sockets (the server gives them frames and takes frames from a queue) nor
@@ -35,6 +37,7 @@ pub mod peer;
 mod pending;
 mod presence;
 pub mod registry;
+mod remote;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -108,6 +111,8 @@ pub struct RoomConfig {
     pub sweep_every: Duration,
     /// The clock awareness timestamps come from (milliseconds); injected in tests.
     pub clock: Arc<dyn Clock>,
+    /// The fan-out to the other nodes (`--pubsub`); `None` on a single node.
+    pub fanout: Option<Arc<crate::pubsub::Fanout>>,
 }
 
 impl RoomConfig {
@@ -122,6 +127,7 @@ impl RoomConfig {
             awareness_timeout: Duration::from_secs(30),
             sweep_every: Duration::from_secs(1),
             clock: Arc::new(yrs::sync::time::SystemClock),
+            fanout: None,
         }
     }
 }
@@ -189,7 +195,12 @@ impl Room {
                 };
                 let update = Bytes::from(event.update.clone());
                 tail.extend(&update);
-                queue.push(Pending::Update { update, from });
+                if from == Some(remote::REMOTE_CONN) {
+                    // Another node's update, durable already: delivered, not stored again.
+                    queue.push(Pending::Remote { update });
+                } else {
+                    queue.push(Pending::Update { update, from });
+                }
             },
         )
         .map_err(|_| RoomError::Closed)?;

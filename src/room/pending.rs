@@ -16,6 +16,8 @@ use tokio::sync::{Notify, watch};
 pub(crate) enum Pending {
     /// A document update (v1) and the connection it came from (not echoed back to it).
     Update { update: Bytes, from: Option<u64> },
+    /// Another node's update, durable already: delivered to every peer, never stored again.
+    Remote { update: Bytes },
     /// A frame for one peer that must not overtake the updates queued before it.
     Reply { conn: u64, frame: Bytes },
 }

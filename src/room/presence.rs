@@ -23,6 +23,8 @@ pub(crate) enum Owner {
     Conn(u64),
     /// The server (a fairy).
     Server,
+    /// A peer or fairy of another node (scale-out), removed when that node goes.
+    Remote(crate::pubsub::NodeId),
 }
 
 /// The peers of a room and the ownership of awareness ids, under one lock.
@@ -62,7 +64,10 @@ impl Room {
             let peers = &mut *peers;
             update.clients.retain(|id, _| match peers.owners.get(id) {
                 Some(Owner::Conn(owner)) => *owner == conn,
-                Some(Owner::Server) => false,
+                // y-websocket clients echo every state they hear of: a state another node
+                // owns stays its own (a client that moved here is taken on once that node's
+                // state of it is gone, at its next renewal).
+                Some(Owner::Server | Owner::Remote(_)) => false,
                 None => {
                     peers.owners.insert(*id, Owner::Conn(conn));
                     if let Some(link) = peers.links.get_mut(&conn) {
@@ -72,16 +77,21 @@ impl Room {
                 }
             });
         }
-        if update.clients.is_empty() {
-            return;
-        }
-        let changed = {
-            let mut awareness = self.lock_awareness();
-            matches!(awareness.apply_update_summary(update.clone()), Ok(Some(_)))
-        };
-        if changed {
+        if let Some(update) = self.apply_awareness(update) {
+            self.publish_awareness(&update);
             self.broadcast(&protocol::awareness(update), Some(conn));
         }
+    }
+
+    /// Applies the (ownership-filtered) states of an awareness update; returns the update when
+    /// it changed something, to be relayed.
+    pub(crate) fn apply_awareness(&self, update: AwarenessUpdate) -> Option<AwarenessUpdate> {
+        if update.clients.is_empty() {
+            return None;
+        }
+        let mut awareness = self.lock_awareness();
+        let changed = matches!(awareness.apply_update_summary(update.clone()), Ok(Some(_)));
+        changed.then_some(update)
     }
 
     /// Removes awareness states (a peer left, or timed out) and tells everyone.
@@ -89,12 +99,15 @@ impl Room {
         if ids.is_empty() {
             return;
         }
-        {
+        // Only removals of this node's own peers' states are published: other nodes' states
+        // are theirs to remove (a timed-out relay must not remove a live peer elsewhere).
+        let local: Vec<ClientID> = {
             let mut peers = self.lock_peers();
-            for id in &ids {
-                peers.owners.remove(id);
-            }
-        }
+            ids.iter()
+                .filter(|id| matches!(peers.owners.remove(id), Some(Owner::Conn(_)) | None))
+                .copied()
+                .collect()
+        };
         let removal = {
             let mut awareness = self.lock_awareness();
             let mut clients = HashMap::new();
@@ -114,6 +127,15 @@ impl Room {
             update
         };
         if !removal.clients.is_empty() {
+            let published = AwarenessUpdate {
+                clients: removal
+                    .clients
+                    .iter()
+                    .filter(|(id, _)| local.contains(id))
+                    .map(|(id, entry)| (*id, entry.clone()))
+                    .collect(),
+            };
+            self.publish_awareness(&published);
             self.broadcast(&protocol::awareness(removal), None);
         }
     }
@@ -191,6 +213,8 @@ impl Room {
             let _ = awareness.apply_update(update.clone());
             update
         };
+        // Not published to other nodes: every node that loads the room hosts its fairies
+        // (docs/scaling.md, "Limits"), and each shows its own hosting's presence.
         self.broadcast(&protocol::awareness(update), None);
         Ok(())
     }

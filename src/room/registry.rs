@@ -92,6 +92,11 @@ impl Rooms {
         }
     }
 
+    /// The store rooms are kept in (for what sits beside documents, such as room instructions).
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
     /// Rooms currently loaded.
     pub fn loaded(&self) -> Vec<Arc<Room>> {
         let slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
@@ -160,14 +165,19 @@ impl Rooms {
     }
 
     async fn load(&self, name: &RoomName) -> Result<Arc<Room>, RoomError> {
+        // Subscribed before loading: what other nodes publish meanwhile waits in the
+        // subscription, and what the load already holds is skipped by sequence number.
+        let subscription = self
+            .inner
+            .config
+            .fanout
+            .as_ref()
+            .map(|fanout| fanout.subscribe(name));
         let stored = self.inner.store.load(name).await.map_err(|error| {
             tracing::error!(room = %name, %error, "loading room failed");
             RoomError::Store
         })?;
-        let log = LogState {
-            last_seq: stored.last_seq,
-            since_snapshot: stored.updates.len() as u64,
-        };
+        let log = LogState::new(stored.last_seq, stored.updates.len() as u64);
         let room = Room::new(
             name.clone(),
             stored,
@@ -190,7 +200,7 @@ impl Rooms {
         let task_room = room.clone();
         let shutdown = self.inner.shutdown.clone();
         self.inner.tracker.spawn(async move {
-            let stop = commit::run(task_room.clone(), log, shutdown).await;
+            let stop = commit::run(task_room.clone(), log, shutdown, subscription).await;
             let reason = match stop {
                 Stop::Idle => "idle",
                 Stop::Shutdown => "shutdown",
@@ -288,6 +298,12 @@ mod tests {
         }
         async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
             self.inner.delete_fairy_state(room, fairy).await
+        }
+        async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
+            self.inner.load_instructions(room).await
+        }
+        async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError> {
+            self.inner.save_instructions(room, text).await
         }
     }
 

@@ -37,12 +37,7 @@ pub fn admit(
             expires_at: None,
         });
     };
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let token = crate::auth::token_from_request(query_token, authorization)
-        .ok_or(crate::auth::AuthError::MissingToken)?;
-    let claims = auth.authenticate(token, unix_now())?;
+    let claims = verified_claims(auth, query_token, headers)?;
     let access = crate::auth::authorize(&claims, room.as_str())?;
     Ok(Admission {
         sub: claims.sub,
@@ -68,4 +63,38 @@ pub async fn dev_token(
         ApiError::new(StatusCode::NOT_FOUND, "not_found", "dev tokens need --dev")
     })?;
     Ok(Json(auth.mint_dev_token(&request.name, unix_now())?))
+}
+
+/// Checks the room name and that the request's token grants `scope` in that room (the fairy
+/// API, exports, room instructions); returns the room and the token's `sub` (`anonymous` when
+/// auth is off). 400 for a bad room name, 401/403 as [`crate::auth`] decides.
+pub fn admit_scope(
+    state: &AppState,
+    room: &str,
+    query_token: Option<&str>,
+    headers: &HeaderMap,
+    scope: crate::auth::Scope,
+) -> Result<(RoomName, String), ApiError> {
+    let name = RoomName::parse(room)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_room_name", e.to_string()))?;
+    let Some(auth) = &state.auth else {
+        return Ok((name, "anonymous".into()));
+    };
+    let claims = verified_claims(auth, query_token, headers)?;
+    crate::auth::authorize_scope(&claims, name.as_str(), scope)?;
+    Ok((name, claims.sub))
+}
+
+/// The claims of the request's token (query `?token=` or `Authorization: Bearer`), verified.
+fn verified_claims(
+    auth: &crate::auth::Authenticator,
+    query_token: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<crate::auth::Claims, ApiError> {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let token = crate::auth::token_from_request(query_token, authorization)
+        .ok_or(crate::auth::AuthError::MissingToken)?;
+    Ok(auth.authenticate(token, unix_now())?)
 }

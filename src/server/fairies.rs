@@ -19,7 +19,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::rejection::{BytesRejection, JsonRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -39,7 +39,7 @@ use crate::agent::ledger::RequestId;
 use crate::agent::modes::Mode;
 use crate::agent::revert::RevertError;
 use crate::agent::runtime::Request;
-use crate::auth::{Scope, unix_now};
+use crate::auth::Scope;
 use crate::canvas::geometry::Bounds;
 use crate::room::RoomName;
 
@@ -159,20 +159,8 @@ pub(super) fn admit(
     query: &HashMap<String, String>,
     headers: &HeaderMap,
 ) -> Result<(RoomName, String), ApiError> {
-    let name = RoomName::parse(room)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_room_name", e.to_string()))?;
-    let Some(auth) = &state.auth else {
-        return Ok((name, "anonymous".into()));
-    };
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let token =
-        crate::auth::token_from_request(query.get("token").map(String::as_str), authorization)
-            .ok_or(crate::auth::AuthError::MissingToken)?;
-    let claims = auth.authenticate(token, unix_now())?;
-    crate::auth::authorize_scope(&claims, name.as_str(), Scope::Fairies)?;
-    Ok((name, claims.sub))
+    let token = query.get("token").map(String::as_str);
+    super::access::admit_scope(state, room, token, headers, Scope::Fairies)
 }
 
 pub(super) fn fairy_id(raw: &str) -> Result<FairyId, ApiError> {
@@ -294,6 +282,7 @@ async fn prompt(
     let loaded = state.rooms.get(&room).await?;
     let mut request = request;
     request.ids = vec![request_id.clone()];
+    request.from_user = Some(sub.clone());
     let message = request.messages.join("\n\n");
     let item = ChatItem {
         request_id: Some(request_id.to_string()),
@@ -355,6 +344,7 @@ pub(super) fn user_request(
         selected,
         source: "user".into(),
         ids: Vec::new(),
+        from_user: None,
     })
 }
 

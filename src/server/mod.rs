@@ -1,7 +1,8 @@
 //! The network edge: the only module that touches sockets.
 //!
 //! Owns the HTTP router (`/rooms/{room}` WebSocket upgrade, `/healthz`, `/metrics`, the web
-//! demo, the fairy API in [`fairies`]), connection admission, the WebSocket handshake
+//! demo, the fairy API in [`fairies`], image exports in [`export`], room instructions in
+//! [`instructions`]), connection admission, the WebSocket handshake
 //! ([`upgrade`]), request-body limits ([`body`]), per-socket tasks ([`ws`]), the mapping of
 //! errors to HTTP and close codes ([`error`]), logging set-up ([`logging`]) and graceful
 //! shutdown (SIGINT/SIGTERM flush every room). Rooms, stores and auth are used through their module APIs.
@@ -9,7 +10,10 @@
 pub mod access;
 pub mod body;
 pub mod error;
+pub mod export;
 pub mod fairies;
+pub mod health;
+pub mod instructions;
 pub mod logging;
 pub mod projects;
 pub mod upgrade;
@@ -55,6 +59,10 @@ pub struct AppState {
     pub fairies: crate::agent::hub::FairyHub,
     /// The per-token rate limit on the fairy API (`None`: unlimited).
     pub fairy_rate: Option<Arc<fairies::FairyRate>>,
+    /// The store rooms live in (for `/healthz`).
+    pub store: Arc<dyn crate::store::Store>,
+    /// The fan-out to the other nodes (`--pubsub`), when scaled out.
+    pub pubsub: Option<Arc<crate::pubsub::redis::RedisFanout>>,
 }
 
 /// A running server (returned by [`start`]).
@@ -89,7 +97,7 @@ impl ServerHandle {
 
 /// Binds and starts the server in the background with the configured store.
 pub async fn start(config: ServeConfig) -> anyhow::Result<ServerHandle> {
-    let store = crate::store::open(&config.store).await?;
+    let store = crate::store::open_in(&config.store, config.store_schema.as_deref()).await?;
     start_with(config, RoomConfig::from_serve, store).await
 }
 
@@ -103,10 +111,21 @@ pub async fn start_with(
     let auth = authenticator(&config)?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
+    let pubsub = match &config.pubsub {
+        Some(url) => {
+            let prefix = crate::pubsub::Prefix::parse(config.pubsub_prefix())?;
+            Some(Arc::new(
+                crate::pubsub::redis::RedisFanout::start(url, prefix).await?,
+            ))
+        }
+        None => None,
+    };
+    let mut rooms_config = room_config(&config);
+    rooms_config.fanout = pubsub.as_ref().map(|p| p.fanout().clone());
     // Every room load moves fairies' private state out of documents of earlier versions.
     let rooms = Rooms::with_load_hook(
-        store,
-        room_config(&config),
+        store.clone(),
+        rooms_config,
         config.max_rooms,
         Some(Arc::new(
             crate::agent::state_migration::LegacyStateMigration,
@@ -117,6 +136,7 @@ pub async fn start_with(
         max_iterations: config.fairy_max_iterations.max(1),
         history_budget: config.fairy_history_chars.max(1000),
         throttle: crate::agent::throttle::ThrottleConfig::from_serve(&config),
+        vision: crate::llm::vision::vision_enabled(&config),
     };
     let limits = crate::agent::hub::HubLimits {
         max_per_room: config.max_fairies_per_room,
@@ -132,6 +152,8 @@ pub async fn start_with(
         shutdown: CancellationToken::new(),
         tracker: TaskTracker::new(),
         auth,
+        store,
+        pubsub,
     };
     let app = router(state.clone());
     // TCP_NODELAY on every accepted socket: y-sync frames are small, and with Nagle's
@@ -161,6 +183,9 @@ pub async fn start_with(
         // Fairies first: their requests are aborted and reverted before the rooms flush.
         serve_state.fairies.shutdown().await;
         serve_state.rooms.shutdown().await;
+        if let Some(pubsub) = &serve_state.pubsub {
+            pubsub.stop().await;
+        }
         tracing::info!("all rooms flushed; server stopped");
     });
     tracing::info!(%addr, store = %state.config.store, "fairyring listening");
@@ -189,10 +214,12 @@ fn authenticator(config: &ServeConfig) -> anyhow::Result<Option<Arc<crate::auth:
 pub fn router(state: AppState) -> Router {
     let mut router = Router::new()
         .route("/rooms/{room}", get(ws::upgrade))
-        .route("/healthz", get(healthz))
+        .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics))
         .merge(fairies::routes())
-        .merge(projects::routes());
+        .merge(projects::routes())
+        .merge(export::routes())
+        .merge(instructions::routes());
     if state.config.dev {
         router = router.route("/auth/dev-token", axum::routing::post(access::dev_token));
     }
@@ -202,10 +229,6 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(error::MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(body::limit))
         .layer(axum::middleware::map_response(error::json_errors))
-}
-
-async fn healthz() -> impl IntoResponse {
-    axum::Json(serde_json::json!({ "status": "ok" }))
 }
 
 async fn metrics() -> impl IntoResponse {

@@ -22,6 +22,7 @@ struct Log {
 pub struct MemoryStore {
     rooms: Mutex<HashMap<String, Log>>,
     fairy_states: Mutex<HashMap<(String, String), Bytes>>,
+    instructions: Mutex<HashMap<String, String>>,
 }
 
 impl MemoryStore {
@@ -98,6 +99,21 @@ impl Store for MemoryStore {
 
     async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
         self.with_fairies(|states| states.remove(&fairy_key(room, fairy)));
+        Ok(())
+    }
+
+    async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
+        let guard = self.instructions.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(guard.get(room.as_str()).cloned())
+    }
+
+    async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError> {
+        let mut guard = self.instructions.lock().unwrap_or_else(|p| p.into_inner());
+        if text.is_empty() {
+            guard.remove(room.as_str());
+        } else {
+            guard.insert(room.as_str().to_owned(), text.to_owned());
+        }
         Ok(())
     }
 }

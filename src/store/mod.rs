@@ -2,12 +2,17 @@
 //!
 //! Owns the narrow async [`Store`] trait (an append-only update log per room plus a compacted
 //! snapshot, and beside it a table of fairies' private state keyed by room and fairy id, which
-//! is never part of a document nor broadcast) and its implementations: [`sqlite::SqliteStore`] (the embedded default, WAL, group
-//! commit across rooms) and [`memory::MemoryStore`] (tests and `--store memory:`). Only this
-//! module touches databases; it knows nothing about sockets, peers or the Yjs protocol.
+//! is never part of a document nor broadcast, and each room's instructions for its fairies) and
+//! its implementations: [`sqlite::SqliteStore`] (the embedded default, WAL, group commit across
+//! rooms), [`postgres::PostgresStore`] (the shared store of the scale-out mode, group commit,
+//! safe with several nodes appending to one room) and [`memory::MemoryStore`] (tests and
+//! `--store memory:`). Only this module touches databases; it knows nothing about sockets, peers
+//! or the Yjs protocol.
 
 pub mod memory;
+pub mod postgres;
 pub mod sqlite;
+mod writer;
 
 use std::sync::Arc;
 
@@ -20,8 +25,16 @@ use crate::room::RoomName;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The `--store` URL is not one this build understands.
-    #[error("unsupported store url {0:?}: expected sqlite:PATH or memory:")]
+    #[error(
+        "unsupported store url {0:?}: expected sqlite:PATH, postgres://USER@HOST:PORT/DB or memory:"
+    )]
     UnsupportedUrl(String),
+    /// The `--store-schema` name is not a plain lower-case SQL identifier.
+    #[error("invalid store schema {0:?}: expected [a-z_][a-z0-9_]*, at most 63 bytes")]
+    InvalidSchema(String),
+    /// The store's migrations could not be applied.
+    #[error("store migration failed: {0}")]
+    Migration(String),
     /// The database reported an error.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -50,6 +63,15 @@ pub struct StoredRoom {
 pub trait Store: Send + Sync + 'static {
     /// Loads everything stored for a room (empty for a new room).
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError>;
+
+    /// What was logged after sequence number `after_seq` (a node catching up on updates it
+    /// missed): the snapshot only when it covers more than `after_seq`, then the updates after
+    /// `max(after_seq, snapshot)`; `last_seq` as in [`Store::load`]. The updates' sequence
+    /// numbers are consecutive and end at `last_seq`. The default loads everything.
+    async fn load_since(&self, room: &RoomName, after_seq: u64) -> Result<StoredRoom, StoreError> {
+        let _ = after_seq;
+        self.load(room).await
+    }
 
     /// Appends v1 updates to a room's log, durably; returns the sequence number of the last one.
     async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError>;
@@ -83,13 +105,38 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes a fairy's private state, durably; deleting a missing one is not an error.
     async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError>;
 
+    /// The room's instructions for its fairies (plain text an admin set with
+    /// `PUT /rooms/{room}/instructions`); `None` when none are set.
+    async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError>;
+
+    /// Replaces the room's instructions, durably; an empty text removes them.
+    async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError>;
+
+    /// Whether the store answers (for `/healthz`).
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Flushes and closes the store (called once at shutdown).
     async fn close(&self) {}
 }
 
-/// Opens the store named by a `--store` URL: `sqlite:PATH` or `memory:`.
+/// Opens the store named by a `--store` URL: `sqlite:PATH`, `memory:` or
+/// `postgres://…` (in the default schema).
 pub async fn open(url: &str) -> Result<Arc<dyn Store>, StoreError> {
-    if let Some(path) = url.strip_prefix("sqlite:") {
+    open_in(url, None).await
+}
+
+/// Opens the store named by a `--store` URL; a PostgreSQL store keeps its tables in `schema`
+/// (`--store-schema`, default `fairyring`), which the other stores ignore.
+pub async fn open_in(url: &str, schema: Option<&str>) -> Result<Arc<dyn Store>, StoreError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let schema = match schema {
+            Some(name) => postgres::SchemaName::parse(name)?,
+            None => postgres::SchemaName::default(),
+        };
+        Ok(Arc::new(postgres::PostgresStore::open(url, &schema).await?))
+    } else if let Some(path) = url.strip_prefix("sqlite:") {
         let path = path.strip_prefix("//").unwrap_or(path);
         Ok(Arc::new(sqlite::SqliteStore::open(path).await?))
     } else if url == "memory:" || url == "memory" {
@@ -133,6 +180,28 @@ mod tests {
         let other = RoomName::parse("other").unwrap();
         assert!(store.load(&other).await.unwrap().updates.is_empty());
         fairy_state_contract(store.as_ref(), &room, &other).await;
+        instructions_contract(store.as_ref(), &room, &other).await;
+    }
+
+    /// Room instructions: per room, replaced on save, removed by an empty text.
+    async fn instructions_contract(store: &dyn Store, room: &RoomName, other: &RoomName) {
+        assert_eq!(store.load_instructions(room).await.unwrap(), None);
+        store.save_instructions(room, "Use blue.").await.unwrap();
+        store
+            .save_instructions(room, "Use red, é ✓.")
+            .await
+            .unwrap();
+        store.save_instructions(other, "Other.").await.unwrap();
+        assert_eq!(
+            store.load_instructions(room).await.unwrap().as_deref(),
+            Some("Use red, é ✓.")
+        );
+        store.save_instructions(other, "").await.unwrap();
+        assert_eq!(store.load_instructions(other).await.unwrap(), None);
+        assert_eq!(
+            store.load_instructions(room).await.unwrap().as_deref(),
+            Some("Use red, é ✓.")
+        );
     }
 
     async fn stored(store: &dyn Store, room: &RoomName, fairy: &str) -> Option<Bytes> {
@@ -188,6 +257,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn postgres_store_meets_contract() {
+        use postgres::test_db;
+        let Some(schema) = test_db::fresh_schema("contract").await else {
+            return;
+        };
+        let store = open_in(&test_db::url(), Some(schema.as_str()))
+            .await
+            .unwrap();
+        contract(store.clone()).await;
+        store.close().await;
+        // Reopening (migrations already applied) sees the same data.
+        let store = open_in(&test_db::url(), Some(schema.as_str()))
+            .await
+            .unwrap();
+        let room = RoomName::parse("contract").unwrap();
+        assert_eq!(store.load(&room).await.unwrap().updates.len(), 1);
+        assert!(store.ping().await.is_ok());
+        store.close().await;
+        test_db::drop_schema(&schema).await;
+    }
+
+    #[tokio::test]
     async fn sqlite_store_meets_contract() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
@@ -206,6 +297,11 @@ mod tests {
                 .as_deref(),
             Some(&b"two"[..]),
             "fairy state survives a reopen"
+        );
+        assert_eq!(
+            store.load_instructions(&room).await.unwrap().as_deref(),
+            Some("Use red, é ✓."),
+            "instructions survive a reopen"
         );
     }
 

@@ -1,31 +1,25 @@
 //! The embedded SQLite [`Store`]: one file, WAL journal, `synchronous=FULL`.
 //!
-//! Tables: `updates` and `snapshots` (each room's log) and `fairy_states` (each fairy's private
-//! state, keyed by room and fairy id). The schema is created, or completed for a database made
+//! Tables: `updates` and `snapshots` (each room's log), `fairy_states` (each fairy's private
+//! state, keyed by room and fairy id) and `room_instructions` (a room's text for its fairies). The schema is created, or completed for a database made
 //! by an earlier version, when the store opens.
 //!
-//! Writes go through one writer task that performs *group commit*: every write request (log
+//! Writes go through the group-commit writer ([`super::writer`]): every write request (log
 //! appends, compactions, fairy-state saves and deletes) that arrives while a commit is in flight
 //! joins the next transaction, across all rooms, so one fsync serves many of them. A write
-//! returns only after its transaction committed.
+//! returns only after its transaction committed. This file owns the SQL of those transactions.
 
 use std::path::Path;
 use std::str::FromStr;
-use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
-use tokio::sync::{mpsc, oneshot};
 
+use super::writer::{Batch, WriteOp, WriteReq, Writer};
 use super::{Store, StoreError, StoredRoom};
 use crate::room::RoomName;
-
-/// Most requests the writer folds into one transaction.
-const MAX_GROUP: usize = 256;
-/// Requests queued for the writer before appenders wait (backpressure).
-const WRITER_QUEUE: usize = 1024;
 
 const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS updates (
@@ -46,53 +40,16 @@ const SCHEMA: &[&str] = &[
         data BLOB NOT NULL,
         PRIMARY KEY (room, fairy)
     ) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS room_instructions (
+        room TEXT PRIMARY KEY NOT NULL,
+        text TEXT NOT NULL
+    )",
 ];
-
-enum WriteReq {
-    Append {
-        room: String,
-        updates: Vec<Bytes>,
-        done: oneshot::Sender<Result<u64, StoreError>>,
-    },
-    Compact {
-        room: String,
-        snapshot: Bytes,
-        upto_seq: u64,
-        done: oneshot::Sender<Result<(), StoreError>>,
-    },
-    SaveFairy {
-        room: String,
-        fairy: String,
-        state: Bytes,
-        done: oneshot::Sender<Result<(), StoreError>>,
-    },
-    DeleteFairy {
-        room: String,
-        fairy: String,
-        done: oneshot::Sender<Result<(), StoreError>>,
-    },
-}
-
-impl WriteReq {
-    /// Answers the request: `Ok(seq)` (the last sequence number, for appends) or the error.
-    fn answer(self, outcome: Result<u64, StoreError>) {
-        match self {
-            WriteReq::Append { done, .. } => {
-                let _ = done.send(outcome);
-            }
-            WriteReq::Compact { done, .. }
-            | WriteReq::SaveFairy { done, .. }
-            | WriteReq::DeleteFairy { done, .. } => {
-                let _ = done.send(outcome.map(|_| ()));
-            }
-        }
-    }
-}
 
 /// SQLite-backed store with a group-committing writer task.
 pub struct SqliteStore {
     pool: SqlitePool,
-    writer: mpsc::Sender<WriteReq>,
+    writer: Writer,
 }
 
 impl SqliteStore {
@@ -113,22 +70,8 @@ impl SqliteStore {
                 .execute(&pool)
                 .await?;
         }
-        let (writer, requests) = mpsc::channel(WRITER_QUEUE);
-        tokio::spawn(write_loop(pool.clone(), requests));
+        let writer = Writer::start(SqliteBatch(pool.clone()));
         Ok(SqliteStore { pool, writer })
-    }
-
-    /// Queues a write request and waits for its transaction to commit.
-    async fn write<T>(
-        &self,
-        req: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> WriteReq,
-    ) -> Result<T, StoreError> {
-        let (done, result) = oneshot::channel();
-        self.writer
-            .send(req(done))
-            .await
-            .map_err(|_| StoreError::WriterStopped)?;
-        result.await.map_err(|_| StoreError::WriterStopped)?
     }
 }
 
@@ -166,12 +109,7 @@ impl Store for SqliteStore {
     }
 
     async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
-        self.write(|done| WriteReq::Append {
-            room: room.as_str().to_owned(),
-            updates,
-            done,
-        })
-        .await
+        self.writer.append(room, updates).await
     }
 
     async fn compact(
@@ -180,13 +118,7 @@ impl Store for SqliteStore {
         snapshot: Bytes,
         upto_seq: u64,
     ) -> Result<(), StoreError> {
-        self.write(|done| WriteReq::Compact {
-            room: room.as_str().to_owned(),
-            snapshot,
-            upto_seq,
-            done,
-        })
-        .await
+        self.writer.compact(room, snapshot, upto_seq).await
     }
 
     async fn load_fairy_state(
@@ -211,22 +143,36 @@ impl Store for SqliteStore {
         fairy: &str,
         state: Bytes,
     ) -> Result<(), StoreError> {
-        self.write(|done| WriteReq::SaveFairy {
-            room: room.as_str().to_owned(),
-            fairy: fairy.to_owned(),
-            state,
-            done,
-        })
-        .await
+        self.writer.save_fairy(room, fairy, state).await
     }
 
     async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
-        self.write(|done| WriteReq::DeleteFairy {
-            room: room.as_str().to_owned(),
-            fairy: fairy.to_owned(),
-            done,
-        })
-        .await
+        self.writer.delete_fairy(room, fairy).await
+    }
+
+    async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT text FROM room_instructions WHERE room = ?")
+            .bind(room.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get::<String, _>(0)).transpose()?)
+    }
+
+    /// Written outside the group-commit writer: an admin's rare edit needs no batching, and
+    /// SQLite serialises it with the writer's transactions (busy timeout).
+    async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError> {
+        let query = if text.is_empty() {
+            sqlx::query("DELETE FROM room_instructions WHERE room = ?1").bind(room.as_str())
+        } else {
+            sqlx::query(
+                "INSERT INTO room_instructions (room, text) VALUES (?1, ?2)
+                 ON CONFLICT(room) DO UPDATE SET text = excluded.text",
+            )
+            .bind(room.as_str())
+            .bind(text)
+        };
+        query.execute(&self.pool).await?;
+        Ok(())
     }
 
     async fn close(&self) {
@@ -234,31 +180,13 @@ impl Store for SqliteStore {
     }
 }
 
-/// The writer task: takes every queued request, commits them in one transaction, answers all.
-async fn write_loop(pool: SqlitePool, mut requests: mpsc::Receiver<WriteReq>) {
-    let mut batch = Vec::with_capacity(MAX_GROUP);
-    while requests.recv_many(&mut batch, MAX_GROUP).await > 0 {
-        let started = Instant::now();
-        let outcome = commit_batch(&pool, &batch).await;
-        crate::metrics::global()
-            .store_commit_seconds
-            .observe(started.elapsed().as_secs_f64());
-        match outcome {
-            Ok(seqs) => {
-                for (req, seq) in batch.drain(..).zip(seqs) {
-                    req.answer(Ok(seq));
-                }
-            }
-            Err(err) => {
-                tracing::error!(error = %err, requests = batch.len(), "store commit failed");
-                let text = err.to_string();
-                for req in batch.drain(..) {
-                    req.answer(Err(StoreError::Database(sqlx::Error::Protocol(
-                        text.clone(),
-                    ))));
-                }
-            }
-        }
+/// SQLite transactions of the group-commit writer.
+struct SqliteBatch(SqlitePool);
+
+#[async_trait]
+impl Batch for SqliteBatch {
+    async fn commit(&self, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error> {
+        commit_batch(&self.0, batch).await
     }
 }
 
@@ -267,8 +195,8 @@ async fn commit_batch(pool: &SqlitePool, batch: &[WriteReq]) -> Result<Vec<u64>,
     let mut tx = pool.begin().await?;
     let mut seqs = Vec::with_capacity(batch.len());
     for req in batch {
-        match req {
-            WriteReq::Append { room, updates, .. } => {
+        match &req.op {
+            WriteOp::Append { room, updates } => {
                 let row = sqlx::query(
                     "SELECT MAX(m) FROM (SELECT MAX(seq) AS m FROM updates WHERE room = ?1
                      UNION ALL SELECT seq FROM snapshots WHERE room = ?1)",
@@ -288,11 +216,10 @@ async fn commit_batch(pool: &SqlitePool, batch: &[WriteReq]) -> Result<Vec<u64>,
                 }
                 seqs.push(u64::try_from(seq).unwrap_or(0));
             }
-            WriteReq::Compact {
+            WriteOp::Compact {
                 room,
                 snapshot,
                 upto_seq,
-                ..
             } => {
                 let upto = i64::try_from(*upto_seq).unwrap_or(i64::MAX);
                 sqlx::query(
@@ -311,9 +238,7 @@ async fn commit_batch(pool: &SqlitePool, batch: &[WriteReq]) -> Result<Vec<u64>,
                     .await?;
                 seqs.push(*upto_seq);
             }
-            WriteReq::SaveFairy {
-                room, fairy, state, ..
-            } => {
+            WriteOp::SaveFairy { room, fairy, state } => {
                 sqlx::query(
                     "INSERT INTO fairy_states (room, fairy, data) VALUES (?1, ?2, ?3)
                      ON CONFLICT(room, fairy) DO UPDATE SET data = excluded.data",
@@ -325,7 +250,7 @@ async fn commit_batch(pool: &SqlitePool, batch: &[WriteReq]) -> Result<Vec<u64>,
                 .await?;
                 seqs.push(0);
             }
-            WriteReq::DeleteFairy { room, fairy, .. } => {
+            WriteOp::DeleteFairy { room, fairy } => {
                 sqlx::query("DELETE FROM fairy_states WHERE room = ? AND fairy = ?")
                     .bind(room)
                     .bind(fairy)

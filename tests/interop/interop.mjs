@@ -2,29 +2,10 @@
 // Usage: node interop.mjs ws://HOST ROOM
 // Exit code 0 and a last line "interop ok" when every check passed.
 import * as Y from 'yjs'
-import { WebsocketProvider } from 'y-websocket'
-import WebSocket from 'ws'
+import { until, connect as connectTo } from './clients.mjs'
 
 const [base, room] = process.argv.slice(2)
-const deadline = (ms, what) => new Promise((_, reject) => setTimeout(() => reject(new Error(`timed out: ${what}`)), ms))
-const until = (what, cond, emitter, event) => Promise.race([
-  new Promise(resolve => {
-    const check = () => { if (cond()) { emitter.off(event, check); resolve() } }
-    emitter.on(event, check)
-    check()
-  }),
-  deadline(10000, what)
-])
-
-const connect = (token) => {
-  const doc = new Y.Doc()
-  const provider = new WebsocketProvider(`${base}/rooms`, room, doc, {
-    WebSocketPolyfill: WebSocket,
-    params: token ? { token } : {},
-    disableBc: true
-  })
-  return { doc, provider, shapes: doc.getMap('shapes') }
-}
+const connect = (token) => connectTo(base, room, token)
 
 const a = connect(process.env.FAIRYRING_TOKEN)
 const b = connect(process.env.FAIRYRING_TOKEN)

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fairy_http;
+pub mod services;
 
 use std::time::Duration;
 
@@ -224,6 +225,38 @@ pub fn fresh_copy(doc: &Doc) -> Doc {
 }
 
 /// A shape map's `x` as seen by a client.
+/// The ids of the shapes a client holds, sorted.
+pub fn shape_ids(client: &Client) -> Vec<String> {
+    use yrs::Map;
+    let shapes = client.doc.get_or_insert_map("shapes");
+    let txn = client.doc.transact();
+    let mut ids: Vec<String> = shapes.keys(&txn).map(str::to_owned).collect();
+    ids.sort();
+    ids
+}
+
+/// How many shapes a client holds.
+pub fn shape_count(client: &Client) -> u32 {
+    use yrs::Map;
+    client
+        .doc
+        .get_or_insert_map("shapes")
+        .len(&client.doc.transact())
+}
+
+/// Installs the pinned npm packages once (what `.ci/run` also does).
+pub fn ensure_npm_packages(dir: &std::path::Path) {
+    if dir.join("node_modules/y-websocket").exists() {
+        return;
+    }
+    let status = std::process::Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund"])
+        .current_dir(dir)
+        .status()
+        .expect("npm is required for the interop tests (install Node.js 20+)");
+    assert!(status.success(), "npm ci failed in {}", dir.display());
+}
+
 pub fn shape_x(doc: &Doc, id: &str) -> Option<f64> {
     use yrs::{Map, Out};
     let shapes = doc.get_or_insert_map("shapes");

@@ -36,6 +36,7 @@ pub fn task_request(task: &ProjectTask) -> Request {
         selected: Vec::new(),
         source: "self".into(),
         ids: Vec::new(),
+        from_user: None,
     }
 }
 

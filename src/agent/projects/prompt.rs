@@ -178,7 +178,13 @@ mod tests {
             created_by: "user:a".into(),
         };
         let consts = |mode: Mode| -> Vec<String> {
-            let s = crate::agent::prompt::system_prompt(&fairy, mode, &registry, false);
+            let s = crate::agent::prompt::system_prompt(
+                &fairy,
+                mode,
+                &registry,
+                false,
+                &Default::default(),
+            );
             s.split("\"const\": \"")
                 .skip(1)
                 .filter_map(|rest| rest.split('"').next().map(str::to_owned))
@@ -195,7 +201,13 @@ mod tests {
             got.sort();
             assert_eq!(got, want, "{}", mode.name());
         }
-        let s = crate::agent::prompt::system_prompt(&fairy, Mode::WorkingDrone, &registry, false);
+        let s = crate::agent::prompt::system_prompt(
+            &fairy,
+            Mode::WorkingDrone,
+            &registry,
+            false,
+            &Default::default(),
+        );
         assert!(s.contains("## Working on a project task"));
         assert!(!s.contains("## Orchestrating a project"));
     }

@@ -1,0 +1,262 @@
+//! The Redis transport of the fan-out (the `redis` crate, tokio, RESP3).
+//!
+//! Owns three tasks: the publisher (drains the fan-out's bounded queue into pipelined
+//! `PUBLISH`es over an auto-reconnecting connection, and publishes this node's heartbeat), the
+//! subscriber (one connection named `PREFIX:sub:NODE`, pattern-subscribed to every room channel
+//! of the prefix and to the nodes channel; when it drops, or its push queue overflows, it
+//! reconnects and marks every room lagged so rooms catch up from the store), and the node
+//! sweeper. It decodes messages and hands them to [`Fanout`]; it knows nothing of rooms'
+//! contents.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use redis::aio::{ConnectionManager, MultiplexedConnection};
+use redis::{
+    AsyncConnectionConfig, Client, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Value,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{Envelope, Fanout, HEARTBEAT_EVERY, NodeId, Prefix, PubSubError};
+
+/// Push messages queued from the subscriber connection before it counts as overflowing.
+const PUSH_QUEUE: usize = 16 * 1024;
+/// Messages published in one pipeline.
+const PUBLISH_BATCH: usize = 256;
+/// Delays between reconnection attempts of the subscriber.
+const RECONNECT_DELAYS: [Duration; 4] = [
+    Duration::from_millis(50),
+    Duration::from_millis(200),
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+];
+
+/// A running Redis fan-out: the [`Fanout`] rooms use, and the switch that stops its tasks.
+pub struct RedisFanout {
+    fanout: Arc<Fanout>,
+    publisher: ConnectionManager,
+    stop: CancellationToken,
+}
+
+impl RedisFanout {
+    /// Connects to `url` (`redis://HOST:PORT`), starts the tasks and returns at once the
+    /// fan-out (its subscription comes up in the background; rooms catch up when it does).
+    pub async fn start(url: &str, prefix: Prefix) -> Result<Self, PubSubError> {
+        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            return Err(PubSubError::UnsupportedUrl(url.to_owned()));
+        }
+        let info = url.into_connection_info()?;
+        let resp3 = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let client = Client::open(info.set_redis_settings(resp3))?;
+        let publisher = client.get_connection_manager().await?;
+        let node = NodeId::random();
+        let (fanout, out) = Fanout::new(node, prefix);
+        let stop = CancellationToken::new();
+        tokio::spawn(publish_loop(
+            fanout.clone(),
+            publisher.clone(),
+            out,
+            stop.clone(),
+        ));
+        tokio::spawn(subscribe_loop(fanout.clone(), client, stop.clone()));
+        tokio::spawn(sweep_loop(fanout.clone(), stop.clone()));
+        tracing::info!(%node, prefix = fanout.prefix.as_str(), "pub/sub fan-out started");
+        Ok(RedisFanout {
+            fanout,
+            publisher,
+            stop,
+        })
+    }
+
+    /// The fan-out rooms subscribe and publish through.
+    pub fn fanout(&self) -> &Arc<Fanout> {
+        &self.fanout
+    }
+
+    /// Tells the other nodes this one is leaving and stops the tasks.
+    pub async fn stop(&self) {
+        let leaving = Envelope::Leaving {
+            node: self.fanout.node,
+        };
+        let mut publisher = self.publisher.clone();
+        let sent = tokio::time::timeout(
+            Duration::from_secs(1),
+            redis::cmd("PUBLISH")
+                .arg(self.fanout.prefix.nodes_channel())
+                .arg(leaving.encode().as_ref())
+                .query_async::<i64>(&mut publisher),
+        )
+        .await;
+        if !matches!(sent, Ok(Ok(_))) {
+            tracing::debug!("could not announce this node's leaving");
+        }
+        self.stop.cancel();
+    }
+}
+
+/// Drains the outbound queue into pipelined `PUBLISH`es; publishes heartbeats.
+async fn publish_loop(
+    fanout: Arc<Fanout>,
+    mut publisher: ConnectionManager,
+    mut out: mpsc::Receiver<(String, Bytes)>,
+    stop: CancellationToken,
+) {
+    let mut heartbeat = tokio::time::interval(HEARTBEAT_EVERY);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let beat = Envelope::Heartbeat { node: fanout.node }.encode();
+    let mut batch = Vec::with_capacity(PUBLISH_BATCH);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = heartbeat.tick() => batch.push((fanout.prefix.nodes_channel(), beat.clone())),
+            taken = out.recv_many(&mut batch, PUBLISH_BATCH) => {
+                if taken == 0 {
+                    return;
+                }
+            }
+        }
+        let mut pipe = redis::pipe();
+        for (channel, payload) in &batch {
+            pipe.cmd("PUBLISH")
+                .arg(channel)
+                .arg(payload.as_ref())
+                .ignore();
+        }
+        let count = batch.len() as u64;
+        match pipe.query_async::<()>(&mut publisher).await {
+            Ok(()) => {
+                super::count("out", count);
+            }
+            Err(error) => {
+                // Lost messages are caught up by the other nodes from the store.
+                tracing::warn!(%error, count, "publishing to redis failed; dropped");
+                super::count("dropped", count);
+            }
+        }
+        batch.clear();
+    }
+}
+
+/// Keeps the subscription up: connects, subscribes, reads until it drops, and again.
+async fn subscribe_loop(fanout: Arc<Fanout>, client: Client, stop: CancellationToken) {
+    let mut failures = 0usize;
+    loop {
+        let (tx, mut rx) = mpsc::channel::<PushInfo>(PUSH_QUEUE);
+        let overflow = Arc::new(AtomicBool::new(false));
+        let overflowed = overflow.clone();
+        let sender = move |info: PushInfo| {
+            if tx.try_send(info).is_err() {
+                overflowed.store(true, Ordering::SeqCst);
+            }
+            Ok::<(), std::convert::Infallible>(())
+        };
+        let config = AsyncConnectionConfig::new().set_push_sender(sender);
+        let connected = tokio::select! {
+            _ = stop.cancelled() => return,
+            c = subscribe(&fanout, &client, config) => c,
+        };
+        match connected {
+            Ok(_connection) => {
+                failures = 0;
+                fanout.connected.store(true, Ordering::SeqCst);
+                // Anything published while the subscription was down is missing.
+                fanout.lag_all();
+                tracing::info!("pub/sub subscription up");
+                loop {
+                    let info = tokio::select! {
+                        _ = stop.cancelled() => return,
+                        info = rx.recv() => info,
+                    };
+                    if overflow.swap(false, Ordering::SeqCst) {
+                        tracing::warn!("pub/sub push queue overflowed; rooms catch up");
+                        fanout.lag_all();
+                    }
+                    let Some(info) = info else { break };
+                    match info.kind {
+                        PushKind::Disconnection => break,
+                        PushKind::PMessage | PushKind::Message => handle_push(&fanout, info.data),
+                        _ => {}
+                    }
+                }
+                fanout.connected.store(false, Ordering::SeqCst);
+                tracing::warn!("pub/sub subscription dropped; reconnecting");
+            }
+            Err(error) => {
+                fanout.connected.store(false, Ordering::SeqCst);
+                tracing::warn!(%error, "pub/sub subscription failed; retrying");
+            }
+        }
+        let delay = RECONNECT_DELAYS[failures.min(RECONNECT_DELAYS.len() - 1)];
+        failures += 1;
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+/// Opens the subscriber connection, names it and subscribes.
+async fn subscribe(
+    fanout: &Fanout,
+    client: &Client,
+    config: AsyncConnectionConfig,
+) -> Result<MultiplexedConnection, PubSubError> {
+    let mut connection = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?;
+    let name = format!("{}:sub:{}", fanout.prefix.as_str(), fanout.node);
+    redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg(&name)
+        .query_async::<()>(&mut connection)
+        .await?;
+    connection.psubscribe(fanout.prefix.room_pattern()).await?;
+    connection.subscribe(fanout.prefix.nodes_channel()).await?;
+    Ok(connection)
+}
+
+/// Decodes one pushed message (`[pattern,] channel, payload`) and dispatches it.
+fn handle_push(fanout: &Fanout, data: Vec<Value>) {
+    let mut strings = data.into_iter().filter_map(|value| match value {
+        Value::BulkString(bytes) => Some(bytes),
+        _ => None,
+    });
+    let (channel, payload) = match (strings.next(), strings.next(), strings.next()) {
+        (Some(_pattern), Some(channel), Some(payload)) => (channel, payload),
+        (Some(channel), Some(payload), None) => (channel, payload),
+        _ => return,
+    };
+    let Ok(channel) = String::from_utf8(channel) else {
+        return;
+    };
+    let envelope = match Envelope::decode(Bytes::from(payload)) {
+        Ok(envelope) => envelope,
+        Err(error) => {
+            tracing::warn!(%error, channel, "unreadable pub/sub message dropped");
+            super::count("dropped", 1);
+            return;
+        }
+    };
+    if channel == fanout.prefix.nodes_channel() {
+        fanout.dispatch_node(envelope);
+    } else if let Some(room) = fanout.prefix.room_of(&channel) {
+        fanout.dispatch_room(&room, envelope);
+    }
+}
+
+/// Forgets silent nodes twice per heartbeat interval.
+async fn sweep_loop(fanout: Arc<Fanout>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(HEARTBEAT_EVERY / 2);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => fanout.sweep_nodes(tokio::time::Instant::now()),
+        }
+    }
+}

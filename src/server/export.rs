@@ -1,0 +1,245 @@
+//! Export of a room's page as an image: `GET /rooms/{room}/export.svg` and
+//! `GET /rooms/{room}/export.png` (scope `read`). Query: `page` (default `page:main`), an
+//! optional area `x, y, w, h` (all four or none; none: the page's content with a margin), and
+//! `scale` (default 1, at most 8; lowered so the image fits 8000 px a side and 32 M pixels — the
+//! scale used is in the `x-fairyring-scale` header). Errors are JSON like every route: 400
+//! `invalid_query` for a bad query, 404 `page_not_found` / `empty_page`, 503 `busy` when the
+//! renders in flight are at their bound.
+//!
+//! Owns only the admission, the query and the response; drawing is [`crate::canvas::render`],
+//! which runs on the blocking pool, at most [`MAX_RENDERS`] at a time.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio::sync::Semaphore;
+use yrs::Transact;
+
+use super::AppState;
+use super::error::ApiError;
+use crate::auth::Scope;
+use crate::canvas::geometry::Bounds;
+use crate::canvas::page::page_exists;
+use crate::canvas::render::{self, Caps, RenderError, View};
+use crate::canvas::schema::MAIN_PAGE;
+use crate::canvas::shape::list_shapes;
+
+/// Renders running at once (each may hold ~128 MB while rasterizing).
+pub const MAX_RENDERS: usize = 2;
+/// Longest wait for a render slot before 503 `busy`.
+const SLOT_WAIT: Duration = Duration::from_secs(10);
+
+static RENDERS: Semaphore = Semaphore::const_new(MAX_RENDERS);
+
+/// The image formats of an export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `image/svg+xml`.
+    Svg,
+    /// `image/png`.
+    Png,
+}
+
+/// A parsed export query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportQuery {
+    /// The page.
+    pub page: String,
+    /// The area; `None`: the page's content.
+    pub area: Option<Bounds>,
+    /// The asked scale.
+    pub scale: f64,
+}
+
+fn invalid(detail: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", detail)
+}
+
+impl ExportQuery {
+    /// Reads the query; unknown keys (such as `token`) are ignored.
+    pub fn parse(query: &HashMap<String, String>) -> Result<Self, ApiError> {
+        let number = |key: &str| -> Result<Option<f64>, ApiError> {
+            query
+                .get(key)
+                .map(|raw| {
+                    raw.trim()
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|n| n.is_finite())
+                        .ok_or_else(|| {
+                            invalid(format!("'{key}' must be a finite number, not '{raw}'"))
+                        })
+                })
+                .transpose()
+        };
+        let area = match (number("x")?, number("y")?, number("w")?, number("h")?) {
+            (None, None, None, None) => None,
+            (Some(x), Some(y), Some(w), Some(h)) if w > 0.0 && h > 0.0 => {
+                Some(Bounds::new(x, y, w, h))
+            }
+            (Some(_), Some(_), Some(_), Some(_)) => {
+                return Err(invalid("'w' and 'h' must be greater than 0"));
+            }
+            _ => return Err(invalid("give all of 'x', 'y', 'w', 'h' or none of them")),
+        };
+        let scale = number("scale")?.unwrap_or(1.0);
+        if !(scale > 0.0 && scale <= render::MAX_SCALE) {
+            return Err(invalid(format!(
+                "'scale' must be greater than 0 and at most {}",
+                render::MAX_SCALE
+            )));
+        }
+        let page = query
+            .get("page")
+            .map(|p| p.trim().to_owned())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| MAIN_PAGE.to_owned());
+        Ok(ExportQuery { page, area, scale })
+    }
+}
+
+/// The export routes.
+pub fn routes() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route(
+            "/rooms/{room}/export.svg",
+            get(|state, room, query, headers| export(state, room, query, headers, Format::Svg)),
+        )
+        .route(
+            "/rooms/{room}/export.png",
+            get(|state, room, query, headers| export(state, room, query, headers, Format::Png)),
+        )
+}
+
+impl From<RenderError> for ApiError {
+    fn from(error: RenderError) -> Self {
+        match error {
+            RenderError::InvalidArea { .. } | RenderError::InvalidScale(_) => {
+                invalid(error.to_string())
+            }
+            RenderError::EmptyPage(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "empty_page", error.to_string())
+            }
+            RenderError::Raster(_) => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "render_failed",
+                error.to_string(),
+            ),
+        }
+    }
+}
+
+async fn export(
+    State(state): State<AppState>,
+    Path(room): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    format: Format,
+) -> Result<Response, ApiError> {
+    let token = query.get("token").map(String::as_str);
+    let (name, _sub) = super::access::admit_scope(&state, &room, token, &headers, Scope::Read)?;
+    let q = ExportQuery::parse(&query)?;
+    let room = state.rooms.get(&name).await?;
+    let (shapes, page_found) = {
+        let txn = room.doc().transact();
+        (list_shapes(&txn), page_exists(&txn, &q.page))
+    };
+    if !page_found {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "page_not_found",
+            format!("no page '{}' in this room", q.page),
+        ));
+    }
+    let view = match q.area {
+        Some(area) => View::fit(area, q.scale, Caps::default())?,
+        None => View::content(&shapes, &q.page, q.scale, Caps::default())?,
+    };
+    let _slot = tokio::time::timeout(SLOT_WAIT, RENDERS.acquire())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                "too many exports are rendering; try again shortly",
+            )
+            .with_retry_after(1)
+        })?;
+    let page = q.page.clone();
+    let rendered = tokio::task::spawn_blocking(move || match format {
+        Format::Svg => Ok(render::render_svg(&shapes, &page, &view).into_bytes()),
+        Format::Png => render::render_png(&shapes, &page, &view),
+    })
+    .await
+    .map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "render_failed",
+            e.to_string(),
+        )
+    })??;
+    let content_type = match format {
+        Format::Svg => "image/svg+xml",
+        Format::Png => "image/png",
+    };
+    let mut response = (StatusCode::OK, rendered).into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Ok(v) = HeaderValue::from_str(&render::num(view.scale)) {
+        h.insert("x-fairyring-scale", v);
+    }
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> Result<ExportQuery, ApiError> {
+        ExportQuery::parse(
+            &pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn queries_parse_or_say_why_not() {
+        let d = q(&[("token", "t")]).unwrap();
+        assert_eq!((d.page.as_str(), d.area, d.scale), (MAIN_PAGE, None, 1.0));
+        let a = q(&[
+            ("x", "-5"),
+            ("y", "0"),
+            ("w", "10"),
+            ("h", "20"),
+            ("scale", "2"),
+            ("page", "page:2"),
+        ])
+        .unwrap();
+        assert_eq!(a.area, Some(Bounds::new(-5.0, 0.0, 10.0, 20.0)));
+        assert_eq!((a.page.as_str(), a.scale), ("page:2", 2.0));
+        for bad in [
+            vec![("x", "1")],
+            vec![("x", "1"), ("y", "1"), ("w", "0"), ("h", "1")],
+            vec![("scale", "0")],
+            vec![("scale", "9")],
+            vec![("scale", "NaN")],
+            vec![("x", "a"), ("y", "1"), ("w", "1"), ("h", "1")],
+        ] {
+            let e = q(&bad).unwrap_err();
+            assert_eq!(
+                (e.status(), e.code()),
+                (StatusCode::BAD_REQUEST, "invalid_query"),
+                "{bad:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! `GET /healthz`: whether this node can do its work. Reports the store's reachability (a node
+//! that cannot make updates durable answers `503`) and, when scaled out, the pub/sub
+//! subscription's (degraded but serving: rooms catch up from the store). Owns only the probe
+//! and its JSON; it does not decide what rooms do when the store fails.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::Serialize;
+
+use super::AppState;
+
+/// How long the store may take to answer the probe.
+const STORE_PROBE: Duration = Duration::from_secs(2);
+
+/// Reachability of one dependency.
+#[derive(Debug, Serialize, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+pub enum Reach {
+    /// It answered.
+    Ok,
+    /// It did not answer (in time).
+    Unreachable,
+    /// Not configured on this node.
+    Off,
+}
+
+/// The body of `/healthz`.
+#[derive(Debug, Serialize)]
+pub struct Health {
+    /// `ok`, `degraded` (pub/sub down: serving, with catch-ups) or `unavailable` (store down).
+    pub status: &'static str,
+    /// The store's reachability.
+    pub store: Reach,
+    /// The pub/sub subscription's state.
+    pub pubsub: Reach,
+}
+
+/// `GET /healthz`.
+pub async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
+    let store = match tokio::time::timeout(STORE_PROBE, state.store.ping()).await {
+        Ok(Ok(())) => Reach::Ok,
+        _ => Reach::Unreachable,
+    };
+    let pubsub = match &state.pubsub {
+        None => Reach::Off,
+        Some(p) if p.fanout().is_connected() => Reach::Ok,
+        Some(_) => Reach::Unreachable,
+    };
+    let (code, status) = match (store, pubsub) {
+        (Reach::Unreachable, _) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+        (_, Reach::Unreachable) => (StatusCode::OK, "degraded"),
+        _ => (StatusCode::OK, "ok"),
+    };
+    (
+        code,
+        Json(Health {
+            status,
+            store,
+            pubsub,
+        }),
+    )
+}

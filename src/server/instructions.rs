@@ -1,0 +1,127 @@
+//! Room instructions (the persona files of the design's agent engine): `PUT
+//! /rooms/{room}/instructions` (scope `admin`) sets a room's plain-text instructions for its
+//! fairies — at most [`MAX_INSTRUCTION_CHARS`] characters of UTF-8, an empty body removes them —
+//! and `GET` (scope `fairies`) reads them back as `text/plain`. They are kept in the store,
+//! never in the document (people without `admin` cannot edit them), and every fairy in the room
+//! reads them into its system prompt at each turn.
+//!
+//! Owns only the admission, the body checks and the response; storage is
+//! [`crate::store::Store`]'s.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use super::AppState;
+use super::error::ApiError;
+use crate::auth::Scope;
+use crate::store::StoreError;
+
+/// Longest instructions accepted, in characters.
+pub const MAX_INSTRUCTION_CHARS: usize = 50_000;
+
+/// The instructions route.
+pub fn routes() -> axum::Router<AppState> {
+    axum::Router::new().route("/rooms/{room}/instructions", get(read).put(write))
+}
+
+fn store_error(error: StoreError) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store_unavailable",
+        error.to_string(),
+    )
+}
+
+/// Checks a body as instructions: UTF-8, at most [`MAX_INSTRUCTION_CHARS`] characters.
+pub fn instructions_text(body: &[u8]) -> Result<&str, ApiError> {
+    let text = std::str::from_utf8(body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_text",
+            format!("instructions must be UTF-8 text: {e}"),
+        )
+    })?;
+    let chars = text.chars().count();
+    if chars > MAX_INSTRUCTION_CHARS {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "instructions_too_long",
+            format!("instructions are limited to {MAX_INSTRUCTION_CHARS} characters, not {chars}"),
+        ));
+    }
+    Ok(text)
+}
+
+async fn read(
+    State(state): State<AppState>,
+    Path(room): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let token = query.get("token").map(String::as_str);
+    let (name, _) = super::access::admit_scope(&state, &room, token, &headers, Scope::Fairies)?;
+    let text = state
+        .rooms
+        .store()
+        .load_instructions(&name)
+        .await
+        .map_err(store_error)?
+        .unwrap_or_default();
+    let mut response = (StatusCode::OK, text).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    Ok(response)
+}
+
+async fn write(
+    State(state): State<AppState>,
+    Path(room): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<StatusCode, ApiError> {
+    let token = query.get("token").map(String::as_str);
+    let (name, sub) = super::access::admit_scope(&state, &room, token, &headers, Scope::Admin)?;
+    let body = body?;
+    let text = instructions_text(&body)?;
+    state
+        .rooms
+        .store()
+        .save_instructions(&name, text)
+        .await
+        .map_err(store_error)?;
+    tracing::info!(room = %name, %sub, chars = text.chars().count(), "room instructions set");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_are_utf8_and_bounded() {
+        assert_eq!(
+            instructions_text("Use blue.".as_bytes()).ok(),
+            Some("Use blue.")
+        );
+        let e = instructions_text(&[0xff, 0xfe]).unwrap_err();
+        assert_eq!(e.code(), "invalid_text");
+        // The limit counts characters, not bytes.
+        let at_limit = "é".repeat(MAX_INSTRUCTION_CHARS);
+        assert!(instructions_text(at_limit.as_bytes()).is_ok());
+        let over = "a".repeat(MAX_INSTRUCTION_CHARS + 1);
+        let e = instructions_text(over.as_bytes()).unwrap_err();
+        assert_eq!(
+            (e.status(), e.code()),
+            (StatusCode::PAYLOAD_TOO_LARGE, "instructions_too_long")
+        );
+    }
+}

@@ -1,0 +1,485 @@
+//! The shared PostgreSQL [`Store`] of the scale-out mode (docs/storage.md, "PostgreSQL").
+//!
+//! Owns the connection pool, the migrations under `migrations/postgres` (run at open, under
+//! sqlx's advisory lock, so nodes starting together migrate once), and the SQL of the
+//! transactions of the group-commit writer ([`super::writer`]): every write request queued while
+//! a commit is in flight joins the next transaction, across rooms, and returns only after it
+//! committed (`synchronous_commit` as configured on the server: `on` by default, durable).
+//!
+//! Several nodes append to the same room: the `rooms` row of a room holds its sequence counter
+//! and is locked by every append (rows are taken in room order inside a batch, so two nodes'
+//! batches cannot deadlock), which hands out gap-free sequence numbers that become visible in
+//! order. Compaction never moves a snapshot backwards and only deletes updates its snapshot
+//! covers, so it is safe while other nodes append. Tables live in one schema
+//! (`--store-schema`), set as the connections' `search_path`.
+//!
+//! This module knows nothing of sockets, peers or Yjs; it must not be used by anything but the
+//! store's callers through the [`Store`] trait.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Row, Transaction};
+
+use super::writer::{Batch, WriteOp, WriteReq, Writer};
+use super::{Store, StoreError, StoredRoom};
+use crate::room::RoomName;
+/// How long a connection attempt may take before the store counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The schema holding a deployment's tables: a lower-case SQL identifier (`[a-z_][a-z0-9_]*`,
+/// at most 63 bytes), so it can be named in `search_path` without quoting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaName(String);
+
+impl SchemaName {
+    /// Validates a schema name.
+    pub fn parse(name: &str) -> Result<Self, StoreError> {
+        let mut chars = name.chars();
+        let first_ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
+        let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if first_ok && rest_ok && name.len() <= 63 {
+            Ok(SchemaName(name.to_owned()))
+        } else {
+            Err(StoreError::InvalidSchema(name.to_owned()))
+        }
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for SchemaName {
+    fn default() -> Self {
+        SchemaName("fairyring".to_owned())
+    }
+}
+
+/// PostgreSQL-backed store with a group-committing writer task.
+pub struct PostgresStore {
+    pool: PgPool,
+    writer: Writer,
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://USER@HOST:PORT/DB`), creates `schema` if needed and runs
+    /// the migrations in it.
+    pub async fn open(url: &str, schema: &SchemaName) -> Result<Self, StoreError> {
+        let options = PgConnectOptions::from_str(url)?
+            .application_name("fairyring")
+            .options([("search_path", schema.as_str())]);
+        let pool = PgPoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            .connect_with(options)
+            .await?;
+        let mut migrator = sqlx::migrate!("migrations/postgres");
+        migrator.create_schema(schema.as_str().to_owned());
+        migrator
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Migration(e.to_string()))?;
+        let writer = Writer::start(PgBatch(pool.clone()));
+        Ok(PostgresStore { pool, writer })
+    }
+}
+
+fn to_i64(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+fn to_u64(seq: i64) -> u64 {
+    u64::try_from(seq).unwrap_or(0)
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
+        self.load_since(room, 0).await
+    }
+
+    async fn load_since(&self, room: &RoomName, after_seq: u64) -> Result<StoredRoom, StoreError> {
+        // One snapshot of the database: a compaction committing in between cannot make the
+        // snapshot and the log disagree.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        let snapshot = sqlx::query("SELECT seq, data FROM snapshots WHERE room = $1")
+            .bind(room.as_str())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let (from_seq, snapshot) = match snapshot {
+            // A full load (`after_seq` 0) takes the snapshot whatever it covers.
+            Some(row) if after_seq == 0 || to_u64(row.try_get::<i64, _>(0)?) > after_seq => (
+                row.try_get::<i64, _>(0)?,
+                Some(Bytes::from(row.try_get::<Vec<u8>, _>(1)?)),
+            ),
+            _ => (to_i64(after_seq), None),
+        };
+        let rows =
+            sqlx::query("SELECT seq, data FROM updates WHERE room = $1 AND seq > $2 ORDER BY seq")
+                .bind(room.as_str())
+                .bind(from_seq)
+                .fetch_all(&mut *tx)
+                .await?;
+        tx.commit().await?;
+        let mut last_seq = from_seq;
+        let mut updates = Vec::with_capacity(rows.len());
+        for row in rows {
+            last_seq = row.try_get::<i64, _>(0)?;
+            updates.push(Bytes::from(row.try_get::<Vec<u8>, _>(1)?));
+        }
+        Ok(StoredRoom {
+            snapshot,
+            updates,
+            last_seq: to_u64(last_seq),
+        })
+    }
+
+    async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
+        self.writer.append(room, updates).await
+    }
+
+    async fn compact(
+        &self,
+        room: &RoomName,
+        snapshot: Bytes,
+        upto_seq: u64,
+    ) -> Result<(), StoreError> {
+        self.writer.compact(room, snapshot, upto_seq).await
+    }
+
+    async fn load_fairy_state(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+    ) -> Result<Option<Bytes>, StoreError> {
+        let row = sqlx::query("SELECT data FROM fairy_states WHERE room = $1 AND fairy = $2")
+            .bind(room.as_str())
+            .bind(fairy)
+            .fetch_optional(&self.pool)
+            .await?;
+        match row {
+            Some(row) => Ok(Some(Bytes::from(row.try_get::<Vec<u8>, _>(0)?))),
+            None => Ok(None),
+        }
+    }
+
+    async fn save_fairy_state(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+        state: Bytes,
+    ) -> Result<(), StoreError> {
+        self.writer.save_fairy(room, fairy, state).await
+    }
+
+    async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
+        self.writer.delete_fairy(room, fairy).await
+    }
+
+    async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT text FROM room_instructions WHERE room = $1")
+            .bind(room.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get::<String, _>(0)).transpose()?)
+    }
+
+    /// Written outside the group-commit writer: an admin's rare edit needs no batching.
+    async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError> {
+        let query = if text.is_empty() {
+            sqlx::query("DELETE FROM room_instructions WHERE room = $1").bind(room.as_str())
+        } else {
+            sqlx::query(
+                "INSERT INTO room_instructions (room, text) VALUES ($1, $2)
+                 ON CONFLICT (room) DO UPDATE SET text = excluded.text",
+            )
+            .bind(room.as_str())
+            .bind(text)
+        };
+        query.execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// PostgreSQL transactions of the group-commit writer: lock-ordered, retried when PostgreSQL
+/// aborts one as a deadlock or serialization failure.
+struct PgBatch(PgPool);
+
+#[async_trait]
+impl Batch for PgBatch {
+    async fn commit(&self, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error> {
+        commit_batch(&self.0, batch).await
+    }
+
+    fn retryable(&self, error: &sqlx::Error) -> bool {
+        matches!(error, sqlx::Error::Database(e) if matches!(e.code().as_deref(), Some("40P01" | "40001")))
+    }
+
+    fn sorted(&self) -> bool {
+        true
+    }
+}
+
+/// Commits a (lock-ordered) batch in one transaction; returns, per request, the last sequence
+/// number written (appends) or 0.
+async fn commit_batch(pool: &PgPool, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let mut seqs = Vec::with_capacity(batch.len());
+    for req in batch {
+        let seq = match &req.op {
+            WriteOp::Append { room, updates } => append(&mut tx, room, updates).await?,
+            WriteOp::Compact {
+                room,
+                snapshot,
+                upto_seq,
+            } => {
+                let upto = to_i64(*upto_seq);
+                // A snapshot never replaces a newer one (another node compacted further).
+                sqlx::query(
+                    "INSERT INTO snapshots (room, seq, data) VALUES ($1, $2, $3)
+                     ON CONFLICT (room) DO UPDATE SET seq = excluded.seq, data = excluded.data
+                     WHERE snapshots.seq < excluded.seq",
+                )
+                .bind(room)
+                .bind(upto)
+                .bind(snapshot.as_ref())
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("DELETE FROM updates WHERE room = $1 AND seq <= $2")
+                    .bind(room)
+                    .bind(upto)
+                    .execute(&mut *tx)
+                    .await?;
+                *upto_seq
+            }
+            WriteOp::SaveFairy { room, fairy, state } => {
+                sqlx::query(
+                    "INSERT INTO fairy_states (room, fairy, data) VALUES ($1, $2, $3)
+                     ON CONFLICT (room, fairy) DO UPDATE SET data = excluded.data",
+                )
+                .bind(room)
+                .bind(fairy)
+                .bind(state.as_ref())
+                .execute(&mut *tx)
+                .await?;
+                0
+            }
+            WriteOp::DeleteFairy { room, fairy } => {
+                sqlx::query("DELETE FROM fairy_states WHERE room = $1 AND fairy = $2")
+                    .bind(room)
+                    .bind(fairy)
+                    .execute(&mut *tx)
+                    .await?;
+                0
+            }
+        };
+        seqs.push(seq);
+    }
+    tx.commit().await?;
+    Ok(seqs)
+}
+
+/// Appends a room's updates: bumps (and locks) its counter row, then inserts the updates under
+/// the sequence numbers it handed out. Returns the last one.
+async fn append(
+    tx: &mut Transaction<'static, Postgres>,
+    room: &str,
+    updates: &[Bytes],
+) -> Result<u64, sqlx::Error> {
+    let count = i64::try_from(updates.len()).unwrap_or(i64::MAX);
+    let row = sqlx::query(
+        "INSERT INTO rooms (room, last_seq) VALUES ($1, $2)
+         ON CONFLICT (room) DO UPDATE SET last_seq = rooms.last_seq + excluded.last_seq
+         RETURNING last_seq",
+    )
+    .bind(room)
+    .bind(count)
+    .fetch_one(&mut **tx)
+    .await?;
+    let last: i64 = row.try_get(0)?;
+    let first = last - count + 1;
+    let seqs: Vec<i64> = (first..=last).collect();
+    let data: Vec<&[u8]> = updates.iter().map(|u| u.as_ref()).collect();
+    sqlx::query(
+        "INSERT INTO updates (room, seq, data) SELECT $1, s, d FROM UNNEST($2::BIGINT[], $3::BYTEA[]) AS t(s, d)",
+    )
+    .bind(room)
+    .bind(&seqs)
+    .bind(&data)
+    .execute(&mut **tx)
+    .await?;
+    Ok(to_u64(last))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// Two nodes (two stores on one schema) append to one room at once while one of them
+    /// compacts: every append gets its own gap-free range, nothing is lost, and a catch-up from
+    /// any point returns exactly what came after it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_nodes_append_and_compact_one_room() {
+        let Some(schema) = test_db::fresh_schema("nodes").await else {
+            return;
+        };
+        let a = Arc::new(PostgresStore::open(&test_db::url(), &schema).await.unwrap());
+        let b = Arc::new(PostgresStore::open(&test_db::url(), &schema).await.unwrap());
+        let room = RoomName::parse("shared").unwrap();
+        let mut tasks = Vec::new();
+        for (node, store) in [(0u8, a.clone()), (1u8, b.clone())] {
+            for i in 0..20u8 {
+                let store = store.clone();
+                let room = room.clone();
+                tasks.push(tokio::spawn(async move {
+                    let updates =
+                        vec![Bytes::from(vec![node, i, 0]), Bytes::from(vec![node, i, 1])];
+                    store.append(&room, updates).await.unwrap()
+                }));
+            }
+        }
+        let compactor = {
+            let a = a.clone();
+            let room = room.clone();
+            tokio::spawn(async move {
+                // Compacts what it has loaded, while appends go on.
+                let seen = a.load(&room).await.unwrap();
+                a.compact(&room, Bytes::from_static(b"snap"), seen.last_seq)
+                    .await
+                    .unwrap();
+                seen.last_seq
+            })
+        };
+        let mut ends = BTreeSet::new();
+        for task in tasks {
+            assert!(
+                ends.insert(task.await.unwrap()),
+                "each append has its own range"
+            );
+        }
+        let compacted = compactor.await.unwrap();
+        assert_eq!(ends.iter().max(), Some(&80));
+        assert!(
+            ends.iter().all(|end| end % 2 == 0),
+            "ranges are not interleaved"
+        );
+        let loaded = b.load(&room).await.unwrap();
+        assert_eq!(loaded.last_seq, 80);
+        if compacted > 0 {
+            assert_eq!(loaded.snapshot.as_deref(), Some(&b"snap"[..]));
+        }
+        assert_eq!(loaded.updates.len() as u64, 80 - compacted);
+        // Each update is one of the two of its append, in order.
+        for pair in loaded.updates.chunks(2) {
+            if let [first, second] = pair {
+                assert_eq!((first[0], first[1], first[2]), (second[0], second[1], 0));
+                assert_eq!(second[2], 1);
+            }
+        }
+        // Catch-up from a point after the snapshot: only the updates after it.
+        let since = a.load_since(&room, 70).await.unwrap();
+        assert!(since.snapshot.is_none() || compacted > 70);
+        if compacted <= 70 {
+            assert_eq!(since.updates.len(), 10);
+            assert_eq!(since.updates, loaded.updates[loaded.updates.len() - 10..]);
+        }
+        assert_eq!(since.last_seq, 80);
+        // An older snapshot never replaces a newer one.
+        a.compact(&room, Bytes::from_static(b"newer"), 80)
+            .await
+            .unwrap();
+        b.compact(&room, Bytes::from_static(b"older"), 40)
+            .await
+            .unwrap();
+        let loaded = b.load(&room).await.unwrap();
+        assert_eq!(loaded.snapshot.as_deref(), Some(&b"newer"[..]));
+        assert!(loaded.updates.is_empty());
+        assert_eq!(loaded.last_seq, 80);
+        assert_eq!(
+            a.append(&room, vec![Bytes::from_static(b"n")])
+                .await
+                .unwrap(),
+            81
+        );
+        let since = b.load_since(&room, 80).await.unwrap();
+        assert!(since.snapshot.is_none());
+        assert_eq!((since.updates.len(), since.last_seq), (1, 81));
+        a.close().await;
+        b.close().await;
+        test_db::drop_schema(&schema).await;
+    }
+
+    #[test]
+    fn schema_names_are_plain_identifiers() {
+        assert!(SchemaName::parse("fairyring").is_ok());
+        assert!(SchemaName::parse("t_01").is_ok());
+        assert!(SchemaName::parse("_x").is_ok());
+        for bad in ["", "1a", "Caps", "a-b", "a;drop", "x\"y", &"a".repeat(64)] {
+            assert!(SchemaName::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
+
+/// The test database (`FAIRYRING_TEST_PG_URL`, default the CI machine's) and a fresh schema per
+/// test; tests skip with a printed reason when it is unreachable, unless
+/// `FAIRYRING_REQUIRE_SERVICES=1` makes that a failure.
+#[cfg(test)]
+pub(crate) mod test_db {
+    use super::SchemaName;
+
+    /// The test database's URL.
+    pub fn url() -> String {
+        std::env::var("FAIRYRING_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+    }
+
+    /// A fresh schema for one test, or `None` (after saying why) when PostgreSQL is down.
+    pub async fn fresh_schema(tag: &str) -> Option<SchemaName> {
+        let url = url();
+        match sqlx::PgPool::connect(&url).await {
+            Ok(pool) => pool.close().await,
+            Err(error) => {
+                let required = std::env::var("FAIRYRING_REQUIRE_SERVICES").as_deref() == Ok("1");
+                assert!(
+                    !required,
+                    "PostgreSQL required but unreachable at {url}: {error}"
+                );
+                eprintln!("skipping: PostgreSQL unreachable at {url}: {error}");
+                return None;
+            }
+        }
+        let name = format!("t_{tag}_{:08x}", rand::random::<u32>());
+        Some(SchemaName::parse(&name).expect("a valid schema name"))
+    }
+
+    /// Drops a test's schema.
+    pub async fn drop_schema(schema: &SchemaName) {
+        if let Ok(pool) = sqlx::PgPool::connect(&url()).await {
+            let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", schema.as_str());
+            let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&pool).await;
+            pool.close().await;
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Group commit, shared by the SQL stores (docs/storage.md, "Group commit").
+//!
+//! Owns the write requests ([`WriteReq`]), the bounded queue to one writer task and that task:
+//! every request queued while a commit is in flight joins the next transaction, across rooms,
+//! and is answered only after that transaction committed. What a transaction does is the
+//! backend's ([`Batch`]); this module knows no SQL dialect.
+
+use std::time::Instant;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use super::StoreError;
+use crate::room::RoomName;
+
+/// Most requests the writer folds into one transaction.
+const MAX_GROUP: usize = 256;
+/// Requests queued for the writer before writers wait (backpressure).
+const WRITER_QUEUE: usize = 1024;
+/// Attempts of one batch the backend calls retryable (a deadlock, a serialization failure).
+const BATCH_ATTEMPTS: usize = 3;
+
+/// One write, with the channel its outcome goes back on: for appends the last sequence number
+/// written, for the others 0.
+pub(crate) struct WriteReq {
+    pub op: WriteOp,
+    done: oneshot::Sender<Result<u64, StoreError>>,
+}
+
+/// What a write does.
+pub(crate) enum WriteOp {
+    /// Appends updates to a room's log.
+    Append { room: String, updates: Vec<Bytes> },
+    /// Replaces the log up to `upto_seq` by a snapshot.
+    Compact {
+        room: String,
+        snapshot: Bytes,
+        upto_seq: u64,
+    },
+    /// Replaces a fairy's private state.
+    SaveFairy {
+        room: String,
+        fairy: String,
+        state: Bytes,
+    },
+    /// Deletes a fairy's private state.
+    DeleteFairy { room: String, fairy: String },
+}
+
+impl WriteOp {
+    /// The order in which a batch may take its locks: appends by room, then compactions by
+    /// room, then fairy states by (room, fairy). A stable sort keeps one key's writes in order.
+    pub fn lock_key(&self) -> (u8, &str, &str) {
+        match self {
+            WriteOp::Append { room, .. } => (0, room, ""),
+            WriteOp::Compact { room, .. } => (1, room, ""),
+            WriteOp::SaveFairy { room, fairy, .. } | WriteOp::DeleteFairy { room, fairy } => {
+                (2, room, fairy)
+            }
+        }
+    }
+}
+
+/// A backend's transaction over a batch of writes.
+#[async_trait]
+pub(crate) trait Batch: Send + Sync + 'static {
+    /// Commits every write in one transaction; returns, per write, its outcome number.
+    async fn commit(&self, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error>;
+
+    /// Whether a failed batch may succeed if tried again at once.
+    fn retryable(&self, _error: &sqlx::Error) -> bool {
+        false
+    }
+
+    /// Whether the writer sorts a batch by [`WriteOp::lock_key`] before committing it.
+    fn sorted(&self) -> bool {
+        false
+    }
+}
+
+/// The sending side of the writer task.
+pub(crate) struct Writer {
+    requests: mpsc::Sender<WriteReq>,
+}
+
+impl Writer {
+    /// Starts the writer task over a backend.
+    pub fn start(backend: impl Batch) -> Self {
+        let (requests, rx) = mpsc::channel(WRITER_QUEUE);
+        tokio::spawn(write_loop(backend, rx));
+        Writer { requests }
+    }
+
+    /// Queues a write and waits until its transaction committed.
+    pub async fn write(&self, op: WriteOp) -> Result<u64, StoreError> {
+        let (done, result) = oneshot::channel();
+        self.requests
+            .send(WriteReq { op, done })
+            .await
+            .map_err(|_| StoreError::WriterStopped)?;
+        result.await.map_err(|_| StoreError::WriterStopped)?
+    }
+
+    /// Appends updates to a room's log; returns the last sequence number.
+    pub async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
+        let room = room.as_str().to_owned();
+        self.write(WriteOp::Append { room, updates }).await
+    }
+
+    /// Replaces a room's log up to `upto_seq` by `snapshot`.
+    pub async fn compact(
+        &self,
+        room: &RoomName,
+        snapshot: Bytes,
+        upto_seq: u64,
+    ) -> Result<(), StoreError> {
+        let room = room.as_str().to_owned();
+        self.write(WriteOp::Compact {
+            room,
+            snapshot,
+            upto_seq,
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Replaces a fairy's private state.
+    pub async fn save_fairy(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+        state: Bytes,
+    ) -> Result<(), StoreError> {
+        let (room, fairy) = (room.as_str().to_owned(), fairy.to_owned());
+        self.write(WriteOp::SaveFairy { room, fairy, state })
+            .await
+            .map(|_| ())
+    }
+
+    /// Deletes a fairy's private state.
+    pub async fn delete_fairy(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
+        let (room, fairy) = (room.as_str().to_owned(), fairy.to_owned());
+        self.write(WriteOp::DeleteFairy { room, fairy })
+            .await
+            .map(|_| ())
+    }
+}
+
+/// The writer task: takes every queued request, commits them in one transaction, answers all.
+async fn write_loop(backend: impl Batch, mut requests: mpsc::Receiver<WriteReq>) {
+    let mut batch = Vec::with_capacity(MAX_GROUP);
+    while requests.recv_many(&mut batch, MAX_GROUP).await > 0 {
+        if backend.sorted() {
+            batch.sort_by(|a, b| a.op.lock_key().cmp(&b.op.lock_key()));
+        }
+        let started = Instant::now();
+        let mut outcome = backend.commit(&batch).await;
+        for _ in 1..BATCH_ATTEMPTS {
+            match &outcome {
+                Err(error) if backend.retryable(error) => {
+                    tracing::debug!(%error, "store batch aborted by the database; retrying");
+                    outcome = backend.commit(&batch).await;
+                }
+                _ => break,
+            }
+        }
+        crate::metrics::global()
+            .store_commit_seconds
+            .observe(started.elapsed().as_secs_f64());
+        match outcome {
+            Ok(seqs) => {
+                for (req, seq) in batch.drain(..).zip(seqs) {
+                    let _ = req.done.send(Ok(seq));
+                }
+            }
+            Err(err) => {
+                tracing::error!(error = %err, requests = batch.len(), "store commit failed");
+                let text = err.to_string();
+                for req in batch.drain(..) {
+                    let _ = req
+                        .done
+                        .send(Err(StoreError::Database(sqlx::Error::Protocol(
+                            text.clone(),
+                        ))));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Render timings and image sizes (ignored by default; numbers only mean something in a release
+//! build): `cargo test --release --test render_bench -- --ignored --nocapture`.
+//!
+//! A 10,000-shape room (every kind, 100 × 100 grid, 200 px apart) exported whole to SVG and PNG
+//! (the caps lower the scale), and the screenshots a fairy sends: its default 1200 × 800 view
+//! in that room, and the fixture room's content.
+
+mod render_support;
+
+use std::time::Instant;
+
+use fairyring::agent::screenshot;
+use fairyring::canvas::format::{ShapeBase, from_simple};
+use fairyring::canvas::geometry::Bounds;
+use fairyring::canvas::render::{Caps, View, render_png, render_svg};
+use fairyring::canvas::schema::{GEO_KINDS, MAIN_PAGE};
+use fairyring::canvas::shape::Shape;
+use serde_json::json;
+
+fn dense_room(n: usize) -> Vec<Shape> {
+    let side = (n as f64).sqrt().ceil() as usize;
+    (0..n)
+        .map(|i| {
+            let (x, y) = ((i % side) as f64 * 200.0, (i / side) as f64 * 200.0);
+            let fill = ["none", "semi", "solid", "pattern"][i % 4];
+            let v = match i % 6 {
+                0 => json!({"_type": "text", "shapeId": format!("s{i}"), "x": x, "y": y, "text": format!("text {i}"), "fontSize": 24}),
+                1 => json!({"_type": "note", "shapeId": format!("s{i}"), "x": x, "y": y, "text": "a note", "color": "yellow"}),
+                2 => json!({"_type": "arrow", "shapeId": format!("s{i}"), "x1": x, "y1": y, "x2": x + 150.0, "y2": y + 100.0, "bend": 20, "text": "go"}),
+                3 => json!({"_type": "pen", "shapeId": format!("s{i}"), "points": (0..20).map(|k| json!({"x": x + k as f64 * 8.0, "y": y + ((k * 37) % 50) as f64})).collect::<Vec<_>>()}),
+                _ => json!({"_type": GEO_KINDS[i % GEO_KINDS.len()], "shapeId": format!("s{i}"), "x": x, "y": y, "w": 150, "h": 100, "color": "blue", "fill": fill, "text": "label"}),
+            };
+            let base = ShapeBase {
+                index: format!("a{i:06}"),
+                ..ShapeBase::default()
+            };
+            from_simple(&v, &base).unwrap_or_else(|e| panic!("{v}: {e}"))
+        })
+        .collect()
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}
+
+#[test]
+#[ignore = "a measurement: run in release with --ignored --nocapture"]
+fn render_times_and_image_sizes() {
+    let shapes = dense_room(10_000);
+    let view = View::content(&shapes, MAIN_PAGE, 1.0, Caps::default()).expect("view");
+    println!(
+        "10,000 shapes over {:.0}x{:.0} page px -> {}x{} px at scale {:.3}",
+        view.area.w, view.area.h, view.width, view.height, view.scale
+    );
+    for run in 0..3 {
+        let t = Instant::now();
+        let svg = render_svg(&shapes, MAIN_PAGE, &view);
+        let svg_ms = ms(t);
+        let t = Instant::now();
+        let png = render_png(&shapes, MAIN_PAGE, &view).expect("png");
+        let png_ms = ms(t);
+        println!(
+            "run {run}: SVG {svg_ms:.0} ms ({} KB); SVG+PNG {png_ms:.0} ms ({} KB)",
+            svg.len() / 1024,
+            png.len() / 1024
+        );
+    }
+    let area =
+        View::fit(Bounds::new(0.0, 0.0, 4000.0, 3000.0), 1.0, Caps::default()).expect("view");
+    let t = Instant::now();
+    let png = render_png(&shapes, MAIN_PAGE, &area).expect("png");
+    println!(
+        "4000x3000 area of it at 1:1: {:.0} ms, {} KB",
+        ms(t),
+        png.len() / 1024
+    );
+
+    let default_view = Bounds::new(1000.0, 1000.0, 1200.0, 800.0);
+    let t = Instant::now();
+    let shot = screenshot::take(&shapes, MAIN_PAGE, &default_view).expect("shot");
+    println!(
+        "screenshot of a 1200x800 view in it: {:.0} ms, {}x{} px, {} KB PNG, {} KB base64",
+        ms(t),
+        shot.width,
+        shot.height,
+        shot.bytes / 1024,
+        shot.base64.len() / 1024
+    );
+    let fixture = render_support::shapes();
+    let content = View::content(&fixture, MAIN_PAGE, 1.0, Caps::default())
+        .expect("view")
+        .area;
+    let t = Instant::now();
+    let shot = screenshot::take(&fixture, MAIN_PAGE, &content).expect("shot");
+    println!(
+        "screenshot of the fixture room ({:.0}x{:.0}): {:.0} ms, {}x{} px, {} KB PNG",
+        content.w,
+        content.h,
+        ms(t),
+        shot.width,
+        shot.height,
+        shot.bytes / 1024
+    );
+}

@@ -1,0 +1,226 @@
+//! Scale-out: two `fairyring serve` processes sharing one PostgreSQL schema and one Redis
+//! prefix (docs/scaling.md). Official y-websocket clients on both nodes converge; awareness
+//! crosses nodes and leaves with its peer or its node; kill -9 of one node loses nothing any
+//! peer saw and does not disturb the other node's peers; a dropped Redis subscription is
+//! caught up from the store. Skipped when PostgreSQL or Redis is down, unless
+//! `FAIRYRING_REQUIRE_SERVICES=1`.
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use support::services::{Node, PgSchema, kill_subscriptions, node_args, redis_prefix};
+use support::{Client, metrics_text, put_shape, shape_count, shape_ids};
+
+/// Two nodes of one deployment, or `None` when a service is down.
+async fn two_nodes(tag: &str) -> Option<(PgSchema, String, Node, Node)> {
+    let pg = PgSchema::fresh(tag).await?;
+    let prefix = redis_prefix(tag).await?;
+    let mut args = node_args(&pg, &prefix);
+    // Compact often: both nodes compact the logs they share while the other appends.
+    args.extend(["--compact-every".into(), "20".into()]);
+    let a = Node::spawn(&args);
+    let b = Node::spawn(&args);
+    Some((pg, prefix, a, b))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_clients_on_two_nodes_converge() {
+    let Some((pg, prefix, a, b)) = two_nodes("converge").await else {
+        return;
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
+    support::ensure_npm_packages(&dir);
+    let node = tokio::process::Command::new("node")
+        .args(["scale.mjs", &a.ws(), &b.ws(), "two-nodes"])
+        .current_dir(&dir)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(60), node)
+        .await
+        .expect("node scale script timed out")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("scale ok"),
+        "node failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Everything is durable in the shared store, compacted by both nodes: a fresh client of
+    // either node, and of a third node that loads the room from the store, has it all.
+    let c = Node::spawn(&node_args(&pg, &prefix));
+    for node in [&a, &b, &c] {
+        let mut fresh = Client::connect(&node.ws(), "two-nodes").await;
+        fresh.until("201 shapes", |c| shape_count(c) == 201).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn awareness_crosses_nodes_and_goes_with_a_killed_node() {
+    let Some((_pg, _prefix, mut a, b)) = two_nodes("presence").await else {
+        return;
+    };
+    let mut on_b = Client::connect(&b.ws(), "presence").await;
+    on_b.drain(Duration::from_millis(50)).await;
+    let mut on_a = Client::connect(&a.ws(), "presence").await;
+    on_a.set_awareness(serde_json::json!({"user": {"id": "ann", "name": "Ann"}}))
+        .await;
+    on_b.until("Ann seen across nodes", |c| c.peers_present() == 1)
+        .await;
+    // A peer that disconnects is removed on the other node at once.
+    on_a.close().await;
+    on_b.until("Ann removed across nodes", |c| c.peers_present() == 0)
+        .await;
+    // A peer of a node that dies is removed when the node's heartbeats stop (well within
+    // y-protocols' 30 s).
+    let mut on_a = Client::connect(&a.ws(), "presence").await;
+    on_a.set_awareness(serde_json::json!({"user": {"id": "al", "name": "Al"}}))
+        .await;
+    on_b.until("Al seen across nodes", |c| c.peers_present() == 1)
+        .await;
+    let killed = Instant::now();
+    a.kill();
+    let deadline = killed + Duration::from_secs(10);
+    while on_b.peers_present() > 0 {
+        assert!(Instant::now() < deadline, "a dead node's peer stayed");
+        assert!(on_b.pump_once(Duration::from_millis(50)).await);
+    }
+    println!(
+        "presence of a killed node's peer removed after {:?}",
+        killed.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_one_node_loses_nothing_and_spares_the_other() {
+    let Some((_pg, _prefix, mut a, b)) = two_nodes("kill").await else {
+        return;
+    };
+    let room = "kill";
+    let mut observer = Client::connect(&b.ws(), room).await;
+    let mut writer_a = Client::connect(&a.ws(), room).await;
+    let mut writer_b = Client::connect(&b.ws(), room).await;
+    // Both writers stream without waiting; the observer on B watches.
+    let writing_a = tokio::spawn(async move {
+        for i in 0..100_000 {
+            writer_a
+                .edit(|txn| put_shape(txn, &format!("a{i:06}"), i as f64))
+                .await;
+            if i % 20 == 0 {
+                writer_a.drain(Duration::from_millis(1)).await;
+            }
+        }
+    });
+    observer
+        .until("200 shapes", |c| shape_count(c) >= 200)
+        .await;
+    a.kill();
+    writing_a.abort();
+    // The survivor's peers never noticed: B's writer goes on, the observer sees it.
+    for i in 0..50 {
+        writer_b
+            .edit(|txn| put_shape(txn, &format!("b{i:03}"), i as f64))
+            .await;
+    }
+    observer
+        .until("B's writes after the kill", |c| {
+            shape_ids(c).iter().filter(|id| id.starts_with('b')).count() == 50
+        })
+        .await;
+    assert!(observer.closed.is_none() && writer_b.closed.is_none());
+    let seen = shape_ids(&observer);
+    // A's clients reconnect to the survivor: what any peer saw is there.
+    let mut fresh = Client::connect(&b.ws(), room).await;
+    let expected = seen.len() as u32;
+    fresh
+        .until("every shape the observer saw", |c| {
+            shape_count(c) >= expected
+        })
+        .await;
+    let restored = shape_ids(&fresh);
+    let missing: Vec<&String> = seen.iter().filter(|id| !restored.contains(id)).collect();
+    assert!(
+        missing.is_empty(),
+        "lost: {:?}",
+        &missing[..missing.len().min(5)]
+    );
+    println!(
+        "kill -9 of node A: {} shapes seen on B, all present after reconnecting to B",
+        seen.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_subscription_is_caught_up_from_the_store() {
+    let Some((_pg, prefix, a, b)) = two_nodes("dropped").await else {
+        return;
+    };
+    let room = "dropped";
+    let mut writer = Client::connect(&a.ws(), room).await;
+    let mut observer = Client::connect(&b.ws(), room).await;
+    writer.edit(|txn| put_shape(txn, "first", 1.0)).await;
+    observer
+        .until("first shape across nodes", |c| shape_count(c) == 1)
+        .await;
+    // Both nodes' subscriptions drop; what A writes meanwhile never reaches B through Redis.
+    assert_eq!(kill_subscriptions(&prefix).await, 2);
+    for i in 0..200 {
+        writer
+            .edit(|txn| put_shape(txn, &format!("w{i:03}"), i as f64))
+            .await;
+    }
+    observer
+        .until("every shape after the drop", |c| shape_count(c) == 201)
+        .await;
+    let metrics = metrics_text(&b.http()).await;
+    let catchups = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("fairyring_pubsub_catchups_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(
+        catchups >= 1.0,
+        "node B caught up from the store:\n{metrics}"
+    );
+}
+
+/// A fairy invited through node A and prompted through node B (offline model) draws shapes
+/// that peers of both nodes see, and leaves none locked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fairy_invited_on_one_node_works_from_another() {
+    use support::fairy_http::{invite, locked_count, prompt, root_json};
+    let Some((_pg, _prefix, a, b)) = two_nodes("fairy").await else {
+        return;
+    };
+    let room = "fairy";
+    let mut on_a = Client::connect(&a.ws(), room).await;
+    let mut on_b = Client::connect(&b.ws(), room).await;
+    let id = invite(&a.http(), room, "Puck").await;
+    on_b.until("the fairy's entity on node B", |c| {
+        root_json(c, "fairies").get(&id).is_some()
+    })
+    .await;
+    prompt(&b.http(), room, &id, "three boxes in a row").await;
+    let by_fairy = |c: &Client| {
+        let shapes = fairyring_shapes(c);
+        shapes
+            .values()
+            .filter(|s| s["createdBy"] == serde_json::json!(format!("fairy:{id}")))
+            .count()
+    };
+    for client in [&mut on_a, &mut on_b] {
+        client
+            .until("three boxes by the fairy, none locked", |c| {
+                by_fairy(c) == 3 && locked_count(c) == 0
+            })
+            .await;
+    }
+}
+
+fn fairyring_shapes(c: &Client) -> serde_json::Map<String, serde_json::Value> {
+    support::fairy_http::shapes(c)
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
+}
