@@ -575,8 +575,9 @@ try {
     for (const p of [a.page, b.page]) {
       await p.waitForSelector(`[data-project-item="${projectId}"][data-status="aborted"]`)
       assert(await p.locator(`[data-project-item="${projectId}"] [data-action="disband-project"]`).count() === 0, 'no disband button once aborted')
-      // Its tasks (if it had made any) leave the canvas and read as aborted in the tasks panel.
-      await p.waitForSelector(`[data-task^="${projectId}/"]`, { state: 'detached' })
+      // Its unfinished tasks (if it had made any) leave the canvas and read as aborted in the
+      // tasks panel; a task a drone finished before the disband stays, done.
+      await p.waitForSelector(`[data-task^="${projectId}/"]:not([data-status="done"])`, { state: 'detached' })
       assert(await p.locator(`[data-task-group="${projectId}"] [data-task-item]:not([data-status="aborted"]):not([data-status="done"])`).count() === 0, 'no open task left in an aborted project')
       for (const id of [dart, echo]) {
         await p.waitForSelector(`[data-fairy="${id}"][data-mode="idling"]:not([data-pose="thinking"]):not([data-pose="working"])`)
