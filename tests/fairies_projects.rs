@@ -331,12 +331,18 @@ async fn directing_oneself_or_a_stranger_is_corrected_and_bad_group_prompts_are_
         "Orla",
         "duo-orchestrating-active",
         vec![
+            // A refused direction interrupts the rest of its answer (the design's
+            // error-correction interrupt): `t2` is never created.
             actions(vec![
                 json!({"_type": "create-duo-task", "taskId": "t1", "title": "box", "text": "", "x": 0, "y": 0, "w": 100, "h": 100}),
                 json!({"_type": "direct-to-start-duo-task", "taskId": "t1", "fairyId": orla}),
-                json!({"_type": "direct-to-start-duo-task", "taskId": "t1", "fairyId": lone}),
-                json!({"_type": "direct-to-start-duo-task", "taskId": "t1"}),
+                json!({"_type": "create-duo-task", "taskId": "t2", "title": "after", "text": "", "x": 200, "y": 0, "w": 100, "h": 100}),
             ]),
+            actions(vec![
+                json!({"_type": "direct-to-start-duo-task", "taskId": "t1", "fairyId": lone}),
+                json!({"_type": "create-duo-task", "taskId": "t2", "title": "after", "text": "", "x": 200, "y": 0, "w": 100, "h": 100}),
+            ]),
+            actions(vec![json!({"_type": "direct-to-start-duo-task", "taskId": "t1"})]),
             actions(vec![json!({"_type": "abort-project", "reason": "testing"})]),
         ],
     ));
@@ -381,21 +387,31 @@ async fn directing_oneself_or_a_stranger_is_corrected_and_bad_group_prompts_are_
         })
         .await;
     let orla_requests = requests_of(&mock, "Orla");
-    let second = orla_requests.get(1).expect("a second turn");
-    assert!(second.contains("You cannot direct yourself"), "{second}");
+    assert!(orla_requests.len() >= 4, "one turn per correction");
     assert!(
-        second.contains("is not a member of this project"),
-        "{second}"
+        orla_requests[1].contains("You cannot direct yourself"),
+        "{}",
+        orla_requests[1]
     );
     assert!(
-        second.contains("invalid"),
-        "malformed arguments corrected: {second}"
+        orla_requests[2].contains("is not a member of this project"),
+        "{}",
+        orla_requests[2]
+    );
+    assert!(
+        orla_requests[3].contains("invalid"),
+        "malformed arguments corrected: {}",
+        orla_requests[3]
     );
     let tasks = root_json(&client, "tasks");
     assert_eq!(
         tasks[format!("{project}/t1")]["status"],
         json!("todo"),
         "{tasks}"
+    );
+    assert!(
+        tasks.get(format!("{project}/t2")).is_none(),
+        "what followed a refused direction was not carried out: {tasks}"
     );
     client.close().await;
     server.shutdown().await;
@@ -541,6 +557,16 @@ async fn members_are_protected_and_disbanding_mid_stream_reverts_and_idles_every
         mock.wait_disconnects(1, Duration::from_secs(5)).await,
         "the stream was aborted"
     );
+    // Nobody works on the unfinished task any more, and the document says so.
+    let tasks = root_json(&client, "tasks");
+    for (key, task) in tasks.as_object().into_iter().flatten() {
+        if key.starts_with(&format!("{project}/")) {
+            assert_ne!(task["status"], json!("in-progress"), "{tasks}");
+            if task["status"] == json!("todo") {
+                assert_eq!(task["assignedTo"], json!(null), "{tasks}");
+            }
+        }
+    }
     let unknown = reqwest::Client::new()
         .delete(format!("{http}/rooms/{room}/projects/p-none"))
         .send()

@@ -80,6 +80,9 @@ pub struct FairyRuntime {
     pub(super) scheduled: Option<Request>,
     /// What the model is told next turn (rejections, sanitizer notes).
     pub(super) corrections: Vec<String>,
+    /// Set by an action that interrupts the rest of the answer with its correction (the
+    /// design's error-correction interrupt: a refused direction); the turn drops the stream.
+    pub(super) cut_answer: bool,
     /// The current request's bounds.
     pub(super) bounds: Bounds,
     /// The running request's ids (empty between requests).
@@ -131,6 +134,7 @@ impl FairyRuntime {
             events,
             scheduled: None,
             corrections: Vec::new(),
+            cut_answer: false,
             bounds: Bounds::default(),
             request_ids: Vec::new(),
             peers: None,

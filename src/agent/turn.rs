@@ -221,6 +221,8 @@ impl FairyRuntime {
         let mut attempts = 1u32;
         // Characters read since the actions array closed, and when to stop waiting for the end.
         let mut tail: Option<(usize, tokio::time::Instant)> = None;
+        // True when an action's correction interrupted the answer: nothing after it is applied.
+        let mut cut = false;
         let outcome = loop {
             let wake = turn.held.as_ref().map(|h| h.until);
             let event = tokio::select! {
@@ -254,6 +256,14 @@ impl FairyRuntime {
                     turn.id_streaming = actions.streaming_string_key().is_some_and(is_id_key);
                     for a in events {
                         self.on_streamed(a, &mut turn);
+                        if self.cut_answer {
+                            break;
+                        }
+                    }
+                    if std::mem::take(&mut self.cut_answer) {
+                        tracing::debug!(fairy = %self.entity.id, "a correction interrupts the answer: model stream dropped");
+                        cut = true;
+                        break Ok(());
                     }
                     if actions.error().is_some() {
                         tracing::debug!(fairy = %self.entity.id, "actions broke: model stream dropped");
@@ -290,8 +300,10 @@ impl FairyRuntime {
         crate::metrics::global().count_model_usage(&total);
         self.emit(AgentEvent::usage(UsagePurpose::Turn, &total, attempts));
         outcome?;
-        for a in actions.finish() {
-            self.on_streamed(a, &mut turn);
+        if !cut {
+            for a in actions.finish() {
+                self.on_streamed(a, &mut turn);
+            }
         }
         // An action still open when the answer ended never completes.
         self.tentative.revert_tentative();

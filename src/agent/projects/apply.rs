@@ -4,12 +4,15 @@
 //! their duo forms plus `start-duo-task`; the members' `mark-drone-task-done` and
 //! `mark-duo-task-done`. The action is parsed once ([`ProjectAction::parse`]); anything the
 //! model got wrong (malformed arguments, directing itself or a non-member, an unknown task) is
-//! refused with a correction it reads next turn, and changes nothing.
+//! refused with a correction it reads next turn, and changes nothing; a refused direction also
+//! interrupts the rest of that answer (the design's error-correction interrupt).
 
 use serde_json::Value;
 
 use super::actions::{AwaitTasks, CreateTask, Direct, ProjectAction, StartDuoTask, StartProject};
-use super::doc::{self, Project, ProjectTask, read_project, read_task, write_project, write_task};
+use super::doc::{
+    self, Project, ProjectTask, read_project, read_task, write_aborted, write_project, write_task,
+};
 use super::membership::task_request;
 use super::waits::{Wait, wake_message};
 use super::{Membership, ProjectStatus, Role, TaskStatus};
@@ -45,7 +48,11 @@ impl FairyRuntime {
                 self.create_task(a, t)
             }
             ProjectAction::DirectToStartProjectTask(a) | ProjectAction::DirectToStartDuoTask(a) => {
-                self.direct(a)
+                let outcome = self.direct(a);
+                // The design's error-correction interrupt: what the model planned after a
+                // refused direction is not carried out; it answers the correction instead.
+                self.cut_answer = outcome.is_err();
+                outcome
             }
             ProjectAction::AwaitTasksCompletion(a) | ProjectAction::AwaitDuoTasksCompletion(a) => {
                 self.await_tasks(a)
@@ -228,8 +235,12 @@ impl FairyRuntime {
 
     fn end_project(&mut self, status: ProjectStatus, text: &str) -> Outcome {
         let (m, mut p) = self.project()?;
-        p.status = status;
-        write_project(self.room.doc(), self.origin(), &m.project_id, &p);
+        if status == ProjectStatus::Aborted {
+            write_aborted(self.room.doc(), self.origin(), &m.project_id, &mut p);
+        } else {
+            p.status = status;
+            write_project(self.room.doc(), self.origin(), &m.project_id, &p);
+        }
         if let Some(peers) = self.peers.clone() {
             for other in p.others(&self.entity.id) {
                 peers.deliver.interrupt(

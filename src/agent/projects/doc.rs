@@ -242,6 +242,20 @@ pub fn write_task(doc: &Doc, origin: TxnOrigin, task: &ProjectTask) {
     );
 }
 
+/// Marks a project `aborted` and hands its unfinished tasks back (`todo`, unassigned): nobody
+/// works on them any more, and the document says so to every browser.
+pub fn write_aborted(doc: &Doc, origin: TxnOrigin, id: &ProjectId, project: &mut Project) {
+    project.status = ProjectStatus::Aborted;
+    write_project(doc, origin.clone(), id, project);
+    for mut task in project_tasks(doc, id) {
+        if task.status == TaskStatus::InProgress {
+            task.status = TaskStatus::Todo;
+            task.assigned_to = None;
+            write_task(doc, origin.clone(), &task);
+        }
+    }
+}
+
 /// The task `task_id` of `project`.
 pub fn read_task(doc: &Doc, project: &ProjectId, task_id: &str) -> Option<ProjectTask> {
     let txn = doc.transact();

@@ -4,7 +4,7 @@
 //! disbanding aborts the project and interrupts every member to `idling` at once; a user's
 //! prompt or cancel to a member of a live project is refused (the user disbands instead).
 
-use super::doc::{self, Member, Project, free_color, read_project, write_project};
+use super::doc::{self, Member, Project, free_color, read_project, write_aborted, write_project};
 use super::{ProjectId, ProjectStatus, Role};
 use crate::agent::fairy::{ChatItem, FairyError, FairyId, append_chat, list_fairies};
 use crate::agent::hub::{FairyHub, HubError};
@@ -153,8 +153,7 @@ impl FairyHub {
             // Ended already: its former members may be doing something else by now.
             return Ok(());
         }
-        project.status = ProjectStatus::Aborted;
-        write_project(loaded.doc(), TxnOrigin::System, project_id, &project);
+        write_aborted(loaded.doc(), TxnOrigin::System, project_id, &mut project);
         for member in &project.members {
             let interrupt = Interrupt {
                 input: None,

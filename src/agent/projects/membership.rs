@@ -149,8 +149,7 @@ impl FairyRuntime {
         if let (Some(mut project), Some(peers)) = (live, self.peers.clone()) {
             let room = self.room.name().clone();
             if m.role.leads() {
-                project.status = ProjectStatus::Aborted;
-                doc::write_project(&doc, self.origin(), &m.project_id, &project);
+                doc::write_aborted(&doc, self.origin(), &m.project_id, &mut project);
                 for other in project.others(&self.entity.id) {
                     let idle = Interrupt {
                         input: None,
