@@ -120,11 +120,14 @@ fn solo_actions() -> Vec<RuntimeAction> {
 }
 
 /// The canvas actions plus every runtime action.
+///
+/// # Panics
+/// If a runtime action's name is taken (by a canvas action or another runtime action): a
+/// programming error no input can cause, refused loudly at the first registry built.
 pub fn full_registry() -> Registry {
     let mut r = Registry::canvas();
     for a in runtime_actions() {
-        // Names are distinct from the canvas ones (checked by a unit test).
-        let _ = r.register_runtime(a);
+        r.register_runtime(a).unwrap_or_else(|e| panic!("{e}"));
     }
     r
 }
