@@ -28,24 +28,10 @@ use super::presence::Pose;
 use super::prompt::{PromptInput, build_request};
 use super::runtime::{FairyRuntime, Request};
 use super::throttle::{Decision, StreamThrottle};
-use crate::canvas::geometry::Bounds;
 use crate::canvas::shape::list_shapes;
 use crate::canvas::transform::PromptTransform;
 use crate::llm::{LlmError, ModelEvent, Usage};
 use crate::partial_json::{ActionStream, StreamedAction};
-
-/// Longest text kept from a `message` or `think` action.
-const MAX_SAY_CHARS: usize = 4000;
-
-pub(super) fn text_of(action: &Value, key: &str) -> String {
-    action
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .chars()
-        .take(MAX_SAY_CHARS)
-        .collect()
-}
 
 /// The finite number at `key` (a number, or a string holding one).
 pub(super) fn num(action: &Value, key: &str) -> Option<f64> {
@@ -55,17 +41,6 @@ pub(super) fn num(action: &Value, key: &str) -> Option<f64> {
         _ => None,
     }
     .filter(|n: &f64| n.is_finite())
-}
-
-/// Model-space bounds `{x, y, w, h}` of an action, in page coordinates.
-pub(super) fn bounds_of(action: &Value, t: &PromptTransform) -> Option<Bounds> {
-    let (x, y) = t.point_from_model(num(action, "x")?, num(action, "y")?);
-    Some(Bounds::new(
-        x,
-        y,
-        num(action, "w").unwrap_or(0.0),
-        num(action, "h").unwrap_or(0.0),
-    ))
 }
 
 /// Characters read after the actions array closed before the model stream is dropped: enough
@@ -408,7 +383,7 @@ impl FairyRuntime {
             return;
         }
         self.tentative.revert_tentative();
-        self.apply_runtime(&kind, &a.action, &turn.ctx.transform);
+        self.apply_runtime(&a.action, &turn.ctx.transform);
         let saves = self
             .registry
             .get(&kind)

@@ -352,8 +352,14 @@ mod tests {
         assert_eq!(names, listed, "Registry::canvas and CANVAS_ACTIONS differ");
         // Registering the list twice fails on the first name.
         let mut twice = Registry::canvas();
-        let again = canvas_handlers().into_iter().map(|h| twice.register_canvas(h));
-        assert!(again.into_iter().all(|r| matches!(r, Err(ActionError::Duplicate(_)))));
+        let again = canvas_handlers()
+            .into_iter()
+            .map(|h| twice.register_canvas(h));
+        assert!(
+            again
+                .into_iter()
+                .all(|r| matches!(r, Err(ActionError::Duplicate(_))))
+        );
         assert_eq!(listed.len(), 17, "{listed:?}");
         listed.dedup();
         assert_eq!(listed.len(), 17, "a name is listed twice");
