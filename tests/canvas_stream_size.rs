@@ -196,7 +196,10 @@ fn run(mode: Mode, chunk: Duration) -> Figures {
                 applied += 1;
             }
         }
-        let (u0, b0) = (updates.load(Ordering::Relaxed), bytes.load(Ordering::Relaxed));
+        let (u0, b0) = (
+            updates.load(Ordering::Relaxed),
+            bytes.load(Ordering::Relaxed),
+        );
         let result = tentative.apply_complete(&registry, &action, &mut ctx);
         assert!(result.is_ok(), "{action}: {result:?}");
         complete_updates += updates.load(Ordering::Relaxed) - u0;

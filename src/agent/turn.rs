@@ -286,7 +286,7 @@ impl FairyRuntime {
     /// Applies an incomplete version tentatively; only a version that could be applied
     /// starts the throttle's interval.
     fn show(&mut self, action: Value, turn: &mut TurnState) {
-        self.beacon.update(|p| p.pose = Pose::Working);
+        self.beacon.update_if_changed(|p| p.pose = Pose::Working);
         // An incomplete version that cannot be applied yet is simply not shown.
         if self
             .tentative
