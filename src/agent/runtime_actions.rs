@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::actions::common::{bare_schema, with_props};
 use super::actions::{Registry, RuntimeAction};
+use super::projects::TaskStatus;
 use super::projects::actions::{MalformedAction, ProjectAction};
 use crate::canvas::geometry::Bounds;
 use crate::canvas::transform::PromptTransform;
@@ -88,24 +89,11 @@ pub struct Review {
     pub intent: String,
 }
 
-/// A todo item's status as the model writes it; anything unknown reads as `todo`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TodoStatusArg {
-    /// Not started.
-    #[default]
-    Todo,
-    /// Being worked on.
-    InProgress,
-    /// Finished.
-    Done,
+fn todo() -> TaskStatus {
+    TaskStatus::Todo
 }
 
-fn lenient_todo_status<'de, D: Deserializer<'de>>(d: D) -> Result<TodoStatusArg, D::Error> {
-    Ok(serde_json::from_value(Value::deserialize(d)?).unwrap_or_default())
-}
-
-/// `upsert-personal-todo` `{id, text, status}`.
+/// `upsert-personal-todo` `{id, text, status}`; an unknown status reads as `todo`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct UpsertTodo {
     /// The item's id; empty: a new one is numbered.
@@ -115,8 +103,8 @@ pub struct UpsertTodo {
     #[serde(default, deserialize_with = "lenient_text")]
     pub text: String,
     /// Its status.
-    #[serde(default, deserialize_with = "lenient_todo_status")]
-    pub status: TodoStatusArg,
+    #[serde(default = "todo", deserialize_with = "TaskStatus::lenient")]
+    pub status: TaskStatus,
 }
 
 /// `create-solo-task` `{taskId, title, text, x, y, w, h}`.
@@ -385,7 +373,7 @@ mod tests {
                 UpsertTodo {
                     id: String::new(),
                     text: "x".into(),
-                    status: TodoStatusArg::Todo,
+                    status: TaskStatus::Todo,
                 }
             )))
         );

@@ -7,10 +7,9 @@ use serde_json::Value;
 
 use super::modes::Mode;
 use super::presence::TodoItem;
+use super::projects::TaskStatus;
 use super::runtime::{FairyRuntime, Request, SoloTask};
-use super::runtime_actions::{
-    Review, RuntimeCommand, SoloAction, TaskRef, Text, TodoStatusArg, UpsertTodo,
-};
+use super::runtime_actions::{Review, RuntimeCommand, SoloAction, TaskRef, Text, UpsertTodo};
 use crate::canvas::transform::PromptTransform;
 
 impl FairyRuntime {
@@ -63,12 +62,6 @@ impl FairyRuntime {
                 } else {
                     id
                 };
-                let status = match status {
-                    TodoStatusArg::Todo => "todo",
-                    TodoStatusArg::InProgress => "in-progress",
-                    TodoStatusArg::Done => "done",
-                }
-                .to_owned();
                 match self.state.todo.iter_mut().find(|i| i.id == id) {
                     Some(item) => {
                         item.status = status;
@@ -91,7 +84,7 @@ impl FairyRuntime {
                     id: id.clone(),
                     title: task.title,
                     text: task.text,
-                    status: "todo".into(),
+                    status: TaskStatus::Todo,
                     bounds: task.bounds.to_page(t),
                 });
                 self.mirror_task(&id);
@@ -106,7 +99,7 @@ impl FairyRuntime {
                     .iter_mut()
                     .find(|t| Some(&t.id) == id.as_ref())
                 {
-                    task.status = "done".into();
+                    task.status = TaskStatus::Done;
                 }
                 if let Some(id) = id {
                     self.mirror_task(&id);
@@ -135,7 +128,7 @@ impl FairyRuntime {
             ));
             return;
         };
-        task.status = "in-progress".into();
+        task.status = TaskStatus::InProgress;
         let (title, text, bounds) = (task.title.clone(), task.text.clone(), task.bounds);
         self.mirror_task(id);
         self.state.current_task = Some(id.to_owned());
