@@ -395,10 +395,14 @@ impl FairyRuntime {
 
     fn accept(&mut self, action: &Value, note: String, level: super::modes::MemoryLevel) {
         let metrics = crate::metrics::global();
-        crate::metrics::Metrics::count(&metrics.fairy_actions, "accepted", 1);
+        crate::metrics::Metrics::count(
+            &metrics.fairy_actions,
+            super::memory::Acceptance::Accepted.as_str(),
+            1,
+        );
         self.state.history.push(HistoryItem::Action {
             action: action.clone(),
-            acceptance: "accepted".into(),
+            acceptance: super::memory::Acceptance::Accepted,
             note: (!note.is_empty()).then_some(note),
             memory_level: level,
         });
@@ -412,7 +416,11 @@ impl FairyRuntime {
         level: super::modes::MemoryLevel,
     ) {
         let metrics = crate::metrics::global();
-        crate::metrics::Metrics::count(&metrics.fairy_actions, "rejected", 1);
+        crate::metrics::Metrics::count(
+            &metrics.fairy_actions,
+            super::memory::Acceptance::Rejected.as_str(),
+            1,
+        );
         self.emit(AgentEvent::ActionRejected {
             action_type: kind.into(),
             reason: why.clone(),
@@ -420,7 +428,7 @@ impl FairyRuntime {
         self.corrections.push(format!("Rejected '{kind}': {why}"));
         self.state.history.push(HistoryItem::Action {
             action: action.clone(),
-            acceptance: "rejected".into(),
+            acceptance: super::memory::Acceptance::Rejected,
             note: Some(why),
             memory_level: level,
         });
