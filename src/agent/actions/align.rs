@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    edit_shape_list, enum_schema, get_str, ids_schema, one_of, schema, shape_list,
+    ShapeList, edit_shape_list, enum_schema, get_str, ids_schema, one_of, schema, shape_list,
 };
 use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
 use crate::canvas::geometry::{shape_bounds, union_bounds};
@@ -43,7 +43,9 @@ impl CanvasAction for Align {
         action: &mut Value,
         ctx: &mut ActionCtx,
     ) -> Result<Sanitized, ActionError> {
-        let (o, _, notes) = shape_list(txn, action, ctx)?;
+        let ShapeList {
+            fields: o, notes, ..
+        } = shape_list(txn, action, ctx)?;
         one_of(o, "alignment", ALIGNMENTS, None, ctx)?;
         Ok(Sanitized { notes })
     }

@@ -170,6 +170,16 @@ pub fn shape_refs(
     Ok(ids)
 }
 
+/// What [`shape_list`] read.
+pub struct ShapeList<'a> {
+    /// The action object, for its other fields.
+    pub fields: &'a mut Map<String, Value>,
+    /// The resolved `shapeIds`.
+    pub ids: Vec<String>,
+    /// The notes so far (dropped references).
+    pub notes: Vec<String>,
+}
+
 /// The shared sanitize preamble of the actions on a list of shapes (align, distribute, stack,
 /// resize, restack): the action object, its `shapeIds` resolved (missing ones dropped with a
 /// note, see [`shape_refs`]) and the notes so far.
@@ -177,11 +187,11 @@ pub fn shape_list<'a>(
     txn: &TransactionMut<'_>,
     action: &'a mut Value,
     ctx: &ActionCtx,
-) -> Result<(&'a mut Map<String, Value>, Vec<String>, Vec<String>), ActionError> {
+) -> Result<ShapeList<'a>, ActionError> {
     let mut notes = Vec::new();
-    let o = obj(action)?;
-    let ids = shape_refs(txn, o, "shapeIds", ctx, &mut notes)?;
-    Ok((o, ids, notes))
+    let fields = obj(action)?;
+    let ids = shape_refs(txn, fields, "shapeIds", ctx, &mut notes)?;
+    Ok(ShapeList { fields, ids, notes })
 }
 
 /// The shared apply frame of the actions on a list of shapes: loads the sanitized action's

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    edit_shape_list, enum_schema, get_str, ids_schema, one_of, schema, shape_list,
+    ShapeList, edit_shape_list, enum_schema, get_str, ids_schema, one_of, schema, shape_list,
 };
 use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
 use crate::canvas::geometry::shape_bounds;
@@ -36,7 +36,9 @@ impl CanvasAction for Distribute {
         action: &mut Value,
         ctx: &mut ActionCtx,
     ) -> Result<Sanitized, ActionError> {
-        let (o, _, notes) = shape_list(txn, action, ctx)?;
+        let ShapeList {
+            fields: o, notes, ..
+        } = shape_list(txn, action, ctx)?;
         one_of(o, "direction", DIRECTIONS, None, ctx)?;
         Ok(Sanitized { notes })
     }

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    edit_shape_list, get_num, ids_schema, load_all, num_schema, number_or, origin_point, schema,
-    shape_list,
+    ShapeList, edit_shape_list, get_num, ids_schema, load_all, num_schema, number_or, origin_point,
+    schema, shape_list,
 };
 use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
 use crate::canvas::Shape;
@@ -94,7 +94,11 @@ impl CanvasAction for Resize {
         action: &mut Value,
         ctx: &mut ActionCtx,
     ) -> Result<Sanitized, ActionError> {
-        let (o, ids, notes) = shape_list(txn, action, ctx)?;
+        let ShapeList {
+            fields: o,
+            ids,
+            notes,
+        } = shape_list(txn, action, ctx)?;
         for axis in ["scaleX", "scaleY"] {
             let s = number_or(o, axis, 1.0)?;
             if s == 0.0 {

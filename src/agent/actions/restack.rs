@@ -5,7 +5,9 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{get_ids, ids_schema, load_all, obj_ref, save_all, schema, shape_list};
+use super::common::{
+    ShapeList, get_ids, ids_schema, load_all, obj_ref, save_all, schema, shape_list,
+};
 use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
 use crate::canvas::shape::list_shapes;
 use crate::canvas::zorder::{indexes_above, indexes_below};
@@ -80,7 +82,7 @@ impl CanvasAction for Restack {
         action: &mut Value,
         ctx: &mut ActionCtx,
     ) -> Result<Sanitized, ActionError> {
-        let (_, _, notes) = shape_list(txn, action, ctx)?;
+        let ShapeList { notes, .. } = shape_list(txn, action, ctx)?;
         Ok(Sanitized { notes })
     }
 

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    edit_shape_list, enum_schema, get_num, get_str, ids_schema, num_schema, number_or, one_of,
-    schema, shape_list,
+    ShapeList, edit_shape_list, enum_schema, get_num, get_str, ids_schema, num_schema, number_or,
+    one_of, schema, shape_list,
 };
 use super::distribute::DIRECTIONS;
 use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
@@ -36,7 +36,9 @@ impl CanvasAction for Stack {
         action: &mut Value,
         ctx: &mut ActionCtx,
     ) -> Result<Sanitized, ActionError> {
-        let (o, _, notes) = shape_list(txn, action, ctx)?;
+        let ShapeList {
+            fields: o, notes, ..
+        } = shape_list(txn, action, ctx)?;
         one_of(o, "direction", DIRECTIONS, None, ctx)?;
         number_or(o, "gap", 0.0)?;
         Ok(Sanitized { notes })
