@@ -4,7 +4,13 @@
 //! default [`StreamThrottle`] as the fairy's turn drives it (only applied versions start the
 //! interval; a held version is applied when its interval ends). Goal: (c) ≤ 1.2 × (a). Run with
 //! `--nocapture` to see the figures.
+//!
+//! It also counts what completing an action costs: the document updates (each one a durable
+//! log entry and one broadcast to every peer) and their encoded bytes emitted while
+//! `apply_complete` runs, per completed action.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use fairyring::agent::actions::{ActionCtx, Registry};
@@ -97,10 +103,47 @@ enum Mode {
     Throttled(ThrottleConfig),
 }
 
-/// Streams the plan at one chunk per `chunk` of simulated time; returns the encoded size.
-fn run(mode: Mode, chunk: Duration) -> (usize, usize) {
+/// What one run cost.
+struct Figures {
+    /// Encoded size of the final document.
+    size: usize,
+    /// Tentative versions applied.
+    applied: usize,
+    /// Document updates emitted while completing actions.
+    complete_updates: usize,
+    /// Their encoded bytes.
+    complete_bytes: usize,
+    /// Actions completed.
+    actions: usize,
+}
+
+impl Figures {
+    fn per_action(&self) -> String {
+        format!(
+            "{:.2} updates and {:.0} B per completed action",
+            self.complete_updates as f64 / self.actions as f64,
+            self.complete_bytes as f64 / self.actions as f64
+        )
+    }
+}
+
+/// Streams the plan at one chunk per `chunk` of simulated time.
+fn run(mode: Mode, chunk: Duration) -> Figures {
     let doc = Doc::new();
     fairyring::canvas::init_schema(&doc, "system");
+    // Updates (and bytes) the document emits; read around each `apply_complete`.
+    let updates = Arc::new(AtomicUsize::new(0));
+    let bytes = Arc::new(AtomicUsize::new(0));
+    let (u, b) = (updates.clone(), bytes.clone());
+    let observed = doc.observe_update_v1(
+        "count",
+        move |_: &yrs::TransactionMut, e: &yrs::UpdateEvent| {
+            u.fetch_add(1, Ordering::Relaxed);
+            b.fetch_add(e.update.len(), Ordering::Relaxed);
+        },
+    );
+    assert!(observed.is_ok());
+    let (mut complete_updates, mut complete_bytes, mut actions) = (0, 0, 0);
     let registry = Registry::canvas();
     let mut ctx = ActionCtx::new("f1");
     let mut tentative = Tentative::new(&doc, "f1");
@@ -153,27 +196,48 @@ fn run(mode: Mode, chunk: Duration) -> (usize, usize) {
                 applied += 1;
             }
         }
+        let (u0, b0) = (
+            updates.load(Ordering::Relaxed),
+            bytes.load(Ordering::Relaxed),
+        );
         let result = tentative.apply_complete(&registry, &action, &mut ctx);
         assert!(result.is_ok(), "{action}: {result:?}");
+        complete_updates += updates.load(Ordering::Relaxed) - u0;
+        complete_bytes += bytes.load(Ordering::Relaxed) - b0;
+        actions += 1;
     }
     let size = doc
         .transact()
         .encode_state_as_update_v1(&StateVector::default())
         .len();
-    (size, applied)
+    Figures {
+        size,
+        applied,
+        complete_updates,
+        complete_bytes,
+        actions,
+    }
 }
 
 #[test]
 fn throttled_streaming_stays_within_1_2x_of_complete_only() {
     let chunk = Duration::from_millis(20);
-    let (complete, _) = run(Mode::CompleteOnly, chunk);
-    let (every, every_n) = run(Mode::EveryChunk, chunk);
-    let (throttled, throttled_n) = run(Mode::Throttled(ThrottleConfig::default()), chunk);
+    let complete_run = run(Mode::CompleteOnly, chunk);
+    let every_run = run(Mode::EveryChunk, chunk);
+    let throttled_run = run(Mode::Throttled(ThrottleConfig::default()), chunk);
+    let (complete, every, every_n) = (complete_run.size, every_run.size, every_run.applied);
+    let (throttled, throttled_n) = (throttled_run.size, throttled_run.applied);
     let ratio = throttled as f64 / complete as f64;
     eprintln!(
         "encoded doc size: complete-only {complete} B; every chunk {every} B ({:.2}x, {every_n} tentative applies); \
          throttled {throttled} B ({ratio:.2}x, {throttled_n} tentative applies)",
         every as f64 / complete as f64
+    );
+    eprintln!(
+        "completing: complete-only {}; every chunk {}; throttled {}",
+        complete_run.per_action(),
+        every_run.per_action(),
+        throttled_run.per_action()
     );
     assert!(every > complete, "streaming should cost something");
     for ms in [100u64, 500, 1000] {
@@ -181,10 +245,13 @@ fn throttled_streaming_stays_within_1_2x_of_complete_only() {
             min_interval: Duration::from_millis(ms),
             ..ThrottleConfig::default()
         };
-        let (size, n) = run(Mode::Throttled(cfg), chunk);
+        let f = run(Mode::Throttled(cfg), chunk);
         eprintln!(
-            "  interval {ms} ms: {size} B ({:.2}x, {n} tentative applies)",
-            size as f64 / complete as f64
+            "  interval {ms} ms: {} B ({:.2}x, {} tentative applies; {})",
+            f.size,
+            f.size as f64 / complete as f64,
+            f.applied,
+            f.per_action()
         );
     }
     assert!(ratio <= 1.2, "throttled streaming costs {ratio:.2}x");

@@ -320,7 +320,7 @@ async fn a_room_with_a_legacy_runtime_key_migrates_on_load() {
         todo: vec![TodoItem {
             id: "t1".into(),
             text: "LEGACY-TODO".into(),
-            status: "done".into(),
+            status: fairyring::agent::projects::TaskStatus::Done,
         }],
         ..FairyState::default()
     };

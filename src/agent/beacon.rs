@@ -94,9 +94,29 @@ impl Beacon {
             change(&mut p);
             p.to_state()
         };
-        if let Err(error) = self.room.set_presence(self.client_id, Some(&state)) {
+        self.send(&state);
+    }
+
+    fn send(&self, state: &serde_json::Value) {
+        if let Err(error) = self.room.set_presence(self.client_id, Some(state)) {
             tracing::warn!(room = %self.room.name(), %error, "fairy presence refused");
         }
+    }
+
+    /// Changes the state and publishes it only if it changed (for changes repeated at every
+    /// streamed version, such as the working pose); true if it published.
+    pub fn update_if_changed(&self, change: impl FnOnce(&mut Presence)) -> bool {
+        let state = {
+            let mut p = self.lock();
+            let before = p.clone();
+            change(&mut p);
+            if *p == before {
+                return false;
+            }
+            p.to_state()
+        };
+        self.send(&state);
+        true
     }
 
     /// Publishes the current state again (after the room was reloaded, for example).

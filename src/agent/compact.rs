@@ -313,7 +313,7 @@ mod tests {
         let long = "x".repeat(50);
         let mut item = HistoryItem::Action {
             action: json!({"_type": "message", "text": long, "n": 1, "list": [long]}),
-            acceptance: "accepted".into(),
+            acceptance: crate::agent::memory::Acceptance::Accepted,
             note: Some(long.clone()),
             memory_level: MemoryLevel::Fairy,
         };

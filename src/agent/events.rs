@@ -10,6 +10,38 @@ use serde_json::Value;
 /// Events kept for slow observers before they start missing some.
 pub const EVENT_BUFFER: usize = 256;
 
+/// Why a request ended (the `reason` of `request-ended`, and the metric label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndReason {
+    /// The fairy finished.
+    Done,
+    /// A user cancelled it (or dismissed the fairy).
+    Cancelled,
+    /// New input interrupted it.
+    Interrupted,
+    /// A person took it back while it ran.
+    Rejected,
+    /// The model failed.
+    Error,
+    /// It took more turns than allowed.
+    MaxIterations,
+}
+
+impl EndReason {
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EndReason::Done => "done",
+            EndReason::Cancelled => "cancelled",
+            EndReason::Interrupted => "interrupted",
+            EndReason::Rejected => "rejected",
+            EndReason::Error => "error",
+            EndReason::MaxIterations => "max-iterations",
+        }
+    }
+}
+
 /// One agent event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
@@ -65,8 +97,8 @@ pub enum AgentEvent {
     },
     /// The request ended.
     RequestEnded {
-        /// `done`, `cancelled`, `interrupted`, `rejected`, `error` or `max-iterations`.
-        reason: String,
+        /// Why.
+        reason: EndReason,
     },
     /// Something went wrong (also posted in the fairy's chat).
     Error {

@@ -25,7 +25,7 @@ use tracing::Instrument;
 
 use super::actions::Registry;
 use super::budget::{BudgetedModel, TokenBudget};
-use super::events::{AgentEvent, EVENT_BUFFER};
+use super::events::{AgentEvent, EVENT_BUFFER, EndReason};
 use super::fairy::{FairyEntity, FairyError, FairyId, insert_fairy, list_fairies, remove_fairy};
 use super::inbox::{Inbox, RevertJob, RevertRefused, Signal};
 use super::interrupt::Interrupt;
@@ -592,16 +592,16 @@ async fn run_host(
             Some(Signal::Revert(RevertJob { request, reply })) => {
                 // Whatever ran was stopped to get here (and does not resume).
                 let reason = if rt.is_running(&request) {
-                    "rejected"
+                    EndReason::Rejected
                 } else {
-                    "cancelled"
+                    EndReason::Cancelled
                 };
                 rt.abort(reason);
                 // The caller may have given up waiting: nothing to do then.
                 let _ = reply.send(rt.reject_request(&request));
             }
             Some(Signal::Dismiss) => {
-                rt.abort("cancelled");
+                rt.abort(EndReason::Cancelled);
                 rt.forget_state();
                 remove_fairy(rt.room().doc(), &rt.entity.id);
                 rt.beacon().remove();

@@ -5,6 +5,7 @@
 //! hook of the old mode, then enter hook of the new one), and the input is scheduled. An
 //! interrupt always succeeds: it is delivered through [`super::inbox`], which never refuses one.
 
+use super::events::EndReason;
 use super::modes::Mode;
 use super::runtime::{FairyRuntime, Request};
 
@@ -51,8 +52,8 @@ impl FairyRuntime {
     pub fn interrupt(&mut self, interrupt: Interrupt) -> Option<Request> {
         let Interrupt { input, mode } = interrupt;
         match input {
-            Some(_) => self.abort_with("interrupted", false),
-            None => self.abort_with("cancelled", true),
+            Some(_) => self.abort_with(EndReason::Interrupted, false),
+            None => self.abort_with(EndReason::Cancelled, true),
         }
         if let Some(mode) = mode {
             self.switch_mode(mode);
@@ -187,7 +188,7 @@ mod tests {
             drain(&mut rx),
             vec![
                 AgentEvent::RequestEnded {
-                    reason: "interrupted".into()
+                    reason: EndReason::Interrupted
                 },
                 changed(Mode::StandingBy),
             ],
@@ -204,7 +205,7 @@ mod tests {
             id: "t1".into(),
             title: "t".into(),
             text: String::new(),
-            status: "done".into(),
+            status: crate::agent::projects::TaskStatus::Done,
             bounds: None,
         });
         rt.state.current_task = Some("t1".into());
@@ -234,7 +235,7 @@ mod tests {
             id: "t1".into(),
             title: "t".into(),
             text: String::new(),
-            status: "in-progress".into(),
+            status: crate::agent::projects::TaskStatus::InProgress,
             bounds: None,
         });
         rt.state.current_task = Some("t1".into());
@@ -249,7 +250,7 @@ mod tests {
         assert_eq!(
             drain(&mut rx),
             vec![AgentEvent::RequestEnded {
-                reason: "interrupted".into()
+                reason: EndReason::Interrupted
             }]
         );
         rt.state.working = true;

@@ -63,8 +63,8 @@ pub enum HistoryItem {
     Action {
         /// The (sanitized) action.
         action: Value,
-        /// `accepted` or `rejected`.
-        acceptance: String,
+        /// Whether it was carried out.
+        acceptance: Acceptance,
         /// Why it was rejected or corrected, for the model.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<String>,

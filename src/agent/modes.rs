@@ -193,7 +193,7 @@ impl Mode {
     pub fn allowed_actions(self) -> Vec<&'static str> {
         let mut out: Vec<&'static str> = self.runtime_actions().to_vec();
         if self.draws() {
-            out.extend_from_slice(CANVAS_ACTIONS);
+            out.extend_from_slice(&CANVAS_ACTIONS);
         }
         out
     }

@@ -5,6 +5,7 @@
 //! Owns the JSON of the state and the flight arithmetic. No I/O: the runtime publishes the
 //! state through [`crate::room::Room::set_presence`] under the fairy's own awareness client id.
 
+use super::projects::TaskStatus;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -40,13 +41,14 @@ pub struct TodoItem {
     /// What to do.
     pub text: String,
     /// `todo`, `in-progress` or `done`.
-    pub status: String,
+    #[serde(deserialize_with = "TaskStatus::lenient")]
+    pub status: TaskStatus,
 }
 
 impl TodoItem {
     /// Whether the item still needs work.
     pub fn is_open(&self) -> bool {
-        self.status != "done"
+        self.status != TaskStatus::Done
     }
 }
 
@@ -58,7 +60,8 @@ pub struct TaskSummary {
     /// Its title.
     pub title: String,
     /// `todo`, `in-progress` or `done`.
-    pub status: String,
+    #[serde(deserialize_with = "TaskStatus::lenient")]
+    pub status: TaskStatus,
 }
 
 /// Everything the fairy publishes in awareness.
@@ -203,7 +206,7 @@ mod tests {
         p.todo.push(TodoItem {
             id: "1".into(),
             text: "walls".into(),
-            status: "todo".into(),
+            status: TaskStatus::Todo,
         });
         let s = p.to_state();
         for key in [

@@ -19,12 +19,13 @@ use yrs::Transact;
 use super::actions::Registry;
 use super::beacon::Beacon;
 use super::changes::ChangeTracker;
-use super::events::AgentEvent;
+use super::events::{AgentEvent, EndReason};
 use super::fairy::{ChatItem, FairyEntity, append_chat, now_millis};
 use super::ledger::RequestId;
 use super::memory::HistoryItem;
 use super::modes::{HookCtx, Mode, ModeEffect, ModeMachine, Outcome};
 use super::presence::{Pose, TaskSummary, TodoItem};
+use super::projects::TaskStatus;
 use super::state_store::{self, StateSaver, StateSync};
 use super::tentative::{QUIET_PATIENCE, Tentative, TentativeError};
 use crate::canvas::geometry::Bounds;
@@ -270,7 +271,7 @@ impl FairyRuntime {
                 .state
                 .tasks
                 .iter()
-                .any(|t| &t.id == id && t.status == "done");
+                .any(|t| &t.id == id && t.status == TaskStatus::Done);
             (id.clone(), done)
         });
         HookCtx {
@@ -280,7 +281,9 @@ impl FairyRuntime {
                 .state
                 .tasks
                 .iter()
-                .filter(|t| t.status == "todo" && Some(&t.id) != self.state.current_task.as_ref())
+                .filter(|t| {
+                    t.status == TaskStatus::Todo && Some(&t.id) != self.state.current_task.as_ref()
+                })
                 .count(),
             project_task: self.project_task_ctx(),
         }
@@ -354,7 +357,7 @@ impl FairyRuntime {
             .map(|t| TaskSummary {
                 id: t.id.clone(),
                 title: t.title.clone(),
-                status: t.status.clone(),
+                status: t.status,
             })
             .collect();
         let todo = self.state.todo.clone();
@@ -405,7 +408,7 @@ impl FairyRuntime {
         let reason = loop {
             turn += 1;
             if turn > self.config.max_iterations {
-                break "max-iterations";
+                break EndReason::MaxIterations;
             }
             self.state.history.push(HistoryItem::Prompt {
                 source: request.source.clone(),
@@ -420,13 +423,13 @@ impl FairyRuntime {
             if let Err(error) = self.run_turn(&request).await {
                 self.tentative.revert_tentative();
                 self.fail(&error);
-                break "error";
+                break EndReason::Error;
             }
             self.persist();
             // A mode that does not work on requests (waiting, standing by, idle after a
             // project ended) ends the request unless something was scheduled.
             if !self.modes.mode().is_active() && self.scheduled.is_none() {
-                break "done";
+                break EndReason::Done;
             }
             let next = match self.scheduled.take() {
                 Some(next) => Some(next),
@@ -449,10 +452,10 @@ impl FairyRuntime {
                     next.from_user = next.from_user.or(request.from_user.take());
                     request = next;
                 }
-                None => break "done",
+                None => break EndReason::Done,
             }
         };
-        if reason == "max-iterations" {
+        if reason == EndReason::MaxIterations {
             self.say("I stopped: this request took more turns than I am allowed.");
             self.switch_mode(Mode::Idling);
         }
@@ -460,9 +463,9 @@ impl FairyRuntime {
         drop(lease);
     }
 
-    fn finish(&mut self, reason: &str) {
+    fn finish(&mut self, reason: EndReason) {
         let metrics = crate::metrics::global();
-        crate::metrics::Metrics::count(&metrics.fairy_requests, reason, 1);
+        crate::metrics::Metrics::count(&metrics.fairy_requests, reason.name(), 1);
         self.state.working = false;
         self.tracker.close_request();
         self.request_ids.clear();
@@ -470,13 +473,11 @@ impl FairyRuntime {
             p.pose = Pose::Idle;
             p.thinking = None;
         });
-        if reason == "done" {
+        if reason == EndReason::Done {
             self.beacon.celebrate();
         }
         self.persist();
-        self.emit(AgentEvent::RequestEnded {
-            reason: reason.into(),
-        });
+        self.emit(AgentEvent::RequestEnded { reason });
     }
 
     /// True while the request named `id` runs.
@@ -486,13 +487,13 @@ impl FairyRuntime {
 
     /// After the request future was dropped: reverts the incomplete action, runs
     /// `on_prompt_cancel`, and ends the request with `reason`.
-    pub fn abort(&mut self, reason: &str) {
+    pub fn abort(&mut self, reason: EndReason) {
         self.abort_with(reason, true);
     }
 
     /// [`FairyRuntime::abort`]; `on_prompt_cancel` runs only if `cancel_hook` (a plain cancel,
     /// not an interrupt with new input, which keeps the fairy's mode and task).
-    pub(super) fn abort_with(&mut self, reason: &str, cancel_hook: bool) {
+    pub(super) fn abort_with(&mut self, reason: EndReason, cancel_hook: bool) {
         self.tentative.revert_tentative();
         self.scheduled = None;
         if self.state.working {

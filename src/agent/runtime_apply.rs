@@ -7,27 +7,37 @@ use serde_json::Value;
 
 use super::modes::Mode;
 use super::presence::TodoItem;
+use super::projects::TaskStatus;
 use super::runtime::{FairyRuntime, Request, SoloTask};
-use super::turn::{bounds_of, text_of};
+use super::runtime_actions::{Review, RuntimeCommand, SoloAction, TaskRef, Text, UpsertTodo};
 use crate::canvas::transform::PromptTransform;
 
 impl FairyRuntime {
-    /// Carries out a complete, allowed runtime action.
-    pub(super) fn apply_runtime(&mut self, kind: &str, action: &Value, t: &PromptTransform) {
-        match kind {
-            "message" => {
-                let text = text_of(action, "text");
+    /// Carries out a complete, allowed runtime action: read once ([`RuntimeCommand::parse`]),
+    /// then matched by variant; an unknown or malformed one becomes a correction.
+    pub(super) fn apply_runtime(&mut self, action: &Value, t: &PromptTransform) {
+        match RuntimeCommand::parse(action) {
+            Ok(RuntimeCommand::Solo(solo)) => self.apply_solo(solo, t),
+            Ok(RuntimeCommand::Project(project)) => {
+                let kind = action.get("_type").and_then(Value::as_str).unwrap_or("");
+                self.apply_project(project, kind, t)
+            }
+            Err(e) => self.corrections.push(e.to_string()),
+        }
+    }
+
+    fn apply_solo(&mut self, action: SoloAction, t: &PromptTransform) {
+        match action {
+            SoloAction::Message(Text { text }) => {
                 if !text.is_empty() {
                     self.say(&text);
                 }
             }
-            "think" => {
-                let text = text_of(action, "text");
+            SoloAction::Think(Text { text }) => {
                 self.beacon.update(|p| p.thinking = Some(text));
             }
-            "review" => match bounds_of(action, t) {
+            SoloAction::Review(Review { bounds, intent }) => match bounds.to_page(t) {
                 Some(b) => {
-                    let intent = text_of(action, "intent");
                     self.schedule(Request::follow_up(
                         format!("Review your work in the bounds given. {intent}"),
                         Some(b),
@@ -37,7 +47,7 @@ impl FairyRuntime {
                     .corrections
                     .push("Rejected 'review': it needs x, y, w, h".into()),
             },
-            "fly-to-bounds" => match bounds_of(action, t) {
+            SoloAction::FlyToBounds(bounds) => match bounds.to_page(t) {
                 Some(b) => {
                     self.bounds = b;
                     self.beacon.fly_to((b.center_x(), b.center_y()));
@@ -46,18 +56,12 @@ impl FairyRuntime {
                     .corrections
                     .push("Rejected 'fly-to-bounds': it needs x, y, w, h".into()),
             },
-            "upsert-personal-todo" => {
-                let id = text_of(action, "id");
+            SoloAction::UpsertPersonalTodo(UpsertTodo { id, text, status }) => {
                 let id = if id.is_empty() {
                     format!("todo-{}", self.state.todo.len() + 1)
                 } else {
                     id
                 };
-                let status = match text_of(action, "status").as_str() {
-                    s @ ("todo" | "in-progress" | "done") => s.to_owned(),
-                    _ => "todo".to_owned(),
-                };
-                let text = text_of(action, "text");
                 match self.state.todo.iter_mut().find(|i| i.id == id) {
                     Some(item) => {
                         item.status = status;
@@ -69,26 +73,25 @@ impl FairyRuntime {
                 }
                 self.refresh_tasks();
             }
-            "create-solo-task" => {
-                let id = text_of(action, "taskId");
-                let id = if id.is_empty() {
+            SoloAction::CreateSoloTask(task) => {
+                let id = if task.task_id.is_empty() {
                     format!("task-{}", self.state.tasks.len() + 1)
                 } else {
-                    id
+                    task.task_id
                 };
                 self.state.tasks.retain(|t| t.id != id);
                 self.state.tasks.push(SoloTask {
                     id: id.clone(),
-                    title: text_of(action, "title"),
-                    text: text_of(action, "text"),
-                    status: "todo".into(),
-                    bounds: bounds_of(action, t),
+                    title: task.title,
+                    text: task.text,
+                    status: TaskStatus::Todo,
+                    bounds: task.bounds.to_page(t),
                 });
                 self.mirror_task(&id);
                 self.refresh_tasks();
             }
-            "start-solo-task" => self.start_task(&text_of(action, "taskId")),
-            "mark-solo-task-done" => {
+            SoloAction::StartSoloTask(TaskRef { task_id }) => self.start_task(&task_id),
+            SoloAction::MarkSoloTaskDone(_) => {
                 let id = self.state.current_task.clone();
                 if let Some(task) = self
                     .state
@@ -96,19 +99,13 @@ impl FairyRuntime {
                     .iter_mut()
                     .find(|t| Some(&t.id) == id.as_ref())
                 {
-                    task.status = "done".into();
+                    task.status = TaskStatus::Done;
                 }
                 if let Some(id) = id {
                     self.mirror_task(&id);
                 }
                 self.refresh_tasks();
             }
-            name if super::projects::actions::ProjectAction::is_project_action(name) => {
-                self.apply_project(action, t)
-            }
-            other => self.corrections.push(format!(
-                "Rejected '{other}': this action is not available yet"
-            )),
         }
     }
 
@@ -131,7 +128,7 @@ impl FairyRuntime {
             ));
             return;
         };
-        task.status = "in-progress".into();
+        task.status = TaskStatus::InProgress;
         let (title, text, bounds) = (task.title.clone(), task.text.clone(), task.bounds);
         self.mirror_task(id);
         self.state.current_task = Some(id.to_owned());

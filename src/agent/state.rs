@@ -4,6 +4,7 @@
 //! [`Request`]s it runs (with the `schedule` merge rule), and what its recent requests changed
 //! ([`RequestLedger`], so a request can be taken back after a restart too). Plain data, no I/O.
 
+use super::projects::TaskStatus;
 use serde::{Deserialize, Serialize};
 
 use super::ledger::{MAX_IDS, RequestId, RequestLedger};
@@ -53,7 +54,8 @@ pub struct SoloTask {
     /// Details.
     pub text: String,
     /// `todo`, `in-progress` or `done`.
-    pub status: String,
+    #[serde(deserialize_with = "TaskStatus::lenient")]
+    pub status: TaskStatus,
     /// Area it covers (page coordinates).
     pub bounds: Option<Bounds>,
 }

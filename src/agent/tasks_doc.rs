@@ -24,7 +24,7 @@ fn fields(fairy: &FairyId, task: &SoloTask, page_id: &str) -> Vec<(&'static str,
         ("text", Any::from(task.text.as_str())),
         ("projectId", Any::Null),
         ("assignedTo", Any::from(fairy.as_str())),
-        ("status", Any::from(task.status.as_str())),
+        ("status", Any::from(task.status.name())),
         ("x", Any::from(b.x)),
         ("y", Any::from(b.y)),
         ("w", Any::from(b.w)),
@@ -92,11 +92,11 @@ mod tests {
             id: "t1".into(),
             title: "walls".into(),
             text: String::new(),
-            status: "todo".into(),
+            status: crate::agent::projects::TaskStatus::Todo,
             bounds: Some(Bounds::new(1.0, 2.0, 3.0, 4.0)),
         };
         upsert_task(&doc, &fairy, &task, "page:main");
-        task.status = "done".into();
+        task.status = crate::agent::projects::TaskStatus::Done;
         upsert_task(&doc, &fairy, &task, "page:main");
         let root = doc.get_or_insert_map(TASKS);
         let txn = doc.transact();

@@ -1,7 +1,11 @@
 //! Tentative application of a still-streaming fairy action (docs/fairies.md "tentative streamed
 //! diffs"): each incomplete version is applied at once in a transaction with the fairy's
 //! origin; when a newer version arrives the previous one is reverted first; when the action
-//! completes its final version stays.
+//! completes its final version stays. A complete action whose last tentative version already
+//! equals it, on a document nobody else changed since, is committed in place (its created
+//! shapes unlocked, nothing reverted or applied again): no update at all for an edit, one for a
+//! creation, instead of a revert and a fresh apply (two updates, each a durable log entry and a
+//! broadcast; `tests/canvas_stream_size.rs` measures it).
 //!
 //! Mechanism: a yrs [`UndoManager`] scoped to the `shapes` and `pages` roots and tracking only
 //! the fairy's origin, with a capture timeout of 0 so each tentative transaction is exactly one
@@ -31,7 +35,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use yrs::undo::Options;
-use yrs::{Doc, Origin, Transact, UndoManager};
+use yrs::{Doc, Origin, ReadTxn, StateVector, Transact, UndoManager};
 
 use super::actions::{ActionCtx, ActionError, Registry, Sanitized};
 use crate::canvas::schema::{PAGES, SHAPES};
@@ -69,6 +73,7 @@ pub struct Tentative {
     origin: TxnOrigin,
     undo: UndoManager,
     pending: Option<Pending>,
+    last_completion: Option<Completion>,
 }
 
 /// The change currently applied tentatively.
@@ -78,6 +83,19 @@ struct Pending {
     created: Vec<String>,
     /// Whether it changed anything (pushed an undo item).
     captured: bool,
+    /// The version applied and what sanitizing it said; `None` when it failed.
+    applied: Option<(Value, Sanitized)>,
+    /// The document's state vector right after it was applied.
+    state: StateVector,
+}
+
+/// How [`Tentative::apply_complete`] finished an action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// The last tentative version was the complete action: kept as it was.
+    InPlace,
+    /// The tentative version (if any) was reverted and the complete action applied.
+    Reapplied,
 }
 
 impl Tentative {
@@ -106,6 +124,7 @@ impl Tentative {
             origin,
             undo,
             pending: None,
+            last_completion: None,
         }
     }
 
@@ -186,6 +205,8 @@ impl Tentative {
                 self.pending = Some(Pending {
                     created: ctx.created.clone(),
                     captured,
+                    applied: Some((action.clone(), notes.clone())),
+                    state: self.doc.transact().state_vector(),
                 });
                 Ok(notes)
             }
@@ -193,11 +214,21 @@ impl Tentative {
                 self.pending = Some(Pending {
                     created: Vec::new(),
                     captured,
+                    applied: None,
+                    state: StateVector::default(),
                 });
                 self.revert_tentative();
                 Err(e)
             }
         }
+    }
+
+    /// The notes of the pending version if it is `action`, applied to the document as it is now.
+    fn same_as_pending(&self, action: &Value) -> Option<Sanitized> {
+        let pending = self.pending.as_ref()?;
+        let (applied, notes) = pending.applied.as_ref()?;
+        (applied == action && self.doc.transact().state_vector() == pending.state)
+            .then(|| notes.clone())
     }
 
     /// Undoes the pending tentative version, if any; true if something was reverted.
@@ -242,13 +273,36 @@ impl Tentative {
         self.undo.clear_all();
     }
 
-    /// Replaces the pending version (if any) by the complete `action` and keeps it.
+    /// How the last [`Tentative::apply_complete`] finished (`None` before the first).
+    pub fn last_completion(&self) -> Option<Completion> {
+        self.last_completion
+    }
+
+    /// Replaces the pending version (if any) by the complete `action` and keeps it. When the
+    /// pending version is `action` itself and the document is as that version left it, it is
+    /// committed in place instead ([`Completion::InPlace`]): a successful incomplete version
+    /// that equals the complete action gives the same result (sanitizing differs between the
+    /// two only where a field is missing, which fails the incomplete version), except for the
+    /// `locked` flag that [`Tentative::commit`] clears; a document changed meanwhile (a user,
+    /// another fairy) might sanitize differently, so it takes the revert-and-apply path.
     pub fn apply_complete(
         &mut self,
         registry: &Registry,
         action: &Value,
         ctx: &mut ActionCtx,
     ) -> Result<Sanitized, ActionError> {
+        if let Some(notes) = self.same_as_pending(action) {
+            ctx.complete = true;
+            ctx.created = self
+                .pending
+                .as_ref()
+                .map(|p| p.created.clone())
+                .unwrap_or_default();
+            self.commit();
+            self.last_completion = Some(Completion::InPlace);
+            return Ok(notes);
+        }
+        self.last_completion = Some(Completion::Reapplied);
         self.revert_tentative();
         ctx.complete = true;
         let result = {
@@ -300,6 +354,69 @@ mod tests {
         assert!(!get(&doc, "b").locked);
         assert!(!t.revert_tentative(), "nothing pending after completion");
         assert!(read_shape(&doc.transact(), "b").ok().flatten().is_some());
+    }
+
+    /// Counts the updates the document emits.
+    fn update_counter(doc: &Doc) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+        let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = n.clone();
+        let observed = doc.observe_update_v1(
+            "count",
+            move |_: &yrs::TransactionMut, _: &yrs::UpdateEvent| {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            },
+        );
+        assert!(observed.is_ok());
+        n
+    }
+
+    #[test]
+    fn a_complete_action_equal_to_its_last_version_is_committed_in_place() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let doc = doc();
+        rect(&doc, "a", 0.0, 0.0, 10.0, 10.0);
+        let registry = Registry::canvas();
+        let mut ctx = ActionCtx::new("f1");
+        let mut t = Tentative::new(&doc, "f1");
+        let updates = update_counter(&doc);
+        // An edit: no update at all when it completes.
+        let mv = json!({"_type": "move", "shapeId": "a", "x": 100, "y": 5});
+        assert!(t.apply_tentative(&registry, &mv, &mut ctx).is_ok());
+        let before = updates.load(Relaxed);
+        assert!(t.apply_complete(&registry, &mv, &mut ctx).is_ok());
+        assert_eq!(t.last_completion(), Some(Completion::InPlace));
+        assert_eq!(updates.load(Relaxed), before);
+        assert_eq!((get(&doc, "a").x, get(&doc, "a").y), (100.0, 5.0));
+        assert!(!t.revert_tentative(), "committed");
+        // A different complete version: reverted and applied again.
+        let v1 = json!({"_type": "move", "shapeId": "a", "x": 1, "y": 5});
+        let v2 = json!({"_type": "move", "shapeId": "a", "x": 12, "y": 5});
+        assert!(t.apply_tentative(&registry, &v1, &mut ctx).is_ok());
+        assert!(t.apply_complete(&registry, &v2, &mut ctx).is_ok());
+        assert_eq!(t.last_completion(), Some(Completion::Reapplied));
+        assert_eq!(get(&doc, "a").x, 12.0);
+        // The same version after someone else changed the document: applied again, so it is
+        // sanitized against the document as it is now; the other change stays.
+        assert!(t.apply_tentative(&registry, &v1, &mut ctx).is_ok());
+        user_move(&doc, "a", None, Some("red"));
+        assert!(t.apply_complete(&registry, &v1, &mut ctx).is_ok());
+        assert_eq!(t.last_completion(), Some(Completion::Reapplied));
+        let a = get(&doc, "a");
+        assert_eq!((a.x, a.color.as_str()), (1.0, "red"));
+        // A creation: one update (the unlock), the renaming note kept (later references to
+        // "a" now mean the new shape).
+        let mk =
+            json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "a", "x": 3}});
+        let notes = t.apply_tentative(&registry, &mk, &mut ctx).map(|n| n.notes);
+        let before = updates.load(Relaxed);
+        let done = t.apply_complete(&registry, &mk, &mut ctx).map(|n| n.notes);
+        assert_eq!(t.last_completion(), Some(Completion::InPlace));
+        assert_eq!(done, notes);
+        assert!(done.is_ok_and(|n| n.len() == 1));
+        assert_eq!(updates.load(Relaxed), before + 1);
+        assert_eq!(ctx.created.len(), 1);
+        let created = ctx.created.first().cloned().unwrap_or_default();
+        assert!(!get(&doc, &created).locked);
     }
 
     #[test]

@@ -29,24 +29,10 @@ use super::prompt::{PromptInput, build_request};
 use super::prompt_parts::PromptExtras;
 use super::runtime::{FairyRuntime, Request};
 use super::throttle::{Decision, StreamThrottle};
-use crate::canvas::geometry::Bounds;
 use crate::canvas::shape::list_shapes;
 use crate::canvas::transform::PromptTransform;
 use crate::llm::{LlmError, ModelEvent, Usage};
 use crate::partial_json::{ActionStream, StreamedAction};
-
-/// Longest text kept from a `message` or `think` action.
-const MAX_SAY_CHARS: usize = 4000;
-
-pub(super) fn text_of(action: &Value, key: &str) -> String {
-    action
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .chars()
-        .take(MAX_SAY_CHARS)
-        .collect()
-}
 
 /// The finite number at `key` (a number, or a string holding one).
 pub(super) fn num(action: &Value, key: &str) -> Option<f64> {
@@ -56,17 +42,6 @@ pub(super) fn num(action: &Value, key: &str) -> Option<f64> {
         _ => None,
     }
     .filter(|n: &f64| n.is_finite())
-}
-
-/// Model-space bounds `{x, y, w, h}` of an action, in page coordinates.
-pub(super) fn bounds_of(action: &Value, t: &PromptTransform) -> Option<Bounds> {
-    let (x, y) = t.point_from_model(num(action, "x")?, num(action, "y")?);
-    Some(Bounds::new(
-        x,
-        y,
-        num(action, "w").unwrap_or(0.0),
-        num(action, "h").unwrap_or(0.0),
-    ))
 }
 
 /// Characters read after the actions array closed before the model stream is dropped: enough
@@ -329,7 +304,7 @@ impl FairyRuntime {
     /// Applies an incomplete version tentatively; only a version that could be applied
     /// starts the throttle's interval.
     fn show(&mut self, action: Value, turn: &mut TurnState) {
-        self.beacon.update(|p| p.pose = Pose::Working);
+        self.beacon.update_if_changed(|p| p.pose = Pose::Working);
         // An incomplete version that cannot be applied yet is simply not shown.
         if self
             .tentative
@@ -426,7 +401,7 @@ impl FairyRuntime {
             return;
         }
         self.tentative.revert_tentative();
-        self.apply_runtime(&kind, &a.action, &turn.ctx.transform);
+        self.apply_runtime(&a.action, &turn.ctx.transform);
         let saves = self
             .registry
             .get(&kind)
@@ -438,10 +413,14 @@ impl FairyRuntime {
 
     fn accept(&mut self, action: &Value, note: String, level: super::modes::MemoryLevel) {
         let metrics = crate::metrics::global();
-        crate::metrics::Metrics::count(&metrics.fairy_actions, "accepted", 1);
+        crate::metrics::Metrics::count(
+            &metrics.fairy_actions,
+            super::memory::Acceptance::Accepted.as_str(),
+            1,
+        );
         self.state.history.push(HistoryItem::Action {
             action: action.clone(),
-            acceptance: "accepted".into(),
+            acceptance: super::memory::Acceptance::Accepted,
             note: (!note.is_empty()).then_some(note),
             memory_level: level,
         });
@@ -455,7 +434,11 @@ impl FairyRuntime {
         level: super::modes::MemoryLevel,
     ) {
         let metrics = crate::metrics::global();
-        crate::metrics::Metrics::count(&metrics.fairy_actions, "rejected", 1);
+        crate::metrics::Metrics::count(
+            &metrics.fairy_actions,
+            super::memory::Acceptance::Rejected.as_str(),
+            1,
+        );
         self.emit(AgentEvent::ActionRejected {
             action_type: kind.into(),
             reason: why.clone(),
@@ -463,7 +446,7 @@ impl FairyRuntime {
         self.corrections.push(format!("Rejected '{kind}': {why}"));
         self.state.history.push(HistoryItem::Action {
             action: action.clone(),
-            acceptance: "rejected".into(),
+            acceptance: super::memory::Acceptance::Rejected,
             note: Some(why),
             memory_level: level,
         });

@@ -408,13 +408,28 @@ async fn history(
     let (room, _) = admit(&state, &room, &query, &headers)?;
     // The fairy's private state, read from the store (it is not in the document).
     let stored = state.fairies.state(&room, &fairy_id(&id)?).await?;
-    Ok(Json(json!({
-        "mode": stored.mode,
-        "history": stored.history,
-        "todo": stored.todo,
-        "tasks": stored.tasks,
-    }))
-    .into_response())
+    Ok(Json(HistoryView::of(&stored)).into_response())
+}
+
+/// The body of `GET …/fairies/{id}/history`: the parts of the fairy's private state a client
+/// may read, borrowed from the state type.
+#[derive(serde::Serialize)]
+struct HistoryView<'a> {
+    mode: crate::agent::modes::Mode,
+    history: &'a [crate::agent::memory::HistoryItem],
+    todo: &'a [crate::agent::presence::TodoItem],
+    tasks: &'a [crate::agent::state::SoloTask],
+}
+
+impl<'a> HistoryView<'a> {
+    fn of(state: &'a crate::agent::state::FairyState) -> Self {
+        HistoryView {
+            mode: state.mode,
+            history: &state.history,
+            todo: &state.todo,
+            tasks: &state.tasks,
+        }
+    }
 }
 
 async fn events(

@@ -6,8 +6,7 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    enum_schema, get_ids, get_str, ids_schema, load_all, obj, obj_ref, one_of, save_all, schema,
-    shape_refs,
+    ShapeList, edit_shape_list, enum_schema, get_str, ids_schema, one_of, schema, shape_list,
 };
 use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
 use crate::canvas::geometry::{shape_bounds, union_bounds};
@@ -44,9 +43,9 @@ impl CanvasAction for Align {
         action: &mut Value,
         ctx: &mut ActionCtx,
     ) -> Result<Sanitized, ActionError> {
-        let mut notes = Vec::new();
-        let o = obj(action)?;
-        shape_refs(txn, o, "shapeIds", ctx, &mut notes)?;
+        let ShapeList {
+            fields: o, notes, ..
+        } = shape_list(txn, action, ctx)?;
         one_of(o, "alignment", ALIGNMENTS, None, ctx)?;
         Ok(Sanitized { notes })
     }
@@ -57,26 +56,24 @@ impl CanvasAction for Align {
         action: &Value,
         _ctx: &mut ActionCtx,
     ) -> Result<(), ActionError> {
-        let o = obj_ref(action)?;
-        let mut shapes = load_all(txn, &get_ids(o, "shapeIds"))?;
-        let Some(all) = union_bounds(&shapes) else {
-            return Ok(());
-        };
-        let alignment = get_str(o, "alignment");
-        for s in &mut shapes {
-            let b = shape_bounds(s);
-            let (dx, dy) = match alignment {
-                "top" => (0.0, all.y - b.y),
-                "bottom" => (0.0, all.max_y() - b.max_y()),
-                "left" => (all.x - b.x, 0.0),
-                "right" => (all.max_x() - b.max_x(), 0.0),
-                "center-horizontal" => (all.center_x() - b.center_x(), 0.0),
-                _ => (0.0, all.center_y() - b.center_y()),
+        edit_shape_list(txn, action, |o, shapes| {
+            let Some(all) = union_bounds(shapes.iter()) else {
+                return;
             };
-            s.translate(dx, dy);
-        }
-        save_all(txn, &shapes);
-        Ok(())
+            let alignment = get_str(o, "alignment");
+            for s in shapes {
+                let b = shape_bounds(s);
+                let (dx, dy) = match alignment {
+                    "top" => (0.0, all.y - b.y),
+                    "bottom" => (0.0, all.max_y() - b.max_y()),
+                    "left" => (all.x - b.x, 0.0),
+                    "right" => (all.max_x() - b.max_x(), 0.0),
+                    "center-horizontal" => (all.center_x() - b.center_x(), 0.0),
+                    _ => (0.0, all.center_y() - b.center_y()),
+                };
+                s.translate(dx, dy);
+            }
+        })
     }
 }
 

@@ -170,6 +170,44 @@ pub fn shape_refs(
     Ok(ids)
 }
 
+/// What [`shape_list`] read.
+pub struct ShapeList<'a> {
+    /// The action object, for its other fields.
+    pub fields: &'a mut Map<String, Value>,
+    /// The resolved `shapeIds`.
+    pub ids: Vec<String>,
+    /// The notes so far (dropped references).
+    pub notes: Vec<String>,
+}
+
+/// The shared sanitize preamble of the actions on a list of shapes (align, distribute, stack,
+/// resize, restack): the action object, its `shapeIds` resolved (missing ones dropped with a
+/// note, see [`shape_refs`]) and the notes so far.
+pub fn shape_list<'a>(
+    txn: &TransactionMut<'_>,
+    action: &'a mut Value,
+    ctx: &ActionCtx,
+) -> Result<ShapeList<'a>, ActionError> {
+    let mut notes = Vec::new();
+    let fields = obj(action)?;
+    let ids = shape_refs(txn, fields, "shapeIds", ctx, &mut notes)?;
+    Ok(ShapeList { fields, ids, notes })
+}
+
+/// The shared apply frame of the actions on a list of shapes: loads the sanitized action's
+/// `shapeIds`, lets `edit` change them (with the action's fields), writes back what changed.
+pub fn edit_shape_list(
+    txn: &mut TransactionMut<'_>,
+    action: &Value,
+    edit: impl FnOnce(&Map<String, Value>, &mut Vec<Shape>),
+) -> Result<(), ActionError> {
+    let o = obj_ref(action)?;
+    let mut shapes = load_all(txn, &get_ids(o, "shapeIds"))?;
+    edit(o, &mut shapes);
+    save_all(txn, &shapes);
+    Ok(())
+}
+
 /// The shape ids of a sanitized action's list field.
 pub fn get_ids(o: &Map<String, Value>, field: &str) -> Vec<String> {
     match o.get(field) {

@@ -5,8 +5,7 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    enum_schema, get_ids, get_str, ids_schema, load_all, obj, obj_ref, one_of, save_all, schema,
-    shape_refs,
+    ShapeList, edit_shape_list, enum_schema, get_str, ids_schema, one_of, schema, shape_list,
 };
 use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
 use crate::canvas::geometry::shape_bounds;
@@ -37,9 +36,9 @@ impl CanvasAction for Distribute {
         action: &mut Value,
         ctx: &mut ActionCtx,
     ) -> Result<Sanitized, ActionError> {
-        let mut notes = Vec::new();
-        let o = obj(action)?;
-        shape_refs(txn, o, "shapeIds", ctx, &mut notes)?;
+        let ShapeList {
+            fields: o, notes, ..
+        } = shape_list(txn, action, ctx)?;
         one_of(o, "direction", DIRECTIONS, None, ctx)?;
         Ok(Sanitized { notes })
     }
@@ -50,39 +49,40 @@ impl CanvasAction for Distribute {
         action: &Value,
         _ctx: &mut ActionCtx,
     ) -> Result<(), ActionError> {
-        let o = obj_ref(action)?;
-        let mut shapes = load_all(txn, &get_ids(o, "shapeIds"))?;
-        if shapes.len() < 3 {
-            return Ok(());
+        edit_shape_list(txn, action, |o, shapes| distribute(o, shapes))
+    }
+}
+
+/// Spaces `shapes` evenly as the sanitized action `o` says (nothing below three shapes).
+fn distribute(o: &serde_json::Map<String, Value>, shapes: &mut [crate::canvas::Shape]) {
+    if shapes.len() < 3 {
+        return;
+    }
+    let horizontal = get_str(o, "direction") == "horizontal";
+    let start = |s: &crate::canvas::Shape| {
+        let b = shape_bounds(s);
+        if horizontal { b.x } else { b.y }
+    };
+    let len = |s: &crate::canvas::Shape| {
+        let b = shape_bounds(s);
+        if horizontal { b.w } else { b.h }
+    };
+    shapes.sort_by(|a, b| start(a).total_cmp(&start(b)));
+    let (Some(first), Some(last)) = (shapes.first(), shapes.last()) else {
+        return;
+    };
+    let span = start(last) + len(last) - start(first);
+    let total: f64 = shapes.iter().map(len).sum();
+    let gap = (span - total) / (shapes.len() - 1) as f64;
+    let mut cursor = start(first);
+    for s in shapes {
+        let d = cursor - start(s);
+        cursor += len(s) + gap;
+        if horizontal {
+            s.translate(d, 0.0);
+        } else {
+            s.translate(0.0, d);
         }
-        let horizontal = get_str(o, "direction") == "horizontal";
-        let start = |s: &crate::canvas::Shape| {
-            let b = shape_bounds(s);
-            if horizontal { b.x } else { b.y }
-        };
-        let len = |s: &crate::canvas::Shape| {
-            let b = shape_bounds(s);
-            if horizontal { b.w } else { b.h }
-        };
-        shapes.sort_by(|a, b| start(a).total_cmp(&start(b)));
-        let (Some(first), Some(last)) = (shapes.first(), shapes.last()) else {
-            return Ok(());
-        };
-        let span = start(last) + len(last) - start(first);
-        let total: f64 = shapes.iter().map(len).sum();
-        let gap = (span - total) / (shapes.len() - 1) as f64;
-        let mut cursor = start(first);
-        for s in &mut shapes {
-            let d = cursor - start(s);
-            cursor += len(s) + gap;
-            if horizontal {
-                s.translate(d, 0.0);
-            } else {
-                s.translate(0.0, d);
-            }
-        }
-        save_all(txn, &shapes);
-        Ok(())
     }
 }
 

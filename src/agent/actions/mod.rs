@@ -6,7 +6,8 @@
 //! - this file: the [`CanvasAction`] trait, [`ActionCtx`], [`ActionError`], the [`Registry`];
 //! - [`common`]: id, number and enum helpers shared by the sanitizers, schema builders;
 //! - one file per canvas action: `create`, `update`, `delete`, `move_`, `label`, `place`,
-//!   `align`, `distribute`, `stack`, `rotate`, `resize`, `bring_to_front`, `send_to_back`,
+//!   `align`, `distribute`, `stack`, `rotate`, `resize`, `restack` (bring-to-front and
+//!   send-to-back as one `Restack { front }`),
 //!   `pen`, `clear`, `create_page`, `change_page`.
 //!
 //! The runtime's non-canvas actions (`message`, `think`, `review`, `upsert-personal-todo`,
@@ -35,7 +36,6 @@
 //! each freshly parsed version exactly once. `apply` reads the sanitized JSON.
 
 pub mod align;
-pub mod bring_to_front;
 pub mod change_page;
 pub mod clear;
 pub mod common;
@@ -48,13 +48,13 @@ pub mod move_;
 pub mod pen;
 pub mod place;
 pub mod resize;
+pub mod restack;
 pub mod rotate;
-pub mod send_to_back;
 pub mod stack;
 pub mod update;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 use yrs::{Doc, Transact, TransactionMut};
@@ -201,27 +201,34 @@ impl Registered {
     }
 }
 
-/// The names of the canvas actions [`Registry::canvas`] registers: the one list the fairy modes
-/// and prompt sections use (a test keeps it equal to the registry).
-pub const CANVAS_ACTIONS: &[&str] = &[
-    "create",
-    "update",
-    "delete",
-    "move",
-    "label",
-    "place",
-    "align",
-    "distribute",
-    "stack",
-    "rotate",
-    "resize",
-    "bring-to-front",
-    "send-to-back",
-    "pen",
-    "clear",
-    "create-page",
-    "change-page",
-];
+/// Every canvas action of this module: the one list. [`CANVAS_ACTIONS`] and
+/// [`Registry::canvas`] are made from it.
+fn canvas_handlers() -> Vec<Arc<dyn CanvasAction>> {
+    vec![
+        Arc::new(create::Create),
+        Arc::new(update::Update),
+        Arc::new(delete::Delete),
+        Arc::new(move_::Move),
+        Arc::new(label::Label),
+        Arc::new(place::Place),
+        Arc::new(align::Align),
+        Arc::new(distribute::Distribute),
+        Arc::new(stack::Stack),
+        Arc::new(rotate::Rotate),
+        Arc::new(resize::Resize),
+        Arc::new(restack::BRING_TO_FRONT),
+        Arc::new(restack::SEND_TO_BACK),
+        Arc::new(pen::Pen),
+        Arc::new(clear::Clear),
+        Arc::new(create_page::CreatePage),
+        Arc::new(change_page::ChangePage),
+    ]
+}
+
+/// The names of the canvas actions, in declaration order (what the fairy modes and prompt
+/// sections use), read from the handlers themselves.
+pub static CANVAS_ACTIONS: LazyLock<Vec<&'static str>> =
+    LazyLock::new(|| canvas_handlers().iter().map(|h| h.name()).collect());
 
 /// Every action a fairy may write, by name.
 #[derive(Clone, Default)]
@@ -236,30 +243,14 @@ impl Registry {
     }
 
     /// A registry holding every canvas action of this module.
+    ///
+    /// # Panics
+    /// If two canvas actions share a name: a programming error in [`canvas_handlers`] that no
+    /// input can cause, refused loudly at the first registry built (every test builds one).
     pub fn canvas() -> Self {
         let mut r = Self::new();
-        let all: Vec<Arc<dyn CanvasAction>> = vec![
-            Arc::new(create::Create),
-            Arc::new(update::Update),
-            Arc::new(delete::Delete),
-            Arc::new(move_::Move),
-            Arc::new(label::Label),
-            Arc::new(place::Place),
-            Arc::new(align::Align),
-            Arc::new(distribute::Distribute),
-            Arc::new(stack::Stack),
-            Arc::new(rotate::Rotate),
-            Arc::new(resize::Resize),
-            Arc::new(bring_to_front::BringToFront),
-            Arc::new(send_to_back::SendToBack),
-            Arc::new(pen::Pen),
-            Arc::new(clear::Clear),
-            Arc::new(create_page::CreatePage),
-            Arc::new(change_page::ChangePage),
-        ];
-        for h in all {
-            // The list above has distinct names (checked by a unit test).
-            let _ = r.register_canvas(h);
+        for h in canvas_handlers() {
+            r.register_canvas(h).unwrap_or_else(|e| panic!("{e}"));
         }
         r
     }
@@ -355,10 +346,20 @@ mod tests {
     fn registry_has_every_canvas_action_once() {
         let r = Registry::canvas();
         let mut names: Vec<_> = r.names().collect();
-        let mut listed = CANVAS_ACTIONS.to_vec();
+        let mut listed = CANVAS_ACTIONS.clone();
         names.sort_unstable();
         listed.sort_unstable();
         assert_eq!(names, listed, "Registry::canvas and CANVAS_ACTIONS differ");
+        // Registering the list twice fails on the first name.
+        let mut twice = Registry::canvas();
+        let again = canvas_handlers()
+            .into_iter()
+            .map(|h| twice.register_canvas(h));
+        assert!(
+            again
+                .into_iter()
+                .all(|r| matches!(r, Err(ActionError::Duplicate(_))))
+        );
         assert_eq!(listed.len(), 17, "{listed:?}");
         listed.dedup();
         assert_eq!(listed.len(), 17, "a name is listed twice");

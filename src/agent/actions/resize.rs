@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    get_ids, get_num, ids_schema, load_all, num_schema, number_or, obj, obj_ref, origin_point,
-    save_all, schema, shape_refs,
+    ShapeList, edit_shape_list, get_num, ids_schema, load_all, num_schema, number_or, origin_point,
+    schema, shape_list,
 };
 use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
 use crate::canvas::Shape;
@@ -94,9 +94,11 @@ impl CanvasAction for Resize {
         action: &mut Value,
         ctx: &mut ActionCtx,
     ) -> Result<Sanitized, ActionError> {
-        let mut notes = Vec::new();
-        let o = obj(action)?;
-        let ids = shape_refs(txn, o, "shapeIds", ctx, &mut notes)?;
+        let ShapeList {
+            fields: o,
+            ids,
+            notes,
+        } = shape_list(txn, action, ctx)?;
         for axis in ["scaleX", "scaleY"] {
             let s = number_or(o, axis, 1.0)?;
             if s == 0.0 {
@@ -120,15 +122,13 @@ impl CanvasAction for Resize {
         action: &Value,
         _ctx: &mut ActionCtx,
     ) -> Result<(), ActionError> {
-        let o = obj_ref(action)?;
-        let mut shapes = load_all(txn, &get_ids(o, "shapeIds"))?;
-        let (sx, sy) = (get_num(o, "scaleX"), get_num(o, "scaleY"));
-        let (ox, oy) = (get_num(o, "originX"), get_num(o, "originY"));
-        for s in &mut shapes {
-            resize_shape(s, ox, oy, sx, sy);
-        }
-        save_all(txn, &shapes);
-        Ok(())
+        edit_shape_list(txn, action, |o, shapes| {
+            let (sx, sy) = (get_num(o, "scaleX"), get_num(o, "scaleY"));
+            let (ox, oy) = (get_num(o, "originX"), get_num(o, "originY"));
+            for s in shapes {
+                resize_shape(s, ox, oy, sx, sy);
+            }
+        })
     }
 }
 

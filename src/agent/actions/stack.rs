@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    enum_schema, get_ids, get_num, get_str, ids_schema, load_all, num_schema, number_or, obj,
-    obj_ref, one_of, save_all, schema, shape_refs,
+    ShapeList, edit_shape_list, enum_schema, get_num, get_str, ids_schema, num_schema, number_or,
+    one_of, schema, shape_list,
 };
 use super::distribute::DIRECTIONS;
 use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
@@ -36,9 +36,9 @@ impl CanvasAction for Stack {
         action: &mut Value,
         ctx: &mut ActionCtx,
     ) -> Result<Sanitized, ActionError> {
-        let mut notes = Vec::new();
-        let o = obj(action)?;
-        shape_refs(txn, o, "shapeIds", ctx, &mut notes)?;
+        let ShapeList {
+            fields: o, notes, ..
+        } = shape_list(txn, action, ctx)?;
         one_of(o, "direction", DIRECTIONS, None, ctx)?;
         number_or(o, "gap", 0.0)?;
         Ok(Sanitized { notes })
@@ -50,29 +50,27 @@ impl CanvasAction for Stack {
         action: &Value,
         _ctx: &mut ActionCtx,
     ) -> Result<(), ActionError> {
-        let o = obj_ref(action)?;
-        let mut shapes = load_all(txn, &get_ids(o, "shapeIds"))?;
-        let horizontal = get_str(o, "direction") == "horizontal";
-        let gap = get_num(o, "gap");
-        let key = |s: &crate::canvas::Shape| {
-            let b = shape_bounds(s);
-            if horizontal { b.x } else { b.y }
-        };
-        shapes.sort_by(|a, b| key(a).total_cmp(&key(b)));
-        let mut cursor: Option<f64> = None;
-        for s in &mut shapes {
-            let b = shape_bounds(s);
-            let (start, len) = if horizontal { (b.x, b.w) } else { (b.y, b.h) };
-            let target = cursor.unwrap_or(start);
-            if horizontal {
-                s.translate(target - start, 0.0);
-            } else {
-                s.translate(0.0, target - start);
+        edit_shape_list(txn, action, |o, shapes| {
+            let horizontal = get_str(o, "direction") == "horizontal";
+            let gap = get_num(o, "gap");
+            let key = |s: &crate::canvas::Shape| {
+                let b = shape_bounds(s);
+                if horizontal { b.x } else { b.y }
+            };
+            shapes.sort_by(|a, b| key(a).total_cmp(&key(b)));
+            let mut cursor: Option<f64> = None;
+            for s in shapes {
+                let b = shape_bounds(s);
+                let (start, len) = if horizontal { (b.x, b.w) } else { (b.y, b.h) };
+                let target = cursor.unwrap_or(start);
+                if horizontal {
+                    s.translate(target - start, 0.0);
+                } else {
+                    s.translate(0.0, target - start);
+                }
+                cursor = Some(target + len + gap);
             }
-            cursor = Some(target + len + gap);
-        }
-        save_all(txn, &shapes);
-        Ok(())
+        })
     }
 }
 

@@ -2,12 +2,10 @@
 //! "Projects"): the leader's `start-project`, `create-project-task`,
 //! `direct-to-start-project-task`, `await-tasks-completion`, `end-project`, `abort-project` and
 //! their duo forms plus `start-duo-task`; the members' `mark-drone-task-done` and
-//! `mark-duo-task-done`. The action is parsed once ([`ProjectAction::parse`]); anything the
+//! `mark-duo-task-done`. The action is parsed once (`RuntimeCommand::parse`); anything the
 //! model got wrong (malformed arguments, directing itself or a non-member, an unknown task) is
 //! refused with a correction it reads next turn, and changes nothing; a refused direction also
 //! interrupts the rest of that answer (the design's error-correction interrupt).
-
-use serde_json::Value;
 
 use super::actions::{AwaitTasks, CreateTask, Direct, ProjectAction, StartDuoTask, StartProject};
 use super::doc::{
@@ -30,16 +28,7 @@ type Outcome = Result<(), String>;
 
 impl FairyRuntime {
     /// Carries out a project action (see the module docs).
-    pub(crate) fn apply_project(&mut self, action: &Value, t: &PromptTransform) {
-        let parsed = match ProjectAction::parse(action) {
-            Ok(a) => a,
-            Err(e) => return self.corrections.push(e.to_string()),
-        };
-        let kind = action
-            .get("_type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+    pub(crate) fn apply_project(&mut self, parsed: ProjectAction, kind: &str, t: &PromptTransform) {
         let outcome = match parsed {
             ProjectAction::StartProject(a) | ProjectAction::StartDuoProject(a) => {
                 self.start_project(a)

@@ -228,7 +228,7 @@ impl FairyRuntime {
             .map(|t| TaskSummary {
                 id: t.id,
                 title: t.title,
-                status: t.status.name().into(),
+                status: t.status,
             })
             .collect();
         let (project, task) = (m.project_id.to_string(), m.task_id.clone());

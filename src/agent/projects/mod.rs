@@ -162,6 +162,12 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
+    /// Reads a status leniently: anything but `in-progress` or `done` (a typo, a number, a
+    /// value written by an older build) is `todo`, as the solo actions always read it.
+    pub fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(serde_json::from_value(serde_json::Value::deserialize(d)?).unwrap_or(TaskStatus::Todo))
+    }
+
     /// The wire name.
     pub fn name(self) -> &'static str {
         match self {

@@ -1,23 +1,30 @@
-//! `bring-to-front` `{shapeIds}`: gives the shapes new z-order keys above every shape on their
-//! page, keeping their relative order.
+//! The two z-order actions as one [`Restack`]: `bring-to-front` `{shapeIds}` gives the shapes
+//! new z-order keys above every shape on their page, `send-to-back` below, both keeping the
+//! shapes' relative order.
 
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{get_ids, ids_schema, load_all, obj, obj_ref, save_all, schema, shape_refs};
+use super::common::{
+    ShapeList, get_ids, ids_schema, load_all, obj_ref, save_all, schema, shape_list,
+};
 use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
 use crate::canvas::shape::list_shapes;
 use crate::canvas::zorder::{indexes_above, indexes_below};
 
-/// The `bring-to-front` action.
-pub struct BringToFront;
+/// `bring-to-front` (`front: true`) or `send-to-back` (`front: false`).
+pub struct Restack {
+    /// Above every other shape, or below.
+    pub front: bool,
+}
+
+/// `bring-to-front`.
+pub const BRING_TO_FRONT: Restack = Restack { front: true };
+/// `send-to-back`.
+pub const SEND_TO_BACK: Restack = Restack { front: false };
 
 /// Re-keys `ids` to the top (`front`) or bottom of their page's z-order.
-pub(crate) fn restack(
-    txn: &mut TransactionMut<'_>,
-    ids: &[String],
-    front: bool,
-) -> Result<(), ActionError> {
+fn restack(txn: &mut TransactionMut<'_>, ids: &[String], front: bool) -> Result<(), ActionError> {
     let mut shapes = load_all(txn, ids)?;
     shapes.sort_by(|a, b| a.index.cmp(&b.index).then_with(|| a.id.cmp(&b.id)));
     let all = list_shapes(txn);
@@ -46,15 +53,24 @@ pub(crate) fn restack(
     Ok(())
 }
 
-impl CanvasAction for BringToFront {
+impl CanvasAction for Restack {
     fn name(&self) -> &'static str {
-        "bring-to-front"
+        if self.front {
+            "bring-to-front"
+        } else {
+            "send-to-back"
+        }
     }
 
     fn schema(&self) -> Value {
+        let description = if self.front {
+            "Move shapes above all others."
+        } else {
+            "Move shapes below all others."
+        };
         schema(
-            "bring-to-front",
-            "Move shapes above all others.",
+            self.name(),
+            description,
             json!({"shapeIds": ids_schema()}),
             &["shapeIds"],
         )
@@ -66,8 +82,7 @@ impl CanvasAction for BringToFront {
         action: &mut Value,
         ctx: &mut ActionCtx,
     ) -> Result<Sanitized, ActionError> {
-        let mut notes = Vec::new();
-        shape_refs(txn, obj(action)?, "shapeIds", ctx, &mut notes)?;
+        let ShapeList { notes, .. } = shape_list(txn, action, ctx)?;
         Ok(Sanitized { notes })
     }
 
@@ -77,7 +92,7 @@ impl CanvasAction for BringToFront {
         action: &Value,
         _ctx: &mut ActionCtx,
     ) -> Result<(), ActionError> {
-        restack(txn, &get_ids(obj_ref(action)?, "shapeIds"), true)
+        restack(txn, &get_ids(obj_ref(action)?, "shapeIds"), self.front)
     }
 }
 
