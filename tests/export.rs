@@ -95,6 +95,13 @@ async fn exports_draw_the_room_for_readers_only() {
         View::content(&render_support::shapes(), MAIN_PAGE, 1.0, Caps::default()).expect("view");
     assert_eq!((png.width(), png.height()), (view.width, view.height));
 
+    // JPEG of the same view: a baseline JPEG of the same size.
+    let (status, headers, body) =
+        get(&format!("{http}/rooms/{ROOM}/export.jpg?token={read}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-type"], "image/jpeg");
+    assert_eq!(jpeg_size(&body), Some((view.width, view.height)));
+
     // An area at scale 2, through the Authorization header; the blue square under the red one.
     let (status, headers, body) = reqwest::Client::new()
         .get(format!(
@@ -263,4 +270,28 @@ async fn instructions_are_written_by_admins_and_read_with_fairies_scope() {
     assert_eq!(status, 204);
     assert_eq!(read(&fairies).await, (200, String::new()));
     server.shutdown().await;
+}
+
+/// The size in a JPEG's baseline frame header (SOF0), after checking the start and end markers.
+fn jpeg_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    if !bytes.starts_with(&[0xff, 0xd8]) || !bytes.ends_with(&[0xff, 0xd9]) {
+        return None;
+    }
+    let mut at = 2;
+    while at + 4 <= bytes.len() {
+        let (marker, len) = (
+            bytes[at + 1],
+            u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]),
+        );
+        if bytes[at] != 0xff {
+            return None;
+        }
+        if marker == 0xc0 {
+            let h = u16::from_be_bytes([*bytes.get(at + 5)?, *bytes.get(at + 6)?]);
+            let w = u16::from_be_bytes([*bytes.get(at + 7)?, *bytes.get(at + 8)?]);
+            return Some((u32::from(w), u32::from(h)));
+        }
+        at += 2 + usize::from(len);
+    }
+    None
 }

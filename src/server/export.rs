@@ -1,5 +1,5 @@
-//! Export of a room's page as an image: `GET /rooms/{room}/export.svg` and
-//! `GET /rooms/{room}/export.png` (scope `read`). Query: `page` (default `page:main`), an
+//! Export of a room's page as an image: `GET /rooms/{room}/export.svg`,
+//! `GET /rooms/{room}/export.png` and `GET /rooms/{room}/export.jpg` (scope `read`). Query: `page` (default `page:main`), an
 //! optional area `x, y, w, h` (all four or none; none: the page's content with a margin), and
 //! `scale` (default 1, at most 8; lowered so the image fits 8000 px a side and 32 M pixels — the
 //! scale used is in the `x-fairyring-scale` header). Errors are JSON like every route: 400
@@ -42,6 +42,8 @@ pub enum Format {
     Svg,
     /// `image/png`.
     Png,
+    /// `image/jpeg`.
+    Jpeg,
 }
 
 /// A parsed export query.
@@ -113,6 +115,10 @@ pub fn routes() -> axum::Router<AppState> {
             "/rooms/{room}/export.png",
             get(|state, room, query, headers| export(state, room, query, headers, Format::Png)),
         )
+        .route(
+            "/rooms/{room}/export.jpg",
+            get(|state, room, query, headers| export(state, room, query, headers, Format::Jpeg)),
+        )
 }
 
 impl From<RenderError> for ApiError {
@@ -175,6 +181,7 @@ async fn export(
     let rendered = tokio::task::spawn_blocking(move || match format {
         Format::Svg => Ok(render::render_svg(&shapes, &page, &view).into_bytes()),
         Format::Png => render::render_png(&shapes, &page, &view),
+        Format::Jpeg => render::render_jpeg(&shapes, &page, &view),
     })
     .await
     .map_err(|e| {
@@ -187,6 +194,7 @@ async fn export(
     let content_type = match format {
         Format::Svg => "image/svg+xml",
         Format::Png => "image/png",
+        Format::Jpeg => "image/jpeg",
     };
     let mut response = (StatusCode::OK, rendered).into_response();
     let h = response.headers_mut();

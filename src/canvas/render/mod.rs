@@ -159,6 +159,11 @@ pub fn render_png(shapes: &[Shape], page: &str, view: &View) -> Result<Vec<u8>, 
     raster::png(&render_svg(shapes, page, view), view)
 }
 
+/// JPEG of what `view` shows of `page`, on a white background.
+pub fn render_jpeg(shapes: &[Shape], page: &str, view: &View) -> Result<Vec<u8>, RenderError> {
+    raster::jpeg(&render_svg(shapes, page, view), view)
+}
+
 /// A number as SVG writes it: at most two decimals, no trailing zeros, never `-0`.
 pub(crate) fn num(n: f64) -> String {
     let r = (n * 100.0).round() / 100.0;
