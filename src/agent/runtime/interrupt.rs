@@ -5,9 +5,9 @@
 //! hook of the old mode, then enter hook of the new one), and the input is scheduled. An
 //! interrupt always succeeds: it is delivered through [`super::inbox`], which never refuses one.
 
-use super::events::EndReason;
-use super::modes::Mode;
-use super::runtime::{FairyRuntime, Request};
+use super::{FairyRuntime, Request};
+use crate::agent::events::EndReason;
+use crate::agent::modes::Mode;
 
 /// Most messages a merged pending input keeps (the oldest are dropped first), so that a burst
 /// of interrupts the fairy has not handled yet stays bounded.
