@@ -11,7 +11,8 @@
 //! - [`state_store`]: a fairy's private state (mode, history, todo, tasks) in the store, never
 //!   in the document; [`state_migration`]: moving it out of documents of earlier versions.
 //! - [`presence`]: the awareness state and flights; [`beacon`]: publishing them.
-//! - [`modes`]: the modes; [`mode_hooks`]: their hooks and state machine.
+//! - [`modes`]: the modes and their state machine (`modes/mod.rs`), with their hooks as the
+//!   child `modes/hooks.rs`.
 //! - [`memory`]: chat history and its filtering.
 //! - [`prompt`]: model requests, with the parts and sections of [`prompt_parts`] (what
 //!   [`runtime_view`] gathers: pages, task, viewport, instructions, [`screenshot`]); [`state`]:
@@ -40,7 +41,6 @@ pub mod hub;
 pub mod inbox;
 pub mod ledger;
 pub mod memory;
-pub mod mode_hooks;
 pub mod modes;
 pub mod presence;
 pub mod projects;
