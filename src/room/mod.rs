@@ -32,7 +32,6 @@
 mod cold;
 mod commit;
 mod decode;
-pub mod name;
 pub mod peer;
 mod pending;
 mod presence;
@@ -48,7 +47,8 @@ use tokio::sync::mpsc;
 use yrs::sync::{Awareness, Clock, Message, SyncMessage};
 use yrs::{Doc, ReadTxn, StateVector, Transact, Update};
 
-pub use name::{InvalidRoomName, RoomName};
+/// Room names live in the leaf [`crate::ids`] module (the store names rooms too); kept here.
+pub use crate::ids::{InvalidRoomName, MAX_ROOM_NAME, RoomName};
 pub use peer::{PeerControl, PeerInfo};
 pub use registry::{LoadHook, Rooms};
 
