@@ -2,7 +2,7 @@
 //! pipeline that makes every update durable before any peer sees it.
 //!
 //! # Layout
-//! - [`name`]: validated room names.
+//! - [`crate::ids`] (re-exported here): validated room names.
 //! - [`peer`]: a joined peer (identity, bounded outbound queue, close switch).
 //! - `pending`: the durable-then-broadcast queue fed by the document's update observer.
 //! - `cold`: the ready answer to a peer that knows nothing of the document (cold load).

@@ -3,7 +3,7 @@
 //! (its host dropped the request future, which aborts the model stream; the incomplete tentative
 //! action is reverted and `on_prompt_cancel` runs), the mode is switched if one is given (exit
 //! hook of the old mode, then enter hook of the new one), and the input is scheduled. An
-//! interrupt always succeeds: it is delivered through [`super::inbox`], which never refuses one.
+//! interrupt always succeeds: it is delivered through [`crate::agent::inbox`], which never refuses one.
 
 use super::{FairyRuntime, Request};
 use crate::agent::events::EndReason;

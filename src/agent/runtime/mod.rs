@@ -11,7 +11,7 @@
 //! - this file: the type, its construction and restore, the request loop, finishing, aborting,
 //!   failing, and the helpers every child shares (`emit`, `say`, `schedule`, `persist`,
 //!   `apply_outcome`, `refresh_tasks`).
-//! - [`turn`]: one model turn — streaming, applying — with its own children `turn/apply.rs`
+//! - `turn/`: one model turn — streaming, applying — with its own children `turn/apply.rs`
 //!   (the runtime actions: message, think, review, todo, solo tasks) and `turn/compact.rs`
 //!   (keeping the history in budget; the request loop compacts through it before each turn).
 //! - [`interrupt`]: `interrupt({input, mode})` and how pending interrupts merge.
