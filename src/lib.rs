@@ -6,6 +6,7 @@
 //!
 //! # Layout
 //! - [`config`]: the one configuration struct (CLI flags with `FAIRYRING_*` env fallbacks).
+//! - [`ids`]: plain validated ids (room names), a leaf every other module may import.
 //! - [`origin`]: who authored a transaction (`client:CONN:SUB`, `fairy:ID`, `system`).
 //! - [`protocol`]: sans-IO y-protocols framing: decode inbound frames, encode outbound ones.
 //! - [`room`]: one document + awareness per room, its peers, durable-then-broadcast pipeline.
@@ -25,6 +26,7 @@ pub mod auth;
 pub mod bench;
 pub mod canvas;
 pub mod config;
+pub mod ids;
 pub mod llm;
 pub mod metrics;
 pub mod origin;

@@ -162,6 +162,11 @@ async fn exports_draw_the_room_for_readers_only() {
             "insufficient_scope",
         ),
         (
+            format!("{http}/rooms/bad%20name/export.png?token={read}"),
+            400,
+            "invalid_room_name",
+        ),
+        (
             format!("{http}/rooms/{ROOM}/export.png?token={read}&x=1"),
             400,
             "invalid_query",

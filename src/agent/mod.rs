@@ -2,7 +2,7 @@
 //!
 //! # Layout
 //! - `actions/`: one file per canvas action; [`runtime_actions`] declares the non-canvas ones
-//!   and [`runtime_apply`] carries them out.
+//!   and `runtime/turn/apply.rs` carries them out.
 //! - [`tentative`]: applying still-streaming actions revertibly; [`throttle`]: when a streaming
 //!   action is worth re-applying; [`changes`]: the changes that were not a fairy's own.
 //! - [`ledger`]: what each request changed; [`revert`]: taking a request back.
@@ -11,13 +11,18 @@
 //! - [`state_store`]: a fairy's private state (mode, history, todo, tasks) in the store, never
 //!   in the document; [`state_migration`]: moving it out of documents of earlier versions.
 //! - [`presence`]: the awareness state and flights; [`beacon`]: publishing them.
-//! - [`modes`]: the modes; [`mode_hooks`]: their hooks and state machine.
-//! - [`memory`]: chat history and its filtering; [`compact`]: summarising it.
+//! - [`modes`]: the modes and their state machine (`modes/mod.rs`), with their hooks as the
+//!   child `modes/hooks.rs`.
+//! - [`memory`]: chat history and its filtering.
 //! - [`prompt`]: model requests, with the parts and sections of [`prompt_parts`] (what
-//!   [`runtime_view`] gathers: pages, task, viewport, instructions, [`screenshot`]); [`state`]: a fairy's data; [`runtime`]: the request loop;
-//!   [`turn`]: one model turn; [`events`]: what observers see.
-//! - [`interrupt`]: `interrupt({input, mode})` and how pending interrupts merge; [`inbox`]:
-//!   delivering them (never refused) and dismissals to a fairy's host task.
+//!   [`runtime_view`] gathers: pages, task, viewport, instructions, [`screenshot`]); [`state`]:
+//!   a fairy's data; [`events`]: what observers see.
+//! - [`runtime/`](runtime): the fairy at work, a folder whose children depend only on their
+//!   parent: `runtime/mod.rs` (the type, the request loop, finishing and aborting),
+//!   `runtime/turn/` (one model turn; its children `apply.rs`, the runtime actions, and
+//!   `compact.rs`, summarising the history), `runtime/interrupt.rs` (`interrupt({input, mode})`
+//!   and how pending interrupts merge, re-exported here as [`interrupt`]).
+//! - [`inbox`]: delivering interrupts (never refused) and dismissals to a fairy's host task.
 //! - [`projects`]: fairies working together (projects, duos, task bounds, wait and wake).
 //! - [`hub`]: hosting the fairies of every room (one task each); [`budget`]: the per-room
 //!   hourly model-token budget.
@@ -30,15 +35,12 @@ pub mod actions;
 pub mod beacon;
 pub mod budget;
 pub mod changes;
-pub mod compact;
 pub mod events;
 pub mod fairy;
 pub mod hub;
 pub mod inbox;
-pub mod interrupt;
 pub mod ledger;
 pub mod memory;
-pub mod mode_hooks;
 pub mod modes;
 pub mod presence;
 pub mod projects;
@@ -46,8 +48,10 @@ pub mod prompt;
 pub mod prompt_parts;
 pub mod revert;
 pub mod runtime;
+/// The interrupt type lives with the runtime that carries it out; its old path is kept for
+/// the hub, the inbox, projects and the HTTP edge.
+pub use runtime::interrupt;
 pub mod runtime_actions;
-pub mod runtime_apply;
 pub mod runtime_view;
 pub mod screenshot;
 pub mod state;
@@ -56,4 +60,3 @@ pub mod state_store;
 pub mod tasks_doc;
 pub mod tentative;
 pub mod throttle;
-pub mod turn;

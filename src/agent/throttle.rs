@@ -12,7 +12,7 @@
 //! applicable version appears at once.
 //!
 //! Time is passed in (no clock is read here), so the policy is deterministic and testable.
-//! Owns only the decision; the turn ([`super::turn`]) calls it per parsed version, keeps the
+//! Owns only the decision; the turn (`runtime/turn/`) calls it per parsed version, keeps the
 //! held version and its timer, and resets it per action.
 
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! pipeline that makes every update durable before any peer sees it.
 //!
 //! # Layout
-//! - [`name`]: validated room names.
+//! - [`crate::ids`] (re-exported here): validated room names.
 //! - [`peer`]: a joined peer (identity, bounded outbound queue, close switch).
 //! - `pending`: the durable-then-broadcast queue fed by the document's update observer.
 //! - `cold`: the ready answer to a peer that knows nothing of the document (cold load).
@@ -32,7 +32,6 @@
 mod cold;
 mod commit;
 mod decode;
-pub mod name;
 pub mod peer;
 mod pending;
 mod presence;
@@ -48,7 +47,8 @@ use tokio::sync::mpsc;
 use yrs::sync::{Awareness, Clock, Message, SyncMessage};
 use yrs::{Doc, ReadTxn, StateVector, Transact, Update};
 
-pub use name::{InvalidRoomName, RoomName};
+/// Room names live in the leaf [`crate::ids`] module (the store names rooms too); kept here.
+pub use crate::ids::{InvalidRoomName, MAX_ROOM_NAME, RoomName};
 pub use peer::{PeerControl, PeerInfo};
 pub use registry::{LoadHook, Rooms};
 

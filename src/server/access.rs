@@ -1,15 +1,22 @@
 //! Admission of a request to a room: the token (query `?token=` or `Authorization: Bearer`),
 //! verified by [`crate::auth`], decides who the peer is, whether it may write, and when its
 //! session ends. Also the `--dev` token route. Refusals become 401/403 JSON before any upgrade.
+//! The routes that need a scope in a room (fairies, projects, exports, instructions) take an
+//! [`Admitted`] extractor, so admission is written once here, not in each handler.
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
 
 use axum::Json;
-use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 
 use super::AppState;
 use super::error::ApiError;
-use crate::auth::unix_now;
+use crate::auth::{Scope, unix_now};
 use crate::room::RoomName;
 
 /// Who may join, as decided before the upgrade.
@@ -73,7 +80,7 @@ pub fn admit_scope(
     room: &str,
     query_token: Option<&str>,
     headers: &HeaderMap,
-    scope: crate::auth::Scope,
+    scope: Scope,
 ) -> Result<(RoomName, String), ApiError> {
     let name = RoomName::parse(room)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_room_name", e.to_string()))?;
@@ -84,6 +91,79 @@ pub fn admit_scope(
     crate::auth::authorize_scope(&claims, name.as_str(), scope)?;
     Ok((name, claims.sub))
 }
+
+/// The scope a route asks of the token, as a type (so that [`Admitted`] names it in a
+/// handler's signature).
+pub trait RoomScope: Send + Sync + 'static {
+    /// The scope checked.
+    const SCOPE: Scope;
+}
+
+/// The `fairies` scope: the fairy and project routes, reading the room's instructions.
+#[derive(Debug)]
+pub struct FairiesScope;
+impl RoomScope for FairiesScope {
+    const SCOPE: Scope = Scope::Fairies;
+}
+
+/// The `read` scope: exports.
+#[derive(Debug)]
+pub struct ReadScope;
+impl RoomScope for ReadScope {
+    const SCOPE: Scope = Scope::Read;
+}
+
+/// The `admin` scope: writing the room's instructions.
+#[derive(Debug)]
+pub struct AdminScope;
+impl RoomScope for AdminScope {
+    const SCOPE: Scope = Scope::Admin;
+}
+
+/// A request admitted to the room of its `{room}` path segment with scope `S`: the room name
+/// checked and the token verified once, as [`admit_scope`] does (400 `invalid_room_name`,
+/// 401/403 as [`crate::auth`] decides). The token is the query's `token` or the
+/// `Authorization: Bearer` header.
+#[derive(Debug)]
+pub struct Admitted<S> {
+    /// The room.
+    pub room: RoomName,
+    /// The token's `sub` (`anonymous` when auth is off).
+    pub sub: String,
+    scope: PhantomData<S>,
+}
+
+impl<S: RoomScope> FromRequestParts<AppState> for Admitted<S> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let Path(params) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let Query(query) = Query::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let room = params.get("room").ok_or_else(|| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "route has no {room} segment",
+            )
+            .into_response()
+        })?;
+        let token = query.get("token").map(String::as_str);
+        let (room, sub) = admit_scope(state, room, token, &parts.headers, S::SCOPE)
+            .map_err(IntoResponse::into_response)?;
+        Ok(Admitted {
+            room,
+            sub,
+            scope: PhantomData,
+        })
+    }
+}
+
+/// The `fairies` scope's admission: the fairy and project routes, reading instructions.
+pub type FairyAccess = Admitted<FairiesScope>;
 
 /// The claims of the request's token (query `?token=` or `Authorization: Bearer`), verified.
 fn verified_claims(

@@ -12,16 +12,16 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::{Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::sync::Semaphore;
 use yrs::Transact;
 
 use super::AppState;
+use super::access::{Admitted, ReadScope};
 use super::error::ApiError;
-use crate::auth::Scope;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::page::page_exists;
 use crate::canvas::render::{self, Caps, RenderError, View};
@@ -109,11 +109,11 @@ pub fn routes() -> axum::Router<AppState> {
     axum::Router::new()
         .route(
             "/rooms/{room}/export.svg",
-            get(|state, room, query, headers| export(state, room, query, headers, Format::Svg)),
+            get(|state, query, access| export(state, query, access, Format::Svg)),
         )
         .route(
             "/rooms/{room}/export.png",
-            get(|state, room, query, headers| export(state, room, query, headers, Format::Png)),
+            get(|state, query, access| export(state, query, access, Format::Png)),
         )
         .route(
             "/rooms/{room}/export.jpg",
@@ -141,13 +141,10 @@ impl From<RenderError> for ApiError {
 
 async fn export(
     State(state): State<AppState>,
-    Path(room): Path<String>,
     Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
+    Admitted { room: name, .. }: Admitted<ReadScope>,
     format: Format,
 ) -> Result<Response, ApiError> {
-    let token = query.get("token").map(String::as_str);
-    let (name, _sub) = super::access::admit_scope(&state, &room, token, &headers, Scope::Read)?;
     let q = ExportQuery::parse(&query)?;
     let room = state.rooms.get(&name).await?;
     let (shapes, page_found) = {

@@ -11,15 +11,14 @@
 //! `sub` (`--fairy-api-rate-per-min`, 429 `rate_limited` with `retry-after`); reads (list,
 //! history, events) are not.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::{BytesRejection, JsonRejection};
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -31,6 +30,7 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::AppState;
+use super::access::{Admitted, FairyAccess};
 use super::error::ApiError;
 use crate::agent::fairy::{ChatItem, FairyError, FairyId, MAX_TEXT_CHARS, append_chat};
 use crate::agent::hub::HubError;
@@ -39,9 +39,7 @@ use crate::agent::ledger::RequestId;
 use crate::agent::modes::Mode;
 use crate::agent::revert::RevertError;
 use crate::agent::runtime::Request;
-use crate::auth::Scope;
 use crate::canvas::geometry::Bounds;
-use crate::room::RoomName;
 
 /// Most selected shape ids accepted in one prompt.
 const MAX_SELECTED: usize = 1000;
@@ -152,17 +150,6 @@ impl From<HubError> for ApiError {
     }
 }
 
-/// Checks the room name and the token's `fairies` scope for that room; returns the `sub`.
-pub(super) fn admit(
-    state: &AppState,
-    room: &str,
-    query: &HashMap<String, String>,
-    headers: &HeaderMap,
-) -> Result<(RoomName, String), ApiError> {
-    let token = query.get("token").map(String::as_str);
-    super::access::admit_scope(state, room, token, headers, Scope::Fairies)
-}
-
 pub(super) fn fairy_id(raw: &str) -> Result<FairyId, ApiError> {
     FairyId::parse(raw)
         .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "fairy_not_found", e.to_string()))
@@ -195,12 +182,9 @@ pub struct InviteBody {
 
 async fn invite(
     State(state): State<AppState>,
-    Path(room): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
+    Admitted { room, sub, .. }: FairyAccess,
     body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let (room, sub) = admit(&state, &room, &query, &headers)?;
     limit(&state, &sub)?;
     // The body is optional: nothing (or whitespace) invites a fairy with random traits.
     let body: InviteBody = optional_json_body(body)?;
@@ -219,11 +203,8 @@ async fn invite(
 
 async fn list(
     State(state): State<AppState>,
-    Path(room): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
+    Admitted { room, .. }: FairyAccess,
 ) -> Result<Response, ApiError> {
-    let (room, _) = admit(&state, &room, &query, &headers)?;
     let fairies = state.fairies.list(&room).await?;
     Ok(Json(json!({ "fairies": fairies })).into_response())
 }
@@ -258,12 +239,10 @@ fn parse_mode(name: Option<&str>, code: &'static str) -> Result<Option<Mode>, Ap
 
 async fn prompt(
     State(state): State<AppState>,
-    Path((room, id)): Path<(String, String)>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
+    Admitted { room, sub, .. }: FairyAccess,
+    Path((_, id)): Path<(String, String)>,
     body: Result<Json<PromptBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let (room, sub) = admit(&state, &room, &query, &headers)?;
     limit(&state, &sub)?;
     let id = fairy_id(&id)?;
     let body = json_body(body)?;
@@ -350,12 +329,10 @@ pub(super) fn user_request(
 
 async fn cancel(
     State(state): State<AppState>,
-    Path((room, id)): Path<(String, String)>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
+    Admitted { room, sub, .. }: FairyAccess,
+    Path((_, id)): Path<(String, String)>,
     body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let (room, sub) = admit(&state, &room, &query, &headers)?;
     limit(&state, &sub)?;
     let id = fairy_id(&id)?;
     // The body is optional: nothing (or whitespace) just cancels.
@@ -373,11 +350,9 @@ async fn cancel(
 
 async fn dismiss(
     State(state): State<AppState>,
-    Path((room, id)): Path<(String, String)>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
+    Admitted { room, sub, .. }: FairyAccess,
+    Path((_, id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let (room, sub) = admit(&state, &room, &query, &headers)?;
     limit(&state, &sub)?;
     state.fairies.dismiss(&room, &fairy_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -385,11 +360,9 @@ async fn dismiss(
 
 async fn revert(
     State(state): State<AppState>,
-    Path((room, id, request)): Path<(String, String, String)>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
+    Admitted { room, sub, .. }: FairyAccess,
+    Path((_, id, request)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
-    let (room, sub) = admit(&state, &room, &query, &headers)?;
     limit(&state, &sub)?;
     let id = fairy_id(&id)?;
     // An id that cannot be one of ours names no request.
@@ -401,11 +374,9 @@ async fn revert(
 
 async fn history(
     State(state): State<AppState>,
-    Path((room, id)): Path<(String, String)>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
+    Admitted { room, .. }: FairyAccess,
+    Path((_, id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let (room, _) = admit(&state, &room, &query, &headers)?;
     // The fairy's private state, read from the store (it is not in the document).
     let stored = state.fairies.state(&room, &fairy_id(&id)?).await?;
     Ok(Json(HistoryView::of(&stored)).into_response())
@@ -434,11 +405,9 @@ impl<'a> HistoryView<'a> {
 
 async fn events(
     State(state): State<AppState>,
-    Path((room, id)): Path<(String, String)>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
+    Admitted { room, .. }: FairyAccess,
+    Path((_, id)): Path<(String, String)>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let (room, _) = admit(&state, &room, &query, &headers)?;
     let rx = state.fairies.subscribe(&room, &fairy_id(&id)?).await?;
     let shutdown = state.shutdown.clone();
     let stream = futures_util::stream::unfold((rx, shutdown), |(mut rx, shutdown)| async move {

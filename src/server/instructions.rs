@@ -8,18 +8,16 @@
 //! Owns only the admission, the body checks and the response; storage is
 //! [`crate::store::Store`]'s.
 
-use std::collections::HashMap;
-
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use super::AppState;
+use super::access::{AdminScope, Admitted, FairyAccess};
 use super::error::ApiError;
-use crate::auth::Scope;
 use crate::store::StoreError;
 
 /// Longest instructions accepted, in characters.
@@ -60,12 +58,8 @@ pub fn instructions_text(body: &[u8]) -> Result<&str, ApiError> {
 
 async fn read(
     State(state): State<AppState>,
-    Path(room): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
+    Admitted { room: name, .. }: FairyAccess,
 ) -> Result<Response, ApiError> {
-    let token = query.get("token").map(String::as_str);
-    let (name, _) = super::access::admit_scope(&state, &room, token, &headers, Scope::Fairies)?;
     let text = state
         .rooms
         .store()
@@ -83,13 +77,11 @@ async fn read(
 
 async fn write(
     State(state): State<AppState>,
-    Path(room): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
+    Admitted {
+        room: name, sub, ..
+    }: Admitted<AdminScope>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<StatusCode, ApiError> {
-    let token = query.get("token").map(String::as_str);
-    let (name, sub) = super::access::admit_scope(&state, &room, token, &headers, Scope::Admin)?;
     let body = body?;
     let text = instructions_text(&body)?;
     state

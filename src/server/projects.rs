@@ -6,19 +6,18 @@
 //! Admission, rate limits and errors are the fairy API's; the work is the hub's
 //! ([`crate::agent::projects::group`]).
 
-use std::collections::HashMap;
-
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, post};
 use serde::Deserialize;
 
 use super::AppState;
+use super::access::{Admitted, FairyAccess};
 use super::error::ApiError;
-use super::fairies::{admit, fairy_id, json_body, limit, user_request};
+use super::fairies::{fairy_id, json_body, limit, user_request};
 use crate::agent::projects::ProjectId;
 use crate::agent::projects::group::GroupPrompt;
 use crate::canvas::geometry::Bounds;
@@ -47,12 +46,9 @@ pub struct GroupPromptBody {
 
 async fn group_prompt(
     State(state): State<AppState>,
-    Path(room): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
+    Admitted { room, sub, .. }: FairyAccess,
     body: Result<Json<GroupPromptBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let (room, sub) = admit(&state, &room, &query, &headers)?;
     limit(&state, &sub)?;
     let body = json_body(body)?;
     let request = user_request(
@@ -86,11 +82,9 @@ async fn group_prompt(
 
 async fn disband(
     State(state): State<AppState>,
-    Path((room, project)): Path<(String, String)>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
+    Admitted { room, sub, .. }: FairyAccess,
+    Path((_, project)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let (room, sub) = admit(&state, &room, &query, &headers)?;
     limit(&state, &sub)?;
     let project = ProjectId::parse(&project)
         .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "project_not_found", e.to_string()))?;

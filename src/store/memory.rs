@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{Store, StoreError, StoredRoom};
-use crate::room::RoomName;
+use crate::ids::RoomName;
 
 #[derive(Default)]
 struct Log {

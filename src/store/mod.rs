@@ -19,7 +19,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::room::RoomName;
+use crate::ids::RoomName;
 
 /// Errors of the storage layer.
 #[derive(Debug, thiserror::Error)]

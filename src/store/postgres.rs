@@ -26,7 +26,7 @@ use sqlx::{PgPool, Postgres, Row, Transaction};
 
 use super::writer::{Batch, WriteOp, WriteReq, Writer};
 use super::{Store, StoreError, StoredRoom};
-use crate::room::RoomName;
+use crate::ids::RoomName;
 /// How long a connection attempt may take before the store counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -19,7 +19,7 @@ use sqlx::{Row, SqlitePool};
 
 use super::writer::{Batch, WriteOp, WriteReq, Writer};
 use super::{Store, StoreError, StoredRoom};
-use crate::room::RoomName;
+use crate::ids::RoomName;
 
 const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS updates (

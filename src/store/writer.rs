@@ -12,7 +12,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use super::StoreError;
-use crate::room::RoomName;
+use crate::ids::RoomName;
 
 /// Most requests the writer folds into one transaction.
 const MAX_GROUP: usize = 256;

@@ -6,13 +6,22 @@
 
 use serde_json::Value;
 
-use crate::agent::turn::num;
 use crate::canvas::geometry::{Bounds, shape_bounds};
 use crate::canvas::shape::Shape;
 use crate::canvas::transform::PromptTransform;
 
 /// Keys of an action that never name shapes.
 const NOT_SHAPE_IDS: &[&str] = &["pageId", "taskId", "taskIds", "fairyId"];
+
+/// The finite number at `key` (a number, or a string holding one).
+fn num(action: &Value, key: &str) -> Option<f64> {
+    match action.get(key)? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+    .filter(|n: &f64| n.is_finite())
+}
 
 fn is_shape_id_key(key: &str) -> bool {
     !NOT_SHAPE_IDS.contains(&key) && (key == "id" || key.ends_with("Id") || key.ends_with("Ids"))

@@ -6,10 +6,22 @@
 //! ([`FairyRuntime::restore`]). Each request has an id (the prompt route's, or one made here):
 //! its `request-started` event, history items and chat items carry it, and its change tracker
 //! records what it changed so that it can be taken back ([`super::revert`]).
-//! One model turn — streaming, applying, the runtime actions — is in [`super::turn`].
+//!
+//! # Layout (parent → child only: children use this type and its helpers, never a sibling)
+//! - this file: the type, its construction and restore, the request loop, finishing, aborting,
+//!   failing, and the helpers every child shares (`emit`, `say`, `schedule`, `persist`,
+//!   `apply_outcome`, `refresh_tasks`).
+//! - `turn/`: one model turn — streaming, applying — with its own children `turn/apply.rs`
+//!   (the runtime actions: message, think, review, todo, solo tasks) and `turn/compact.rs`
+//!   (keeping the history in budget; the request loop compacts through it before each turn).
+//! - [`interrupt`]: `interrupt({input, mode})` and how pending interrupts merge.
 //!
 //! The runtime is driven by its host task ([`super::hub`]); it never holds a lock across an
 //! `.await`, and all of its document writes are short transactions with the fairy's origin.
+//! Must not touch sockets or the store except through [`StateSaver`] and [`state_store`].
+
+pub mod interrupt;
+mod turn;
 
 use std::sync::Arc;
 
@@ -67,18 +79,18 @@ pub struct FairyRuntime {
     pub entity: FairyEntity,
     /// Its private state (stored by `saver`).
     pub state: FairyState,
-    pub(super) saver: StateSaver,
+    saver: StateSaver,
     pub(super) modes: ModeMachine,
     pub(super) room: Arc<Room>,
     pub(super) beacon: Arc<Beacon>,
-    pub(super) tentative: Tentative,
+    tentative: Tentative,
     pub(super) tracker: ChangeTracker,
     pub(super) model: Arc<dyn Model>,
-    pub(super) registry: Arc<Registry>,
+    registry: Arc<Registry>,
     pub(super) config: RuntimeConfig,
-    pub(super) events: broadcast::Sender<AgentEvent>,
+    events: broadcast::Sender<AgentEvent>,
     /// Follow-up scheduled during the current turn.
-    pub(super) scheduled: Option<Request>,
+    scheduled: Option<Request>,
     /// What the model is told next turn (rejections, sanitizer notes).
     pub(super) corrections: Vec<String>,
     /// Set by an action that interrupts the rest of the answer with its correction (the
@@ -87,7 +99,7 @@ pub struct FairyRuntime {
     /// The current request's bounds.
     pub(super) bounds: Bounds,
     /// The running request's ids (empty between requests).
-    pub(super) request_ids: Vec<RequestId>,
+    request_ids: Vec<RequestId>,
     /// The other fairies of its room, for projects (set by the hub).
     pub(super) peers: Option<super::projects::waits::Peers>,
 }
@@ -265,7 +277,7 @@ impl FairyRuntime {
             .update(|p| p.last_message = Some(text.to_owned()));
     }
 
-    pub(super) fn hook_ctx(&self) -> HookCtx {
+    fn hook_ctx(&self) -> HookCtx {
         let current = self.state.current_task.as_ref().map(|id| {
             let done = self
                 .state
@@ -290,7 +302,7 @@ impl FairyRuntime {
     }
 
     /// Carries out what the mode machine decided.
-    pub(super) fn apply_outcome(&mut self, outcome: Outcome) {
+    fn apply_outcome(&mut self, outcome: Outcome) {
         for mode in &outcome.entered {
             self.emit(AgentEvent::ModeChanged {
                 mode: mode.name().into(),
@@ -493,7 +505,7 @@ impl FairyRuntime {
 
     /// [`FairyRuntime::abort`]; `on_prompt_cancel` runs only if `cancel_hook` (a plain cancel,
     /// not an interrupt with new input, which keeps the fairy's mode and task).
-    pub(super) fn abort_with(&mut self, reason: EndReason, cancel_hook: bool) {
+    fn abort_with(&mut self, reason: EndReason, cancel_hook: bool) {
         self.tentative.revert_tentative();
         self.scheduled = None;
         if self.state.working {

@@ -4,7 +4,10 @@
 //!
 //! Hooks are pure: they look at a [`HookCtx`] and return [`ModeEffect`]s that the runtime
 //! carries out (switching mode, scheduling a follow-up, writing a memory transition), so the
-//! machine is tested without a room or a model. The project modes' actions are carried out by
+//! machine is tested without a room or a model. This file owns the modes and the
+//! [`ModeMachine`] (exit hook of the old mode, then enter hook of the new one, at most
+//! [`MAX_SWITCHES`] per event); the hooks themselves are its child `modes/hooks.rs`, which
+//! uses this file's enums and nothing else of it. The project modes' actions are carried out by
 //! [`super::projects`].
 //!
 //! Deviation from the seed, on purpose: the seed's soloing mode may only plan (create and start
@@ -14,7 +17,9 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use super::mode_hooks::{HookCtx, MAX_SWITCHES, ModeEffect, ModeHooks, ModeMachine, Outcome};
+mod hooks;
+
+pub use hooks::{HookCtx, ModeEffect, ModeHooks};
 
 /// How far back a mode's prompt sees the chat history (the seed's `FairyMemoryLevel`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -203,18 +208,94 @@ impl Mode {
         self.runtime_actions().contains(&action)
             || (self.draws() && CANVAS_ACTIONS.contains(&action))
     }
+}
 
-    /// The mode's hooks.
-    pub fn hooks(self) -> &'static dyn ModeHooks {
-        match self {
-            Mode::Idling => &super::mode_hooks::Idling,
-            Mode::Soloing => &super::mode_hooks::Soloing,
-            Mode::WorkingSolo => &super::mode_hooks::WorkingSolo,
-            Mode::StandingBy => &super::mode_hooks::StandingBy,
-            Mode::WorkingDrone | Mode::WorkingOrchestrator => &super::mode_hooks::WorkingOnTask,
-            Mode::OrchestratingActive | Mode::DuoOrchestratingActive => &super::mode_hooks::Leading,
-            Mode::OrchestratingWaiting | Mode::DuoOrchestratingWaiting => {
-                &super::mode_hooks::Waiting
+/// Longest chain of switches one event may cause (a hook loop is a bug, not a hang).
+pub const MAX_SWITCHES: usize = 8;
+
+/// The current mode and the transitions between modes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModeMachine {
+    mode: Mode,
+}
+
+impl Default for ModeMachine {
+    fn default() -> Self {
+        ModeMachine { mode: Mode::Idling }
+    }
+}
+
+/// What one event did: the modes passed through and the other effects, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Every mode entered, in order.
+    pub entered: Vec<Mode>,
+    /// Effects other than switches, in order.
+    pub effects: Vec<ModeEffect>,
+}
+
+impl ModeMachine {
+    /// A machine in `mode` (restored state).
+    pub fn new(mode: Mode) -> Self {
+        ModeMachine { mode }
+    }
+
+    /// The current mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Switches to `to` (exit hook of the old mode, then enter hook of the new one), following
+    /// any switches the hooks ask for. Switching to the current mode does nothing.
+    pub fn switch(&mut self, to: Mode, ctx: &HookCtx) -> Outcome {
+        let mut out = Outcome::default();
+        self.follow(vec![ModeEffect::SwitchTo(to)], ctx, &mut out);
+        out
+    }
+
+    /// Runs a hook of the current mode and follows its effects.
+    pub fn prompt_start(&mut self, ctx: &HookCtx) -> Outcome {
+        self.run(|h| h.on_prompt_start(ctx), ctx)
+    }
+
+    /// See [`ModeHooks::on_prompt_end`].
+    pub fn prompt_end(&mut self, ctx: &HookCtx) -> Outcome {
+        self.run(|h| h.on_prompt_end(ctx), ctx)
+    }
+
+    /// See [`ModeHooks::on_prompt_cancel`].
+    pub fn prompt_cancel(&mut self, ctx: &HookCtx) -> Outcome {
+        self.run(|h| h.on_prompt_cancel(ctx), ctx)
+    }
+
+    fn run(
+        &mut self,
+        hook: impl FnOnce(&dyn ModeHooks) -> Vec<ModeEffect>,
+        ctx: &HookCtx,
+    ) -> Outcome {
+        let mut out = Outcome::default();
+        let effects = hook(hooks::of(self.mode));
+        self.follow(effects, ctx, &mut out);
+        out
+    }
+
+    fn follow(&mut self, effects: Vec<ModeEffect>, ctx: &HookCtx, out: &mut Outcome) {
+        let mut queue: std::collections::VecDeque<ModeEffect> = effects.into();
+        let mut switches = 0;
+        while let Some(effect) = queue.pop_front() {
+            match effect {
+                ModeEffect::SwitchTo(to) if to != self.mode && switches < MAX_SWITCHES => {
+                    switches += 1;
+                    let exit = hooks::of(self.mode).on_exit(ctx);
+                    self.mode = to;
+                    out.entered.push(to);
+                    let enter = hooks::of(to).on_enter(ctx);
+                    for e in exit.into_iter().chain(enter).rev() {
+                        queue.push_front(e);
+                    }
+                }
+                ModeEffect::SwitchTo(_) => {}
+                other => out.effects.push(other),
             }
         }
     }
@@ -269,5 +350,60 @@ mod tests {
                 assert!(registry.get(name).is_some(), "{name} in {}", m.name());
             }
         }
+    }
+
+    #[test]
+    fn a_prompt_wakes_an_idle_fairy_and_it_rests_when_done() {
+        let mut m = ModeMachine::default();
+        let ctx = HookCtx::default();
+        let out = m.prompt_start(&ctx);
+        assert_eq!(out.entered, vec![Mode::Soloing]);
+        assert_eq!(m.mode(), Mode::Soloing);
+        let busy = HookCtx {
+            open_todo: true,
+            ..HookCtx::default()
+        };
+        let out = m.prompt_end(&busy);
+        assert!(matches!(out.effects.as_slice(), [ModeEffect::Schedule(_)]));
+        assert_eq!(m.mode(), Mode::Soloing);
+        let out = m.prompt_end(&ctx);
+        assert_eq!(out.entered, vec![Mode::Idling]);
+    }
+
+    #[test]
+    fn solo_tasks_go_back_to_soloing_with_a_memory_transition() {
+        let mut m = ModeMachine::new(Mode::WorkingSolo);
+        let unfinished = HookCtx {
+            current_task: Some(("t1".into(), false)),
+            ..HookCtx::default()
+        };
+        let out = m.prompt_end(&unfinished);
+        assert!(out.entered.is_empty());
+        assert!(matches!(out.effects.as_slice(), [ModeEffect::Schedule(s)] if s.contains("t1")));
+        let done = HookCtx {
+            current_task: Some(("t1".into(), true)),
+            ..HookCtx::default()
+        };
+        let out = m.prompt_end(&done);
+        assert_eq!(out.entered, vec![Mode::Soloing]);
+        assert_eq!(
+            out.effects[0],
+            ModeEffect::MemoryTransition(
+                MemoryLevel::Fairy,
+                "I completed the solo task 't1'.".into()
+            )
+        );
+        assert!(matches!(&out.effects[1], ModeEffect::Schedule(s) if s.contains("t1")));
+    }
+
+    #[test]
+    fn cancel_goes_idle_and_self_switches_are_no_ops() {
+        let mut m = ModeMachine::new(Mode::WorkingSolo);
+        let out = m.prompt_cancel(&HookCtx::default());
+        assert_eq!(out.entered, vec![Mode::Idling]);
+        let out = m.switch(Mode::Idling, &HookCtx::default());
+        assert!(out.entered.is_empty());
+        let mut s = ModeMachine::new(Mode::StandingBy);
+        assert_eq!(s.prompt_end(&HookCtx::default()), Outcome::default());
     }
 }

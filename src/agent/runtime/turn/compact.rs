@@ -17,10 +17,10 @@ use futures_util::StreamExt;
 
 use serde_json::Value;
 
-use super::events::{AgentEvent, CompactionLevel, CompactionReason, UsagePurpose};
-use super::memory::{HistoryItem, filter_by_level, visible_indices};
-use super::modes::MemoryLevel;
-use super::runtime::FairyRuntime;
+use crate::agent::events::{AgentEvent, CompactionLevel, CompactionReason, UsagePurpose};
+use crate::agent::memory::{HistoryItem, filter_by_level, visible_indices};
+use crate::agent::modes::MemoryLevel;
+use crate::agent::runtime::FairyRuntime;
 use crate::llm::{ChatMessage, ModelEvent, ModelRequest, Usage};
 
 /// Longest summary kept, in characters.
@@ -162,7 +162,7 @@ fn fold(history: &mut Vec<HistoryItem>, indices: &[usize], summary: HistoryItem)
 impl FairyRuntime {
     /// Summarises the oldest history items when the history the current mode sees is over
     /// budget. Best effort: a model failure leaves the history as it is.
-    pub(super) async fn compact_history(&mut self) {
+    pub(in crate::agent::runtime) async fn compact_history(&mut self) {
         let budget = self.config.history_budget;
         let level = self.modes.mode().memory_level();
         let visible: usize = filter_by_level(&self.state.history, level)

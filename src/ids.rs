@@ -1,4 +1,7 @@
-//! Validated room names.
+//! Plain validated identifiers shared across modules: a leaf (it imports nothing of the crate),
+//! so that the store, the rooms, the agent and the HTTP edge can all name a room without
+//! depending on each other. Owns only parsing and printing ids; never what they identify.
+//! The old paths (`crate::room::RoomName`, `crate::room::InvalidRoomName`) are re-exports.
 
 use std::fmt;
 

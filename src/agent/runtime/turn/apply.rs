@@ -5,11 +5,13 @@
 
 use serde_json::Value;
 
-use super::modes::Mode;
-use super::presence::TodoItem;
-use super::projects::TaskStatus;
-use super::runtime::{FairyRuntime, Request, SoloTask};
-use super::runtime_actions::{Review, RuntimeCommand, SoloAction, TaskRef, Text, UpsertTodo};
+use crate::agent::modes::Mode;
+use crate::agent::presence::TodoItem;
+use crate::agent::projects::TaskStatus;
+use crate::agent::runtime::{FairyRuntime, Request, SoloTask};
+use crate::agent::runtime_actions::{
+    Review, RuntimeCommand, SoloAction, TaskRef, Text, UpsertTodo,
+};
 use crate::canvas::transform::PromptTransform;
 
 impl FairyRuntime {
@@ -112,7 +114,7 @@ impl FairyRuntime {
     /// Writes the solo task's current state into the document's `tasks` root.
     fn mirror_task(&self, id: &str) {
         if let Some(task) = self.state.tasks.iter().find(|t| t.id == id) {
-            super::tasks_doc::upsert_task(
+            crate::agent::tasks_doc::upsert_task(
                 self.room.doc(),
                 &self.entity.id,
                 task,

@@ -3,11 +3,11 @@
 //! (its host dropped the request future, which aborts the model stream; the incomplete tentative
 //! action is reverted and `on_prompt_cancel` runs), the mode is switched if one is given (exit
 //! hook of the old mode, then enter hook of the new one), and the input is scheduled. An
-//! interrupt always succeeds: it is delivered through [`super::inbox`], which never refuses one.
+//! interrupt always succeeds: it is delivered through [`crate::agent::inbox`], which never refuses one.
 
-use super::events::EndReason;
-use super::modes::Mode;
-use super::runtime::{FairyRuntime, Request};
+use super::{FairyRuntime, Request};
+use crate::agent::events::EndReason;
+use crate::agent::modes::Mode;
 
 /// Most messages a merged pending input keeps (the oldest are dropped first), so that a burst
 /// of interrupts the fairy has not handled yet stays bounded.

@@ -8,11 +8,14 @@
 //! applied when its interval ends even if no new text arrives (a timer in the stream loop).
 //! The model stream is dropped as soon as the actions broke, or soon after the actions array
 //! closed (a few characters or a second, for the provider's usage report). A context
-//! overflow is recovered by [`super::compact`] and the call made again with the same inputs.
+//! overflow is recovered by [`compact`] and the call made again with the same inputs.
 //!
 //! A failover retry that discards delivered text reverts the incomplete action and skips the
 //! actions already completed when the answer streams again, so the document ends as if only
 //! the completed actions had been applied once.
+
+mod apply;
+mod compact;
 
 use std::time::Instant;
 
@@ -20,29 +23,21 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use yrs::Transact;
 
-use super::actions::{ActionCtx, Registered};
-use super::compact::OverflowRecovery;
-use super::events::{AgentEvent, UsagePurpose};
-use super::memory::HistoryItem;
-use super::presence::Pose;
-use super::prompt::{PromptInput, build_request};
-use super::prompt_parts::PromptExtras;
-use super::runtime::{FairyRuntime, Request};
-use super::throttle::{Decision, StreamThrottle};
+use compact::OverflowRecovery;
+
+use crate::agent::actions::{ActionCtx, Registered};
+use crate::agent::events::{AgentEvent, UsagePurpose};
+use crate::agent::memory::HistoryItem;
+use crate::agent::presence::Pose;
+use crate::agent::prompt::{PromptInput, build_request};
+use crate::agent::prompt_parts::PromptExtras;
+use crate::agent::throttle::{Decision, StreamThrottle};
 use crate::canvas::shape::list_shapes;
 use crate::canvas::transform::PromptTransform;
 use crate::llm::{LlmError, ModelEvent, Usage};
 use crate::partial_json::{ActionStream, StreamedAction};
 
-/// The finite number at `key` (a number, or a string holding one).
-pub(super) fn num(action: &Value, key: &str) -> Option<f64> {
-    match action.get(key)? {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
-    .filter(|n: &f64| n.is_finite())
-}
+use super::{FairyRuntime, Request};
 
 /// Characters read after the actions array closed before the model stream is dropped: enough
 /// for a closing fence and the provider's final events, not for a rambling model.
@@ -93,7 +88,7 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 
 impl FairyRuntime {
     /// Runs one model turn; `Err` only for a model failure after its retries and, for a
-    /// context overflow, after the recovery levels of [`super::compact`].
+    /// context overflow, after the recovery levels of [`compact`].
     pub(super) async fn run_turn(&mut self, request: &Request) -> Result<(), LlmError> {
         let origin = self
             .state
@@ -128,7 +123,11 @@ impl FairyRuntime {
     fn build_prompt(
         &self,
         request: &Request,
-        (changes, corrections, extras): (&super::changes::ChangeReport, &[String], &PromptExtras),
+        (changes, corrections, extras): (
+            &crate::agent::changes::ChangeReport,
+            &[String],
+            &PromptExtras,
+        ),
         recovery: &OverflowRecovery,
         transform: &mut PromptTransform,
     ) -> crate::llm::ModelRequest {
@@ -160,7 +159,9 @@ impl FairyRuntime {
             tasks: &tasks,
             other_fairies,
             corrections,
-            time: super::prompt_parts::readable_time(super::fairy::now_millis() as u64),
+            time: crate::agent::prompt_parts::readable_time(
+                crate::agent::fairy::now_millis() as u64
+            ),
             history_budget: recovery.history_budget(self.config.history_budget),
             project: self.project_part(),
             extras,
@@ -329,7 +330,7 @@ impl FairyRuntime {
             index: a.index,
             action: a.action.clone(),
             complete: a.complete,
-            received_at: super::fairy::now_millis_precise(),
+            received_at: crate::agent::fairy::now_millis_precise(),
         });
         let mode = self.modes.mode();
         let canvas = matches!(self.registry.get(&kind), Some(Registered::Canvas(_)));
@@ -411,16 +412,16 @@ impl FairyRuntime {
         }
     }
 
-    fn accept(&mut self, action: &Value, note: String, level: super::modes::MemoryLevel) {
+    fn accept(&mut self, action: &Value, note: String, level: crate::agent::modes::MemoryLevel) {
         let metrics = crate::metrics::global();
         crate::metrics::Metrics::count(
             &metrics.fairy_actions,
-            super::memory::Acceptance::Accepted.as_str(),
+            crate::agent::memory::Acceptance::Accepted.as_str(),
             1,
         );
         self.state.history.push(HistoryItem::Action {
             action: action.clone(),
-            acceptance: super::memory::Acceptance::Accepted,
+            acceptance: crate::agent::memory::Acceptance::Accepted,
             note: (!note.is_empty()).then_some(note),
             memory_level: level,
         });
@@ -431,12 +432,12 @@ impl FairyRuntime {
         action: &Value,
         kind: &str,
         why: String,
-        level: super::modes::MemoryLevel,
+        level: crate::agent::modes::MemoryLevel,
     ) {
         let metrics = crate::metrics::global();
         crate::metrics::Metrics::count(
             &metrics.fairy_actions,
-            super::memory::Acceptance::Rejected.as_str(),
+            crate::agent::memory::Acceptance::Rejected.as_str(),
             1,
         );
         self.emit(AgentEvent::ActionRejected {
@@ -446,7 +447,7 @@ impl FairyRuntime {
         self.corrections.push(format!("Rejected '{kind}': {why}"));
         self.state.history.push(HistoryItem::Action {
             action: action.clone(),
-            acceptance: super::memory::Acceptance::Rejected,
+            acceptance: crate::agent::memory::Acceptance::Rejected,
             note: Some(why),
             memory_level: level,
         });
