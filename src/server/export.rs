@@ -117,7 +117,7 @@ pub fn routes() -> axum::Router<AppState> {
         )
         .route(
             "/rooms/{room}/export.jpg",
-            get(|state, room, query, headers| export(state, room, query, headers, Format::Jpeg)),
+            get(|state, query, access| export(state, query, access, Format::Jpeg)),
         )
 }
 
