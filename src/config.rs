@@ -89,6 +89,11 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_PUBSUB_PREFIX")]
     pub pubsub_prefix: Option<String>,
 
+    /// Scaled out: `HOST:PORT` the other nodes reach this one at over HTTP, to forward the
+    /// API calls of the fairies it hosts; defaults to the bound `--listen` address.
+    #[arg(long, env = "FAIRYRING_ADVERTISE")]
+    pub advertise: Option<String>,
+
     /// HS256 shared secret for verifying (and, with `token`, minting) JWTs.
     #[arg(long, env = "FAIRYRING_JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: Option<String>,
@@ -249,6 +254,7 @@ impl ServeConfig {
             store_schema: None,
             pubsub: None,
             pubsub_prefix: None,
+            advertise: None,
             jwt_secret: None,
             jwt_public_key: None,
             jwt_alg: JwtAlg::Hs256,

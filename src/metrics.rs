@@ -56,6 +56,8 @@ pub struct Metrics {
     pub pubsub_messages: Family<ReasonLabel, Counter>,
     /// Catch-ups of a room from the store after missed pub/sub messages.
     pub pubsub_catchups: Counter,
+    /// Fairy leases this node took over from another node (docs/scaling.md "Fairies").
+    pub fairy_lease_moves: Counter,
 }
 
 impl Metrics {
@@ -79,6 +81,7 @@ impl Metrics {
             model_errors: Counter::default(),
             pubsub_messages: Family::default(),
             pubsub_catchups: Counter::default(),
+            fairy_lease_moves: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -165,6 +168,11 @@ impl Metrics {
             "pubsub_catchups",
             "Room catch-ups from the store after missed pub/sub messages",
             m.pubsub_catchups.clone(),
+        );
+        registry.register(
+            "fairy_lease_moves",
+            "Fairy leases taken over from another node",
+            m.fairy_lease_moves.clone(),
         );
         Metrics { registry, ..m }
     }

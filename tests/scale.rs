@@ -15,11 +15,17 @@ use support::{Client, metrics_text, put_shape, shape_count, shape_ids};
 
 /// Two nodes of one deployment, or `None` when a service is down.
 async fn two_nodes(tag: &str) -> Option<(PgSchema, String, Node, Node)> {
+    two_nodes_with(tag, &[]).await
+}
+
+/// [`two_nodes`] with more arguments for both.
+async fn two_nodes_with(tag: &str, extra: &[&str]) -> Option<(PgSchema, String, Node, Node)> {
     let pg = PgSchema::fresh(tag).await?;
     let prefix = redis_prefix(tag).await?;
     let mut args = node_args(&pg, &prefix);
     // Compact often: both nodes compact the logs they share while the other appends.
     args.extend(["--compact-every".into(), "20".into()]);
+    args.extend(extra.iter().map(|a| a.to_string()));
     let a = Node::spawn(&args);
     let b = Node::spawn(&args);
     Some((pg, prefix, a, b))
@@ -186,10 +192,12 @@ async fn a_dropped_subscription_is_caught_up_from_the_store() {
 }
 
 /// A fairy invited through node A and prompted through node B (offline model) draws shapes
-/// that peers of both nodes see, and leaves none locked.
+/// that peers of both nodes see, and leaves none locked. It has one host (node A, which took
+/// its lease): the prompt and the event stream called on B are forwarded there, it draws once,
+/// and both nodes' peers see one avatar of it, the host's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fairy_invited_on_one_node_works_from_another() {
-    use support::fairy_http::{invite, locked_count, prompt, root_json};
+    use support::fairy_http::{events, invite, locked_count, prompt, read_events, root_json};
     let Some((_pg, _prefix, a, b)) = two_nodes("fairy").await else {
         return;
     };
@@ -201,7 +209,14 @@ async fn a_fairy_invited_on_one_node_works_from_another() {
         root_json(c, "fairies").get(&id).is_some()
     })
     .await;
+    // One host, named alike by both nodes.
+    let (host_a, client_a) = listed_host(&a.http(), room, &id).await;
+    let (host_b, client_b) = listed_host(&b.http(), room, &id).await;
+    assert_eq!((&host_a, client_a), (&host_b, client_b));
+    assert_eq!(host_a, a.addr, "the inviting node hosts it");
+    let mut stream = events(&b.http(), room, &id).await;
     prompt(&b.http(), room, &id, "three boxes in a row").await;
+    read_events(&mut stream, "event: request-ended").await;
     let by_fairy = |c: &Client| {
         let shapes = fairyring_shapes(c);
         shapes
@@ -215,7 +230,107 @@ async fn a_fairy_invited_on_one_node_works_from_another() {
                 by_fairy(c) == 3 && locked_count(c) == 0
             })
             .await;
+        client
+            .until("one avatar of the fairy, the host's", |c| {
+                fairy_avatars(c, &id) == vec![client_a]
+            })
+            .await;
     }
+    // Drawn once: a second hosting would have drawn three more by now (its request ended).
+    for client in [&mut on_a, &mut on_b] {
+        client.drain(Duration::from_millis(300)).await;
+        assert_eq!(by_fairy(client), 3, "the fairy drew once");
+    }
+}
+
+/// kill -9 of a fairy's host while it draws: once its lease expires, the node that has its
+/// room loaded takes it over; it comes back idle, says its work was interrupted, no shape is
+/// left locked, and it answers a prompt there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fairys_lease_moves_when_its_host_dies() {
+    use support::fairy_http::{
+        chat_texts, events, fairy_presence, invite, locked_count, prompt, read_events,
+    };
+    // The offline model paced, so that a shape is half-drawn (locked) when the host dies.
+    let pace = ["--llm-pace-ms", "80", "--fairy-apply-interval-ms", "0"];
+    let Some((_pg, _prefix, a, b)) = two_nodes_with("lease", &pace).await else {
+        return;
+    };
+    let room = "lease";
+    let mut on_a = Client::connect(&a.ws(), room).await;
+    let mut on_b = Client::connect(&b.ws(), room).await;
+    let id = invite(&a.http(), room, "Puck").await;
+    let (host, before) = listed_host(&b.http(), room, &id).await;
+    let (mut host, survivor, mut watcher) = if host == a.addr {
+        (a, b, on_b)
+    } else {
+        (b, a, on_a)
+    };
+    prompt(&survivor.http(), room, &id, "three boxes in a row").await;
+    watcher
+        .until("a half-drawn shape", |c| locked_count(c) > 0)
+        .await;
+    let killed = Instant::now();
+    host.kill();
+    watcher
+        .until("the fairy taken over: idle, interrupted, nothing locked", |c| {
+            locked_count(c) == 0
+                && chat_texts(c, &id).iter().any(|t| t.contains("interrupted"))
+                && fairy_presence(c, &id).is_some_and(|p| p["fairy"]["mode"] == "idling")
+        })
+        .await;
+    println!("fairy taken over {:?} after its host's kill -9", killed.elapsed());
+    let (new_host, after) = listed_host(&survivor.http(), room, &id).await;
+    assert_eq!(new_host, survivor.addr);
+    assert_ne!(after, before, "a new hosting");
+    assert_eq!(fairy_avatars(&watcher, &id), vec![after], "the dead host's avatar went");
+    let moves = metrics_text(&survivor.http()).await;
+    let moves: f64 = moves
+        .lines()
+        .find_map(|l| l.strip_prefix("fairyring_fairy_lease_moves_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0);
+    assert!(moves >= 1.0, "lease moves counted: {moves}");
+    // It works on its new host.
+    let drawn = fairyring_shapes(&watcher).len();
+    let mut stream = events(&survivor.http(), room, &id).await;
+    prompt(&survivor.http(), room, &id, "two circles").await;
+    let ended = read_events(&mut stream, "event: request-ended").await;
+    assert!(ended.contains("\"done\""), "{ended}");
+    watcher
+        .until("new shapes, none locked", |c| {
+            fairyring_shapes(c).len() > drawn && locked_count(c) == 0
+        })
+        .await;
+}
+
+/// `GET /rooms/ROOM/fairies` on a node: the fairy's host and its client id there.
+async fn listed_host(http: &str, room: &str, id: &str) -> (String, u64) {
+    let listed: serde_json::Value = reqwest::get(format!("{http}/rooms/{room}/fairies"))
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
+    let fairy = listed["fairies"]
+        .as_array()
+        .and_then(|all| all.iter().find(|f| f["id"] == id))
+        .unwrap_or_else(|| panic!("fairy {id} listed: {listed}"));
+    (
+        fairy["host"].as_str().expect("host").to_owned(),
+        fairy["clientId"].as_u64().expect("clientId"),
+    )
+}
+
+/// The awareness client ids showing fairy `id`.
+fn fairy_avatars(c: &Client, id: &str) -> Vec<u64> {
+    c.awareness
+        .iter()
+        .filter_map(|(client, state)| {
+            let value: serde_json::Value = serde_json::from_str(state.data.as_deref()?).ok()?;
+            (value["fairy"]["id"] == id).then_some(client.get())
+        })
+        .collect()
 }
 
 fn fairyring_shapes(c: &Client) -> serde_json::Map<String, serde_json::Value> {

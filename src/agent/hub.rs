@@ -12,6 +12,14 @@
 //! [`BudgetedModel`]. A fairy's runtime is built in its own task, outside that lock; an
 //! invitation waits until it runs, and fails (`HubError::NotStarted`, the fairy removed
 //! again) if it could not be built.
+//!
+//! Scaled out (`--pubsub`), a fairy is hosted only by the node holding its lease
+//! ([`lease`], docs/scaling.md "Fairies across nodes"); without it, every fairy of a loaded
+//! room is hosted here, as always.
+
+mod lease;
+
+pub use lease::Placement;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -87,6 +95,12 @@ pub enum HubError {
     /// A group prompt that cannot be carried out as given.
     #[error("{0}")]
     InvalidGroup(String),
+    /// Scaled out: no node hosts the fairy at the moment (its lease is moving).
+    #[error("the fairy is moving to another node; retry shortly")]
+    Moving,
+    /// Scaled out: the fairy leases could not be read (Redis).
+    #[error("fairy leases unavailable: {0}")]
+    Leases(#[from] crate::pubsub::PubSubError),
 }
 
 /// Bounds on the fairies of a room.
@@ -136,6 +150,9 @@ pub struct FairyView {
     pub entity: FairyEntity,
     /// Its awareness client id, when hosted.
     pub client_id: Option<u64>,
+    /// Scaled out: the HTTP address of the node hosting it, when one does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// Hosted fairies by room and id, with their awareness client id (which tells two hostings of
@@ -156,6 +173,10 @@ struct Inner {
     quiet_patience: Duration,
     /// Project leaders waiting for tasks.
     waits: Arc<WaitRegistry>,
+    /// Scaled out: this node's fairy leases (`None`: a single node hosts every fairy).
+    leases: Option<Arc<crate::pubsub::lease::RedisLeases>>,
+    /// Scaled out: the fairies a lease keeper of this node works on, by keeper id.
+    keepers: Mutex<HashMap<(RoomName, FairyId), u64>>,
 }
 
 /// The hub's interrupt delivery for runtimes (weak: a runtime never keeps the hub alive).
@@ -188,7 +209,20 @@ impl FairyHub {
         config: RuntimeConfig,
         limits: HubLimits,
     ) -> Self {
-        FairyHub {
+        Self::with_leases(rooms, model, config, limits, None)
+    }
+
+    /// [`FairyHub::new`], scaled out when `leases` is given: a fairy is hosted here only
+    /// while this node holds its lease.
+    pub fn with_leases(
+        rooms: Rooms,
+        model: Arc<dyn Model>,
+        config: RuntimeConfig,
+        limits: HubLimits,
+        leases: Option<crate::pubsub::lease::RedisLeases>,
+    ) -> Self {
+        let scaled = leases.is_some();
+        let hub = FairyHub {
             inner: Arc::new(Inner {
                 rooms,
                 model,
@@ -201,8 +235,14 @@ impl FairyHub {
                 tracker: TaskTracker::new(),
                 quiet_patience: super::tentative::QUIET_PATIENCE,
                 waits: Arc::new(WaitRegistry::default()),
+                leases: leases.map(Arc::new),
+                keepers: Mutex::new(HashMap::new()),
             }),
+        };
+        if scaled {
+            hub.spawn_lease_sweeper();
         }
+        hub
     }
 
     fn lock(&self) -> MutexGuard<'_, HostedMap> {
@@ -236,6 +276,9 @@ impl FairyHub {
             return;
         }
         let entities = list_fairies(room.doc());
+        if self.inner.leases.is_some() {
+            return self.keep_leases(room, entities);
+        }
         // Checked and hosted under one lock, so two peers joining at once cannot host a fairy
         // twice. Lock order: the hub's map, then the room's locks (rooms never call the hub).
         let mut map = self.lock();
@@ -243,7 +286,7 @@ impl FairyHub {
             let key = (room.name().clone(), entity.id.clone());
             match map.get(&key) {
                 Some((h, _)) if Arc::ptr_eq(&h.room, room) => {}
-                _ => self.host(&mut map, room, entity),
+                _ => self.host(&mut map, room, entity, self.inner.shutdown.clone(), None),
             }
         }
     }
@@ -252,16 +295,28 @@ impl FairyHub {
     /// which builds the runtime outside the lock: creating its undo manager waits for a quiet
     /// moment of the document, which must not hold up the socket or HTTP task that triggered
     /// the hosting, nor every other room's hosting behind the hub's lock.
-    fn host(&self, map: &mut HostedMap, room: &Arc<Room>, entity: FairyEntity) {
+    /// Its task stops (as at shutdown) when `stop` is cancelled; `client_id` is its awareness
+    /// client id when already drawn (for its lease).
+    fn host(
+        &self,
+        map: &mut HostedMap,
+        room: &Arc<Room>,
+        entity: FairyEntity,
+        stop: CancellationToken,
+        client_id: Option<u64>,
+    ) {
         let inbox = Arc::new(Inbox::new());
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let (ready_tx, ready) = watch::channel(Readiness::Starting);
         let key = (room.name().clone(), entity.id.clone());
         let span = tracing::info_span!("fairy", room = %room.name(), fairy = %entity.id);
-        let hosting = Hosting {
+        let mut hosting = Hosting {
             quiet_patience: self.inner.quiet_patience,
             ..Hosting::new(events.clone())
         };
+        if let Some(id) = client_id {
+            hosting.client_id = id;
+        }
         let client_id = hosting.client_id;
         let model: Arc<dyn Model> = Arc::new(BudgetedModel::new(
             self.inner.model.clone(),
@@ -278,7 +333,7 @@ impl FairyHub {
         };
         map.insert(key.clone(), (hosted, client_id));
         let hub = self.clone();
-        let shutdown = self.inner.shutdown.clone();
+        let shutdown = stop;
         let room = room.clone();
         self.inner.tracker.spawn(
             async move {
@@ -405,6 +460,9 @@ impl FairyHub {
             return Err(HubError::TooManyFairies(max));
         }
         self.ensure_hosted(&room);
+        if self.inner.leases.is_some() {
+            return self.invited_leased(&room, entity).await;
+        }
         if let Err(error) = self.started(&room, &entity.id).await {
             // Nothing of it stays: the invitation fails as a whole.
             remove_fairy(room.doc(), &entity.id);
@@ -416,16 +474,22 @@ impl FairyHub {
     fn view(&self, room: &Arc<Room>, entity: FairyEntity) -> FairyView {
         let key = (room.name().clone(), entity.id.clone());
         let client_id = self.lock().get(&key).map(|(_, id)| *id);
-        FairyView { entity, client_id }
+        FairyView {
+            entity,
+            client_id,
+            host: None,
+        }
     }
 
     /// The room's fairies.
     pub async fn list(&self, room: &RoomName) -> Result<Vec<FairyView>, HubError> {
         let room = self.room(room).await?;
-        Ok(list_fairies(room.doc())
-            .into_iter()
-            .map(|e| self.view(&room, e))
-            .collect())
+        let mut views = Vec::new();
+        for entity in list_fairies(room.doc()) {
+            let view = self.view(&room, entity);
+            views.push(self.view_anywhere(&room, view).await);
+        }
+        Ok(views)
     }
 
     async fn hosted(&self, room: &RoomName, id: &FairyId) -> Result<(Arc<Room>, Hosted), HubError> {

@@ -10,7 +10,9 @@
 //! # Layout
 //! - [`wire`]: the binary messages.
 //! - [`redis`]: the Redis transport (publisher, subscriber, heartbeats, reconnection).
+//! - [`lease`]: which node hosts each fairy (leases in Redis).
 
+pub mod lease;
 pub mod redis;
 pub mod wire;
 

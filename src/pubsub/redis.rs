@@ -79,6 +79,16 @@ impl RedisFanout {
         &self.fanout
     }
 
+    /// This node's fairy leases, advertising `addr` as where its fairies' API calls go.
+    pub fn leases(&self, addr: String) -> super::lease::RedisLeases {
+        super::lease::RedisLeases::new(
+            self.publisher.clone(),
+            self.fanout.prefix.clone(),
+            self.fanout.node,
+            addr,
+        )
+    }
+
     /// Tells the other nodes this one is leaving and stops the tasks.
     pub async fn stop(&self) {
         let leaving = Envelope::Leaving {

@@ -213,10 +213,26 @@ impl Room {
             let _ = awareness.apply_update(update.clone());
             update
         };
-        // Not published to other nodes: every node that loads the room hosts its fairies
-        // (docs/scaling.md, "Limits"), and each shows its own hosting's presence.
+        // Scaled out, only the node holding a fairy's lease hosts it: its presence is relayed
+        // to the other nodes, which own it by this node (docs/scaling.md "Fairies").
+        self.publish_awareness(&update);
         self.broadcast(&protocol::awareness(update), None);
         Ok(())
+    }
+
+    /// Publishes a server-side state again with a new clock (other nodes time out states not
+    /// renewed within the awareness timeout, as they do browsers'); nothing if there is none.
+    pub fn renew_presence(self: &Arc<Self>, client_id: u64) {
+        let current = {
+            let awareness = self.lock_awareness();
+            awareness
+                .iter()
+                .find(|(id, _)| id.get() == client_id)
+                .and_then(|(_, state)| serde_json::from_str(state.data.as_deref()?).ok())
+        };
+        if let Some(state) = current {
+            let _ = self.set_presence(client_id, Some(&state));
+        }
     }
 
     /// The current awareness states as JSON values by client id (for fairies and tests).

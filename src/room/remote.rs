@@ -137,14 +137,14 @@ impl Room {
         }
     }
 
-    /// Answers another node's query with the states this node's peers own.
+    /// Answers another node's query with the states this node's peers and fairies own.
     pub(crate) fn publish_local_awareness(&self) {
         let local: Vec<ClientID> = {
             let peers = self.lock_peers();
             peers
                 .owners
                 .iter()
-                .filter(|(_, owner)| matches!(owner, Owner::Conn(_)))
+                .filter(|(_, owner)| matches!(owner, Owner::Conn(_) | Owner::Server))
                 .map(|(id, _)| *id)
                 .collect()
         };

@@ -146,6 +146,17 @@ impl From<HubError> for ApiError {
                 "invalid_group_prompt",
                 error.to_string(),
             ),
+            HubError::Moving => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "fairy_moving",
+                error.to_string(),
+            )
+            .with_retry_after(1),
+            HubError::Leases(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "pubsub_unavailable",
+                error.to_string(),
+            ),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod body;
 pub mod error;
 pub mod export;
 pub mod fairies;
+pub mod forward;
 pub mod health;
 pub mod instructions;
 pub mod logging;
@@ -142,7 +143,12 @@ pub async fn start_with(
         max_per_room: config.max_fairies_per_room,
         token_budget: config.fairy_token_budget,
     };
-    let fairies = crate::agent::hub::FairyHub::new(rooms.clone(), model, runtime, limits);
+    // Scaled out, a fairy is hosted by the node holding its lease; the others forward its
+    // API calls here, at the bound address (docs/scaling.md "Fairies across nodes").
+    let advertised = config.advertise.clone().unwrap_or_else(|| addr.to_string());
+    let leases = pubsub.as_ref().map(|p| p.leases(advertised));
+    let fairies =
+        crate::agent::hub::FairyHub::with_leases(rooms.clone(), model, runtime, limits, leases);
     let state = AppState {
         fairies,
         fairy_rate: fairies::rate_limiter(config.fairy_api_rate_per_min),
@@ -216,7 +222,10 @@ pub fn router(state: AppState) -> Router {
         .route("/rooms/{room}", get(ws::upgrade))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics))
-        .merge(fairies::routes())
+        .merge(fairies::routes().route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            forward::forward,
+        )))
         .merge(projects::routes())
         .merge(export::routes())
         .merge(instructions::routes());

@@ -1,0 +1,168 @@
+//! Scaled out: a fairy's API calls on a node that does not host it are forwarded over HTTP to
+//! the node holding its lease (docs/scaling.md "Fairies across nodes"), so a client may call
+//! any node. The event stream (`…/events`, SSE) is streamed back through the same proxy.
+//!
+//! Owns the middleware over the per-fairy routes (`/rooms/{room}/fairies/{id}…`): it admits the
+//! caller as the route would (room name, token, `fairies` scope), asks the hub where the fairy
+//! is hosted, and either lets the route run here or relays the request (method, path and query,
+//! body, `authorization`, `content-type`, `accept`) to the host and its answer back. The host
+//! admits and rate-limits the call itself. A forwarded request carries `x-fairyring-forwarded`
+//! and is never forwarded again: a node that receives one for a fairy it does not host (the
+//! lease moved meanwhile) answers `503 fairy_moving`, as does any node while no node hosts the
+//! fairy; the host unreachable is `503 fairy_host_unreachable`; both with `retry-after: 1`.
+//! Listing and inviting are served by the node called (any node can).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderName, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+
+use super::AppState;
+use super::error::ApiError;
+use crate::agent::fairy::FairyId;
+use crate::agent::hub::{HubError, Placement};
+
+/// Marks a request one node forwarded to another.
+pub const FORWARDED: HeaderName = HeaderName::from_static("x-fairyring-forwarded");
+/// Longest wait to connect to the host.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Request headers relayed to the host.
+const REQUEST_HEADERS: [HeaderName; 3] =
+    [header::AUTHORIZATION, header::CONTENT_TYPE, header::ACCEPT];
+/// Response headers relayed back.
+const RESPONSE_HEADERS: [HeaderName; 3] = [
+    header::CONTENT_TYPE,
+    header::RETRY_AFTER,
+    header::CACHE_CONTROL,
+];
+
+/// The room and fairy a per-fairy route's path names (`/rooms/{room}/fairies/{id}…`).
+fn fairy_path(path: &str) -> Option<(&str, &str)> {
+    let mut segments = path.split('/');
+    match (
+        segments.next(),
+        segments.next(),
+        segments.next(),
+        segments.next(),
+        segments.next(),
+    ) {
+        (Some(""), Some("rooms"), Some(room), Some("fairies"), Some(id)) if !id.is_empty() => {
+            Some((room, id))
+        }
+        _ => None,
+    }
+}
+
+/// The middleware: serves the call here, or forwards it to the fairy's host.
+pub async fn forward(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some((room, id)) = fairy_path(request.uri().path()) else {
+        return next.run(request).await;
+    };
+    let query: HashMap<String, String> = Query::try_from_uri(request.uri())
+        .map(|Query(q)| q)
+        .unwrap_or_default();
+    let (room, _) = match super::fairies::admit(&state, room, &query, request.headers()) {
+        Ok(admitted) => admitted,
+        Err(error) => return error.into_response(),
+    };
+    // An id that cannot be a fairy's: the route answers 404.
+    let Ok(id) = FairyId::parse(id) else {
+        return next.run(request).await;
+    };
+    match state.fairies.placement(&room, &id).await {
+        Ok(Placement::Here) => next.run(request).await,
+        Ok(Placement::At(_)) if request.headers().contains_key(FORWARDED) => {
+            ApiError::from(HubError::Moving).into_response()
+        }
+        Ok(Placement::At(addr)) => match relay(&state, &addr, request).await {
+            Ok(response) => response,
+            Err(error) => error.into_response(),
+        },
+        Err(error) => ApiError::from(error).into_response(),
+    }
+}
+
+fn client() -> Result<&'static reqwest::Client, ApiError> {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    if let Some(client) = CLIENT.get() {
+        return Ok(client);
+    }
+    let built = reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| unreachable_host(&e.to_string()))?;
+    Ok(CLIENT.get_or_init(|| built))
+}
+
+fn unreachable_host(why: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "fairy_host_unreachable",
+        format!("the node hosting this fairy did not answer: {why}"),
+    )
+    .with_retry_after(1)
+}
+
+/// Sends the request to the host at `addr` and streams its answer back.
+async fn relay(state: &AppState, addr: &str, request: Request) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, super::error::MAX_BODY_BYTES)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.to_string()))?;
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut outbound = client()?
+        .request(parts.method.clone(), format!("http://{addr}{path}"))
+        .header(FORWARDED, "1")
+        .body(body);
+    for name in REQUEST_HEADERS {
+        if let Some(value) = parts.headers.get(&name) {
+            outbound = outbound.header(name, value);
+        }
+    }
+    let upstream = outbound
+        .send()
+        .await
+        .map_err(|e| unreachable_host(&e.to_string()))?;
+    let mut response = Response::builder().status(upstream.status());
+    for name in RESPONSE_HEADERS {
+        if let Some(value) = upstream.headers().get(&name) {
+            response = response.header(name, value);
+        }
+    }
+    // A relayed event stream ends when this node shuts down, as a local one does.
+    let stream = upstream
+        .bytes_stream()
+        .take_until(state.shutdown.clone().cancelled_owned());
+    response
+        .body(Body::from_stream(stream))
+        .map_err(|e| unreachable_host(&e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_per_fairy_paths_name_a_fairy() {
+        assert_eq!(
+            fairy_path("/rooms/r1/fairies/f1/prompt"),
+            Some(("r1", "f1"))
+        );
+        assert_eq!(fairy_path("/rooms/r1/fairies/f1"), Some(("r1", "f1")));
+        assert_eq!(
+            fairy_path("/rooms/r1/fairies/f1/requests/q/revert"),
+            Some(("r1", "f1"))
+        );
+        assert_eq!(fairy_path("/rooms/r1/fairies"), None);
+        assert_eq!(fairy_path("/rooms/r1/fairies/"), None);
+        assert_eq!(fairy_path("/rooms/r1/projects/p"), None);
+    }
+}
