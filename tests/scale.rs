@@ -257,8 +257,8 @@ async fn a_fairys_lease_moves_when_its_host_dies() {
         return;
     };
     let room = "lease";
-    let mut on_a = Client::connect(&a.ws(), room).await;
-    let mut on_b = Client::connect(&b.ws(), room).await;
+    let on_a = Client::connect(&a.ws(), room).await;
+    let on_b = Client::connect(&b.ws(), room).await;
     let id = invite(&a.http(), room, "Puck").await;
     let (host, before) = listed_host(&b.http(), room, &id).await;
     let (mut host, survivor, mut watcher) = if host == a.addr {
@@ -273,17 +273,27 @@ async fn a_fairys_lease_moves_when_its_host_dies() {
     let killed = Instant::now();
     host.kill();
     watcher
-        .until("the fairy taken over: idle, interrupted, nothing locked", |c| {
-            locked_count(c) == 0
-                && chat_texts(c, &id).iter().any(|t| t.contains("interrupted"))
-                && fairy_presence(c, &id).is_some_and(|p| p["fairy"]["mode"] == "idling")
-        })
+        .until(
+            "the fairy taken over: idle, interrupted, nothing locked",
+            |c| {
+                locked_count(c) == 0
+                    && chat_texts(c, &id).iter().any(|t| t.contains("interrupted"))
+                    && fairy_presence(c, &id).is_some_and(|p| p["fairy"]["mode"] == "idling")
+            },
+        )
         .await;
-    println!("fairy taken over {:?} after its host's kill -9", killed.elapsed());
+    println!(
+        "fairy taken over {:?} after its host's kill -9",
+        killed.elapsed()
+    );
     let (new_host, after) = listed_host(&survivor.http(), room, &id).await;
     assert_eq!(new_host, survivor.addr);
     assert_ne!(after, before, "a new hosting");
-    assert_eq!(fairy_avatars(&watcher, &id), vec![after], "the dead host's avatar went");
+    assert_eq!(
+        fairy_avatars(&watcher, &id),
+        vec![after],
+        "the dead host's avatar went"
+    );
     let moves = metrics_text(&survivor.http()).await;
     let moves: f64 = moves
         .lines()

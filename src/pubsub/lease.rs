@@ -189,7 +189,11 @@ impl RedisLeases {
     }
 
     /// The node holding the lease of `fairy`, if any.
-    pub async fn holder(&self, room: &RoomName, fairy: &str) -> Result<Option<Holder>, PubSubError> {
+    pub async fn holder(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+    ) -> Result<Option<Holder>, PubSubError> {
         let (key, _) = self.keys(room, fairy);
         let value: Option<String> = redis::cmd("GET")
             .arg(&key)

@@ -27,6 +27,7 @@ use super::AppState;
 use super::error::ApiError;
 use crate::agent::fairy::FairyId;
 use crate::agent::hub::{HubError, Placement};
+use crate::auth::Scope;
 
 /// Marks a request one node forwarded to another.
 pub const FORWARDED: HeaderName = HeaderName::from_static("x-fairyring-forwarded");
@@ -67,7 +68,10 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
     let query: HashMap<String, String> = Query::try_from_uri(request.uri())
         .map(|Query(q)| q)
         .unwrap_or_default();
-    let (room, _) = match super::fairies::admit(&state, room, &query, request.headers()) {
+    let token = query.get("token").map(String::as_str);
+    let admitted =
+        super::access::admit_scope(&state, room, token, request.headers(), Scope::Fairies);
+    let (room, _) = match admitted {
         Ok(admitted) => admitted,
         Err(error) => return error.into_response(),
     };

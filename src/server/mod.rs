@@ -222,10 +222,12 @@ pub fn router(state: AppState) -> Router {
         .route("/rooms/{room}", get(ws::upgrade))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics))
-        .merge(fairies::routes().route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            forward::forward,
-        )))
+        .merge(
+            fairies::routes().route_layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                forward::forward,
+            )),
+        )
         .merge(projects::routes())
         .merge(export::routes())
         .merge(instructions::routes());

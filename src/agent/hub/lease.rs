@@ -62,11 +62,7 @@ impl FairyHub {
             return;
         };
         let map = self.lock();
-        let mut keepers = self
-            .inner
-            .keepers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut keepers = self.inner.keepers.lock().unwrap_or_else(|p| p.into_inner());
         for entity in entities {
             let key = (room.name().clone(), entity.id.clone());
             if map.contains_key(&key) || keepers.contains_key(&key) {
@@ -85,11 +81,7 @@ impl FairyHub {
     }
 
     fn forget_keeper(&self, key: &(RoomName, FairyId), keeper: u64) {
-        let mut keepers = self
-            .inner
-            .keepers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut keepers = self.inner.keepers.lock().unwrap_or_else(|p| p.into_inner());
         if keepers.get(key) == Some(&keeper) {
             keepers.remove(key);
         }
@@ -122,7 +114,9 @@ impl FairyHub {
             None
         };
         let Some(inbox) = inbox else {
-            let _ = leases.release(&name, id.as_str(), client_id, !present).await;
+            let _ = leases
+                .release(&name, id.as_str(), client_id, !present)
+                .await;
             return;
         };
         let lost = renew_while_hosted(leases, room, &id, &inbox, client_id).await;
