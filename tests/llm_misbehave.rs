@@ -268,7 +268,11 @@ async fn a_context_overflow_first_summarises_the_older_history() {
     let (server, ws, http) = start(config).await;
     let mut client = Client::connect(&ws, "overflow-summary").await;
     let id = invite(&http, "overflow-summary", "Yarrow").await;
+    // The first request's end, from the event stream: the fairy's awareness may still read
+    // `idling` from before that request when its box arrives.
+    let mut events = events(&http, "overflow-summary", &id).await;
     prompt(&http, "overflow-summary", &id, "a box").await;
+    read_events(&mut events, "event: request-ended").await;
     client
         .until("the first box, the fairy idle", |c| {
             shapes(c)["first"]["locked"] == json!(false)
@@ -276,7 +280,6 @@ async fn a_context_overflow_first_summarises_the_older_history() {
         })
         .await;
     let before = mock.requests().len();
-    let mut events = events(&http, "overflow-summary", &id).await;
     prompt(&http, "overflow-summary", &id, "another box").await;
     let seen = read_events(&mut events, "event: request-ended").await;
     client

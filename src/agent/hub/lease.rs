@@ -254,7 +254,7 @@ async fn renew_while_hosted(
             Ok(Ok(true)) => {
                 renewed_at = Instant::now();
                 renewals = renewals.wrapping_add(1);
-                if renewals % PRESENCE_EVERY_RENEWALS == 0 {
+                if renewals.is_multiple_of(PRESENCE_EVERY_RENEWALS) {
                     room.renew_presence(client_id);
                 }
             }
