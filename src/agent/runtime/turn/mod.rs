@@ -279,8 +279,14 @@ impl FairyRuntime {
         if !cut {
             for a in actions.finish() {
                 self.on_streamed(a, &mut turn);
+                if self.cut_answer {
+                    break;
+                }
             }
         }
+        // A correction that interrupted this answer has done its work: the next turn starts
+        // without it (a refusal among the final actions must not cut the next answer short).
+        self.cut_answer = false;
         // An action still open when the answer ended never completes.
         self.tentative.revert_tentative();
         if let Some(error) = actions.error() {
