@@ -4,10 +4,10 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::schema;
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
+use super::{ActionCtx, ActionError, CanvasAction, CanvasArgs, Fields, Parsed};
 use crate::canvas::shape::{delete_shape, list_shapes};
 
-/// The `clear` action.
+/// The `clear` action (no arguments).
 pub struct Clear;
 
 impl CanvasAction for Clear {
@@ -24,28 +24,24 @@ impl CanvasAction for Clear {
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         _txn: &TransactionMut<'_>,
-        _action: &mut Value,
+        _fields: &Fields,
         _ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        Ok(Sanitized::default())
+    ) -> Result<Parsed, ActionError> {
+        Ok(Parsed::clean(CanvasArgs::Clear))
     }
+}
 
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        _action: &Value,
-        ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        for s in list_shapes(txn) {
-            if s.page_id == ctx.page_id {
-                delete_shape(txn, &s.id);
-            }
+/// Applies `clear` to the fairy's page.
+pub fn apply(txn: &mut TransactionMut<'_>, ctx: &ActionCtx) -> Result<(), ActionError> {
+    for s in list_shapes(txn) {
+        if s.page_id == ctx.page_id {
+            delete_shape(txn, &s.id);
         }
-        Ok(())
     }
+    Ok(())
 }
 
 #[cfg(test)]
