@@ -72,7 +72,11 @@ impl CanvasAction for Align {
 }
 
 /// Applies `align`.
-pub fn apply(txn: &mut TransactionMut<'_>, args: &AlignArgs) -> Result<(), ActionError> {
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &AlignArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
     edit_shapes(txn, &args.shapes, |shapes| {
         let Some(all) = union_bounds(shapes.iter()) else {
             return;

@@ -59,7 +59,11 @@ impl CanvasAction for ChangePage {
 }
 
 /// Applies `change-page`: only the fairy's [`ActionCtx`] changes.
-pub fn apply(args: &ChangePageArgs, ctx: &mut ActionCtx) -> Result<(), ActionError> {
+pub fn apply(
+    _txn: &mut TransactionMut<'_>,
+    args: &ChangePageArgs,
+    ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
     ctx.page_id = args.page_id.clone();
     Ok(())
 }

@@ -52,17 +52,26 @@ pub fn number_or(o: &Fields, field: &str, default: f64) -> Result<f64, ActionErr
     Ok(opt_number(o, field)?.unwrap_or(default))
 }
 
-/// An optional string field (numbers and booleans are written as text).
-pub fn opt_string(o: &Fields, field: &str) -> Result<Option<String>, ActionError> {
+/// An optional field read by `coerce`; an error if present but not readable so.
+fn opt_field<T>(
+    o: &Fields,
+    field: &str,
+    coerce: fn(&Value) -> Option<T>,
+) -> Result<Option<T>, ActionError> {
     match o.get(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => coerce_string(v).map(Some).ok_or_else(|| {
+        Some(v) => coerce(v).map(Some).ok_or_else(|| {
             CanvasError::InvalidField {
                 field: field.into(),
             }
             .into()
         }),
     }
+}
+
+/// An optional string field (numbers and booleans are written as text).
+pub fn opt_string(o: &Fields, field: &str) -> Result<Option<String>, ActionError> {
+    opt_field(o, field, coerce_string)
 }
 
 /// A required string field (see [`opt_string`]).
@@ -72,15 +81,7 @@ pub fn string(o: &Fields, field: &str, ctx: &ActionCtx) -> Result<String, Action
 
 /// An optional boolean field (`"false"`, `0`, `"yes"` accepted).
 pub fn opt_bool(o: &Fields, field: &str) -> Result<Option<bool>, ActionError> {
-    match o.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => coerce_bool(v).map(Some).ok_or_else(|| {
-            CanvasError::InvalidField {
-                field: field.into(),
-            }
-            .into()
-        }),
-    }
+    opt_field(o, field, coerce_bool)
 }
 
 /// A closed set of names an action field takes (its schema is a string `enum`); made by

@@ -92,7 +92,11 @@ impl CanvasAction for CreatePage {
 }
 
 /// Applies `create-page`: the page goes after the existing ones.
-pub fn apply(txn: &mut TransactionMut<'_>, args: &CreatePageArgs) -> Result<(), ActionError> {
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &CreatePageArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
     let indexes = page_indexes(txn);
     let index = index_above(indexes.iter().map(|(_, i)| i.as_str()));
     if !create_page(txn, &args.page_id, &args.name, &index) {

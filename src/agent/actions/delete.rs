@@ -45,7 +45,11 @@ impl CanvasAction for Delete {
 }
 
 /// Applies `delete`.
-pub fn apply(txn: &mut TransactionMut<'_>, args: &DeleteArgs) -> Result<(), ActionError> {
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &DeleteArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
     let id = args.shape.as_str();
     delete_shape(txn, id);
     for mut s in list_shapes(txn) {

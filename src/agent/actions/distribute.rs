@@ -83,7 +83,11 @@ impl CanvasAction for Distribute {
 }
 
 /// Applies `distribute`.
-pub fn apply(txn: &mut TransactionMut<'_>, args: &DistributeArgs) -> Result<(), ActionError> {
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &DistributeArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
     edit_shapes(txn, &args.shapes, |shapes| {
         distribute(args.direction, shapes)
     })

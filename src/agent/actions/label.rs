@@ -52,7 +52,11 @@ impl CanvasAction for Label {
 }
 
 /// Applies `label`.
-pub fn apply(txn: &mut TransactionMut<'_>, args: &LabelArgs) -> Result<(), ActionError> {
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &LabelArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
     let mut shape = load(txn, &args.shape)?;
     if !shape.set_text(args.text.clone()) {
         return Err(ActionError::Invalid("this shape cannot hold text".into()));

@@ -195,10 +195,40 @@ impl From<&[Note]> for Sanitized {
     }
 }
 
-/// The typed arguments of every canvas action, one variant per action (see the module
-/// documentation for why an enum).
-#[derive(Debug, Clone, PartialEq)]
-pub enum CanvasArgs {
+/// Declares [`CanvasArgs`] from one list: the enum, `From<XArgs>` for each variant, and
+/// [`CanvasArgs::apply`] dispatching to each action module's `apply(txn, &args, ctx)`.
+macro_rules! canvas_args {
+    ($($(#[$doc:meta])* $variant:ident($module:ident::$args:ident)),+ $(,)?) => {
+        /// The typed arguments of every canvas action, one variant per action (see the module
+        /// documentation for why an enum).
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum CanvasArgs {
+            $($(#[$doc])* $variant($module::$args)),+
+        }
+
+        $(impl From<$module::$args> for CanvasArgs {
+            fn from(args: $module::$args) -> Self {
+                CanvasArgs::$variant(args)
+            }
+        })+
+
+        impl CanvasArgs {
+            /// Applies parsed arguments inside `txn` (whose origin is the fairy's), against
+            /// the document they were parsed against.
+            pub fn apply(
+                &self,
+                txn: &mut TransactionMut<'_>,
+                ctx: &mut ActionCtx,
+            ) -> Result<(), ActionError> {
+                match self {
+                    $(CanvasArgs::$variant(args) => $module::apply(txn, args, ctx)),+
+                }
+            }
+        }
+    };
+}
+
+canvas_args!(
     /// `create`.
     Create(create::CreateArgs),
     /// `update`.
@@ -226,70 +256,12 @@ pub enum CanvasArgs {
     /// `pen`.
     Pen(pen::PenArgs),
     /// `clear`.
-    Clear,
+    Clear(clear::ClearArgs),
     /// `create-page`.
     CreatePage(create_page::CreatePageArgs),
     /// `change-page`.
     ChangePage(change_page::ChangePageArgs),
-}
-
-/// `From<XArgs> for CanvasArgs` for each arguments struct.
-macro_rules! canvas_args_from {
-    ($($variant:ident($args:ty)),+ $(,)?) => {
-        $(impl From<$args> for CanvasArgs {
-            fn from(args: $args) -> Self {
-                CanvasArgs::$variant(args)
-            }
-        })+
-    };
-}
-
-canvas_args_from!(
-    Create(create::CreateArgs),
-    Update(update::UpdateArgs),
-    Delete(delete::DeleteArgs),
-    Move(move_::MoveArgs),
-    Label(label::LabelArgs),
-    Place(place::PlaceArgs),
-    Align(align::AlignArgs),
-    Distribute(distribute::DistributeArgs),
-    Stack(stack::StackArgs),
-    Rotate(rotate::RotateArgs),
-    Resize(resize::ResizeArgs),
-    Restack(restack::RestackArgs),
-    Pen(pen::PenArgs),
-    CreatePage(create_page::CreatePageArgs),
-    ChangePage(change_page::ChangePageArgs),
 );
-
-impl CanvasArgs {
-    /// Applies parsed arguments inside `txn` (whose origin is the fairy's), against the
-    /// document they were parsed against.
-    pub fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        match self {
-            CanvasArgs::Create(a) => create::apply(txn, a, ctx),
-            CanvasArgs::Update(a) => update::apply(txn, a),
-            CanvasArgs::Delete(a) => delete::apply(txn, a),
-            CanvasArgs::Move(a) => move_::apply(txn, a),
-            CanvasArgs::Label(a) => label::apply(txn, a),
-            CanvasArgs::Place(a) => place::apply(txn, a),
-            CanvasArgs::Align(a) => align::apply(txn, a),
-            CanvasArgs::Distribute(a) => distribute::apply(txn, a),
-            CanvasArgs::Stack(a) => stack::apply(txn, a),
-            CanvasArgs::Rotate(a) => rotate::apply(txn, a),
-            CanvasArgs::Resize(a) => resize::apply(txn, a),
-            CanvasArgs::Restack(a) => restack::apply(txn, a),
-            CanvasArgs::Pen(a) => pen::apply(txn, a, ctx),
-            CanvasArgs::Clear => clear::apply(txn, ctx),
-            CanvasArgs::CreatePage(a) => create_page::apply(txn, a),
-            CanvasArgs::ChangePage(a) => change_page::apply(a, ctx),
-        }
-    }
-}
 
 /// Per-request state shared by every action of one fairy request.
 #[derive(Debug, Clone)]

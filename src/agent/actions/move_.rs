@@ -112,7 +112,11 @@ impl CanvasAction for Move {
 }
 
 /// Applies `move`.
-pub fn apply(txn: &mut TransactionMut<'_>, args: &MoveArgs) -> Result<(), ActionError> {
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &MoveArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
     let mut shape = load(txn, &args.shape)?;
     let (ax, ay) = args.anchor.point(&shape_bounds(&shape));
     shape.translate(args.x - ax, args.y - ay);

@@ -198,7 +198,7 @@ fn single_shape_actions_parse_to_their_args() {
     assert_eq!(parse(&doc, label), clean(want));
     assert_eq!(
         parse(&doc, json!({"_type": "clear", "intent": "start over"})),
-        clean(CanvasArgs::Clear)
+        clean(super::clear::ClearArgs)
     );
 }
 

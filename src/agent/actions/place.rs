@@ -124,7 +124,11 @@ impl CanvasAction for Place {
 }
 
 /// Applies `place`.
-pub fn apply(txn: &mut TransactionMut<'_>, args: &PlaceArgs) -> Result<(), ActionError> {
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &PlaceArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
     let mut shape = load(txn, &args.shape)?;
     let reference = load(txn, &args.reference)?;
     let s = shape_bounds(&shape);

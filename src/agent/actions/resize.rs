@@ -129,7 +129,11 @@ impl CanvasAction for Resize {
 }
 
 /// Applies `resize`.
-pub fn apply(txn: &mut TransactionMut<'_>, args: &ResizeArgs) -> Result<(), ActionError> {
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &ResizeArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
     let (ox, oy) = args.origin;
     edit_shapes(txn, &args.shapes, |shapes| {
         for s in shapes {

@@ -33,7 +33,11 @@ pub struct RestackArgs {
 
 /// Applies `bring-to-front` / `send-to-back`: re-keys the shapes to the top (`front`) or
 /// bottom of their page's z-order.
-pub fn apply(txn: &mut TransactionMut<'_>, args: &RestackArgs) -> Result<(), ActionError> {
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &RestackArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
     let mut shapes = load_all(txn, &args.shapes)?;
     shapes.sort_by(|a, b| a.index.cmp(&b.index).then_with(|| a.id.cmp(&b.id)));
     let all = list_shapes(txn);

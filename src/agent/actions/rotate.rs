@@ -84,7 +84,11 @@ impl CanvasAction for Rotate {
 }
 
 /// Applies `rotate`.
-pub fn apply(txn: &mut TransactionMut<'_>, args: &RotateArgs) -> Result<(), ActionError> {
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &RotateArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
     let angle = args.degrees.to_radians();
     let (ox, oy) = args.origin;
     edit_shapes(txn, &args.shapes, |shapes| {

@@ -62,7 +62,11 @@ impl CanvasAction for Stack {
 }
 
 /// Applies `stack`.
-pub fn apply(txn: &mut TransactionMut<'_>, args: &StackArgs) -> Result<(), ActionError> {
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &StackArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
     let axis = args.direction;
     edit_shapes(txn, &args.shapes, |shapes| {
         shapes.sort_by(|a, b| axis.extent(a).0.total_cmp(&axis.extent(b).0));

@@ -83,7 +83,11 @@ impl CanvasAction for Update {
 }
 
 /// Applies `update`.
-pub fn apply(txn: &mut TransactionMut<'_>, args: &UpdateArgs) -> Result<(), ActionError> {
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &UpdateArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
     write_shape(txn, &args.shape);
     Ok(())
 }
