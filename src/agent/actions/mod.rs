@@ -43,7 +43,7 @@
 //! let registry = Registry::canvas();             // + registry.register_runtime(...)
 //! let mut ctx = ActionCtx::new("f1");            // per request: renames, transform, page
 //! let mut tentative = Tentative::new(&doc, "f1");
-//! let mut action = serde_json::json!({"_type": "move", "shapeId": "box1", "x": 10, "y": 20});
+//! let action = serde_json::json!({"_type": "move", "shapeId": "box1", "x": 10, "y": 20});
 //! // While the action streams (incomplete): revert the previous version, apply this one.
 //! let _ = tentative.apply_tentative(&registry, &action, &mut ctx);
 //! // When it completes: replace the tentative version by the complete one and keep it.
