@@ -55,6 +55,16 @@ async fn the_next_prompt_lists_the_users_changes_not_the_fairys() {
             }
         })
         .await;
+    // The edit has reached the server's document once another peer receives it (the room
+    // broadcasts a committed update): only then is the next prompt sure to see it.
+    let mut watcher = Client::connect(&ws, "changes").await;
+    watcher
+        .until("the user's edit at the server", |c| {
+            let s = shapes(c);
+            s["a"]["x"].as_f64() == Some(300.0) && s["b"]["color"] == json!("red")
+        })
+        .await;
+    watcher.close().await;
     let (status, body) = post(
         &format!("{http}/rooms/changes/fairies/{id}/prompt"),
         json!({"message": "what changed?", "bounds": {"x": 0, "y": 0, "w": 800, "h": 600},
