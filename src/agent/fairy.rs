@@ -8,7 +8,7 @@
 //! under [`LEGACY_RUNTIME_KEY`]; [`legacy_runtimes`] and [`remove_legacy_runtimes`] serve the
 //! migration that moves it out ([`super::state_migration`]).
 //!
-//! Owns the reads and writes of that map and the [`FairyId`] newtype. No I/O, no async: the
+//! Owns the reads and writes of that map ([`FairyId`] is [`crate::ids`]'s). No I/O, no async: the
 //! caller passes the room's [`Doc`]; every write is a transaction with the fairy's origin
 //! (the migration's with the system origin).
 
@@ -45,8 +45,8 @@ const PERSONALITIES: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FairyError {
     /// An id that is empty, too long or has characters outside `[A-Za-z0-9_-]`.
-    #[error("invalid fairy id: {0}")]
-    InvalidId(String),
+    #[error(transparent)]
+    InvalidId(#[from] InvalidFairyId),
     /// No fairy with that id in the room.
     #[error("no fairy '{0}' in this room")]
     NotFound(String),
@@ -55,75 +55,7 @@ pub enum FairyError {
     Invalid(String),
 }
 
-/// True for 1–64 characters of `[A-Za-z0-9_-]`: safe in origins, URLs and document keys
-/// (fairy, project and request ids).
-pub(crate) fn is_plain_id(raw: &str) -> bool {
-    !raw.is_empty()
-        && raw.len() <= 64
-        && raw
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
-/// `TryFrom<String>` (through the type's `parse`), `From<Id> for String` and `Display` for a
-/// newtype over a `String` holding a plain id (see [`is_plain_id`]).
-macro_rules! plain_id_conversions {
-    ($id:ident, $error:ty) => {
-        impl TryFrom<String> for $id {
-            type Error = $error;
-            fn try_from(value: String) -> Result<Self, Self::Error> {
-                $id::parse(&value)
-            }
-        }
-
-        impl From<$id> for String {
-            fn from(id: $id) -> String {
-                id.0
-            }
-        }
-
-        impl std::fmt::Display for $id {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
-}
-pub(crate) use plain_id_conversions;
-
-/// `PREFIX-` and 10 random hex digits.
-pub fn random_id(prefix: &str) -> String {
-    let n: u64 = rand::rng().random::<u64>() & 0xff_ffff_ffff;
-    format!("{prefix}-{n:010x}")
-}
-
-/// A fairy's id: 1–64 characters of `[A-Za-z0-9_-]`, safe in origins (`fairy:ID`) and URLs.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct FairyId(String);
-
-impl FairyId {
-    /// Validates an id.
-    pub fn parse(raw: &str) -> Result<Self, FairyError> {
-        if is_plain_id(raw) {
-            Ok(FairyId(raw.to_owned()))
-        } else {
-            Err(FairyError::InvalidId(raw.chars().take(80).collect()))
-        }
-    }
-
-    /// A fresh random id (`f-` + 10 hex digits).
-    pub fn random() -> Self {
-        FairyId(random_id("f"))
-    }
-
-    /// The id as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-plain_id_conversions!(FairyId, FairyError);
+pub use crate::ids::{FairyId, InvalidFairyId};
 
 /// The persistent description of a fairy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -381,15 +313,6 @@ pub fn now_millis() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ids_are_validated() {
-        assert!(FairyId::parse("f-1_a").is_ok());
-        assert!(FairyId::parse("").is_err());
-        assert!(FairyId::parse("a:b").is_err());
-        assert!(FairyId::parse(&"x".repeat(65)).is_err());
-        assert!(FairyId::parse(FairyId::random().as_str()).is_ok());
-    }
 
     #[test]
     fn entity_and_chat_round_trip() {

@@ -6,6 +6,7 @@
 //! state through [`crate::room::Room::set_presence`] under the fairy's own awareness client id.
 
 use super::projects::TaskStatus;
+use crate::ids::ProjectId;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -82,7 +83,7 @@ pub struct Presence {
     /// Facing left (flying leftwards).
     pub flip: bool,
     /// Project it works for, if any.
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
     /// Task it works on, if any.
     pub task_id: Option<String>,
     /// Personal todo list.

@@ -22,10 +22,11 @@ use yrs::{Map, MapPrelim, Origin, Transact, TransactionMut};
 
 use super::events::AgentEvent;
 use super::fairy::{ChatItem, append_chat, now_millis};
-use super::ledger::{RequestId, RequestRecord, RevertOutcome, ShapeRecord};
+use super::ledger::{RequestRecord, RevertOutcome, ShapeRecord};
 use super::memory::{Acceptance, HistoryItem};
 use super::runtime::FairyRuntime;
 use crate::canvas::shape::{Prop, delete_shape, read_shape, set_props, shapes_root};
+use crate::ids::RequestId;
 use crate::origin::TxnOrigin;
 
 /// Why a request could not be taken back.
@@ -201,7 +202,7 @@ impl FairyRuntime {
         }
         self.beacon.update(|p| p.last_message = Some(text));
         self.emit(AgentEvent::RequestRejected {
-            request_id: id.to_string(),
+            request_id: id.clone(),
             reverted: outcome.reverted,
             kept: outcome.kept,
         });

@@ -7,13 +7,14 @@
 use super::projects::TaskStatus;
 use serde::{Deserialize, Serialize};
 
-use super::ledger::{MAX_IDS, RequestId, RequestLedger};
+use super::ledger::{MAX_IDS, RequestLedger};
 use super::memory::HistoryItem;
 use super::modes::Mode;
 use super::presence::TodoItem;
 use super::throttle::ThrottleConfig;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::schema::MAIN_PAGE;
+use crate::ids::RequestId;
 
 /// Default most model turns per request.
 pub const DEFAULT_MAX_ITERATIONS: usize = 25;

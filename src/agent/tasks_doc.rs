@@ -6,9 +6,9 @@
 
 use yrs::{Any, Doc, Map, MapPrelim, Out, Transact};
 
-use super::fairy::FairyId;
 use super::state::SoloTask;
 use crate::canvas::schema::TASKS;
+use crate::ids::FairyId;
 use crate::origin::TxnOrigin;
 
 /// The document key of a fairy's solo task.

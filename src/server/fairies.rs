@@ -32,14 +32,15 @@ use tokio::sync::broadcast::error::RecvError;
 use super::AppState;
 use super::access::{Admitted, FairyAccess};
 use super::error::ApiError;
-use crate::agent::fairy::{ChatItem, FairyError, FairyId, MAX_TEXT_CHARS, append_chat};
+use crate::agent::fairy::{ChatItem, FairyError, MAX_TEXT_CHARS, append_chat};
 use crate::agent::hub::HubError;
 use crate::agent::interrupt::Interrupt;
-use crate::agent::ledger::RequestId;
 use crate::agent::modes::Mode;
 use crate::agent::revert::RevertError;
 use crate::agent::runtime::Request;
 use crate::canvas::geometry::Bounds;
+use crate::ids::FairyId;
+use crate::ids::RequestId;
 
 /// Most selected shape ids accepted in one prompt.
 const MAX_SELECTED: usize = 1000;

@@ -18,9 +18,9 @@ use super::AppState;
 use super::access::{Admitted, FairyAccess};
 use super::error::ApiError;
 use super::fairies::{fairy_id, json_body, limit, user_request};
-use crate::agent::projects::ProjectId;
 use crate::agent::projects::group::GroupPrompt;
 use crate::canvas::geometry::Bounds;
+use crate::ids::ProjectId;
 
 /// Most fairies one group prompt may name.
 const MAX_GROUP: usize = 32;

@@ -14,11 +14,11 @@ use super::doc::{
 use super::membership::task_request;
 use super::waits::{Wait, wake_message};
 use super::{Membership, ProjectStatus, Role, TaskStatus};
-use crate::agent::fairy::FairyId;
 use crate::agent::interrupt::Interrupt;
 use crate::agent::modes::Mode;
 use crate::agent::runtime::{FairyRuntime, Request};
 use crate::canvas::transform::PromptTransform;
+use crate::ids::FairyId;
 use crate::origin::TxnOrigin;
 
 /// Longest task id accepted.

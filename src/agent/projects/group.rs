@@ -6,11 +6,12 @@
 
 use super::doc::{self, Member, Project, free_color, read_project, write_aborted, write_project};
 use super::{ProjectId, ProjectStatus, Role};
-use crate::agent::fairy::{ChatItem, FairyError, FairyId, append_chat, list_fairies};
+use crate::agent::fairy::{ChatItem, FairyError, append_chat, list_fairies};
 use crate::agent::hub::{FairyHub, HubError};
 use crate::agent::interrupt::Interrupt;
 use crate::agent::modes::Mode;
 use crate::agent::runtime::Request;
+use crate::ids::FairyId;
 use crate::origin::TxnOrigin;
 use crate::room::RoomName;
 

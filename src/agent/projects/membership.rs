@@ -231,8 +231,8 @@ impl FairyRuntime {
                 status: t.status,
             })
             .collect();
-        let (project, task) = (m.project_id.to_string(), m.task_id.clone());
-        if shown.project_id.as_deref() == Some(project.as_str())
+        let (project, task) = (m.project_id.clone(), m.task_id.clone());
+        if shown.project_id.as_ref() == Some(&project)
             && shown.task_id == task
             && shown.tasks == tasks
         {

@@ -3,7 +3,7 @@
 //! project; in a duo the leader also works on tasks itself.
 //!
 //! # Layout
-//! - this file: the project vocabulary ([`ProjectId`], [`Role`], [`ProjectStatus`],
+//! - this file: the project vocabulary ([`Role`], [`ProjectStatus`],
 //!   [`TaskStatus`]) and a fairy's private membership ([`Membership`]).
 //! - [`doc`]: the `projects` and `tasks` roots of the document (the shared truth every browser
 //!   sees, and what a restart resumes from).
@@ -33,63 +33,11 @@ pub mod prompt;
 pub mod view;
 pub mod waits;
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
-use super::fairy::{is_plain_id, random_id};
 use super::modes::Mode;
 
-/// A project's id: `p-` and 10 hex digits when the server makes one; 1–64 characters of
-/// `[A-Za-z0-9_-]` when read from a request.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct ProjectId(String);
-
-/// An id that is not a project id.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid project id: {0}")]
-pub struct InvalidProjectId(String);
-
-impl ProjectId {
-    /// Validates an id.
-    pub fn parse(raw: &str) -> Result<Self, InvalidProjectId> {
-        if is_plain_id(raw) {
-            Ok(ProjectId(raw.to_owned()))
-        } else {
-            Err(InvalidProjectId(raw.chars().take(80).collect()))
-        }
-    }
-
-    /// A fresh random id.
-    pub fn random() -> Self {
-        ProjectId(random_id("p"))
-    }
-
-    /// The id as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for ProjectId {
-    type Error = InvalidProjectId;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        ProjectId::parse(&value)
-    }
-}
-
-impl From<ProjectId> for String {
-    fn from(id: ProjectId) -> String {
-        id.0
-    }
-}
-
-impl fmt::Display for ProjectId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pub use crate::ids::{InvalidProjectId, ProjectId};
 
 /// A member's part in a project (the design's `FairyProjectRole`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -213,10 +161,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_statuses_and_roles() {
-        assert!(ProjectId::parse("p-1").is_ok());
-        assert!(ProjectId::parse("a/b").is_err());
-        assert!(ProjectId::random().as_str().starts_with("p-"));
+    fn statuses_and_roles() {
         assert!(ProjectStatus::Planning.is_live());
         assert!(!ProjectStatus::Aborted.is_live());
         assert_eq!(

@@ -16,9 +16,9 @@ use yrs::Doc;
 use super::ProjectId;
 use super::TaskStatus;
 use super::doc::{ProjectTask, read_task};
-use crate::agent::fairy::FairyId;
 use crate::agent::interrupt::Interrupt;
 use crate::agent::modes::Mode;
+use crate::ids::FairyId;
 use crate::room::RoomName;
 
 /// A leader waiting for tasks.

@@ -33,7 +33,6 @@ use super::beacon::Beacon;
 use super::changes::ChangeTracker;
 use super::events::{AgentEvent, EndReason};
 use super::fairy::{ChatItem, FairyEntity, append_chat, now_millis};
-use super::ledger::RequestId;
 use super::memory::HistoryItem;
 use super::modes::{HookCtx, Mode, ModeEffect, ModeMachine, Outcome};
 use super::presence::{Pose, TaskSummary, TodoItem};
@@ -42,6 +41,7 @@ use super::state_store::{self, StateSaver, StateSync};
 use super::tentative::{QUIET_PATIENCE, Tentative, TentativeError};
 use crate::canvas::geometry::Bounds;
 use crate::canvas::shape::{delete_shape, list_shapes};
+use crate::ids::RequestId;
 use crate::llm::Model;
 use crate::origin::TxnOrigin;
 use crate::room::Room;
@@ -407,7 +407,7 @@ impl FairyRuntime {
         self.persist();
         self.emit(AgentEvent::RequestStarted {
             messages: first.messages.clone(),
-            request_id: request_id.to_string(),
+            request_id: request_id.clone(),
         });
         let mut request = first;
         self.bounds = request.bounds.unwrap_or_else(|| self.default_bounds());
