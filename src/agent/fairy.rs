@@ -294,20 +294,10 @@ pub fn remove_legacy_runtimes(doc: &Doc, ids: &[FairyId], origin: TxnOrigin) -> 
         .count()
 }
 
-/// Unix time in milliseconds with a fraction (for latency measurements).
-pub fn now_millis_precise() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1000.0)
-        .unwrap_or(0.0)
-}
-
-/// Unix time in milliseconds (for chat items).
+/// Unix time in milliseconds on the system clock (chat items written outside a runtime).
 pub fn now_millis() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as f64)
-        .unwrap_or(0.0)
+    use crate::clock::Clock;
+    crate::clock::SystemClock.unix_millis() as f64
 }
 
 #[cfg(test)]

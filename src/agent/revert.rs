@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use yrs::{Map, MapPrelim, Origin, Transact, TransactionMut};
 
 use super::events::AgentEvent;
-use super::fairy::{ChatItem, append_chat, now_millis};
+use super::fairy::{ChatItem, append_chat};
 use super::ledger::{RequestRecord, RevertOutcome, ShapeRecord};
 use super::memory::{Acceptance, HistoryItem};
 use super::runtime::FairyRuntime;
@@ -193,7 +193,7 @@ impl FairyRuntime {
             from: format!("fairy:{}", self.entity.id),
             role: "fairy".into(),
             text: text.clone(),
-            at: now_millis(),
+            at: self.now_millis(),
             request_id: Some(id.to_string()),
             acceptance: Some(Acceptance::Rejected),
         };

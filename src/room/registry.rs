@@ -177,7 +177,8 @@ impl Rooms {
             tracing::error!(room = %name, %error, "loading room failed");
             RoomError::Store
         })?;
-        let log = LogState::new(stored.last_seq, stored.updates.len() as u64);
+        let now = tokio::time::Instant::from_std(self.inner.config.clock.now());
+        let log = LogState::new(stored.last_seq, stored.updates.len() as u64, now);
         let room = Room::new(
             name.clone(),
             stored,

@@ -32,7 +32,7 @@ use super::actions::Registry;
 use super::beacon::Beacon;
 use super::changes::ChangeTracker;
 use super::events::{AgentEvent, EndReason};
-use super::fairy::{ChatItem, FairyEntity, append_chat, now_millis};
+use super::fairy::{ChatItem, FairyEntity, append_chat};
 use super::memory::HistoryItem;
 use super::modes::{HookCtx, Mode, ModeEffect, ModeMachine, Outcome};
 use super::presence::{Pose, TaskSummary, TodoItem};
@@ -41,6 +41,7 @@ use super::state_store::{self, StateSaver, StateSync};
 use super::tentative::{QUIET_PATIENCE, Tentative, TentativeError};
 use crate::canvas::geometry::Bounds;
 use crate::canvas::shape::{delete_shape, list_shapes};
+use crate::clock::SharedClock;
 use crate::ids::RequestId;
 use crate::llm::Model;
 use crate::origin::TxnOrigin;
@@ -60,6 +61,8 @@ pub struct Hosting {
     pub client_id: u64,
     /// How long it waits for a quiet document (normally [`QUIET_PATIENCE`]).
     pub quiet_patience: std::time::Duration,
+    /// Its clock: chat and event timestamps, the throttle's instants (normally the system's).
+    pub clock: SharedClock,
 }
 
 impl Hosting {
@@ -69,6 +72,7 @@ impl Hosting {
             events,
             client_id: Beacon::draw_client_id(),
             quiet_patience: QUIET_PATIENCE,
+            clock: crate::clock::system(),
         }
     }
 }
@@ -102,6 +106,8 @@ pub struct FairyRuntime {
     request_ids: Vec<RequestId>,
     /// The other fairies of its room, for projects (set by the hub).
     pub(super) peers: Option<super::projects::waits::Peers>,
+    /// Its clock (see [`Hosting::clock`]).
+    pub(super) clock: SharedClock,
 }
 
 impl FairyRuntime {
@@ -123,6 +129,7 @@ impl FairyRuntime {
             events,
             client_id,
             quiet_patience,
+            clock,
         } = hosting;
         let doc = room.doc().clone();
         let state = FairyState::default();
@@ -151,6 +158,7 @@ impl FairyRuntime {
             bounds: Bounds::default(),
             request_ids: Vec::new(),
             peers: None,
+            clock,
         })
     }
 
@@ -260,13 +268,18 @@ impl FairyRuntime {
         self.saver.save(&self.state);
     }
 
+    /// Unix milliseconds on the fairy's clock (chat items).
+    pub(super) fn now_millis(&self) -> f64 {
+        self.clock.unix_millis() as f64
+    }
+
     /// Posts a chat message as the fairy (doc `chat` and awareness `lastMessage`).
     pub(super) fn say(&self, text: &str) {
         let item = ChatItem {
             from: format!("fairy:{}", self.entity.id),
             role: "fairy".into(),
             text: text.into(),
-            at: now_millis(),
+            at: self.now_millis(),
             request_id: self.request_ids.first().map(|id| id.to_string()),
             acceptance: None,
         };
