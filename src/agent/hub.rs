@@ -17,6 +17,7 @@
 //! ([`lease`], docs/scaling.md "Fairies across nodes"); without it, every fairy of a loaded
 //! room is hosted here, as always.
 
+pub mod group;
 mod lease;
 
 pub use lease::Placement;

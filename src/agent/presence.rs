@@ -5,7 +5,7 @@
 //! Owns the JSON of the state and the flight arithmetic. No I/O: the runtime publishes the
 //! state through [`crate::room::Room::set_presence`] under the fairy's own awareness client id.
 
-use super::projects::TaskStatus;
+use super::work::TaskStatus;
 use crate::ids::ProjectId;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -14,13 +14,18 @@
 //! - `turn/`: one model turn — streaming, applying — with its own children `turn/apply.rs`
 //!   (the runtime actions: message, think, review, todo, solo tasks) and `turn/compact.rs`
 //!   (keeping the history in budget; the request loop compacts through it before each turn).
-//! - [`interrupt`]: `interrupt({input, mode})` and how pending interrupts merge.
+//! - [`interrupt`]: `interrupt({input, mode})` (the [`Interrupt`](crate::agent::state::Interrupt)
+//!   data and its merge rule live in [`super::state`]).
+//! - [`project`]: the fairy's part in a project (project actions, joining and leaving,
+//!   what a member sees). The project data it works with is [`super::projects`]', a lower
+//!   module that never names the runtime: dependencies go runtime → projects only.
 //!
 //! The runtime is driven by its host task ([`super::hub`]); it never holds a lock across an
 //! `.await`, and all of its document writes are short transactions with the fairy's origin.
 //! Must not touch sockets or the store except through [`StateSaver`] and [`state_store`].
 
 pub mod interrupt;
+pub mod project;
 mod turn;
 
 use std::sync::Arc;
@@ -36,9 +41,9 @@ use super::fairy::{ChatItem, FairyEntity, append_chat};
 use super::memory::HistoryItem;
 use super::modes::{HookCtx, Mode, ModeEffect, ModeMachine, Outcome};
 use super::presence::{Pose, TaskSummary, TodoItem};
-use super::projects::TaskStatus;
 use super::state_store::{self, StateSaver, StateSync};
 use super::tentative::{QUIET_PATIENCE, Tentative, TentativeError};
+use super::work::TaskStatus;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::shape::{delete_shape, list_shapes};
 use crate::clock::SharedClock;
