@@ -20,6 +20,7 @@ use yrs::{Any, Array, ArrayPrelim, ArrayRef, Doc, Map, MapPrelim, MapRef, Out, R
 
 use super::memory::Acceptance;
 use crate::canvas::schema::FAIRIES;
+use crate::ids::RequestId;
 use crate::origin::TxnOrigin;
 
 /// Longest name, personality or chat text accepted from a request, in characters.
@@ -117,12 +118,25 @@ pub struct ChatItem {
     pub text: String,
     /// Unix milliseconds.
     pub at: f64,
-    /// The fairy request it belongs to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_id: Option<String>,
+    /// The fairy request it belongs to (a value that is not a request id, which any writer of
+    /// the document could leave, reads as none).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_request_id"
+    )]
+    pub request_id: Option<RequestId>,
     /// `rejected` on the item announcing that its request was taken back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceptance: Option<Acceptance>,
+}
+
+/// A chat item's `requestId`, read leniently: anything but a valid request id is `None`.
+fn lenient_request_id<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<RequestId>, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(value.as_str().and_then(|s| RequestId::parse(s).ok()))
 }
 
 impl ChatItem {
@@ -305,6 +319,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn chat_request_ids_are_typed_and_read_leniently() {
+        let item = |id: serde_json::Value| {
+            serde_json::from_value::<ChatItem>(serde_json::json!({
+                "from": "user:u", "role": "user", "text": "t", "at": 1.0, "requestId": id,
+            }))
+            .map(|i| i.request_id)
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            item(serde_json::json!("r-1")),
+            Ok(RequestId::parse("r-1").ok())
+        );
+        assert_eq!(item(serde_json::json!("a/b")), Ok(None));
+        assert_eq!(item(serde_json::json!(5)), Ok(None));
+    }
+
+    #[test]
     fn entity_and_chat_round_trip() {
         let doc = Doc::new();
         let fairy = FairyEntity::invite(Some("Pip"), None, None, "alice").unwrap_or_else(|e| {
@@ -318,7 +349,7 @@ mod tests {
             role: "fairy".into(),
             text: "hi \"there\"".into(),
             at: 12.0,
-            request_id: Some("r-1".into()),
+            request_id: RequestId::parse("r-1").ok(),
             acceptance: Some(Acceptance::Rejected),
         };
         assert_eq!(append_chat(&doc, &fairy.id, &item), Ok(()));

@@ -6,7 +6,7 @@
 //! state through [`crate::room::Room::set_presence`] under the fairy's own awareness client id.
 
 use super::work::TaskStatus;
-use crate::ids::ProjectId;
+use crate::ids::{FairyId, ProjectId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -69,7 +69,7 @@ pub struct TaskSummary {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Presence {
     /// Fairy id.
-    pub id: String,
+    pub id: FairyId,
     /// Display name.
     pub name: String,
     /// Page position of the fairy.
@@ -98,9 +98,9 @@ pub struct Presence {
 
 impl Presence {
     /// An idle fairy at `(x, y)`.
-    pub fn new(id: &str, name: &str, x: f64, y: f64) -> Self {
+    pub fn new(id: &FairyId, name: &str, x: f64, y: f64) -> Self {
         Presence {
-            id: id.into(),
+            id: id.clone(),
             name: name.into(),
             x,
             y,
@@ -203,7 +203,8 @@ mod tests {
 
     #[test]
     fn state_has_every_spec_key() {
-        let mut p = Presence::new("f1", "Pip", 1.234, 5.0);
+        let id = FairyId::parse("f1").unwrap_or_else(|e| panic!("{e}"));
+        let mut p = Presence::new(&id, "Pip", 1.234, 5.0);
         p.todo.push(TodoItem {
             id: "1".into(),
             text: "walls".into(),

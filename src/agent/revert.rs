@@ -194,7 +194,7 @@ impl FairyRuntime {
             role: "fairy".into(),
             text: text.clone(),
             at: self.now_millis(),
-            request_id: Some(id.to_string()),
+            request_id: Some(id.clone()),
             acceptance: Some(Acceptance::Rejected),
         };
         if let Err(error) = append_chat(self.room.doc(), &self.entity.id, &item) {

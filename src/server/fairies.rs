@@ -265,7 +265,7 @@ async fn prompt(
     request.from_user = Some(sub.clone());
     let message = request.messages.join("\n\n");
     let item = ChatItem {
-        request_id: Some(request_id.to_string()),
+        request_id: Some(request_id.clone()),
         ..ChatItem::from_user(&sub, &message)
     };
     append_chat(loaded.doc(), &id, &item).map_err(|e| ApiError::from(HubError::Fairy(e)))?;

@@ -141,8 +141,12 @@ impl FairyRuntime {
         let id = entity.id.as_str().to_owned();
         let tentative = Tentative::new_when_quiet(&doc, &id, quiet_patience).await?;
         let tracker = ChangeTracker::new(&doc, &id, &[tentative.revert_origin()]);
-        let presence =
-            super::presence::Presence::new(&id, &entity.name, state.position.0, state.position.1);
+        let presence = super::presence::Presence::new(
+            &entity.id,
+            &entity.name,
+            state.position.0,
+            state.position.1,
+        );
         let beacon = Beacon::with_client_id(room.clone(), presence, client_id);
         Ok(FairyRuntime {
             modes: ModeMachine::new(state.mode),
@@ -285,7 +289,7 @@ impl FairyRuntime {
             role: "fairy".into(),
             text: text.into(),
             at: self.now_millis(),
-            request_id: self.request_ids.first().map(|id| id.to_string()),
+            request_id: self.request_ids.first().cloned(),
             acceptance: None,
         };
         if let Err(error) = append_chat(self.room.doc(), &self.entity.id, &item) {
