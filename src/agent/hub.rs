@@ -225,6 +225,8 @@ impl FairyHub {
         leases: Option<crate::pubsub::lease::RedisLeases>,
     ) -> Self {
         let scaled = leases.is_some();
+        // One clock for the rooms, the budget and the fairies: the rooms' (crate::clock).
+        let budget = TokenBudget::with_clock(limits.token_budget, rooms.clock().clone());
         let hub = FairyHub {
             inner: Arc::new(Inner {
                 rooms,
@@ -232,7 +234,7 @@ impl FairyHub {
                 registry: Arc::new(full_registry()),
                 config,
                 max_per_room: limits.max_per_room,
-                budget: TokenBudget::new(limits.token_budget),
+                budget,
                 hosted: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
@@ -315,6 +317,7 @@ impl FairyHub {
         let span = tracing::info_span!("fairy", room = %room.name(), fairy = %entity.id);
         let mut hosting = Hosting {
             quiet_patience: self.inner.quiet_patience,
+            clock: self.inner.rooms.clock().clone(),
             ..Hosting::new(events.clone())
         };
         if let Some(id) = client_id {

@@ -92,6 +92,11 @@ impl Rooms {
         }
     }
 
+    /// The rooms' clock ([`RoomConfig::clock`]), which the fairies and their budget share.
+    pub fn clock(&self) -> &crate::clock::SharedClock {
+        &self.inner.config.clock
+    }
+
     /// The store rooms are kept in (for what sits beside documents, such as room instructions).
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store

@@ -50,7 +50,8 @@ pub const CLOSE_DRAIN: Duration = Duration::from_secs(1);
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
 /// `GET /rooms/{room}`: validates the name (400), the token (401/403) and capacity (503),
-/// in that order, before the upgrade; a plain GET that passes them is answered 426.
+/// in that order, before the upgrade (name and token through [`Admitted`]); a plain GET that
+/// passes them is answered 426.
 pub async fn upgrade(
     State(state): State<AppState>,
     admission: Admitted<ReadScope>,
