@@ -758,3 +758,66 @@ async fn a_failing_member_hands_its_task_back_and_a_failing_leader_aborts_the_pr
     client.close().await;
     server.shutdown().await;
 }
+
+/// A refused direction that is the last action of its answer triggers the correction, and the
+/// interrupt does not leak into the correction turn: that answer (several deltas, three actions)
+/// is carried out whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_ending_an_answer_does_not_cut_the_next_answer() {
+    let mock = mock_server(vec![ok(r#"{"actions": []}"#)]).await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let room = "late-refusal";
+    let mut client = Client::connect(&ws, room).await;
+    let orla = invite(&http, room, "Orla").await;
+    let dart = invite(&http, room, "Dart").await;
+    let create_t1 = json!({"_type": "create-duo-task", "taskId": "t1", "title": "box", "text": "",
+        "x": 0, "y": 0, "w": 100, "h": 100});
+    let direct_self = json!({"_type": "direct-to-start-duo-task", "taskId": "t1", "fairyId": orla});
+    mock.add_route(route(
+        "Orla",
+        "duo-orchestrating-active",
+        vec![
+            actions(vec![create_t1, direct_self]),
+            actions(vec![
+                json!({"_type": "create-duo-task", "taskId": "t2", "title": "two", "text": "", "x": 200, "y": 0, "w": 100, "h": 100}),
+                json!({"_type": "create-duo-task", "taskId": "t3", "title": "three", "text": "", "x": 400, "y": 0, "w": 100, "h": 100}),
+                json!({"_type": "abort-project", "reason": "testing"}),
+            ]),
+        ],
+    ));
+    let (status, started) = group_prompt(
+        &http,
+        room,
+        json!({"message": "a box", "fairyIds": [dart, orla], "orchestratorId": orla}),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let project = started["projectId"].as_str().expect("projectId").to_owned();
+    client
+        .until("the project aborted and everyone idle", |c| {
+            project_status(c, &project) == json!("aborted") && all_idle(c, &[&orla, &dart])
+        })
+        .await;
+    let orla_requests = requests_of(&mock, "Orla");
+    assert!(
+        orla_requests
+            .get(1)
+            .is_some_and(|r| r.contains("You cannot direct yourself")),
+        "the refusal ending the answer was corrected ({} requests)",
+        orla_requests.len()
+    );
+    let tasks = root_json(&client, "tasks");
+    for id in ["t1", "t2", "t3"] {
+        assert!(
+            tasks.get(format!("{project}/{id}")).is_some(),
+            "{id} missing: the correction turn was carried out whole: {tasks}"
+        );
+    }
+    assert_eq!(
+        orla_requests.len(),
+        2,
+        "one correction turn, then the abort ended the project"
+    );
+    client.close().await;
+    server.shutdown().await;
+}

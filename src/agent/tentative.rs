@@ -37,7 +37,7 @@ use serde_json::Value;
 use yrs::undo::Options;
 use yrs::{Doc, Origin, ReadTxn, StateVector, Transact, UndoManager};
 
-use super::actions::{ActionCtx, ActionError, Registry, Sanitized};
+use super::actions::{ActionCtx, ActionError, Parsed, Registry, Sanitized};
 use crate::canvas::schema::{PAGES, SHAPES};
 use crate::canvas::shape::set_locked;
 use crate::origin::TxnOrigin;
@@ -83,8 +83,8 @@ struct Pending {
     created: Vec<String>,
     /// Whether it changed anything (pushed an undo item).
     captured: bool,
-    /// The version applied and what sanitizing it said; `None` when it failed.
-    applied: Option<(Value, Sanitized)>,
+    /// The version applied, as received and as parsed; `None` when it failed.
+    applied: Option<(Value, Parsed)>,
     /// The document's state vector right after it was applied.
     state: StateVector,
 }
@@ -195,20 +195,20 @@ impl Tentative {
         ctx.complete = false;
         let before = self.undo.undo_stack().len();
         let result = {
-            let mut action = action.clone();
             let mut txn = self.doc.transact_mut_with(Origin::from(&self.origin));
-            registry.apply_in(&mut txn, &mut action, ctx)
+            registry.apply_in(&mut txn, action, ctx)
         };
         let captured = self.undo.undo_stack().len() > before;
         match result {
-            Ok(notes) => {
+            Ok(parsed) => {
+                let told = Sanitized::from(parsed.notes.as_slice());
                 self.pending = Some(Pending {
                     created: ctx.created.clone(),
                     captured,
-                    applied: Some((action.clone(), notes.clone())),
+                    applied: Some((action.clone(), parsed)),
                     state: self.doc.transact().state_vector(),
                 });
-                Ok(notes)
+                Ok(told)
             }
             Err(e) => {
                 self.pending = Some(Pending {
@@ -223,12 +223,19 @@ impl Tentative {
         }
     }
 
-    /// The notes of the pending version if it is `action`, applied to the document as it is now.
-    fn same_as_pending(&self, action: &Value) -> Option<Sanitized> {
+    /// The pending version, parsed, if it is `action` applied to the document as it is now.
+    ///
+    /// The gate is the received JSON, not the parsed arguments: parsing reads the document
+    /// (is a new shape's id free? where are the shapes whose centre is a rotation's default
+    /// origin?), and the document the complete version would be parsed against now is the one
+    /// the tentative version changed (the id it created is taken, the shapes it moved are
+    /// elsewhere), so parsing it again here gives different arguments for the same action.
+    /// The same JSON on the same document with the same request state parses to the same
+    /// arguments, which is what the in-place commit relies on.
+    fn same_as_pending(&self, action: &Value) -> Option<&Parsed> {
         let pending = self.pending.as_ref()?;
-        let (applied, notes) = pending.applied.as_ref()?;
-        (applied == action && self.doc.transact().state_vector() == pending.state)
-            .then(|| notes.clone())
+        let (applied, parsed) = pending.applied.as_ref()?;
+        (applied == action && self.doc.transact().state_vector() == pending.state).then_some(parsed)
     }
 
     /// Undoes the pending tentative version, if any; true if something was reverted.
@@ -281,17 +288,18 @@ impl Tentative {
     /// Replaces the pending version (if any) by the complete `action` and keeps it. When the
     /// pending version is `action` itself and the document is as that version left it, it is
     /// committed in place instead ([`Completion::InPlace`]): a successful incomplete version
-    /// that equals the complete action gives the same result (sanitizing differs between the
+    /// that equals the complete action gives the same result (parsing differs between the
     /// two only where a field is missing, which fails the incomplete version), except for the
     /// `locked` flag that [`Tentative::commit`] clears; a document changed meanwhile (a user,
-    /// another fairy) might sanitize differently, so it takes the revert-and-apply path.
+    /// another fairy) might parse differently, so it takes the revert-and-apply path.
     pub fn apply_complete(
         &mut self,
         registry: &Registry,
         action: &Value,
         ctx: &mut ActionCtx,
     ) -> Result<Sanitized, ActionError> {
-        if let Some(notes) = self.same_as_pending(action) {
+        if let Some(parsed) = self.same_as_pending(action) {
+            let notes = Sanitized::from(parsed.notes.as_slice());
             ctx.complete = true;
             ctx.created = self
                 .pending
@@ -306,12 +314,11 @@ impl Tentative {
         self.revert_tentative();
         ctx.complete = true;
         let result = {
-            let mut action = action.clone();
             let mut txn = self.doc.transact_mut_with(Origin::from(&self.origin));
-            registry.apply_in(&mut txn, &mut action, ctx)
+            registry.apply_in(&mut txn, action, ctx)
         };
         self.undo.clear_all();
-        result
+        result.map(|parsed| Sanitized::from(parsed.notes.as_slice()))
     }
 }
 

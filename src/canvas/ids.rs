@@ -7,25 +7,26 @@
 use std::collections::HashMap;
 
 use super::CanvasError;
+use crate::ids::ShapeId;
 
 /// Longest id accepted (in characters).
-pub const MAX_ID_LEN: usize = 128;
+pub const MAX_ID_LEN: usize = crate::ids::MAX_SHAPE_ID;
 
 /// The renames made while sanitizing one request's actions: original id → id actually used.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IdRenames {
-    map: HashMap<String, String>,
+    map: HashMap<ShapeId, ShapeId>,
 }
 
 impl IdRenames {
     /// The id a reference to `id` should use now.
-    pub fn resolve(&self, id: &str) -> String {
-        self.map.get(id).cloned().unwrap_or_else(|| id.to_owned())
+    pub fn resolve(&self, id: &ShapeId) -> ShapeId {
+        self.map.get(id).cloned().unwrap_or_else(|| id.clone())
     }
 
     /// Records that `from` was renamed to `to`.
-    pub fn insert(&mut self, from: &str, to: &str) {
-        self.map.insert(from.to_owned(), to.to_owned());
+    pub fn insert(&mut self, from: &ShapeId, to: &ShapeId) {
+        self.map.insert(from.clone(), to.clone());
     }
 
     /// True if no rename happened.
@@ -35,16 +36,14 @@ impl IdRenames {
 }
 
 /// Trims an id, strips a tldraw-style `shape:` prefix, and rejects empty, overlong or
-/// control-character ids.
+/// control-character ids ([`ShapeId::parse`], as text).
 pub fn normalize_id(raw: &str) -> Result<String, CanvasError> {
-    let trimmed = raw.trim();
-    let id = trimmed.strip_prefix("shape:").unwrap_or(trimmed);
-    if id.is_empty() || id.chars().count() > MAX_ID_LEN || id.chars().any(char::is_control) {
-        return Err(CanvasError::InvalidId(
-            raw.chars().take(MAX_ID_LEN).collect(),
-        ));
-    }
-    Ok(id.to_owned())
+    parse_id(raw).map(ShapeId::into_string)
+}
+
+/// [`ShapeId::parse`] with the canvas module's error.
+pub fn parse_id(raw: &str) -> Result<ShapeId, CanvasError> {
+    ShapeId::parse(raw).map_err(|e| CanvasError::InvalidId(e.0))
 }
 
 /// The id a new shape should get: `id` itself if free, else the first free `id-N`. A rename is
@@ -53,15 +52,15 @@ pub fn ensure_shape_id_is_unique(
     raw: &str,
     exists: impl Fn(&str) -> bool,
     renames: &mut IdRenames,
-) -> Result<String, CanvasError> {
-    let id = normalize_id(raw)?;
-    if !exists(&id) {
+) -> Result<ShapeId, CanvasError> {
+    let id = parse_id(raw)?;
+    if !exists(id.as_str()) {
         return Ok(id);
     }
     let mut n = 1u64;
     loop {
-        let candidate = format!("{id}-{n}");
-        if !exists(&candidate) {
+        let candidate = id.with_suffix(n);
+        if !exists(candidate.as_str()) {
             renames.insert(&id, &candidate);
             return Ok(candidate);
         }
@@ -75,10 +74,9 @@ pub fn ensure_shape_id_exists(
     raw: &str,
     exists: impl Fn(&str) -> bool,
     renames: &IdRenames,
-) -> Option<String> {
-    let id = normalize_id(raw).ok()?;
-    let resolved = renames.resolve(&id);
-    exists(&resolved).then_some(resolved)
+) -> Option<ShapeId> {
+    let resolved = renames.resolve(&parse_id(raw).ok()?);
+    exists(resolved.as_str()).then_some(resolved)
 }
 
 #[cfg(test)]
@@ -91,14 +89,15 @@ mod tests {
         let exists = |id: &str| taken.contains(&id);
         let mut renames = IdRenames::default();
         assert_eq!(
-            ensure_shape_id_is_unique("box", exists, &mut renames),
+            ensure_shape_id_is_unique("box", exists, &mut renames).map(ShapeId::into_string),
             Ok("box-2".into())
         );
-        assert_eq!(renames.resolve("box"), "box-2");
+        let id = |s: &str| ShapeId::parse(s).ok();
+        assert_eq!(id("box").map(|b| renames.resolve(&b)), id("box-2"));
         let exists_after = |id: &str| taken.contains(&id) || id == "box-2";
         assert_eq!(
             ensure_shape_id_exists("box", exists_after, &renames),
-            Some("box-2".into())
+            id("box-2")
         );
         assert_eq!(
             ensure_shape_id_exists("ghost", exists_after, &renames),

@@ -29,13 +29,20 @@ pub(crate) fn decode_peer_update(bytes: &[u8]) -> Result<(Update, u32), RoomErro
 }
 
 fn decode(bytes: &[u8]) -> Result<(Update, u32), RoomError> {
+    // The walk goes first: it allocates nothing from the counts it reads, so a count that the
+    // bytes cannot back (a 10-byte update claiming 2^28 clients) fails there at the end of the
+    // input, before yrs's decoder reserves a table of that size (hashbrown writes one control
+    // byte per bucket: hundreds of MB touched per frame, then freed).
     let decoded = std::panic::catch_unwind(|| {
-        let update = Update::decode_v1(bytes)?;
-        Ok::<_, yrs::encoding::read::Error>((update, walk(bytes)?))
+        let walked = walk(bytes)?;
+        if walked.refusal.is_some() {
+            return Ok::<_, yrs::encoding::read::Error>((None, walked));
+        }
+        Ok((Some(Update::decode_v1(bytes)?), walked))
     });
     match decoded {
         Ok(Ok((
-            update,
+            Some(update),
             Walk {
                 refusal: None,
                 server_end,
@@ -48,6 +55,9 @@ fn decode(bytes: &[u8]) -> Result<(Update, u32), RoomError> {
                 ..
             },
         ))) => Err(RoomError::BadUpdate(refusal.to_string())),
+        Ok(Ok((None, Walk { refusal: None, .. }))) => {
+            Err(RoomError::BadUpdate("malformed update".into()))
+        }
         Ok(Err(error)) => Err(RoomError::BadUpdate(error.to_string())),
         Err(_) => Err(RoomError::BadUpdate("malformed update".into())),
     }

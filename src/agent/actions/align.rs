@@ -6,22 +6,41 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    ShapeList, edit_shape_list, enum_schema, get_str, ids_schema, one_of, schema, shape_list,
+    choice, closed_schema, closed_set, edit_shapes, ids_schema, schema, shape_list,
 };
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::geometry::{shape_bounds, union_bounds};
+use crate::ids::ShapeId;
 
 /// The `align` action.
 pub struct Align;
 
-const ALIGNMENTS: &[&str] = &[
-    "top",
-    "bottom",
-    "left",
-    "right",
-    "center-horizontal",
-    "center-vertical",
-];
+closed_set!(
+    /// Which edge or centre line the shapes share.
+    pub Alignment {
+        /// Same top edge.
+        Top = "top",
+        /// Same bottom edge.
+        Bottom = "bottom",
+        /// Same left edge.
+        Left = "left",
+        /// Same right edge.
+        Right = "right",
+        /// Same x centre.
+        CenterHorizontal = "center-horizontal",
+        /// Same y centre.
+        CenterVertical = "center-vertical",
+    }
+);
+
+/// The arguments of `align`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlignArgs {
+    /// The shapes lined up (at least one).
+    pub shapes: Vec<ShapeId>,
+    /// How.
+    pub alignment: Alignment,
+}
 
 impl CanvasAction for Align {
     fn name(&self) -> &'static str {
@@ -32,49 +51,49 @@ impl CanvasAction for Align {
         schema(
             "align",
             "Align shapes to each other.",
-            json!({"shapeIds": ids_schema(), "alignment": enum_schema(ALIGNMENTS)}),
+            json!({"shapeIds": ids_schema(), "alignment": closed_schema::<Alignment>()}),
             &["shapeIds", "alignment"],
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        let ShapeList {
-            fields: o, notes, ..
-        } = shape_list(txn, action, ctx)?;
-        one_of(o, "alignment", ALIGNMENTS, None, ctx)?;
-        Ok(Sanitized { notes })
-    }
-
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        _ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        edit_shape_list(txn, action, |o, shapes| {
-            let Some(all) = union_bounds(shapes.iter()) else {
-                return;
-            };
-            let alignment = get_str(o, "alignment");
-            for s in shapes {
-                let b = shape_bounds(s);
-                let (dx, dy) = match alignment {
-                    "top" => (0.0, all.y - b.y),
-                    "bottom" => (0.0, all.max_y() - b.max_y()),
-                    "left" => (all.x - b.x, 0.0),
-                    "right" => (all.max_x() - b.max_x(), 0.0),
-                    "center-horizontal" => (all.center_x() - b.center_x(), 0.0),
-                    _ => (0.0, all.center_y() - b.center_y()),
-                };
-                s.translate(dx, dy);
-            }
+    ) -> Result<Parsed, ActionError> {
+        let (shapes, notes) = shape_list(txn, o, ctx)?;
+        let alignment = choice(o, "alignment", None, ctx)?;
+        Ok(Parsed {
+            args: AlignArgs { shapes, alignment }.into(),
+            notes,
         })
     }
+}
+
+/// Applies `align`.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &AlignArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    edit_shapes(txn, &args.shapes, |shapes| {
+        let Some(all) = union_bounds(shapes.iter()) else {
+            return;
+        };
+        for s in shapes {
+            let b = shape_bounds(s);
+            let (dx, dy) = match args.alignment {
+                Alignment::Top => (0.0, all.y - b.y),
+                Alignment::Bottom => (0.0, all.max_y() - b.max_y()),
+                Alignment::Left => (all.x - b.x, 0.0),
+                Alignment::Right => (all.max_x() - b.max_x(), 0.0),
+                Alignment::CenterHorizontal => (all.center_x() - b.center_x(), 0.0),
+                Alignment::CenterVertical => (0.0, all.center_y() - b.center_y()),
+            };
+            s.translate(dx, dy);
+        }
+    })
 }
 
 #[cfg(test)]

@@ -4,14 +4,20 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{get_str, missing, obj, obj_ref, schema};
+use super::common::{schema, string};
 use super::create_page::page_id_of;
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
-use crate::canvas::coerce::string_field;
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::page::page_exists;
 
 /// The `change-page` action.
 pub struct ChangePage;
+
+/// The arguments of `change-page`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangePageArgs {
+    /// An existing page.
+    pub page_id: String,
+}
 
 impl CanvasAction for ChangePage {
     fn name(&self) -> &'static str {
@@ -31,35 +37,35 @@ impl CanvasAction for ChangePage {
         false
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        let o = obj(action)?;
-        let raw = string_field(o, "pageId")?.ok_or_else(|| missing(ctx, "pageId"))?;
-        let id = if page_exists(txn, &raw) {
+    ) -> Result<Parsed, ActionError> {
+        let raw = string(o, "pageId", ctx)?;
+        let page_id = if page_exists(txn, &raw) {
             raw
         } else {
             page_id_of(&raw)
         };
-        if !page_exists(txn, &id) {
-            return Err(ActionError::Invalid(format!("page '{id}' does not exist")));
+        if !page_exists(txn, &page_id) {
+            return Err(ActionError::Invalid(format!(
+                "page '{page_id}' does not exist"
+            )));
         }
-        o.insert("pageId".into(), Value::String(id));
-        Ok(Sanitized::default())
+        Ok(Parsed::clean(ChangePageArgs { page_id }))
     }
+}
 
-    fn apply(
-        &self,
-        _txn: &mut TransactionMut<'_>,
-        action: &Value,
-        ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        ctx.page_id = get_str(obj_ref(action)?, "pageId").to_owned();
-        Ok(())
-    }
+/// Applies `change-page`: only the fairy's [`ActionCtx`] changes.
+pub fn apply(
+    _txn: &mut TransactionMut<'_>,
+    args: &ChangePageArgs,
+    ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    ctx.page_id = args.page_id.clone();
+    Ok(())
 }
 
 #[cfg(test)]

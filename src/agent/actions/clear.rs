@@ -4,11 +4,15 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::schema;
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::shape::{delete_shape, list_shapes};
 
 /// The `clear` action.
 pub struct Clear;
+
+/// The arguments of `clear`: none (it acts on the fairy's page).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClearArgs;
 
 impl CanvasAction for Clear {
     fn name(&self) -> &'static str {
@@ -24,28 +28,28 @@ impl CanvasAction for Clear {
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         _txn: &TransactionMut<'_>,
-        _action: &mut Value,
+        _fields: &Fields,
         _ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        Ok(Sanitized::default())
+    ) -> Result<Parsed, ActionError> {
+        Ok(Parsed::clean(ClearArgs))
     }
+}
 
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        _action: &Value,
-        ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        for s in list_shapes(txn) {
-            if s.page_id == ctx.page_id {
-                delete_shape(txn, &s.id);
-            }
+/// Applies `clear` to the fairy's page.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    _args: &ClearArgs,
+    ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    for s in list_shapes(txn) {
+        if s.page_id == ctx.page_id {
+            delete_shape(txn, &s.id);
         }
-        Ok(())
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,28 +1,21 @@
-//! Helpers shared by the action files: reading fields of an action object with the model's
-//! typical mistakes coerced, resolving shape ids (renames, missing, locked), loading and saving
-//! shapes, and building JSON schemas. Owns no action semantics of its own.
+//! Helpers shared by the action parsers: reading fields of an action object with the model's
+//! typical mistakes coerced (numbers as strings, case in closed sets), resolving shape ids
+//! (renames, missing, locked) into [`ShapeId`]s, the preamble and apply frame of the actions
+//! on a list of shapes, loading and saving shapes, and building JSON schemas. Owns no action
+//! semantics of its own; reads the action's JSON but never writes it.
 
-use serde_json::{Map, Value, json};
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::{ActionCtx, ActionError};
-use crate::canvas::coerce;
+use super::{ActionCtx, ActionError, Fields, Note};
+use crate::canvas::CanvasError;
+use crate::canvas::coerce::{clamp_coord, coerce_bool, coerce_number, coerce_string};
+use crate::canvas::geometry::{Bounds, union_bounds};
 use crate::canvas::ids::ensure_shape_id_exists;
 use crate::canvas::shape::{Shape, read_shape, shape_ids, write_shape};
-
-/// The action as a JSON object.
-pub fn obj(action: &mut Value) -> Result<&mut Map<String, Value>, ActionError> {
-    action
-        .as_object_mut()
-        .ok_or_else(|| ActionError::Invalid("an action must be a JSON object".into()))
-}
-
-/// The action as a JSON object (read-only, for `apply`).
-pub fn obj_ref(action: &Value) -> Result<&Map<String, Value>, ActionError> {
-    action
-        .as_object()
-        .ok_or_else(|| ActionError::Invalid("an action must be a JSON object".into()))
-}
+use crate::ids::ShapeId;
 
 /// The error for a missing field: `Incomplete` while streaming, `Invalid` once complete.
 pub fn missing(ctx: &ActionCtx, field: &str) -> ActionError {
@@ -33,68 +26,129 @@ pub fn missing(ctx: &ActionCtx, field: &str) -> ActionError {
     }
 }
 
-/// A required number field, coerced and clamped in place.
-pub fn number(
-    o: &mut Map<String, Value>,
-    field: &str,
-    ctx: &ActionCtx,
-) -> Result<f64, ActionError> {
-    coerce::number_field(o, field)?.ok_or_else(|| missing(ctx, field))
-}
-
-/// An optional number field with a default, coerced and clamped in place.
-pub fn number_or(
-    o: &mut Map<String, Value>,
-    field: &str,
-    default: f64,
-) -> Result<f64, ActionError> {
-    let n = coerce::number_field(o, field)?.unwrap_or(default);
-    o.insert(field.into(), coerce::number_value(n));
-    Ok(n)
-}
-
-/// A number field of a sanitized action (defaults to 0 if somehow absent).
-pub fn get_num(o: &Map<String, Value>, field: &str) -> f64 {
-    o.get(field).and_then(coerce::coerce_number).unwrap_or(0.0)
-}
-
-/// A string field of a sanitized action.
-pub fn get_str<'a>(o: &'a Map<String, Value>, field: &str) -> &'a str {
-    o.get(field).and_then(Value::as_str).unwrap_or_default()
-}
-
-/// An enum field: normalised to one of `allowed` (case-insensitive), or `default` if absent.
-pub fn one_of(
-    o: &mut Map<String, Value>,
-    field: &str,
-    allowed: &[&str],
-    default: Option<&str>,
-    ctx: &ActionCtx,
-) -> Result<String, ActionError> {
-    let value = match o.get(field).and_then(Value::as_str) {
-        Some(s) => s.trim().to_ascii_lowercase(),
-        None => match default {
-            Some(d) => d.to_owned(),
-            None => return Err(missing(ctx, field)),
-        },
-    };
-    if !allowed.contains(&value.as_str()) {
-        return Err(ActionError::Invalid(format!(
-            "'{field}' must be one of {}",
-            allowed.join(", ")
-        )));
+/// An optional number field, coerced (`"12"`, `"12px"`) and clamped to the canvas; an error if
+/// present but not a finite number.
+pub fn opt_number(o: &Fields, field: &str) -> Result<Option<f64>, ActionError> {
+    match o.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => coerce_number(v)
+            .map(|n| Some(clamp_coord(n)))
+            .ok_or_else(|| {
+                CanvasError::NotFinite {
+                    field: field.into(),
+                }
+                .into()
+            }),
     }
-    o.insert(field.into(), Value::String(value.clone()));
-    Ok(value)
 }
 
-/// True if `id` is a key of `shapes`.
-pub fn exists(txn: &TransactionMut<'_>, id: &str) -> bool {
-    read_shape(txn, id).map(|s| s.is_some()).unwrap_or(true)
+/// A required number field (see [`opt_number`]).
+pub fn number(o: &Fields, field: &str, ctx: &ActionCtx) -> Result<f64, ActionError> {
+    opt_number(o, field)?.ok_or_else(|| missing(ctx, field))
+}
+
+/// An optional number field with the default its schema documents.
+pub fn number_or(o: &Fields, field: &str, default: f64) -> Result<f64, ActionError> {
+    Ok(opt_number(o, field)?.unwrap_or(default))
+}
+
+/// An optional field read by `coerce`; an error if present but not readable so.
+fn opt_field<T>(
+    o: &Fields,
+    field: &str,
+    coerce: fn(&Value) -> Option<T>,
+) -> Result<Option<T>, ActionError> {
+    match o.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => coerce(v).map(Some).ok_or_else(|| {
+            CanvasError::InvalidField {
+                field: field.into(),
+            }
+            .into()
+        }),
+    }
+}
+
+/// An optional string field (numbers and booleans are written as text).
+pub fn opt_string(o: &Fields, field: &str) -> Result<Option<String>, ActionError> {
+    opt_field(o, field, coerce_string)
+}
+
+/// A required string field (see [`opt_string`]).
+pub fn string(o: &Fields, field: &str, ctx: &ActionCtx) -> Result<String, ActionError> {
+    opt_string(o, field)?.ok_or_else(|| missing(ctx, field))
+}
+
+/// An optional boolean field (`"false"`, `0`, `"yes"` accepted).
+pub fn opt_bool(o: &Fields, field: &str) -> Result<Option<bool>, ActionError> {
+    opt_field(o, field, coerce_bool)
+}
+
+/// A closed set of names an action field takes (its schema is a string `enum`); made by
+/// [`closed_set!`](crate::agent::actions::common::closed_set).
+pub trait ClosedSet: Copy + 'static {
+    /// Every name, in schema order.
+    const NAMES: &'static [&'static str];
+    /// The value a (lowercase, trimmed) name stands for.
+    fn from_name(name: &str) -> Option<Self>;
+    /// The value's name, as the schema writes it.
+    fn name(self) -> &'static str;
+}
+
+/// Declares a [`ClosedSet`] enum: `closed_set!(/// doc Anchor { /// doc TopLeft = "top-left", … })`.
+macro_rules! closed_set {
+    ($(#[$meta:meta])* $vis:vis $name:ident {
+        $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)?
+    }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        $vis enum $name {
+            $($(#[$vmeta])* $variant),+
+        }
+
+        impl $crate::agent::actions::common::ClosedSet for $name {
+            const NAMES: &'static [&'static str] = &[$($text),+];
+
+            fn from_name(name: &str) -> Option<Self> {
+                match name {
+                    $($text => Some(Self::$variant),)+
+                    _ => None,
+                }
+            }
+
+            fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text),+
+                }
+            }
+        }
+    };
+}
+pub(crate) use closed_set;
+
+/// A closed-set field, case-insensitive; `default` when absent (a missing field without
+/// default is [`missing`]).
+pub fn choice<E: ClosedSet>(
+    o: &Fields,
+    field: &str,
+    default: Option<E>,
+    ctx: &ActionCtx,
+) -> Result<E, ActionError> {
+    let Some(raw) = o.get(field).and_then(Value::as_str) else {
+        return default.ok_or_else(|| missing(ctx, field));
+    };
+    E::from_name(&raw.trim().to_ascii_lowercase()).ok_or_else(|| {
+        ActionError::Invalid(format!("'{field}' must be one of {}", E::NAMES.join(", ")))
+    })
+}
+
+/// Schema of a closed-set field.
+pub fn closed_schema<E: ClosedSet>() -> Value {
+    enum_schema(E::NAMES)
 }
 
 /// The ids of every entry in `shapes` (readable or not).
-pub fn all_ids(txn: &TransactionMut<'_>) -> std::collections::HashSet<String> {
+pub fn all_ids(txn: &TransactionMut<'_>) -> HashSet<String> {
     shape_ids(txn).into_iter().collect()
 }
 
@@ -104,7 +158,7 @@ pub fn editable_id(
     txn: &TransactionMut<'_>,
     raw: &str,
     ctx: &ActionCtx,
-) -> Result<String, ActionError> {
+) -> Result<ShapeId, ActionError> {
     let ids = all_ids(txn);
     let id = ensure_shape_id_exists(raw, |i| ids.contains(i), &ctx.renames).ok_or_else(|| {
         ActionError::Invalid(format!(
@@ -121,42 +175,40 @@ pub fn editable_id(
     Ok(id)
 }
 
-/// A required single shape reference, resolved and written back.
+/// A required single shape reference, resolved.
 pub fn shape_ref(
     txn: &TransactionMut<'_>,
-    o: &mut Map<String, Value>,
+    o: &Fields,
     field: &str,
     ctx: &ActionCtx,
-) -> Result<String, ActionError> {
+) -> Result<ShapeId, ActionError> {
     let raw = o
         .get(field)
-        .and_then(coerce::coerce_string)
+        .and_then(coerce_string)
         .ok_or_else(|| missing(ctx, field))?;
-    let id = editable_id(txn, &raw, ctx)?;
-    o.insert(field.into(), Value::String(id.clone()));
-    Ok(id)
+    editable_id(txn, &raw, ctx)
 }
 
 /// A list of shape references: missing ones are dropped with a note; an empty result is an
 /// error (there is nothing to act on).
 pub fn shape_refs(
     txn: &TransactionMut<'_>,
-    o: &mut Map<String, Value>,
+    o: &Fields,
     field: &str,
     ctx: &ActionCtx,
-    notes: &mut Vec<String>,
-) -> Result<Vec<String>, ActionError> {
+    notes: &mut Vec<Note>,
+) -> Result<Vec<ShapeId>, ActionError> {
     let raw: Vec<String> = match o.get(field) {
-        Some(Value::Array(items)) => items.iter().filter_map(coerce::coerce_string).collect(),
+        Some(Value::Array(items)) => items.iter().filter_map(coerce_string).collect(),
         Some(Value::String(one)) => vec![one.clone()],
         _ => return Err(missing(ctx, field)),
     };
     let mut ids = Vec::new();
-    for r in raw {
-        match editable_id(txn, &r, ctx) {
+    for reference in raw {
+        match editable_id(txn, &reference, ctx) {
             Ok(id) if !ids.contains(&id) => ids.push(id),
             Ok(_) => {}
-            Err(e) => notes.push(format!("ignored '{r}': {e}")),
+            Err(why) => notes.push(Note::Ignored { reference, why }),
         }
     }
     if ids.is_empty() {
@@ -166,66 +218,61 @@ pub fn shape_refs(
             ActionError::Incomplete(format!("no existing shape in '{field}' yet"))
         });
     }
-    o.insert(field.into(), json!(ids));
     Ok(ids)
 }
 
-/// What [`shape_list`] read.
-pub struct ShapeList<'a> {
-    /// The action object, for its other fields.
-    pub fields: &'a mut Map<String, Value>,
-    /// The resolved `shapeIds`.
-    pub ids: Vec<String>,
-    /// The notes so far (dropped references).
-    pub notes: Vec<String>,
-}
-
-/// The shared sanitize preamble of the actions on a list of shapes (align, distribute, stack,
-/// resize, restack): the action object, its `shapeIds` resolved (missing ones dropped with a
-/// note, see [`shape_refs`]) and the notes so far.
-pub fn shape_list<'a>(
+/// The shared parse preamble of the actions on a list of shapes (align, distribute, stack,
+/// rotate, resize, restack): their `shapeIds` resolved, missing ones dropped with a note (see
+/// [`shape_refs`]), and the notes so far.
+pub fn shape_list(
     txn: &TransactionMut<'_>,
-    action: &'a mut Value,
+    o: &Fields,
     ctx: &ActionCtx,
-) -> Result<ShapeList<'a>, ActionError> {
+) -> Result<(Vec<ShapeId>, Vec<Note>), ActionError> {
     let mut notes = Vec::new();
-    let fields = obj(action)?;
-    let ids = shape_refs(txn, fields, "shapeIds", ctx, &mut notes)?;
-    Ok(ShapeList { fields, ids, notes })
+    let ids = shape_refs(txn, o, "shapeIds", ctx, &mut notes)?;
+    Ok((ids, notes))
 }
 
-/// The shared apply frame of the actions on a list of shapes: loads the sanitized action's
-/// `shapeIds`, lets `edit` change them (with the action's fields), writes back what changed.
-pub fn edit_shape_list(
+/// The origin point of a transform of `shapes` (rotate, resize): `originX`/`originY` written in
+/// model coordinates, converted to page coordinates, or, when the model gave none, the point
+/// `default` picks on the shapes' common bounds.
+pub fn transform_origin(
+    txn: &TransactionMut<'_>,
+    o: &Fields,
+    ctx: &ActionCtx,
+    shapes: &[ShapeId],
+    default: fn(&Bounds) -> (f64, f64),
+) -> Result<(f64, f64), ActionError> {
+    if let (Some(x), Some(y)) = (opt_number(o, "originX")?, opt_number(o, "originY")?) {
+        return Ok(ctx.transform.point_from_model(x, y));
+    }
+    let bounds = union_bounds(&load_all(txn, shapes)?)
+        .ok_or_else(|| ActionError::Invalid("the shapes have no bounds".into()))?;
+    Ok(default(&bounds))
+}
+
+/// The shared apply frame of the actions on a list of shapes: loads `ids`, lets `edit` change
+/// them, writes back what changed.
+pub fn edit_shapes(
     txn: &mut TransactionMut<'_>,
-    action: &Value,
-    edit: impl FnOnce(&Map<String, Value>, &mut Vec<Shape>),
+    ids: &[ShapeId],
+    edit: impl FnOnce(&mut Vec<Shape>),
 ) -> Result<(), ActionError> {
-    let o = obj_ref(action)?;
-    let mut shapes = load_all(txn, &get_ids(o, "shapeIds"))?;
-    edit(o, &mut shapes);
+    let mut shapes = load_all(txn, ids)?;
+    edit(&mut shapes);
     save_all(txn, &shapes);
     Ok(())
 }
 
-/// The shape ids of a sanitized action's list field.
-pub fn get_ids(o: &Map<String, Value>, field: &str) -> Vec<String> {
-    match o.get(field) {
-        Some(Value::Array(items)) => items
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_owned))
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// Reads a shape that must exist.
-pub fn load(txn: &TransactionMut<'_>, id: &str) -> Result<Shape, ActionError> {
-    read_shape(txn, id)?.ok_or_else(|| ActionError::Invalid(format!("shape '{id}' does not exist")))
+pub fn load(txn: &TransactionMut<'_>, id: &ShapeId) -> Result<Shape, ActionError> {
+    read_shape(txn, id.as_str())?
+        .ok_or_else(|| ActionError::Invalid(format!("shape '{id}' does not exist")))
 }
 
 /// Reads several shapes that must exist, in the given order.
-pub fn load_all(txn: &TransactionMut<'_>, ids: &[String]) -> Result<Vec<Shape>, ActionError> {
+pub fn load_all(txn: &TransactionMut<'_>, ids: &[ShapeId]) -> Result<Vec<Shape>, ActionError> {
     ids.iter().map(|id| load(txn, id)).collect()
 }
 
@@ -234,24 +281,6 @@ pub fn save_all(txn: &mut TransactionMut<'_>, shapes: &[Shape]) {
     for s in shapes {
         write_shape(txn, s);
     }
-}
-
-/// An optional origin point written in model coordinates, converted to page coordinates.
-pub fn origin_point(
-    o: &mut Map<String, Value>,
-    ctx: &ActionCtx,
-) -> Result<Option<(f64, f64)>, ActionError> {
-    let x = coerce::number_field(o, "originX")?;
-    let y = coerce::number_field(o, "originY")?;
-    Ok(match (x, y) {
-        (Some(x), Some(y)) => {
-            let (px, py) = ctx.transform.point_from_model(x, y);
-            o.insert("originX".into(), coerce::number_value(px));
-            o.insert("originY".into(), coerce::number_value(py));
-            Some((px, py))
-        }
-        _ => None,
-    })
 }
 
 /// `base` with `extra`'s keys added (both JSON objects; otherwise `base` is returned as is).

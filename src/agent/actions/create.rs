@@ -5,8 +5,10 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{all_ids, editable_id, obj, obj_ref, schema};
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
+use super::common::{all_ids, editable_id, missing, schema};
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Note, Parsed};
+use crate::canvas::Shape;
+use crate::canvas::coerce::coerce_string;
 use crate::canvas::format::{ShapeBase, document_type, from_simple};
 use crate::canvas::ids::ensure_shape_id_is_unique;
 use crate::canvas::shape::{list_shapes, write_shape};
@@ -15,63 +17,70 @@ use crate::canvas::zorder::index_above;
 /// The `create` action.
 pub struct Create;
 
-/// Sanitizes a simple shape that will be created: type, unique id, coordinates, bindings.
-pub(crate) fn sanitize_new_shape(
+/// The arguments of `create`: the new shape, in page coordinates, with its final id and
+/// bindings to existing shapes only. Its page, z-order key, lock and author are the fairy's
+/// and are set when it is applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateArgs {
+    /// The shape written.
+    pub shape: Shape,
+}
+
+/// Parses a simple shape that will be created: type, unique id, coordinates, bindings.
+pub(crate) fn parse_new_shape(
     txn: &TransactionMut<'_>,
-    shape: &mut Value,
+    simple: &Value,
     ctx: &mut ActionCtx,
-    notes: &mut Vec<String>,
-) -> Result<String, ActionError> {
-    let o = obj(shape)?;
+    notes: &mut Vec<Note>,
+) -> Result<Shape, ActionError> {
+    let mut o = simple
+        .as_object()
+        .cloned()
+        .ok_or_else(|| ActionError::Invalid("'shape' must be a JSON object".into()))?;
     let model_type = o
         .get("_type")
         .and_then(Value::as_str)
-        .ok_or_else(|| super::common::missing(ctx, "shape._type"))?
-        .to_owned();
-    let doc_type = document_type(&model_type)?;
-    let raw_id = match o
-        .get("shapeId")
-        .and_then(crate::canvas::coerce::coerce_string)
-    {
+        .ok_or_else(|| missing(ctx, "shape._type"))?;
+    let doc_type = document_type(model_type)?;
+    let raw_id = match o.get("shapeId").and_then(coerce_string) {
         Some(id) => id,
-        None if ctx.complete => doc_type.clone(),
-        None => return Err(super::common::missing(ctx, "shape.shapeId")),
+        None if ctx.complete => doc_type,
+        None => return Err(missing(ctx, "shape.shapeId")),
     };
     // Coordinates come back relative to the chat origin, rounded: restore them first, keyed by
     // the id the model used.
     o.insert("shapeId".into(), Value::String(raw_id.clone()));
-    ctx.transform.shape_from_model(o);
+    ctx.transform.shape_from_model(&mut o);
     let ids = all_ids(txn);
     let id = ensure_shape_id_is_unique(&raw_id, |i| ids.contains(i), &mut ctx.renames)?;
-    if id != raw_id {
-        notes.push(format!(
-            "shape id '{raw_id}' was taken: the new shape is '{id}'"
-        ));
+    if id.as_str() != raw_id {
+        notes.push(Note::IdTaken {
+            wanted: raw_id,
+            got: id.clone(),
+        });
     }
-    o.insert("shapeId".into(), Value::String(id.clone()));
+    o.insert("shapeId".into(), Value::String(id.into_string()));
     for binding in ["fromId", "toId"] {
         let Some(target) = o.get(binding).and_then(Value::as_str).map(str::to_owned) else {
             continue;
         };
-        match editable_id(txn, &target, ctx) {
-            Ok(resolved) => {
-                o.insert(binding.into(), Value::String(resolved));
-            }
+        let resolved = match editable_id(txn, &target, ctx) {
+            Ok(resolved) => Value::String(resolved.into_string()),
             Err(_) => {
-                notes.push(format!("'{binding}' '{target}' does not exist: dropped"));
-                o.insert(binding.into(), Value::Null);
+                notes.push(Note::BindingDropped { binding, target });
+                Value::Null
             }
-        }
+        };
+        o.insert(binding.into(), resolved);
     }
-    // Validate the whole shape now, so that apply cannot fail half-way.
-    from_simple(shape, &ShapeBase::default())?;
-    Ok(id)
+    Ok(from_simple(&Value::Object(o), &ShapeBase::default())?)
 }
 
-/// Writes a sanitized simple shape as a new fairy shape on top of the fairy's page.
+/// Writes a parsed new shape as the fairy's, on top of the fairy's page (locked while the
+/// action streams).
 pub(crate) fn create_shape(
     txn: &mut TransactionMut<'_>,
-    simple: &Value,
+    shape: &Shape,
     ctx: &mut ActionCtx,
 ) -> Result<(), ActionError> {
     let existing = list_shapes(txn);
@@ -81,14 +90,14 @@ pub(crate) fn create_shape(
             .filter(|s| s.page_id == ctx.page_id)
             .map(|s| s.index.as_str()),
     );
-    let base = ShapeBase {
+    let shape = Shape {
         page_id: ctx.page_id.clone(),
         index,
         rotation: 0.0,
         locked: !ctx.complete,
         created_by: ctx.author(),
+        ..shape.clone()
     };
-    let shape = from_simple(simple, &base)?;
     write_shape(txn, &shape);
     ctx.created.push(shape.id);
     Ok(())
@@ -108,31 +117,29 @@ impl CanvasAction for Create {
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
+    ) -> Result<Parsed, ActionError> {
         let mut notes = Vec::new();
-        let shape = obj(action)?
-            .get_mut("shape")
-            .ok_or_else(|| super::common::missing(ctx, "shape"))?;
-        sanitize_new_shape(txn, shape, ctx, &mut notes)?;
-        Ok(Sanitized { notes })
+        let simple = o.get("shape").ok_or_else(|| missing(ctx, "shape"))?;
+        let shape = parse_new_shape(txn, simple, ctx, &mut notes)?;
+        Ok(Parsed {
+            args: CreateArgs { shape }.into(),
+            notes,
+        })
     }
+}
 
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        let shape = obj_ref(action)?
-            .get("shape")
-            .ok_or_else(|| ActionError::Invalid("'shape' is required".into()))?;
-        create_shape(txn, shape, ctx)
-    }
+/// Applies `create`.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &CreateArgs,
+    ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    create_shape(txn, &args.shape, ctx)
 }
 
 #[cfg(test)]

@@ -5,15 +5,23 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{get_str, missing, obj, obj_ref, schema};
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
-use crate::canvas::coerce::string_field;
+use super::common::{opt_string, schema, string};
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Note, Parsed};
 use crate::canvas::ids::{IdRenames, ensure_shape_id_is_unique};
 use crate::canvas::page::{create_page, page_indexes};
 use crate::canvas::zorder::index_above;
 
 /// The `create-page` action.
 pub struct CreatePage;
+
+/// The arguments of `create-page`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreatePageArgs {
+    /// A free `page:` id.
+    pub page_id: String,
+    /// The name shown.
+    pub name: String,
+}
 
 /// `page:`-prefixed form of a page id or name.
 pub fn page_id_of(raw: &str) -> String {
@@ -53,43 +61,48 @@ impl CanvasAction for CreatePage {
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
+    ) -> Result<Parsed, ActionError> {
         let mut notes = Vec::new();
-        let o = obj(action)?;
-        let name = string_field(o, "name")?.ok_or_else(|| missing(ctx, "name"))?;
-        let wanted = page_id_of(&string_field(o, "pageId")?.unwrap_or_else(|| name.clone()));
+        let name = string(o, "name", ctx)?;
+        let wanted = page_id_of(&opt_string(o, "pageId")?.unwrap_or_else(|| name.clone()));
         let pages: Vec<String> = page_indexes(txn).into_iter().map(|(id, _)| id).collect();
-        let id = ensure_shape_id_is_unique(
+        // Page ids follow the same rules as shape ids, collisions included.
+        let page_id = ensure_shape_id_is_unique(
             &wanted,
             |i| pages.iter().any(|p| p == i),
             &mut IdRenames::default(),
-        )?;
-        if id != wanted {
-            notes.push(format!("page '{wanted}' exists: the new page is '{id}'"));
+        )?
+        .into_string();
+        if page_id != wanted {
+            notes.push(Note::PageTaken {
+                wanted,
+                got: page_id.clone(),
+            });
         }
-        o.insert("pageId".into(), Value::String(id));
-        Ok(Sanitized { notes })
+        Ok(Parsed {
+            args: CreatePageArgs { page_id, name }.into(),
+            notes,
+        })
     }
+}
 
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        _ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        let o = obj_ref(action)?;
-        let indexes = page_indexes(txn);
-        let index = index_above(indexes.iter().map(|(_, i)| i.as_str()));
-        if !create_page(txn, get_str(o, "pageId"), get_str(o, "name"), &index) {
-            return Err(ActionError::Invalid("that page exists already".into()));
-        }
-        Ok(())
+/// Applies `create-page`: the page goes after the existing ones.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &CreatePageArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    let indexes = page_indexes(txn);
+    let index = index_above(indexes.iter().map(|(_, i)| i.as_str()));
+    if !create_page(txn, &args.page_id, &args.name, &index) {
+        return Err(ActionError::Invalid("that page exists already".into()));
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -4,12 +4,20 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{get_str, obj, obj_ref, schema, shape_ref};
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
+use super::common::{schema, shape_ref};
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::shape::{ShapeProps, delete_shape, list_shapes, write_shape};
+use crate::ids::ShapeId;
 
 /// The `delete` action.
 pub struct Delete;
+
+/// The arguments of `delete`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeleteArgs {
+    /// The shape removed.
+    pub shape: ShapeId,
+}
 
 impl CanvasAction for Delete {
     fn name(&self) -> &'static str {
@@ -25,40 +33,40 @@ impl CanvasAction for Delete {
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        shape_ref(txn, obj(action)?, "shapeId", ctx)?;
-        Ok(Sanitized::default())
+    ) -> Result<Parsed, ActionError> {
+        let shape = shape_ref(txn, o, "shapeId", ctx)?;
+        Ok(Parsed::clean(DeleteArgs { shape }))
     }
+}
 
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        _ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        let id = get_str(obj_ref(action)?, "shapeId").to_owned();
-        delete_shape(txn, &id);
-        for mut s in list_shapes(txn) {
-            if let ShapeProps::Connector(c) = &mut s.props {
-                let mut changed = false;
-                for end in [&mut c.from_id, &mut c.to_id] {
-                    if end.as_deref() == Some(id.as_str()) {
-                        *end = None;
-                        changed = true;
-                    }
-                }
-                if changed {
-                    write_shape(txn, &s);
+/// Applies `delete`.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &DeleteArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    let id = args.shape.as_str();
+    delete_shape(txn, id);
+    for mut s in list_shapes(txn) {
+        if let ShapeProps::Connector(c) = &mut s.props {
+            let mut changed = false;
+            for end in [&mut c.from_id, &mut c.to_id] {
+                if end.as_deref() == Some(id) {
+                    *end = None;
+                    changed = true;
                 }
             }
+            if changed {
+                write_shape(txn, &s);
+            }
         }
-        Ok(())
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -5,16 +5,53 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    ShapeList, edit_shape_list, enum_schema, get_str, ids_schema, one_of, schema, shape_list,
+    choice, closed_schema, closed_set, edit_shapes, ids_schema, schema, shape_list,
 };
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
+use crate::canvas::Shape;
 use crate::canvas::geometry::shape_bounds;
+use crate::ids::ShapeId;
 
 /// The `distribute` action.
 pub struct Distribute;
 
-/// Horizontal or vertical.
-pub(crate) const DIRECTIONS: &[&str] = &["horizontal", "vertical"];
+closed_set!(
+    /// An axis along which shapes are spaced or stacked.
+    pub Direction {
+        /// Along x.
+        Horizontal = "horizontal",
+        /// Along y.
+        Vertical = "vertical",
+    }
+);
+
+impl Direction {
+    /// Where `s` starts along this axis and how long it is.
+    pub(crate) fn extent(self, s: &Shape) -> (f64, f64) {
+        let b = shape_bounds(s);
+        match self {
+            Direction::Horizontal => (b.x, b.w),
+            Direction::Vertical => (b.y, b.h),
+        }
+    }
+
+    /// Moves `s` by `d` along this axis.
+    pub(crate) fn shift(self, s: &mut Shape, d: f64) {
+        match self {
+            Direction::Horizontal => s.translate(d, 0.0),
+            Direction::Vertical => s.translate(0.0, d),
+        }
+    }
+}
+
+/// The arguments of `distribute`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DistributeArgs {
+    /// The shapes spaced (nothing happens below three).
+    pub shapes: Vec<ShapeId>,
+    /// Along which axis.
+    pub direction: Direction,
+}
 
 impl CanvasAction for Distribute {
     fn name(&self) -> &'static str {
@@ -25,48 +62,44 @@ impl CanvasAction for Distribute {
         schema(
             "distribute",
             "Space three or more shapes evenly.",
-            json!({"shapeIds": ids_schema(), "direction": enum_schema(DIRECTIONS)}),
+            json!({"shapeIds": ids_schema(), "direction": closed_schema::<Direction>()}),
             &["shapeIds", "direction"],
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        let ShapeList {
-            fields: o, notes, ..
-        } = shape_list(txn, action, ctx)?;
-        one_of(o, "direction", DIRECTIONS, None, ctx)?;
-        Ok(Sanitized { notes })
-    }
-
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        _ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        edit_shape_list(txn, action, |o, shapes| distribute(o, shapes))
+    ) -> Result<Parsed, ActionError> {
+        let (shapes, notes) = shape_list(txn, o, ctx)?;
+        let direction = choice(o, "direction", None, ctx)?;
+        Ok(Parsed {
+            args: DistributeArgs { shapes, direction }.into(),
+            notes,
+        })
     }
 }
 
-/// Spaces `shapes` evenly as the sanitized action `o` says (nothing below three shapes).
-fn distribute(o: &serde_json::Map<String, Value>, shapes: &mut [crate::canvas::Shape]) {
+/// Applies `distribute`.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &DistributeArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    edit_shapes(txn, &args.shapes, |shapes| {
+        distribute(args.direction, shapes)
+    })
+}
+
+/// Spaces `shapes` evenly along `axis` (nothing below three shapes).
+fn distribute(axis: Direction, shapes: &mut [Shape]) {
     if shapes.len() < 3 {
         return;
     }
-    let horizontal = get_str(o, "direction") == "horizontal";
-    let start = |s: &crate::canvas::Shape| {
-        let b = shape_bounds(s);
-        if horizontal { b.x } else { b.y }
-    };
-    let len = |s: &crate::canvas::Shape| {
-        let b = shape_bounds(s);
-        if horizontal { b.w } else { b.h }
-    };
+    let start = |s: &Shape| axis.extent(s).0;
+    let len = |s: &Shape| axis.extent(s).1;
     shapes.sort_by(|a, b| start(a).total_cmp(&start(b)));
     let (Some(first), Some(last)) = (shapes.first(), shapes.last()) else {
         return;
@@ -78,11 +111,7 @@ fn distribute(o: &serde_json::Map<String, Value>, shapes: &mut [crate::canvas::S
     for s in shapes {
         let d = cursor - start(s);
         cursor += len(s) + gap;
-        if horizontal {
-            s.translate(d, 0.0);
-        } else {
-            s.translate(0.0, d);
-        }
+        axis.shift(s, d);
     }
 }
 

@@ -3,13 +3,22 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{get_str, load, missing, obj, obj_ref, schema, shape_ref};
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
-use crate::canvas::coerce::string_field;
+use super::common::{load, schema, shape_ref, string};
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::shape::write_shape;
+use crate::ids::ShapeId;
 
 /// The `label` action.
 pub struct Label;
+
+/// The arguments of `label`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelArgs {
+    /// A shape that holds text.
+    pub shape: ShapeId,
+    /// Its new text.
+    pub text: String,
+}
 
 impl CanvasAction for Label {
     fn name(&self) -> &'static str {
@@ -25,37 +34,35 @@ impl CanvasAction for Label {
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        let o = obj(action)?;
-        let id = shape_ref(txn, o, "shapeId", ctx)?;
-        string_field(o, "text")?.ok_or_else(|| missing(ctx, "text"))?;
-        if load(txn, &id)?.text().is_none() {
+    ) -> Result<Parsed, ActionError> {
+        let shape = shape_ref(txn, o, "shapeId", ctx)?;
+        let text = string(o, "text", ctx)?;
+        if load(txn, &shape)?.text().is_none() {
             return Err(ActionError::Invalid(format!(
-                "shape '{id}' cannot hold text"
+                "shape '{shape}' cannot hold text"
             )));
         }
-        Ok(Sanitized::default())
+        Ok(Parsed::clean(LabelArgs { shape, text }))
     }
+}
 
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        _ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        let o = obj_ref(action)?;
-        let mut shape = load(txn, get_str(o, "shapeId"))?;
-        if !shape.set_text(get_str(o, "text").to_owned()) {
-            return Err(ActionError::Invalid("this shape cannot hold text".into()));
-        }
-        write_shape(txn, &shape);
-        Ok(())
+/// Applies `label`.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &LabelArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    let mut shape = load(txn, &args.shape)?;
+    if !shape.set_text(args.text.clone()) {
+        return Err(ActionError::Invalid("this shape cannot hold text".into()));
     }
+    write_shape(txn, &shape);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,10 +1,13 @@
 //! Fairy actions: one file per action, each with its JSON schema (for the model's response
-//! schema), `sanitize`, `apply` to the document, and whether it saves to chat history; one
-//! [`Registry`] that refuses duplicate names.
+//! schema), a `parse` from the model's JSON to typed arguments, an `apply` of those arguments
+//! to the document, and whether it saves to chat history; one [`Registry`] that refuses
+//! duplicate names.
 //!
 //! # Layout
-//! - this file: the [`CanvasAction`] trait, [`ActionCtx`], [`ActionError`], the [`Registry`];
-//! - [`common`]: id, number and enum helpers shared by the sanitizers, schema builders;
+//! - this file: the [`CanvasAction`] trait, [`CanvasArgs`] (the typed arguments of every canvas
+//!   action), [`Note`], [`ActionCtx`], [`ActionError`], the [`Registry`];
+//! - [`common`]: id, number and closed-set readers shared by the parsers, the list-of-shapes
+//!   preamble and apply frame, schema builders;
 //! - one file per canvas action: `create`, `update`, `delete`, `move_`, `label`, `place`,
 //!   `align`, `distribute`, `stack`, `rotate`, `resize`, `restack` (bring-to-front and
 //!   send-to-back as one `Restack { front }`),
@@ -15,6 +18,23 @@
 //! [`RuntimeAction`]s: a name, a schema and the history flag, with the same duplicate check,
 //! so one registry produces the model's whole response schema.
 //!
+//! # Parse → typed arguments → apply
+//! A canvas action is read from the model's JSON once: the [`Registry`] refuses what is not
+//! an action at all (not an object, no `_type`, an unknown or non-canvas name) in one place,
+//! then the action's [`CanvasAction::parse`] turns the object into its arguments struct
+//! (`MoveArgs { shape: ShapeId, x, y, anchor: Anchor }`…), making the corrections the model
+//! needs (renamed and dropped ids, `"12"` → 12, model → page coordinates, defaults written in
+//! the schema) and recording each as a [`Note`]. [`CanvasArgs::apply`] then changes the
+//! document from the arguments alone: no JSON is read again and nothing defaults silently.
+//!
+//! Type erasure: the registry holds `Arc<dyn CanvasAction>` parsers keyed by name (object
+//! safe: `parse` returns the closed enum [`CanvasArgs`], one variant per action), and apply
+//! dispatches on that enum with an exhaustive `match`. An enum rather than a trait with an
+//! associated `Args` type behind a wrapper: the set of canvas actions is closed and owned by
+//! this module, the enum derives `Debug`/`PartialEq`/`Clone` for every action at once (the
+//! tentative application compares and keeps parsed versions), and adding an action is one
+//! variant plus one match arm that the compiler asks for.
+//!
 //! # How the fairy runtime calls this
 //! ```no_run
 //! use fairyring::agent::actions::{ActionCtx, Registry};
@@ -23,17 +43,17 @@
 //! let registry = Registry::canvas();             // + registry.register_runtime(...)
 //! let mut ctx = ActionCtx::new("f1");            // per request: renames, transform, page
 //! let mut tentative = Tentative::new(&doc, "f1");
-//! let mut action = serde_json::json!({"_type": "move", "shapeId": "box1", "x": 10, "y": 20});
+//! let action = serde_json::json!({"_type": "move", "shapeId": "box1", "x": 10, "y": 20});
 //! // While the action streams (incomplete): revert the previous version, apply this one.
 //! let _ = tentative.apply_tentative(&registry, &action, &mut ctx);
 //! // When it completes: replace the tentative version by the complete one and keep it.
 //! let _ = tentative.apply_complete(&registry, &action, &mut ctx);
-//! // Without tentative application: sanitize + apply in one fairy transaction.
+//! // Without tentative application: parse + apply in one fairy transaction.
 //! let _ = registry.apply(&doc, &action, &mut ctx);
 //! ```
-//! `sanitize` rewrites the action JSON in place (model coordinates → page coordinates,
-//! `"12"` → 12, renamed and dropped ids) and returns notes to tell the model; it must run on
-//! each freshly parsed version exactly once. `apply` reads the sanitized JSON.
+//! `parse` reads the document and updates the request's [`ActionCtx`] (renames): it must run
+//! on each freshly received version exactly once, against the document that version is
+//! applied to.
 
 pub mod align;
 pub mod change_page;
@@ -63,6 +83,7 @@ use crate::canvas::CanvasError;
 use crate::canvas::ids::IdRenames;
 use crate::canvas::schema::MAIN_PAGE;
 use crate::canvas::transform::PromptTransform;
+use crate::ids::ShapeId;
 use crate::origin::TxnOrigin;
 
 /// Why an action was not applied. `Invalid` and `Canvas` messages are written for the model.
@@ -88,12 +109,159 @@ pub enum ActionError {
     Duplicate(String),
 }
 
-/// What sanitizing told the model (renames, dropped references); empty when nothing changed.
+/// One correction made while parsing an action, told to the model ([`Note`]'s `Display` is
+/// the sentence it reads).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Note {
+    /// A reference in a list of shapes was left out.
+    Ignored {
+        /// The id as the model wrote it.
+        reference: String,
+        /// Why it could not be used.
+        why: ActionError,
+    },
+    /// A new shape's id was taken; the shape got another one (later references follow).
+    IdTaken {
+        /// The id the model asked for.
+        wanted: String,
+        /// The id the shape got.
+        got: ShapeId,
+    },
+    /// An arrow's binding named a shape that does not exist; the end stays unbound.
+    BindingDropped {
+        /// `fromId` or `toId`.
+        binding: &'static str,
+        /// The id the model wrote.
+        target: String,
+    },
+    /// A new page's id was taken; the page got another one.
+    PageTaken {
+        /// The page id the model asked for.
+        wanted: String,
+        /// The id the page got.
+        got: String,
+    },
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Note::Ignored { reference, why } => write!(f, "ignored '{reference}': {why}"),
+            Note::IdTaken { wanted, got } => {
+                write!(f, "shape id '{wanted}' was taken: the new shape is '{got}'")
+            }
+            Note::BindingDropped { binding, target } => {
+                write!(f, "'{binding}' '{target}' does not exist: dropped")
+            }
+            Note::PageTaken { wanted, got } => {
+                write!(f, "page '{wanted}' exists: the new page is '{got}'")
+            }
+        }
+    }
+}
+
+/// An action's typed arguments and the corrections parsing made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    /// What [`CanvasArgs::apply`] applies.
+    pub args: CanvasArgs,
+    /// The corrections, in the order they were made.
+    pub notes: Vec<Note>,
+}
+
+impl Parsed {
+    /// Arguments without corrections.
+    pub fn clean(args: impl Into<CanvasArgs>) -> Self {
+        Parsed {
+            args: args.into(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// What the model is told about an applied action: one sentence per [`Note`] (renames,
+/// dropped references); empty when nothing changed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sanitized {
     /// One sentence per correction.
     pub notes: Vec<String>,
 }
+
+impl From<&[Note]> for Sanitized {
+    fn from(notes: &[Note]) -> Self {
+        Sanitized {
+            notes: notes.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
+/// Declares [`CanvasArgs`] from one list: the enum, `From<XArgs>` for each variant, and
+/// [`CanvasArgs::apply`] dispatching to each action module's `apply(txn, &args, ctx)`.
+macro_rules! canvas_args {
+    ($($(#[$doc:meta])* $variant:ident($module:ident::$args:ident)),+ $(,)?) => {
+        /// The typed arguments of every canvas action, one variant per action (see the module
+        /// documentation for why an enum).
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum CanvasArgs {
+            $($(#[$doc])* $variant($module::$args)),+
+        }
+
+        $(impl From<$module::$args> for CanvasArgs {
+            fn from(args: $module::$args) -> Self {
+                CanvasArgs::$variant(args)
+            }
+        })+
+
+        impl CanvasArgs {
+            /// Applies parsed arguments inside `txn` (whose origin is the fairy's), against
+            /// the document they were parsed against.
+            pub fn apply(
+                &self,
+                txn: &mut TransactionMut<'_>,
+                ctx: &mut ActionCtx,
+            ) -> Result<(), ActionError> {
+                match self {
+                    $(CanvasArgs::$variant(args) => $module::apply(txn, args, ctx)),+
+                }
+            }
+        }
+    };
+}
+
+canvas_args!(
+    /// `create`.
+    Create(create::CreateArgs),
+    /// `update`.
+    Update(update::UpdateArgs),
+    /// `delete`.
+    Delete(delete::DeleteArgs),
+    /// `move`.
+    Move(move_::MoveArgs),
+    /// `label`.
+    Label(label::LabelArgs),
+    /// `place`.
+    Place(place::PlaceArgs),
+    /// `align`.
+    Align(align::AlignArgs),
+    /// `distribute`.
+    Distribute(distribute::DistributeArgs),
+    /// `stack`.
+    Stack(stack::StackArgs),
+    /// `rotate`.
+    Rotate(rotate::RotateArgs),
+    /// `resize`.
+    Resize(resize::ResizeArgs),
+    /// `bring-to-front` and `send-to-back`.
+    Restack(restack::RestackArgs),
+    /// `pen`.
+    Pen(pen::PenArgs),
+    /// `clear`.
+    Clear(clear::ClearArgs),
+    /// `create-page`.
+    CreatePage(create_page::CreatePageArgs),
+    /// `change-page`.
+    ChangePage(change_page::ChangePageArgs),
+);
 
 /// Per-request state shared by every action of one fairy request.
 #[derive(Debug, Clone)]
@@ -102,7 +270,7 @@ pub struct ActionCtx {
     pub fairy_id: String,
     /// The page the fairy works on (changed by `change-page`).
     pub page_id: String,
-    /// Ids renamed while sanitizing this request; later references follow them.
+    /// Ids renamed while parsing this request's actions; later references follow them.
     pub renames: IdRenames,
     /// Chat-origin offset and rounding memory of this request's prompt.
     pub transform: PromptTransform,
@@ -136,7 +304,8 @@ impl ActionCtx {
     }
 }
 
-/// One canvas action. Implementations are stateless; all request state is in [`ActionCtx`].
+/// One canvas action's parser. Implementations are stateless; all request state is in
+/// [`ActionCtx`].
 pub trait CanvasAction: Send + Sync {
     /// The `_type` the model writes (kebab-case).
     fn name(&self) -> &'static str;
@@ -146,21 +315,19 @@ pub trait CanvasAction: Send + Sync {
     fn saves_to_history(&self) -> bool {
         true
     }
-    /// Validates and normalises `action` in place against the document as `txn` sees it.
-    fn sanitize(
+    /// Reads the action object (already known to be one, of this action's `_type`) into typed
+    /// arguments, against the document as `txn` sees it. A missing required field is
+    /// `Incomplete` while the action streams (`ctx.complete` false) and `Invalid` once complete.
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        fields: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError>;
-    /// Applies a sanitized action inside `txn` (whose origin is the fairy's).
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError>;
+    ) -> Result<Parsed, ActionError>;
 }
+
+/// The fields of an action object, as the model wrote them.
+pub type Fields = serde_json::Map<String, Value>;
 
 /// A non-canvas action owned by the fairy runtime: the registry only knows its name, schema
 /// and history flag.
@@ -278,17 +445,35 @@ impl Registry {
         self.actions.get(name)
     }
 
-    /// The canvas action for an action object's `_type`.
-    pub fn canvas_handler(&self, action: &Value) -> Result<&Arc<dyn CanvasAction>, ActionError> {
-        let name = action
-            .get("_type")
-            .and_then(Value::as_str)
-            .ok_or_else(|| ActionError::Invalid("the action has no '_type'".into()))?;
+    /// The action object and its canvas parser: everything that is not an action of this
+    /// registry's canvas set is refused here, once for every action.
+    pub fn canvas_handler<'a>(
+        &self,
+        action: &'a Value,
+    ) -> Result<(&Arc<dyn CanvasAction>, &'a Fields), ActionError> {
+        // Anything but an object has no `_type` either: one message for both.
+        let (Some(fields), Some(name)) = (
+            action.as_object(),
+            action.get("_type").and_then(Value::as_str),
+        ) else {
+            return Err(ActionError::Invalid("the action has no '_type'".into()));
+        };
         match self.actions.get(name) {
-            Some(Registered::Canvas(h)) => Ok(h),
+            Some(Registered::Canvas(h)) => Ok((h, fields)),
             Some(Registered::Runtime(_)) => Err(ActionError::NotCanvas(name.into())),
             None => Err(ActionError::Unknown(name.chars().take(64).collect())),
         }
+    }
+
+    /// Parses a canvas action against the document as `txn` sees it.
+    pub fn parse(
+        &self,
+        txn: &TransactionMut<'_>,
+        action: &Value,
+        ctx: &mut ActionCtx,
+    ) -> Result<Parsed, ActionError> {
+        let (handler, fields) = self.canvas_handler(action)?;
+        handler.parse(txn, fields, ctx)
     }
 
     /// Registered names, sorted.
@@ -306,37 +491,39 @@ impl Registry {
         })
     }
 
-    /// Sanitizes and applies one canvas action in a single transaction with the fairy's origin.
-    /// The sanitized JSON is returned through `action`.
+    /// Parses and applies one canvas action in `txn` (whose origin is the fairy's); returns
+    /// the parsed version with what the model is told.
     pub fn apply_in(
         &self,
         txn: &mut TransactionMut<'_>,
-        action: &mut Value,
+        action: &Value,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        let handler = self.canvas_handler(action)?.clone();
+    ) -> Result<Parsed, ActionError> {
         ctx.created.clear();
-        let notes = handler.sanitize(txn, action, ctx)?;
-        handler.apply(txn, action, ctx)?;
-        Ok(notes)
+        let parsed = self.parse(txn, action, ctx)?;
+        parsed.args.apply(txn, ctx)?;
+        Ok(parsed)
     }
 
-    /// [`Registry::apply_in`] in a new transaction on `doc` with the fairy's origin. Takes a
-    /// copy of `action` and returns the notes; `ctx.complete` decides about `locked`.
+    /// [`Registry::apply_in`] in a new transaction on `doc` with the fairy's origin; returns
+    /// what the model is told. `ctx.complete` decides about `locked`.
     pub fn apply(
         &self,
         doc: &Doc,
         action: &Value,
         ctx: &mut ActionCtx,
     ) -> Result<Sanitized, ActionError> {
-        let mut action = action.clone();
         let mut txn = doc.transact_mut_with(yrs::Origin::from(&ctx.origin()));
-        self.apply_in(&mut txn, &mut action, ctx)
+        self.apply_in(&mut txn, action, ctx)
+            .map(|p| Sanitized::from(p.notes.as_slice()))
     }
 }
 
 #[cfg(test)]
 pub(crate) mod test_util;
+
+#[cfg(test)]
+mod parse_tests;
 
 #[cfg(test)]
 mod tests {

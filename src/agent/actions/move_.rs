@@ -5,47 +5,73 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    enum_schema, get_num, get_str, load, num_schema, number, obj, obj_ref, one_of, schema,
-    shape_ref,
+    ClosedSet, choice, closed_schema, closed_set, load, num_schema, number, schema, shape_ref,
 };
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
-use crate::canvas::coerce::number_value;
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::geometry::{Bounds, shape_bounds};
 use crate::canvas::shape::write_shape;
+use crate::ids::ShapeId;
 
 /// The `move` action.
 pub struct Move;
 
-/// The 9 anchor names.
-pub const ANCHORS: &[&str] = &[
-    "top-left",
-    "top-center",
-    "top-right",
-    "center-left",
-    "center",
-    "center-right",
-    "bottom-left",
-    "bottom-center",
-    "bottom-right",
-];
+closed_set!(
+    /// The 9 points of a shape's bounds an action can name.
+    pub Anchor {
+        /// `top-left` (the default).
+        TopLeft = "top-left",
+        /// `top-center`.
+        TopCenter = "top-center",
+        /// `top-right`.
+        TopRight = "top-right",
+        /// `center-left`.
+        CenterLeft = "center-left",
+        /// `center`.
+        Center = "center",
+        /// `center-right`.
+        CenterRight = "center-right",
+        /// `bottom-left`.
+        BottomLeft = "bottom-left",
+        /// `bottom-center`.
+        BottomCenter = "bottom-center",
+        /// `bottom-right`.
+        BottomRight = "bottom-right",
+    }
+);
 
-/// The point of `b` an anchor names.
-pub fn anchor_point(b: &Bounds, anchor: &str) -> (f64, f64) {
-    let fx = if anchor.ends_with("left") {
-        0.0
-    } else if anchor.ends_with("right") {
-        1.0
-    } else {
-        0.5
-    };
-    let fy = if anchor.starts_with("top") {
-        0.0
-    } else if anchor.starts_with("bottom") {
-        1.0
-    } else {
-        0.5
-    };
-    (b.x + fx * b.w, b.y + fy * b.h)
+impl Anchor {
+    /// The point of `b` this anchor names.
+    pub fn point(self, b: &Bounds) -> (f64, f64) {
+        let name = self.name();
+        let fx = if name.ends_with("left") {
+            0.0
+        } else if name.ends_with("right") {
+            1.0
+        } else {
+            0.5
+        };
+        let fy = if name.starts_with("top") {
+            0.0
+        } else if name.starts_with("bottom") {
+            1.0
+        } else {
+            0.5
+        };
+        (b.x + fx * b.w, b.y + fy * b.h)
+    }
+}
+
+/// The arguments of `move`: the anchor of `shape` goes to `(x, y)` (page coordinates).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MoveArgs {
+    /// The shape moved.
+    pub shape: ShapeId,
+    /// Target x in page px.
+    pub x: f64,
+    /// Target y in page px.
+    pub y: f64,
+    /// Which point of the shape's bounds lands on the target.
+    pub anchor: Anchor,
 }
 
 impl CanvasAction for Move {
@@ -61,47 +87,41 @@ impl CanvasAction for Move {
                 "shapeId": {"type": "string"},
                 "x": num_schema("target x"),
                 "y": num_schema("target y"),
-                "anchor": enum_schema(ANCHORS),
+                "anchor": closed_schema::<Anchor>(),
             }),
             &["shapeId", "x", "y"],
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        let o = obj(action)?;
-        let id = shape_ref(txn, o, "shapeId", ctx)?;
+    ) -> Result<Parsed, ActionError> {
+        let shape = shape_ref(txn, o, "shapeId", ctx)?;
         let x = number(o, "x", ctx)?;
         let y = number(o, "y", ctx)?;
-        o.insert(
-            "x".into(),
-            number_value(ctx.transform.from_model(&id, "x", x)),
-        );
-        o.insert(
-            "y".into(),
-            number_value(ctx.transform.from_model(&id, "y", y)),
-        );
-        one_of(o, "anchor", ANCHORS, Some("top-left"), ctx)?;
-        Ok(Sanitized::default())
+        Ok(Parsed::clean(MoveArgs {
+            x: ctx.transform.from_model(shape.as_str(), "x", x),
+            y: ctx.transform.from_model(shape.as_str(), "y", y),
+            anchor: choice(o, "anchor", Some(Anchor::TopLeft), ctx)?,
+            shape,
+        }))
     }
+}
 
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        _ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        let o = obj_ref(action)?;
-        let mut shape = load(txn, get_str(o, "shapeId"))?;
-        let (ax, ay) = anchor_point(&shape_bounds(&shape), get_str(o, "anchor"));
-        shape.translate(get_num(o, "x") - ax, get_num(o, "y") - ay);
-        write_shape(txn, &shape);
-        Ok(())
-    }
+/// Applies `move`.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &MoveArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    let mut shape = load(txn, &args.shape)?;
+    let (ax, ay) = args.anchor.point(&shape_bounds(&shape));
+    shape.translate(args.x - ax, args.y - ay);
+    write_shape(txn, &shape);
+    Ok(())
 }
 
 #[cfg(test)]

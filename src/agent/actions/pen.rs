@@ -6,15 +6,63 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{all_ids, enum_schema, get_str, missing, obj, obj_ref, one_of, schema};
+use super::common::{
+    ClosedSet, all_ids, choice, closed_schema, closed_set, missing, opt_bool, schema,
+};
 use super::create::create_shape;
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
-use crate::canvas::coerce::{bool_field, clamp_coord, coerce_number, number_value};
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
+use crate::canvas::Shape;
+use crate::canvas::coerce::{clamp_coord, coerce_number};
 use crate::canvas::format::MAX_PEN_POINTS;
+use crate::canvas::geometry::Bounds;
 use crate::canvas::ids::{IdRenames, ensure_shape_id_is_unique};
+use crate::canvas::schema::{normalize_color, normalize_fill};
+use crate::canvas::shape::ShapeProps;
+use crate::ids::ShapeId;
 
 /// The `pen` action.
 pub struct Pen;
+
+closed_set!(
+    /// How the stroke joins its points.
+    pub PenStyle {
+        /// A Catmull-Rom curve (the default).
+        Smooth = "smooth",
+        /// Straight segments.
+        Straight = "straight",
+    }
+);
+
+closed_set!(
+    /// A shape's fill (the document's fill names).
+    pub Fill {
+        /// No fill.
+        Unfilled = "none",
+        /// Translucent.
+        Semi = "semi",
+        /// Opaque.
+        Solid = "solid",
+        /// Hatched.
+        Pattern = "pattern",
+    }
+);
+
+/// The arguments of `pen`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PenArgs {
+    /// The stroke's generated id (`pen`, `pen-1`, …).
+    pub id: ShapeId,
+    /// The points given, in page px (at least 2, at most `MAX_PEN_POINTS`).
+    pub points: Vec<(f64, f64)>,
+    /// How they are joined.
+    pub style: PenStyle,
+    /// Whether the end joins the start.
+    pub closed: bool,
+    /// A known color name; unknown or absent: the document's default.
+    pub color: Option<&'static str>,
+    /// A known fill; unknown or absent: none.
+    pub fill: Option<Fill>,
+}
 
 /// Distance between interpolated points, in px.
 pub const STEP: f64 = 10.0;
@@ -95,7 +143,7 @@ fn decimate(points: Vec<(f64, f64)>, max: usize) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn read_points(o: &serde_json::Map<String, Value>) -> Vec<(f64, f64)> {
+fn read_points(o: &Fields) -> Vec<(f64, f64)> {
     let Some(Value::Array(items)) = o.get("points") else {
         return Vec::new();
     };
@@ -121,24 +169,24 @@ impl CanvasAction for Pen {
             "Draw a freehand stroke through points.",
             json!({
                 "points": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}, "required": ["x", "y"]}, "minItems": 2},
-                "style": enum_schema(&["smooth", "straight"]),
+                "style": closed_schema::<PenStyle>(),
                 "closed": {"type": "boolean"},
                 "color": {"type": "string"},
-                "fill": enum_schema(crate::canvas::schema::FILLS),
+                "fill": closed_schema::<Fill>(),
             }),
             &["points"],
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        let o = obj(action)?;
-        ctx.transform.shape_from_model(o);
-        let points = read_points(o);
+    ) -> Result<Parsed, ActionError> {
+        let mut page = o.clone();
+        ctx.transform.shape_from_model(&mut page);
+        let points = read_points(&page);
         if points.len() < 2 {
             return Err(if ctx.complete {
                 ActionError::Invalid(
@@ -148,45 +196,58 @@ impl CanvasAction for Pen {
                 missing(ctx, "points")
             });
         }
-        o.insert(
-            "points".into(),
-            Value::Array(
-                points
-                    .iter()
-                    .map(|(x, y)| json!({"x": number_value(*x), "y": number_value(*y)}))
-                    .collect(),
-            ),
-        );
-        one_of(o, "style", &["smooth", "straight"], Some("smooth"), ctx)?;
-        let closed = bool_field(o, "closed")?.unwrap_or(false);
-        o.insert("closed".into(), Value::Bool(closed));
+        let style = choice(o, "style", Some(PenStyle::Smooth), ctx)?;
+        let closed = opt_bool(o, "closed")?.unwrap_or(false);
         let ids = all_ids(txn);
         let id = ensure_shape_id_is_unique("pen", |i| ids.contains(i), &mut IdRenames::default())?;
-        o.insert("shapeId".into(), Value::String(id));
-        Ok(Sanitized::default())
+        let name = |field: &str| o.get(field).and_then(Value::as_str);
+        Ok(Parsed::clean(PenArgs {
+            id,
+            points,
+            style,
+            closed,
+            color: name("color").and_then(normalize_color),
+            fill: name("fill")
+                .and_then(normalize_fill)
+                .and_then(Fill::from_name),
+        }))
     }
+}
 
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        let o = obj_ref(action)?;
-        let stroke = interpolate(
-            &read_points(o),
-            get_str(o, "style") != "straight",
-            o.get("closed").and_then(Value::as_bool).unwrap_or(false),
-        );
-        let simple = json!({
-            "_type": "pen",
-            "shapeId": get_str(o, "shapeId"),
-            "color": o.get("color").cloned().unwrap_or(Value::Null),
-            "fill": o.get("fill").cloned().unwrap_or(Value::Null),
-            "points": stroke.iter().map(|(x, y)| json!({"x": number_value(*x), "y": number_value(*y)})).collect::<Vec<_>>(),
-        });
-        create_shape(txn, &simple, ctx)
+/// The `draw` shape of a stroke through `points` (page px), clamped to the canvas.
+fn stroke_shape(args: &PenArgs, points: &[(f64, f64)]) -> Shape {
+    let abs: Vec<(f64, f64)> = points
+        .iter()
+        .map(|&(x, y)| (clamp_coord(x), clamp_coord(y)))
+        .collect();
+    let b = Bounds::from_points(abs.iter().copied()).unwrap_or_default();
+    Shape {
+        id: args.id.as_str().to_owned(),
+        type_name: "draw".into(),
+        page_id: String::new(),
+        x: b.x,
+        y: b.y,
+        rotation: 0.0,
+        index: String::new(),
+        color: args.color.unwrap_or("black").into(),
+        fill: args.fill.unwrap_or(Fill::Unfilled).name().into(),
+        note: String::new(),
+        locked: false,
+        created_by: String::new(),
+        props: ShapeProps::Draw {
+            points: abs.iter().map(|(x, y)| (x - b.x, y - b.y)).collect(),
+        },
     }
+}
+
+/// Applies `pen`: interpolates the stroke and creates it as a new fairy shape.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &PenArgs,
+    ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    let stroke = interpolate(&args.points, args.style == PenStyle::Smooth, args.closed);
+    create_shape(txn, &stroke_shape(args, &stroke), ctx)
 }
 
 #[cfg(test)]

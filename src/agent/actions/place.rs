@@ -7,41 +7,74 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    enum_schema, get_num, get_str, load, num_schema, number_or, obj, obj_ref, one_of, schema,
-    shape_ref,
+    choice, closed_schema, closed_set, load, num_schema, number_or, schema, shape_ref,
 };
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::geometry::{Bounds, shape_bounds};
 use crate::canvas::shape::write_shape;
+use crate::ids::ShapeId;
 
 /// The `place` action.
 pub struct Place;
 
-const SIDES: &[&str] = &["top", "bottom", "left", "right"];
-const ALIGNS: &[&str] = &["start", "center", "end"];
+closed_set!(
+    /// The edge of the reference shape the placed shape goes against.
+    pub Side {
+        /// Above.
+        Top = "top",
+        /// Below.
+        Bottom = "bottom",
+        /// To the left.
+        Left = "left",
+        /// To the right.
+        Right = "right",
+    }
+);
 
-/// Where the top-left of bounds `s` goes when placed against `r`.
-pub fn placed_origin(
-    s: &Bounds,
-    r: &Bounds,
-    side: &str,
-    side_offset: f64,
-    align: &str,
-    align_offset: f64,
-) -> (f64, f64) {
-    let along = |start: f64, len: f64, ref_start: f64, ref_len: f64| -> f64 {
-        let _ = start;
-        match align {
-            "start" => ref_start + align_offset,
-            "end" => ref_start + ref_len - len - align_offset,
-            _ => ref_start + (ref_len - len) / 2.0 + align_offset,
+closed_set!(
+    /// How the placed shape lines up with the reference along that edge.
+    pub PlaceAlign {
+        /// Left/top edges flush.
+        Start = "start",
+        /// Centred (the default).
+        Center = "center",
+        /// Right/bottom edges flush.
+        End = "end",
+    }
+);
+
+/// The arguments of `place`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlaceArgs {
+    /// The shape moved.
+    pub shape: ShapeId,
+    /// The shape it is placed against (never `shape` itself).
+    pub reference: ShapeId,
+    /// Which edge of the reference.
+    pub side: Side,
+    /// Gap between the shapes in px.
+    pub side_offset: f64,
+    /// Alignment along the edge.
+    pub align: PlaceAlign,
+    /// Shift along the edge in px (inwards for `end`).
+    pub align_offset: f64,
+}
+
+/// Where the top-left of bounds `s` goes when placed against `r` as `args` say.
+pub fn placed_origin(s: &Bounds, r: &Bounds, args: &PlaceArgs) -> (f64, f64) {
+    let along = |len: f64, ref_start: f64, ref_len: f64| -> f64 {
+        match args.align {
+            PlaceAlign::Start => ref_start + args.align_offset,
+            PlaceAlign::End => ref_start + ref_len - len - args.align_offset,
+            PlaceAlign::Center => ref_start + (ref_len - len) / 2.0 + args.align_offset,
         }
     };
-    match side {
-        "top" => (along(s.x, s.w, r.x, r.w), r.y - side_offset - s.h),
-        "bottom" => (along(s.x, s.w, r.x, r.w), r.max_y() + side_offset),
-        "left" => (r.x - side_offset - s.w, along(s.y, s.h, r.y, r.h)),
-        _ => (r.max_x() + side_offset, along(s.y, s.h, r.y, r.h)),
+    let gap = args.side_offset;
+    match args.side {
+        Side::Top => (along(s.w, r.x, r.w), r.y - gap - s.h),
+        Side::Bottom => (along(s.w, r.x, r.w), r.max_y() + gap),
+        Side::Left => (r.x - gap - s.w, along(s.h, r.y, r.h)),
+        Side::Right => (r.max_x() + gap, along(s.h, r.y, r.h)),
     }
 }
 
@@ -57,58 +90,52 @@ impl CanvasAction for Place {
             json!({
                 "shapeId": {"type": "string"},
                 "referenceShapeId": {"type": "string"},
-                "side": enum_schema(SIDES),
+                "side": closed_schema::<Side>(),
                 "sideOffset": num_schema("gap between the shapes in px"),
-                "align": enum_schema(ALIGNS),
+                "align": closed_schema::<PlaceAlign>(),
                 "alignOffset": num_schema("shift along the side in px"),
             }),
             &["shapeId", "referenceShapeId", "side"],
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        let o = obj(action)?;
-        let id = shape_ref(txn, o, "shapeId", ctx)?;
+    ) -> Result<Parsed, ActionError> {
+        let shape = shape_ref(txn, o, "shapeId", ctx)?;
         let reference = shape_ref(txn, o, "referenceShapeId", ctx)?;
-        if id == reference {
+        if shape == reference {
             return Err(ActionError::Invalid(
                 "a shape cannot be placed relative to itself".into(),
             ));
         }
-        one_of(o, "side", SIDES, None, ctx)?;
-        one_of(o, "align", ALIGNS, Some("center"), ctx)?;
-        number_or(o, "sideOffset", 0.0)?;
-        number_or(o, "alignOffset", 0.0)?;
-        Ok(Sanitized::default())
+        Ok(Parsed::clean(PlaceArgs {
+            side: choice(o, "side", None, ctx)?,
+            align: choice(o, "align", Some(PlaceAlign::Center), ctx)?,
+            side_offset: number_or(o, "sideOffset", 0.0)?,
+            align_offset: number_or(o, "alignOffset", 0.0)?,
+            shape,
+            reference,
+        }))
     }
+}
 
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        _ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        let o = obj_ref(action)?;
-        let mut shape = load(txn, get_str(o, "shapeId"))?;
-        let reference = load(txn, get_str(o, "referenceShapeId"))?;
-        let s = shape_bounds(&shape);
-        let (x, y) = placed_origin(
-            &s,
-            &shape_bounds(&reference),
-            get_str(o, "side"),
-            get_num(o, "sideOffset"),
-            get_str(o, "align"),
-            get_num(o, "alignOffset"),
-        );
-        shape.translate(x - s.x, y - s.y);
-        write_shape(txn, &shape);
-        Ok(())
-    }
+/// Applies `place`.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &PlaceArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    let mut shape = load(txn, &args.shape)?;
+    let reference = load(txn, &args.reference)?;
+    let s = shape_bounds(&shape);
+    let (x, y) = placed_origin(&s, &shape_bounds(&reference), args);
+    shape.translate(x - s.x, y - s.y);
+    write_shape(txn, &shape);
+    Ok(())
 }
 
 #[cfg(test)]

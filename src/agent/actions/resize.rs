@@ -7,17 +7,28 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    ShapeList, edit_shape_list, get_num, ids_schema, load_all, num_schema, number_or, origin_point,
-    schema, shape_list,
+    edit_shapes, ids_schema, num_schema, number_or, schema, shape_list, transform_origin,
 };
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::Shape;
-use crate::canvas::coerce::number_value;
-use crate::canvas::geometry::union_bounds;
 use crate::canvas::shape::ShapeProps;
+use crate::ids::ShapeId;
 
 /// The `resize` action.
 pub struct Resize;
+
+/// The arguments of `resize`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResizeArgs {
+    /// The shapes scaled.
+    pub shapes: Vec<ShapeId>,
+    /// Horizontal factor: non-zero, within ±[`MAX_SCALE`] (the schema's default: 1).
+    pub scale_x: f64,
+    /// Vertical factor, likewise.
+    pub scale_y: f64,
+    /// The fixed point in page px (the model's, or the top-left of the shapes).
+    pub origin: (f64, f64),
+}
 
 /// Largest scale factor accepted.
 pub const MAX_SCALE: f64 = 1000.0;
@@ -88,48 +99,47 @@ impl CanvasAction for Resize {
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        let ShapeList {
-            fields: o,
-            ids,
-            notes,
-        } = shape_list(txn, action, ctx)?;
-        for axis in ["scaleX", "scaleY"] {
+    ) -> Result<Parsed, ActionError> {
+        let (shapes, notes) = shape_list(txn, o, ctx)?;
+        let factor = |axis: &str| {
             let s = number_or(o, axis, 1.0)?;
             if s == 0.0 {
                 return Err(ActionError::Invalid(format!("'{axis}' must not be 0")));
             }
-            o.insert(axis.into(), number_value(s.clamp(-MAX_SCALE, MAX_SCALE)));
-        }
-        if origin_point(o, ctx)?.is_none() {
-            let shapes = load_all(txn, &ids)?;
-            if let Some(b) = union_bounds(&shapes) {
-                o.insert("originX".into(), number_value(b.x));
-                o.insert("originY".into(), number_value(b.y));
+            Ok(s.clamp(-MAX_SCALE, MAX_SCALE))
+        };
+        let (scale_x, scale_y) = (factor("scaleX")?, factor("scaleY")?);
+        let origin = transform_origin(txn, o, ctx, &shapes, |b| (b.x, b.y))?;
+        Ok(Parsed {
+            args: ResizeArgs {
+                shapes,
+                scale_x,
+                scale_y,
+                origin,
             }
-        }
-        Ok(Sanitized { notes })
-    }
-
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        _ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        edit_shape_list(txn, action, |o, shapes| {
-            let (sx, sy) = (get_num(o, "scaleX"), get_num(o, "scaleY"));
-            let (ox, oy) = (get_num(o, "originX"), get_num(o, "originY"));
-            for s in shapes {
-                resize_shape(s, ox, oy, sx, sy);
-            }
+            .into(),
+            notes,
         })
     }
+}
+
+/// Applies `resize`.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &ResizeArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    let (ox, oy) = args.origin;
+    edit_shapes(txn, &args.shapes, |shapes| {
+        for s in shapes {
+            resize_shape(s, ox, oy, args.scale_x, args.scale_y);
+        }
+    })
 }
 
 #[cfg(test)]

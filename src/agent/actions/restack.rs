@@ -5,12 +5,11 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{
-    ShapeList, get_ids, ids_schema, load_all, obj_ref, save_all, schema, shape_list,
-};
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
+use super::common::{ids_schema, load_all, save_all, schema, shape_list};
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::shape::list_shapes;
 use crate::canvas::zorder::{indexes_above, indexes_below};
+use crate::ids::ShapeId;
 
 /// `bring-to-front` (`front: true`) or `send-to-back` (`front: false`).
 pub struct Restack {
@@ -23,9 +22,23 @@ pub const BRING_TO_FRONT: Restack = Restack { front: true };
 /// `send-to-back`.
 pub const SEND_TO_BACK: Restack = Restack { front: false };
 
-/// Re-keys `ids` to the top (`front`) or bottom of their page's z-order.
-fn restack(txn: &mut TransactionMut<'_>, ids: &[String], front: bool) -> Result<(), ActionError> {
-    let mut shapes = load_all(txn, ids)?;
+/// The arguments of both z-order actions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestackArgs {
+    /// The shapes re-keyed, keeping their relative order.
+    pub shapes: Vec<ShapeId>,
+    /// Above every other shape of their page, or below.
+    pub front: bool,
+}
+
+/// Applies `bring-to-front` / `send-to-back`: re-keys the shapes to the top (`front`) or
+/// bottom of their page's z-order.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &RestackArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    let mut shapes = load_all(txn, &args.shapes)?;
     shapes.sort_by(|a, b| a.index.cmp(&b.index).then_with(|| a.id.cmp(&b.id)));
     let all = list_shapes(txn);
     let mut pages: Vec<String> = shapes.iter().map(|s| s.page_id.clone()).collect();
@@ -33,12 +46,12 @@ fn restack(txn: &mut TransactionMut<'_>, ids: &[String], front: bool) -> Result<
     for page in pages {
         let others = all
             .iter()
-            .filter(|s| s.page_id == page && !ids.contains(&s.id))
+            .filter(|s| s.page_id == page && !args.shapes.iter().any(|id| *id == *s.id))
             .map(|s| s.index.as_str());
         let mine: Vec<usize> = (0..shapes.len())
             .filter(|i| shapes.get(*i).is_some_and(|s| s.page_id == page))
             .collect();
-        let keys = if front {
+        let keys = if args.front {
             indexes_above(others, mine.len())
         } else {
             indexes_below(others, mine.len())
@@ -76,23 +89,21 @@ impl CanvasAction for Restack {
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        let ShapeList { notes, .. } = shape_list(txn, action, ctx)?;
-        Ok(Sanitized { notes })
-    }
-
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        _ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        restack(txn, &get_ids(obj_ref(action)?, "shapeIds"), self.front)
+    ) -> Result<Parsed, ActionError> {
+        let (shapes, notes) = shape_list(txn, o, ctx)?;
+        Ok(Parsed {
+            args: RestackArgs {
+                shapes,
+                front: self.front,
+            }
+            .into(),
+            notes,
+        })
     }
 }
 

@@ -6,17 +6,27 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    get_ids, get_num, ids_schema, load_all, num_schema, number, obj, obj_ref, origin_point,
-    save_all, schema, shape_refs,
+    edit_shapes, ids_schema, num_schema, number, schema, shape_list, transform_origin,
 };
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::Shape;
-use crate::canvas::coerce::number_value;
-use crate::canvas::geometry::{rotate_point, union_bounds};
+use crate::canvas::geometry::rotate_point;
 use crate::canvas::shape::ShapeProps;
+use crate::ids::ShapeId;
 
 /// The `rotate` action.
 pub struct Rotate;
+
+/// The arguments of `rotate`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RotateArgs {
+    /// The shapes rotated.
+    pub shapes: Vec<ShapeId>,
+    /// Clockwise, in `[0, 360)`.
+    pub degrees: f64,
+    /// The fixed point in page px (the model's, or the centre of the shapes).
+    pub origin: (f64, f64),
+}
 
 /// Rotates one shape by `angle` radians about `(ox, oy)`.
 pub fn rotate_shape(s: &mut Shape, ox: f64, oy: f64, angle: f64) {
@@ -52,43 +62,40 @@ impl CanvasAction for Rotate {
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        let mut notes = Vec::new();
-        let o = obj(action)?;
-        let ids = shape_refs(txn, o, "shapeIds", ctx, &mut notes)?;
-        let degrees = number(o, "degrees", ctx)?;
-        o.insert("degrees".into(), number_value(degrees.rem_euclid(360.0)));
-        if origin_point(o, ctx)?.is_none() {
-            let shapes = load_all(txn, &ids)?;
-            if let Some(b) = union_bounds(&shapes) {
-                o.insert("originX".into(), number_value(b.center_x()));
-                o.insert("originY".into(), number_value(b.center_y()));
+    ) -> Result<Parsed, ActionError> {
+        let (shapes, notes) = shape_list(txn, o, ctx)?;
+        let degrees = number(o, "degrees", ctx)?.rem_euclid(360.0);
+        let origin = transform_origin(txn, o, ctx, &shapes, |b| (b.center_x(), b.center_y()))?;
+        Ok(Parsed {
+            args: RotateArgs {
+                shapes,
+                degrees,
+                origin,
             }
-        }
-        Ok(Sanitized { notes })
+            .into(),
+            notes,
+        })
     }
+}
 
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        _ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        let o = obj_ref(action)?;
-        let mut shapes = load_all(txn, &get_ids(o, "shapeIds"))?;
-        let angle = get_num(o, "degrees").to_radians();
-        let (ox, oy) = (get_num(o, "originX"), get_num(o, "originY"));
-        for s in &mut shapes {
+/// Applies `rotate`.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &RotateArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    let angle = args.degrees.to_radians();
+    let (ox, oy) = args.origin;
+    edit_shapes(txn, &args.shapes, |shapes| {
+        for s in shapes {
             rotate_shape(s, ox, oy, angle);
         }
-        save_all(txn, &shapes);
-        Ok(())
-    }
+    })
 }
 
 #[cfg(test)]

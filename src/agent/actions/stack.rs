@@ -6,15 +6,25 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    ShapeList, edit_shape_list, enum_schema, get_num, get_str, ids_schema, num_schema, number_or,
-    one_of, schema, shape_list,
+    choice, closed_schema, edit_shapes, ids_schema, num_schema, number_or, schema, shape_list,
 };
-use super::distribute::DIRECTIONS;
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
-use crate::canvas::geometry::shape_bounds;
+use super::distribute::Direction;
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
+use crate::ids::ShapeId;
 
 /// The `stack` action.
 pub struct Stack;
+
+/// The arguments of `stack`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackArgs {
+    /// The shapes stacked, in their current order along the axis.
+    pub shapes: Vec<ShapeId>,
+    /// Along which axis.
+    pub direction: Direction,
+    /// Gap between neighbours in px (the schema's default: 0).
+    pub gap: f64,
+}
 
 impl CanvasAction for Stack {
     fn name(&self) -> &'static str {
@@ -25,53 +35,49 @@ impl CanvasAction for Stack {
         schema(
             "stack",
             "Stack shapes one after another with a fixed gap.",
-            json!({"shapeIds": ids_schema(), "direction": enum_schema(DIRECTIONS), "gap": num_schema("gap in px")}),
+            json!({"shapeIds": ids_schema(), "direction": closed_schema::<Direction>(), "gap": num_schema("gap in px")}),
             &["shapeIds", "direction"],
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        let ShapeList {
-            fields: o, notes, ..
-        } = shape_list(txn, action, ctx)?;
-        one_of(o, "direction", DIRECTIONS, None, ctx)?;
-        number_or(o, "gap", 0.0)?;
-        Ok(Sanitized { notes })
-    }
-
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        _ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        edit_shape_list(txn, action, |o, shapes| {
-            let horizontal = get_str(o, "direction") == "horizontal";
-            let gap = get_num(o, "gap");
-            let key = |s: &crate::canvas::Shape| {
-                let b = shape_bounds(s);
-                if horizontal { b.x } else { b.y }
-            };
-            shapes.sort_by(|a, b| key(a).total_cmp(&key(b)));
-            let mut cursor: Option<f64> = None;
-            for s in shapes {
-                let b = shape_bounds(s);
-                let (start, len) = if horizontal { (b.x, b.w) } else { (b.y, b.h) };
-                let target = cursor.unwrap_or(start);
-                if horizontal {
-                    s.translate(target - start, 0.0);
-                } else {
-                    s.translate(0.0, target - start);
-                }
-                cursor = Some(target + len + gap);
+    ) -> Result<Parsed, ActionError> {
+        let (shapes, notes) = shape_list(txn, o, ctx)?;
+        let direction = choice(o, "direction", None, ctx)?;
+        let gap = number_or(o, "gap", 0.0)?;
+        Ok(Parsed {
+            args: StackArgs {
+                shapes,
+                direction,
+                gap,
             }
+            .into(),
+            notes,
         })
     }
+}
+
+/// Applies `stack`.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &StackArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    let axis = args.direction;
+    edit_shapes(txn, &args.shapes, |shapes| {
+        shapes.sort_by(|a, b| axis.extent(a).0.total_cmp(&axis.extent(b).0));
+        let mut cursor: Option<f64> = None;
+        for s in shapes {
+            let (start, len) = axis.extent(s);
+            let target = cursor.unwrap_or(start);
+            axis.shift(s, target - start);
+            cursor = Some(target + len + args.gap);
+        }
+    })
 }
 
 #[cfg(test)]

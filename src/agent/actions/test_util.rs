@@ -1,5 +1,5 @@
 //! Test helpers for the action unit tests: a document with the schema, shapes created from
-//! simple JSON, and one-call sanitize + apply.
+//! simple JSON, and one-call parse + apply.
 
 use serde_json::Value;
 use yrs::{Doc, Transact};
@@ -38,7 +38,7 @@ pub fn rect(doc: &Doc, id: &str, x: f64, y: f64, w: f64, h: f64) {
     );
 }
 
-/// Sanitizes and applies as fairy `f1` (complete).
+/// Parses and applies as fairy `f1` (complete).
 pub fn run(doc: &Doc, action: Value) -> Result<Sanitized, ActionError> {
     let mut ctx = ActionCtx::new("f1");
     Registry::canvas().apply(doc, &action, &mut ctx)

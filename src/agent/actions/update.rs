@@ -5,13 +5,25 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{editable_id, load, missing, obj, obj_ref, schema};
-use super::{ActionCtx, ActionError, CanvasAction, Sanitized};
+use super::common::{editable_id, load, missing, schema};
+use super::{ActionCtx, ActionError, CanvasAction, Fields, Note, Parsed};
+use crate::canvas::Shape;
+use crate::canvas::coerce::coerce_string;
 use crate::canvas::format::merge_simple;
 use crate::canvas::shape::write_shape;
 
 /// The `update` action.
 pub struct Update;
+
+/// The arguments of `update`: the shape as the update leaves it, merged when parsed with the
+/// shape as the document held it then (parse and apply run in one transaction). Writing it
+/// changes only the keys whose value differs, so a user's concurrent edit of another property
+/// stays.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateArgs {
+    /// The updated shape.
+    pub shape: Shape,
+}
 
 impl CanvasAction for Update {
     fn name(&self) -> &'static str {
@@ -27,58 +39,57 @@ impl CanvasAction for Update {
         )
     }
 
-    fn sanitize(
+    fn parse(
         &self,
         txn: &TransactionMut<'_>,
-        action: &mut Value,
+        o: &Fields,
         ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
+    ) -> Result<Parsed, ActionError> {
         let mut notes = Vec::new();
-        let update = obj(action)?
-            .get_mut("update")
-            .ok_or_else(|| missing(ctx, "update"))?;
-        let o = obj(update)?;
-        let raw = o
+        let mut update = o
+            .get("update")
+            .ok_or_else(|| missing(ctx, "update"))?
+            .as_object()
+            .cloned()
+            .ok_or_else(|| ActionError::Invalid("'update' must be a JSON object".into()))?;
+        let raw = update
             .get("shapeId")
-            .and_then(crate::canvas::coerce::coerce_string)
+            .and_then(coerce_string)
             .ok_or_else(|| missing(ctx, "update.shapeId"))?;
-        ctx.transform.shape_from_model(o);
+        ctx.transform.shape_from_model(&mut update);
         let id = editable_id(txn, &raw, ctx)?;
-        o.insert("shapeId".into(), Value::String(id.clone()));
         for binding in ["fromId", "toId"] {
-            let Some(target) = o.get(binding).and_then(Value::as_str).map(str::to_owned) else {
+            let Some(target) = update
+                .get(binding)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+            else {
                 continue;
             };
             if let Ok(resolved) = editable_id(txn, &target, ctx) {
-                o.insert(binding.into(), Value::String(resolved));
+                update.insert(binding.into(), Value::String(resolved.into_string()));
             } else {
-                notes.push(format!("'{binding}' '{target}' does not exist: dropped"));
-                o.remove(binding);
+                notes.push(Note::BindingDropped { binding, target });
+                update.remove(binding);
             }
         }
         let existing = load(txn, &id)?;
-        merge_simple(&existing, update)?;
-        Ok(Sanitized { notes })
+        let shape = merge_simple(&existing, &Value::Object(update))?;
+        Ok(Parsed {
+            args: UpdateArgs { shape }.into(),
+            notes,
+        })
     }
+}
 
-    fn apply(
-        &self,
-        txn: &mut TransactionMut<'_>,
-        action: &Value,
-        _ctx: &mut ActionCtx,
-    ) -> Result<(), ActionError> {
-        let update = obj_ref(action)?
-            .get("update")
-            .ok_or_else(|| ActionError::Invalid("'update' is required".into()))?;
-        let id = update
-            .get("shapeId")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let existing = load(txn, id)?;
-        let merged = merge_simple(&existing, update)?;
-        write_shape(txn, &merged);
-        Ok(())
-    }
+/// Applies `update`.
+pub fn apply(
+    txn: &mut TransactionMut<'_>,
+    args: &UpdateArgs,
+    _ctx: &mut ActionCtx,
+) -> Result<(), ActionError> {
+    write_shape(txn, &args.shape);
+    Ok(())
 }
 
 #[cfg(test)]
