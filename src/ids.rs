@@ -1,9 +1,14 @@
 //! Plain validated identifiers shared across modules: a leaf (it imports nothing of the crate),
-//! so that the store, the rooms, the agent and the HTTP edge can all name a room without
-//! depending on each other. Owns only parsing and printing ids; never what they identify.
-//! The old paths (`crate::room::RoomName`, `crate::room::InvalidRoomName`) are re-exports.
+//! so that the store, the rooms, the agent and the HTTP edge can all name a room, a fairy, a
+//! request, a project or a shape without depending on each other. Owns only parsing, making and printing
+//! ids; never what they identify.
+//! The old paths (`crate::room::RoomName`, `crate::agent::fairy::FairyId`,
+//! `crate::agent::ledger::RequestId`, `crate::agent::projects::ProjectId`, …) are re-exports.
 
 use std::fmt;
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
 
 /// Longest room name accepted.
 pub const MAX_ROOM_NAME: usize = 128;
@@ -42,6 +47,148 @@ impl RoomName {
 impl fmt::Display for RoomName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+/// Longest fairy, request or project id accepted.
+pub const MAX_PLAIN_ID: usize = 64;
+
+/// True for 1–64 characters of `[A-Za-z0-9_-]`: safe in origins (`fairy:ID`), URLs and
+/// document keys (fairy, project and request ids).
+pub fn is_plain_id(raw: &str) -> bool {
+    !raw.is_empty()
+        && raw.len() <= MAX_PLAIN_ID
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// `PREFIX-` and `digits` random hex digits (at most 16).
+fn random_hex(prefix: &str, digits: usize) -> String {
+    let n: u64 = rand::rng().random::<u64>();
+    let hex = format!("{n:016x}");
+    format!("{prefix}-{}", &hex[16 - digits.min(16)..])
+}
+
+/// `PREFIX-` and 10 random hex digits (the server's fairy and project ids).
+pub fn random_id(prefix: &str) -> String {
+    random_hex(prefix, 10)
+}
+
+/// A plain-id newtype over a `String`: `parse` (validated, the refusal quoting at most 80
+/// characters of the input), `as_str`, `Display`, and serde as the bare string, validated on
+/// the way in (`TryFrom<String>`).
+macro_rules! plain_id {
+    ($(#[$doc:meta])* $id:ident, $(#[$edoc:meta])* $error:ident, $message:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $id(String);
+
+        $(#[$edoc])*
+        #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+        #[error($message)]
+        pub struct $error(pub String);
+
+        impl $id {
+            /// Validates an id (see [`is_plain_id`]).
+            pub fn parse(raw: &str) -> Result<Self, $error> {
+                if is_plain_id(raw) {
+                    Ok($id(raw.to_owned()))
+                } else {
+                    Err($error(raw.chars().take(80).collect()))
+                }
+            }
+
+            /// The id as text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $id {
+            type Error = $error;
+            fn try_from(value: String) -> Result<Self, Self::Error> {
+                if is_plain_id(&value) {
+                    Ok($id(value))
+                } else {
+                    Err($error(value.chars().take(80).collect()))
+                }
+            }
+        }
+
+        impl std::str::FromStr for $id {
+            type Err = $error;
+            fn from_str(raw: &str) -> Result<Self, Self::Err> {
+                $id::parse(raw)
+            }
+        }
+
+        impl From<$id> for String {
+            fn from(id: $id) -> String {
+                id.0
+            }
+        }
+
+        impl AsRef<str> for $id {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $id {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+plain_id!(
+    /// A fairy's id: 1–64 characters of `[A-Za-z0-9_-]` (`f-` and 10 hex digits when the server
+    /// makes one), safe in origins (`fairy:ID`) and URLs.
+    FairyId,
+    /// A refused fairy id.
+    InvalidFairyId,
+    "invalid fairy id: {0}"
+);
+
+impl FairyId {
+    /// A fresh random id (`f-` + 10 hex digits).
+    pub fn random() -> Self {
+        FairyId(random_id("f"))
+    }
+}
+
+plain_id!(
+    /// The id of one fairy request (`r-` + 12 hex digits when the server makes it; what
+    /// `…/requests/{requestId}/revert` takes).
+    RequestId,
+    /// A refused request id.
+    InvalidRequestId,
+    "invalid request id '{0}'"
+);
+
+impl RequestId {
+    /// A fresh random id (`r-` + 12 hex digits).
+    pub fn random() -> Self {
+        RequestId(random_hex("r", 12))
+    }
+}
+
+plain_id!(
+    /// A project's id: `p-` and 10 hex digits when the server makes one; 1–64 characters of
+    /// `[A-Za-z0-9_-]` when read from a request.
+    ProjectId,
+    /// A refused project id.
+    InvalidProjectId,
+    "invalid project id: {0}"
+);
+
+impl ProjectId {
+    /// A fresh random id (`p-` + 10 hex digits).
+    pub fn random() -> Self {
+        ProjectId(random_id("p"))
     }
 }
 
@@ -113,6 +260,58 @@ mod tests {
         for bad in ["", "a b", "a/b", "é", "..%2f", &"x".repeat(129), "a\0"] {
             assert!(RoomName::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn plain_ids_parse_only_the_url_safe_alphabet() {
+        for ok in ["f-1_a", "A", &"x".repeat(64)] {
+            assert!(FairyId::parse(ok).is_ok(), "{ok}");
+            assert!(RequestId::parse(ok).is_ok(), "{ok}");
+            assert!(ProjectId::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "a:b", "a/b", "a b", "é", &"x".repeat(65)] {
+            assert!(FairyId::parse(bad).is_err(), "{bad:?}");
+            assert!(RequestId::parse(bad).is_err(), "{bad:?}");
+            assert!(ProjectId::parse(bad).is_err(), "{bad:?}");
+        }
+        let long = "/".repeat(200);
+        let refused = FairyId::parse(&long).unwrap_err();
+        assert_eq!(refused.0.chars().count(), 80);
+        assert_eq!(
+            refused.to_string(),
+            format!("invalid fairy id: {}", "/".repeat(80))
+        );
+    }
+
+    #[test]
+    fn random_ids_have_their_prefix_and_parse_back() {
+        let f = FairyId::random();
+        assert!(
+            f.as_str().starts_with("f-") && f.as_str().len() == 12,
+            "{f}"
+        );
+        let r = RequestId::random();
+        assert!(
+            r.as_str().starts_with("r-") && r.as_str().len() == 14,
+            "{r}"
+        );
+        let p = ProjectId::random();
+        assert!(
+            p.as_str().starts_with("p-") && p.as_str().len() == 12,
+            "{p}"
+        );
+        assert_eq!(FairyId::parse(f.as_str()).ok(), Some(f.clone()));
+        assert_eq!(f.to_string(), f.as_str());
+    }
+
+    #[test]
+    fn serde_is_the_bare_string_and_validates() {
+        let id = RequestId::parse("r-1").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(serde_json::to_string(&id).ok().as_deref(), Some("\"r-1\""));
+        let back: Result<RequestId, _> = serde_json::from_str("\"r-1\"");
+        assert_eq!(back.ok(), Some(id));
+        assert!(serde_json::from_str::<ProjectId>("\"a/b\"").is_err());
+        assert!(serde_json::from_str::<FairyId>("7").is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //!
 //! # Layout
 //! - [`config`]: the one configuration struct (CLI flags with `FAIRYRING_*` env fallbacks).
+//! - [`clock`]: the one clock (monotonic instants, wall-clock millis, a manual test clock), a leaf.
 //! - [`ids`]: plain validated ids (room names), a leaf every other module may import.
 //! - [`origin`]: who authored a transaction (`client:CONN:SUB`, `fairy:ID`, `system`).
 //! - [`protocol`]: sans-IO y-protocols framing: decode inbound frames, encode outbound ones.
@@ -25,6 +26,7 @@ pub mod agent;
 pub mod auth;
 pub mod bench;
 pub mod canvas;
+pub mod clock;
 pub mod config;
 pub mod ids;
 pub mod llm;

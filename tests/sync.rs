@@ -2,8 +2,8 @@
 
 mod support;
 
+use fairyring::clock::ManualClock;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use fairyring::config::ServeConfig;
@@ -107,14 +107,14 @@ async fn awareness_is_relayed_and_removed_on_disconnect() {
 
 #[tokio::test]
 async fn silent_awareness_times_out_with_injected_clock() {
-    let now = Arc::new(AtomicU64::new(1_000_000));
-    let clock = now.clone();
+    let clock = ManualClock::at_unix_millis(1_000_000);
+    let room_clock = clock.clone();
     let store = fairyring::store::open("memory:").await.expect("store");
     let server = server::start_with(
         ServeConfig::for_test(),
         move |config| RoomConfig {
             sweep_every: Duration::from_millis(20),
-            clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+            clock: Arc::new(room_clock.clone()),
             ..RoomConfig::from_serve(config)
         },
         store,
@@ -130,10 +130,10 @@ async fn silent_awareness_times_out_with_injected_clock() {
     watcher
         .until("silent's presence", |c| c.peers_present() == 1)
         .await;
-    now.fetch_add(29_000, Ordering::SeqCst);
+    clock.advance(Duration::from_secs(29));
     watcher.drain(Duration::from_millis(150)).await;
     assert_eq!(watcher.peers_present(), 1, "still present before 30 s");
-    now.fetch_add(1_500, Ordering::SeqCst);
+    clock.advance(Duration::from_millis(1_500));
     watcher
         .until("silent timed out", |c| c.peers_present() == 0)
         .await;

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::Stream;
 
+use crate::clock::SharedClock;
 use crate::llm::{LlmError, Model, ModelEvent, ModelRequest, ModelStream, Usage};
 use crate::room::RoomName;
 
@@ -38,18 +39,32 @@ struct Bucket {
 }
 
 /// The token buckets of every room.
-#[derive(Debug)]
 pub struct TokenBudget {
     per_hour: u64,
     rooms: Mutex<HashMap<RoomName, Bucket>>,
+    clock: SharedClock,
+}
+
+impl std::fmt::Debug for TokenBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenBudget")
+            .field("per_hour", &self.per_hour)
+            .finish_non_exhaustive()
+    }
 }
 
 impl TokenBudget {
-    /// A budget of `per_hour` tokens per room; 0 means no limit.
+    /// A budget of `per_hour` tokens per room on the system clock; 0 means no limit.
     pub fn new(per_hour: u64) -> Arc<Self> {
+        Self::with_clock(per_hour, crate::clock::system())
+    }
+
+    /// A budget of `per_hour` tokens per room whose buckets refill on `clock`.
+    pub fn with_clock(per_hour: u64, clock: SharedClock) -> Arc<Self> {
         Arc::new(TokenBudget {
             per_hour,
             rooms: Mutex::new(HashMap::new()),
+            clock,
         })
     }
 
@@ -78,7 +93,7 @@ impl TokenBudget {
     }
 
     /// Whether `room` may start a model call at `now`; the error says when it may.
-    pub fn check_at(&self, room: &RoomName, now: Instant) -> Result<(), LlmError> {
+    fn check_at(&self, room: &RoomName, now: Instant) -> Result<(), LlmError> {
         if self.per_hour == 0 {
             return Ok(());
         }
@@ -99,22 +114,22 @@ impl TokenBudget {
         })
     }
 
-    /// [`TokenBudget::check_at`] now.
+    /// Whether `room` may start a model call now; the error says when it may.
     pub fn check(&self, room: &RoomName) -> Result<(), LlmError> {
-        self.check_at(room, Instant::now())
+        self.check_at(room, self.clock.now())
     }
 
     /// Takes `tokens` out of `room`'s bucket at `now`.
-    pub fn spend_at(&self, room: &RoomName, tokens: u64, now: Instant) {
+    fn spend_at(&self, room: &RoomName, tokens: u64, now: Instant) {
         if self.per_hour == 0 || tokens == 0 {
             return;
         }
         self.with_bucket(room, now, |b| b.available -= tokens as f64);
     }
 
-    /// [`TokenBudget::spend_at`] now.
+    /// Takes `tokens` out of `room`'s bucket now.
     pub fn spend(&self, room: &RoomName, tokens: u64) {
-        self.spend_at(room, tokens, Instant::now());
+        self.spend_at(room, tokens, self.clock.now());
     }
 }
 
@@ -203,6 +218,7 @@ impl Drop for Metered {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::ManualClock;
 
     fn room() -> RoomName {
         RoomName::parse("budget").expect("name")
@@ -210,11 +226,11 @@ mod tests {
 
     #[test]
     fn a_spent_bucket_refuses_until_it_refills() {
-        let budget = TokenBudget::new(3600);
-        let t0 = Instant::now();
-        assert!(budget.check_at(&room(), t0).is_ok());
-        budget.spend_at(&room(), 4000, t0);
-        match budget.check_at(&room(), t0) {
+        let clock = ManualClock::new();
+        let budget = TokenBudget::with_clock(3600, Arc::new(clock.clone()));
+        assert!(budget.check(&room()).is_ok());
+        budget.spend(&room(), 4000);
+        match budget.check(&room()) {
             Err(LlmError::BudgetExhausted {
                 per_hour,
                 retry_in_secs,
@@ -225,33 +241,24 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(
-            budget
-                .check_at(&room(), t0 + Duration::from_secs(400))
-                .is_err()
-        );
-        assert!(
-            budget
-                .check_at(&room(), t0 + Duration::from_secs(402))
-                .is_ok()
-        );
+        clock.advance(Duration::from_secs(400));
+        assert!(budget.check(&room()).is_err());
+        clock.advance(Duration::from_secs(2));
+        assert!(budget.check(&room()).is_ok());
         // Another room has its own bucket.
         let other = RoomName::parse("other").expect("name");
-        assert!(budget.check_at(&other, t0).is_ok());
+        assert!(budget.check(&other).is_ok());
     }
 
     #[test]
     fn refills_never_exceed_the_hourly_size() {
-        let budget = TokenBudget::new(100);
-        let t0 = Instant::now();
-        budget.spend_at(&room(), 50, t0);
-        budget.spend_at(&room(), 0, t0 + Duration::from_secs(10 * 3600));
-        budget.spend_at(&room(), 100, t0 + Duration::from_secs(10 * 3600));
-        assert!(
-            budget
-                .check_at(&room(), t0 + Duration::from_secs(10 * 3600))
-                .is_err()
-        );
+        let clock = ManualClock::new();
+        let budget = TokenBudget::with_clock(100, Arc::new(clock.clone()));
+        budget.spend(&room(), 50);
+        clock.advance(Duration::from_secs(10 * 3600));
+        budget.spend(&room(), 0);
+        budget.spend(&room(), 100);
+        assert!(budget.check(&room()).is_err());
     }
 
     #[test]

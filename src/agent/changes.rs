@@ -23,11 +23,12 @@ use serde_json::{Map, Value};
 use yrs::types::{Event, PathSegment};
 use yrs::{DeepObservable, Doc, MapRef, Origin, Transact, TransactionMut};
 
-use super::ledger::{RequestId, RequestLedger, RequestRecord, RevertOutcome, ShapeDiff};
+use super::ledger::{RequestLedger, RequestRecord, RevertOutcome, ShapeDiff};
 use crate::canvas::format::{model_type, to_simple};
 use crate::canvas::schema::SHAPES;
 use crate::canvas::shape::{Shape, list_shapes, read_shape};
 use crate::canvas::transform::PromptTransform;
+use crate::ids::RequestId;
 use crate::origin::TxnOrigin;
 
 /// One change as the prompt shows it.

@@ -7,6 +7,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::ids::RequestId;
+
 /// Events kept for slow observers before they start missing some.
 pub const EVENT_BUFFER: usize = 256;
 
@@ -52,13 +54,13 @@ pub enum AgentEvent {
         messages: Vec<String>,
         /// Its id (what `…/requests/{requestId}/revert` takes).
         #[serde(rename = "requestId")]
-        request_id: String,
+        request_id: RequestId,
     },
     /// A person rejected a request: what it changed was taken back.
     RequestRejected {
         /// The request's id.
         #[serde(rename = "requestId")]
-        request_id: String,
+        request_id: RequestId,
         /// Shapes taken back entirely.
         reverted: usize,
         /// Shapes kept (someone changed them afterwards).

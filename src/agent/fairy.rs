@@ -8,7 +8,7 @@
 //! under [`LEGACY_RUNTIME_KEY`]; [`legacy_runtimes`] and [`remove_legacy_runtimes`] serve the
 //! migration that moves it out ([`super::state_migration`]).
 //!
-//! Owns the reads and writes of that map and the [`FairyId`] newtype. No I/O, no async: the
+//! Owns the reads and writes of that map ([`FairyId`] is [`crate::ids`]'s). No I/O, no async: the
 //! caller passes the room's [`Doc`]; every write is a transaction with the fairy's origin
 //! (the migration's with the system origin).
 
@@ -20,6 +20,7 @@ use yrs::{Any, Array, ArrayPrelim, ArrayRef, Doc, Map, MapPrelim, MapRef, Out, R
 
 use super::memory::Acceptance;
 use crate::canvas::schema::FAIRIES;
+use crate::ids::RequestId;
 use crate::origin::TxnOrigin;
 
 /// Longest name, personality or chat text accepted from a request, in characters.
@@ -45,8 +46,8 @@ const PERSONALITIES: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FairyError {
     /// An id that is empty, too long or has characters outside `[A-Za-z0-9_-]`.
-    #[error("invalid fairy id: {0}")]
-    InvalidId(String),
+    #[error(transparent)]
+    InvalidId(#[from] InvalidFairyId),
     /// No fairy with that id in the room.
     #[error("no fairy '{0}' in this room")]
     NotFound(String),
@@ -55,75 +56,7 @@ pub enum FairyError {
     Invalid(String),
 }
 
-/// True for 1–64 characters of `[A-Za-z0-9_-]`: safe in origins, URLs and document keys
-/// (fairy, project and request ids).
-pub(crate) fn is_plain_id(raw: &str) -> bool {
-    !raw.is_empty()
-        && raw.len() <= 64
-        && raw
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
-/// `TryFrom<String>` (through the type's `parse`), `From<Id> for String` and `Display` for a
-/// newtype over a `String` holding a plain id (see [`is_plain_id`]).
-macro_rules! plain_id_conversions {
-    ($id:ident, $error:ty) => {
-        impl TryFrom<String> for $id {
-            type Error = $error;
-            fn try_from(value: String) -> Result<Self, Self::Error> {
-                $id::parse(&value)
-            }
-        }
-
-        impl From<$id> for String {
-            fn from(id: $id) -> String {
-                id.0
-            }
-        }
-
-        impl std::fmt::Display for $id {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
-}
-pub(crate) use plain_id_conversions;
-
-/// `PREFIX-` and 10 random hex digits.
-pub fn random_id(prefix: &str) -> String {
-    let n: u64 = rand::rng().random::<u64>() & 0xff_ffff_ffff;
-    format!("{prefix}-{n:010x}")
-}
-
-/// A fairy's id: 1–64 characters of `[A-Za-z0-9_-]`, safe in origins (`fairy:ID`) and URLs.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct FairyId(String);
-
-impl FairyId {
-    /// Validates an id.
-    pub fn parse(raw: &str) -> Result<Self, FairyError> {
-        if is_plain_id(raw) {
-            Ok(FairyId(raw.to_owned()))
-        } else {
-            Err(FairyError::InvalidId(raw.chars().take(80).collect()))
-        }
-    }
-
-    /// A fresh random id (`f-` + 10 hex digits).
-    pub fn random() -> Self {
-        FairyId(random_id("f"))
-    }
-
-    /// The id as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-plain_id_conversions!(FairyId, FairyError);
+pub use crate::ids::{FairyId, InvalidFairyId};
 
 /// The persistent description of a fairy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -185,12 +118,25 @@ pub struct ChatItem {
     pub text: String,
     /// Unix milliseconds.
     pub at: f64,
-    /// The fairy request it belongs to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_id: Option<String>,
+    /// The fairy request it belongs to (a value that is not a request id, which any writer of
+    /// the document could leave, reads as none).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_request_id"
+    )]
+    pub request_id: Option<RequestId>,
     /// `rejected` on the item announcing that its request was taken back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceptance: Option<Acceptance>,
+}
+
+/// A chat item's `requestId`, read leniently: anything but a valid request id is `None`.
+fn lenient_request_id<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<RequestId>, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(value.as_str().and_then(|s| RequestId::parse(s).ok()))
 }
 
 impl ChatItem {
@@ -362,20 +308,10 @@ pub fn remove_legacy_runtimes(doc: &Doc, ids: &[FairyId], origin: TxnOrigin) -> 
         .count()
 }
 
-/// Unix time in milliseconds with a fraction (for latency measurements).
-pub fn now_millis_precise() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1000.0)
-        .unwrap_or(0.0)
-}
-
-/// Unix time in milliseconds (for chat items).
+/// Unix time in milliseconds on the system clock (chat items written outside a runtime).
 pub fn now_millis() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as f64)
-        .unwrap_or(0.0)
+    use crate::clock::Clock;
+    crate::clock::SystemClock.unix_millis() as f64
 }
 
 #[cfg(test)]
@@ -383,12 +319,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_are_validated() {
-        assert!(FairyId::parse("f-1_a").is_ok());
-        assert!(FairyId::parse("").is_err());
-        assert!(FairyId::parse("a:b").is_err());
-        assert!(FairyId::parse(&"x".repeat(65)).is_err());
-        assert!(FairyId::parse(FairyId::random().as_str()).is_ok());
+    fn chat_request_ids_are_typed_and_read_leniently() {
+        let item = |id: serde_json::Value| {
+            serde_json::from_value::<ChatItem>(serde_json::json!({
+                "from": "user:u", "role": "user", "text": "t", "at": 1.0, "requestId": id,
+            }))
+            .map(|i| i.request_id)
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            item(serde_json::json!("r-1")),
+            Ok(RequestId::parse("r-1").ok())
+        );
+        assert_eq!(item(serde_json::json!("a/b")), Ok(None));
+        assert_eq!(item(serde_json::json!(5)), Ok(None));
     }
 
     #[test]
@@ -405,7 +349,7 @@ mod tests {
             role: "fairy".into(),
             text: "hi \"there\"".into(),
             at: 12.0,
-            request_id: Some("r-1".into()),
+            request_id: RequestId::parse("r-1").ok(),
             acceptance: Some(Acceptance::Rejected),
         };
         assert_eq!(append_chat(&doc, &fairy.id, &item), Ok(()));

@@ -17,6 +17,7 @@
 //! ([`lease`], docs/scaling.md "Fairies across nodes"); without it, every fairy of a loaded
 //! room is hosted here, as always.
 
+pub mod group;
 mod lease;
 
 pub use lease::Placement;
@@ -34,15 +35,17 @@ use tracing::Instrument;
 use super::actions::Registry;
 use super::budget::{BudgetedModel, TokenBudget};
 use super::events::{AgentEvent, EVENT_BUFFER, EndReason};
-use super::fairy::{FairyEntity, FairyError, FairyId, insert_fairy, list_fairies, remove_fairy};
+use super::fairy::{FairyEntity, FairyError, insert_fairy, list_fairies, remove_fairy};
 use super::inbox::{Inbox, RevertJob, RevertRefused, Signal};
 use super::interrupt::Interrupt;
-use super::ledger::{RequestId, RevertOutcome};
+use super::ledger::RevertOutcome;
 use super::projects::waits::{Deliver, Peers, WaitRegistry};
 use super::revert::RevertError;
 use super::runtime::{FairyRuntime, FairyState, Hosting, RuntimeConfig};
 use super::runtime_actions::full_registry;
 use super::state_store::{self, StateSaver, StateSync};
+use crate::ids::FairyId;
+use crate::ids::RequestId;
 use crate::llm::Model;
 use crate::room::{Room, RoomError, RoomName, Rooms};
 use crate::store::StoreError;
@@ -222,6 +225,8 @@ impl FairyHub {
         leases: Option<crate::pubsub::lease::RedisLeases>,
     ) -> Self {
         let scaled = leases.is_some();
+        // One clock for the rooms, the budget and the fairies: the rooms' (crate::clock).
+        let budget = TokenBudget::with_clock(limits.token_budget, rooms.clock().clone());
         let hub = FairyHub {
             inner: Arc::new(Inner {
                 rooms,
@@ -229,7 +234,7 @@ impl FairyHub {
                 registry: Arc::new(full_registry()),
                 config,
                 max_per_room: limits.max_per_room,
-                budget: TokenBudget::new(limits.token_budget),
+                budget,
                 hosted: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
@@ -312,6 +317,7 @@ impl FairyHub {
         let span = tracing::info_span!("fairy", room = %room.name(), fairy = %entity.id);
         let mut hosting = Hosting {
             quiet_patience: self.inner.quiet_patience,
+            clock: self.inner.rooms.clock().clone(),
             ..Hosting::new(events.clone())
         };
         if let Some(id) = client_id {

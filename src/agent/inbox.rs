@@ -15,8 +15,9 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::interrupt::Interrupt;
-use super::ledger::{RequestId, RevertOutcome};
+use super::ledger::RevertOutcome;
 use super::revert::RevertError;
+use crate::ids::RequestId;
 
 /// Rejections waiting for the host at most; more are refused ([`RevertRefused::Full`]).
 pub const MAX_PENDING_REVERTS: usize = 8;

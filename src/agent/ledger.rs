@@ -21,10 +21,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use super::fairy::{is_plain_id, plain_id_conversions};
 use crate::canvas::shape::{Prop, Shape};
 
 /// Requests kept revertible per fairy (the oldest is forgotten first).
@@ -34,39 +32,7 @@ pub const MAX_SHAPES: usize = 2000;
 /// Names one record keeps (a request merged from several prompts answers to each of theirs).
 pub const MAX_IDS: usize = 16;
 
-/// A request id is 1–64 characters of `[A-Za-z0-9_-]`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid request id '{0}'")]
-pub struct InvalidRequestId(pub String);
-
-/// The id of one fairy request (`r-` + 12 hex digits when the server makes it).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct RequestId(String);
-
-impl RequestId {
-    /// Validates an id.
-    pub fn parse(raw: &str) -> Result<Self, InvalidRequestId> {
-        if is_plain_id(raw) {
-            Ok(RequestId(raw.to_owned()))
-        } else {
-            Err(InvalidRequestId(raw.chars().take(80).collect()))
-        }
-    }
-
-    /// A fresh random id.
-    pub fn random() -> Self {
-        let n: u64 = rand::rng().random::<u64>() & 0xffff_ffff_ffff;
-        RequestId(format!("r-{n:012x}"))
-    }
-
-    /// The id as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-plain_id_conversions!(RequestId, InvalidRequestId);
+pub use crate::ids::{InvalidRequestId, RequestId};
 
 /// One recorded value: what a revert restores, what the fairy left, and whether someone else
 /// wrote it after the fairy's last write.
@@ -328,15 +294,6 @@ mod tests {
             exists: None,
             props: vec![(key.into(), Prop::Num(before), Prop::Num(after))],
         }
-    }
-
-    #[test]
-    fn ids_are_validated_and_random_ones_parse() {
-        assert!(RequestId::parse("r-1_a").is_ok());
-        assert!(RequestId::parse("").is_err());
-        assert!(RequestId::parse("a/b").is_err());
-        assert!(RequestId::parse(&"x".repeat(65)).is_err());
-        assert!(RequestId::parse(RequestId::random().as_str()).is_ok());
     }
 
     #[test]

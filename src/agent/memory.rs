@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::ledger::RequestId;
 use super::modes::MemoryLevel;
+use crate::ids::RequestId;
 
 /// Characters of history sent to the model at most (≈ 25k tokens).
 pub const HISTORY_BUDGET_CHARS: usize = 100_000;

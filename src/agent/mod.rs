@@ -20,11 +20,17 @@
 //! - [`runtime/`](runtime): the fairy at work, a folder whose children depend only on their
 //!   parent: `runtime/mod.rs` (the type, the request loop, finishing and aborting),
 //!   `runtime/turn/` (one model turn; its children `apply.rs`, the runtime actions, and
-//!   `compact.rs`, summarising the history), `runtime/interrupt.rs` (`interrupt({input, mode})`
-//!   and how pending interrupts merge, re-exported here as [`interrupt`]).
+//!   `compact.rs`, summarising the history), `runtime/interrupt.rs` (`interrupt({input, mode})`,
+//!   re-exported here as [`interrupt`]; the `Interrupt` data is [`state`]'s), `runtime/project/`
+//!   (a fairy's part in a project: project actions, joining and leaving, what a member sees).
+//! - [`projects`]: what fairies working together share (project vocabulary, the `projects`
+//!   and `tasks` records, the project actions' arguments, wait and wake, task bounds, prompt
+//!   parts); below the runtime: it never names it (runtime → projects only).
 //! - [`inbox`]: delivering interrupts (never refused) and dismissals to a fairy's host task.
-//! - [`projects`]: fairies working together (projects, duos, task bounds, wait and wake).
-//! - [`hub`]: hosting the fairies of every room (one task each); [`budget`]: the per-room
+//! - [`work`]: the vocabulary of a fairy's work (task statuses, project roles and statuses,
+//!   membership), below the state and projects.
+//! - [`hub`]: hosting the fairies of every room (one task each), with `hub/group.rs` (group
+//!   prompts, disbanding, refusing users' prompts to busy members); [`budget`]: the per-room
 //!   hourly model-token budget.
 //!
 //! Must not touch sockets; reaches the store only through the [`crate::store::Store`] trait's
@@ -48,8 +54,8 @@ pub mod prompt;
 pub mod prompt_parts;
 pub mod revert;
 pub mod runtime;
-/// The interrupt type lives with the runtime that carries it out; its old path is kept for
-/// the hub, the inbox, projects and the HTTP edge.
+/// Carrying out interrupts is the runtime's (the `Interrupt` data is [`state`]'s); this old
+/// path is kept for the hub, the inbox and the HTTP edge.
 pub use runtime::interrupt;
 pub mod runtime_actions;
 pub mod runtime_view;
@@ -60,3 +66,4 @@ pub mod state_store;
 pub mod tasks_doc;
 pub mod tentative;
 pub mod throttle;
+pub mod work;

@@ -5,7 +5,8 @@
 //! Owns the JSON of the state and the flight arithmetic. No I/O: the runtime publishes the
 //! state through [`crate::room::Room::set_presence`] under the fairy's own awareness client id.
 
-use super::projects::TaskStatus;
+use super::work::TaskStatus;
+use crate::ids::{FairyId, ProjectId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -68,7 +69,7 @@ pub struct TaskSummary {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Presence {
     /// Fairy id.
-    pub id: String,
+    pub id: FairyId,
     /// Display name.
     pub name: String,
     /// Page position of the fairy.
@@ -82,7 +83,7 @@ pub struct Presence {
     /// Facing left (flying leftwards).
     pub flip: bool,
     /// Project it works for, if any.
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
     /// Task it works on, if any.
     pub task_id: Option<String>,
     /// Personal todo list.
@@ -97,9 +98,9 @@ pub struct Presence {
 
 impl Presence {
     /// An idle fairy at `(x, y)`.
-    pub fn new(id: &str, name: &str, x: f64, y: f64) -> Self {
+    pub fn new(id: &FairyId, name: &str, x: f64, y: f64) -> Self {
         Presence {
-            id: id.into(),
+            id: id.clone(),
             name: name.into(),
             x,
             y,
@@ -202,7 +203,8 @@ mod tests {
 
     #[test]
     fn state_has_every_spec_key() {
-        let mut p = Presence::new("f1", "Pip", 1.234, 5.0);
+        let id = FairyId::parse("f1").unwrap_or_else(|e| panic!("{e}"));
+        let mut p = Presence::new(&id, "Pip", 1.234, 5.0);
         p.todo.push(TodoItem {
             id: "1".into(),
             text: "walls".into(),

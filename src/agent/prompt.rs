@@ -296,8 +296,8 @@ pub fn build_request(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::fairy::FairyId;
     use crate::agent::runtime_actions::full_registry;
+    use crate::ids::FairyId;
 
     fn fairy() -> FairyEntity {
         FairyEntity {

@@ -199,7 +199,7 @@ pub fn attach_screenshot(message: &mut ChatMessage, extras: &PromptExtras, t: &P
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::fairy::FairyId;
+    use crate::ids::FairyId;
 
     fn fairy(personality: &str) -> FairyEntity {
         FairyEntity {

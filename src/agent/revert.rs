@@ -21,11 +21,12 @@ use std::collections::BTreeMap;
 use yrs::{Map, MapPrelim, Origin, Transact, TransactionMut};
 
 use super::events::AgentEvent;
-use super::fairy::{ChatItem, append_chat, now_millis};
-use super::ledger::{RequestId, RequestRecord, RevertOutcome, ShapeRecord};
+use super::fairy::{ChatItem, append_chat};
+use super::ledger::{RequestRecord, RevertOutcome, ShapeRecord};
 use super::memory::{Acceptance, HistoryItem};
 use super::runtime::FairyRuntime;
 use crate::canvas::shape::{Prop, delete_shape, read_shape, set_props, shapes_root};
+use crate::ids::RequestId;
 use crate::origin::TxnOrigin;
 
 /// Why a request could not be taken back.
@@ -192,8 +193,8 @@ impl FairyRuntime {
             from: format!("fairy:{}", self.entity.id),
             role: "fairy".into(),
             text: text.clone(),
-            at: now_millis(),
-            request_id: Some(id.to_string()),
+            at: self.now_millis(),
+            request_id: Some(id.clone()),
             acceptance: Some(Acceptance::Rejected),
         };
         if let Err(error) = append_chat(self.room.doc(), &self.entity.id, &item) {
@@ -201,7 +202,7 @@ impl FairyRuntime {
         }
         self.beacon.update(|p| p.last_message = Some(text));
         self.emit(AgentEvent::RequestRejected {
-            request_id: id.to_string(),
+            request_id: id.clone(),
             reverted: outcome.reverted,
             kept: outcome.kept,
         });

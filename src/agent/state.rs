@@ -4,16 +4,17 @@
 //! [`Request`]s it runs (with the `schedule` merge rule), and what its recent requests changed
 //! ([`RequestLedger`], so a request can be taken back after a restart too). Plain data, no I/O.
 
-use super::projects::TaskStatus;
+use super::work::TaskStatus;
 use serde::{Deserialize, Serialize};
 
-use super::ledger::{MAX_IDS, RequestId, RequestLedger};
+use super::ledger::{MAX_IDS, RequestLedger};
 use super::memory::HistoryItem;
 use super::modes::Mode;
 use super::presence::TodoItem;
 use super::throttle::ThrottleConfig;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::schema::MAIN_PAGE;
+use crate::ids::RequestId;
 
 /// Default most model turns per request.
 pub const DEFAULT_MAX_ITERATIONS: usize = 25;
@@ -86,7 +87,7 @@ pub struct FairyState {
     /// is stored).
     pub requests: RequestLedger,
     /// Its project, while it is a member of one.
-    pub project: Option<super::projects::Membership>,
+    pub project: Option<super::work::Membership>,
 }
 
 impl Default for FairyState {
@@ -155,6 +156,40 @@ impl Request {
         }
         if other.from_user.is_some() {
             self.from_user = other.from_user;
+        }
+    }
+}
+
+/// Most messages a merged pending input keeps (the oldest are dropped first), so that a burst
+/// of interrupts the fairy has not handled yet stays bounded.
+pub const MAX_MERGED_MESSAGES: usize = 16;
+
+/// One interrupt: optional input to run, optional mode to switch to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Interrupt {
+    /// The request to run once the active one is cancelled.
+    pub input: Option<Request>,
+    /// The mode to switch to before running it.
+    pub mode: Option<Mode>,
+}
+
+impl Interrupt {
+    /// Merges a later interrupt into this one, as if both were handled in order: the inputs
+    /// merge like `schedule` (messages appended, bounds and selection overridden when given);
+    /// a later interrupt without input (a cancel) drops the input that had not started; the
+    /// later mode wins when it names one.
+    pub fn merge(&mut self, later: Interrupt) {
+        self.input = match (self.input.take(), later.input) {
+            (Some(mut pending), Some(input)) => {
+                pending.merge(input);
+                let excess = pending.messages.len().saturating_sub(MAX_MERGED_MESSAGES);
+                pending.messages.drain(..excess);
+                Some(pending)
+            }
+            (_, input) => input,
+        };
+        if later.mode.is_some() {
+            self.mode = later.mode;
         }
     }
 }

@@ -13,9 +13,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::fairy::{FairyId, legacy_runtimes, remove_legacy_runtimes};
+use super::fairy::{legacy_runtimes, remove_legacy_runtimes};
 use super::state::FairyState;
 use super::state_store;
+use crate::ids::FairyId;
 use crate::origin::TxnOrigin;
 use crate::room::{LoadHook, Room};
 use crate::store::{Store, StoreError};

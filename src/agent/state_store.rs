@@ -14,8 +14,8 @@ use bytes::Bytes;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use super::fairy::FairyId;
 use super::state::FairyState;
+use crate::ids::FairyId;
 use crate::room::RoomName;
 use crate::store::{Store, StoreError};
 

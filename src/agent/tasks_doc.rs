@@ -6,9 +6,9 @@
 
 use yrs::{Any, Doc, Map, MapPrelim, Out, Transact};
 
-use super::fairy::FairyId;
 use super::state::SoloTask;
 use crate::canvas::schema::TASKS;
+use crate::ids::FairyId;
 use crate::origin::TxnOrigin;
 
 /// The document key of a fairy's solo task.
@@ -92,11 +92,11 @@ mod tests {
             id: "t1".into(),
             title: "walls".into(),
             text: String::new(),
-            status: crate::agent::projects::TaskStatus::Todo,
+            status: crate::agent::work::TaskStatus::Todo,
             bounds: Some(Bounds::new(1.0, 2.0, 3.0, 4.0)),
         };
         upsert_task(&doc, &fairy, &task, "page:main");
-        task.status = crate::agent::projects::TaskStatus::Done;
+        task.status = crate::agent::work::TaskStatus::Done;
         upsert_task(&doc, &fairy, &task, "page:main");
         let root = doc.get_or_insert_map(TASKS);
         let txn = doc.transact();

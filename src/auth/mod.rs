@@ -50,7 +50,6 @@ pub const CLOSE_TOKEN_EXPIRED: u16 = 4401;
 /// The current time in unix seconds, for the edge to pass as `now` (0 if the clock is before
 /// 1970, which then refuses every token as expired rather than panicking).
 pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    use crate::clock::Clock;
+    crate::clock::SystemClock.unix_secs()
 }

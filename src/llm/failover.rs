@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt, stream};
 
-use super::clock::Clock;
 use super::error::LlmError;
 use super::types::{Model, ModelEvent, ModelRequest, ModelStream};
 use super::usage::{Usage, UsageLedger};
+use crate::clock::Clock;
 
 /// First cooldown of a failed profile.
 pub const COOLDOWN_BASE: Duration = Duration::from_secs(1);

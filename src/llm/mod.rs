@@ -9,7 +9,7 @@
 //! - [`sse`]: `reqwest` + `eventsource-stream` glue, idle timeout, the [`sse::Decoder`] loop.
 //! - [`anthropic`], [`openai`]: the two wire formats (request bodies, decoders, capabilities).
 //! - [`failover`]: auth profiles, cooldowns (1 s doubling to 60 s), retries.
-//! - [`clock`]: injected time for cooldowns.
+//! - [`clock`]: the old path of [`crate::clock`] (injected time for cooldowns), re-exported.
 //! - [`usage`]: token accounting.
 //! - [`offline`]: the embedded default model (no network, no key).
 //! - [`paced`]: spacing a model's text out in time (`--llm-pace-ms`).

@@ -101,14 +101,14 @@ pub(crate) struct LogState {
 }
 
 impl LogState {
-    /// The log of a room loaded up to `last_seq`, with `since_snapshot` updates after its
-    /// snapshot.
-    pub fn new(last_seq: u64, since_snapshot: u64) -> Self {
+    /// The log of a room loaded up to `last_seq` at `now`, with `since_snapshot` updates after
+    /// its snapshot.
+    pub fn new(last_seq: u64, since_snapshot: u64, now: Instant) -> Self {
         LogState {
             seqs: SeqTracker::new(last_seq),
             since_snapshot,
             catchup_at: None,
-            reconciled: Instant::now(),
+            reconciled: now,
         }
     }
 
@@ -160,8 +160,11 @@ pub(crate) async fn run(
             }
             _ = sweep.tick() => {
                 room.sweep_awareness();
-                if subscription.is_some() && log.reconciled.elapsed() >= RECONCILE_EVERY {
-                    log.catch_up_by(Instant::now());
+                let now = room.now();
+                if subscription.is_some()
+                    && now.saturating_duration_since(log.reconciled) >= RECONCILE_EVERY
+                {
+                    log.catch_up_by(now);
                 }
                 if room.try_begin_unload() {
                     return finish(&room, &mut log, Stop::Idle).await;
@@ -311,14 +314,14 @@ fn on_inbound(room: &Room, log: &mut LogState, inbound: Inbound) {
             room.apply_remote(updates);
             log.seqs.mark(first_seq, last_seq);
             if log.seqs.has_gap() {
-                log.catch_up_by(Instant::now() + GAP_GRACE);
+                log.catch_up_by(room.now() + GAP_GRACE);
             }
         }
         Inbound::Awareness { node, update } => room.apply_remote_awareness(node, &update),
         Inbound::AwarenessQuery => room.publish_local_awareness(),
         Inbound::NodeGone(node) => room.remove_node_awareness(node),
         Inbound::Lagged => {
-            log.catch_up_by(Instant::now());
+            log.catch_up_by(room.now());
             room.query_remote_awareness();
         }
     }
@@ -328,7 +331,7 @@ fn on_inbound(room: &Room, log: &mut LogState, inbound: Inbound) {
 /// store carries truth").
 async fn catch_up(room: &Room, log: &mut LogState) {
     log.catchup_at = None;
-    log.reconciled = Instant::now();
+    log.reconciled = room.now();
     let after = log.seqs.contiguous();
     match room.store.load_since(&room.name, after).await {
         Ok(stored) => {
@@ -342,20 +345,25 @@ async fn catch_up(room: &Room, log: &mut LogState) {
         }
         Err(error) => {
             tracing::warn!(room = %room.name, %error, "catch-up from the store failed; retrying");
-            log.catch_up_by(Instant::now() + CATCHUP_RETRY);
+            log.catch_up_by(room.now() + CATCHUP_RETRY);
         }
     }
 }
 
 impl Room {
+    /// Now on the room's clock, as a tokio instant (the committer sleeps until such instants).
+    pub(crate) fn now(&self) -> Instant {
+        Instant::from_std(self.config.clock.now())
+    }
+
     /// Marks the room closing if it has been unused for the idle time (no peer, no lease).
     fn try_begin_unload(&self) -> bool {
         let peers = self.lock_peers();
         let idle = peers.links.is_empty()
             && self.leases.load(Ordering::SeqCst) == 0
-            && peers
-                .idle_since
-                .is_some_and(|since| since.elapsed() >= self.config.idle_unload);
+            && peers.idle_since.is_some_and(|since| {
+                self.now().saturating_duration_since(since) >= self.config.idle_unload
+            });
         if idle {
             self.closing.store(true, Ordering::SeqCst);
         }

@@ -44,7 +44,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
-use yrs::sync::{Awareness, Clock, Message, SyncMessage};
+use yrs::sync::{Awareness, Message, SyncMessage};
 use yrs::{Doc, ReadTxn, StateVector, Transact, Update};
 
 /// Room names live in the leaf [`crate::ids`] module (the store names rooms too); kept here.
@@ -52,6 +52,7 @@ pub use crate::ids::{InvalidRoomName, MAX_ROOM_NAME, RoomName};
 pub use peer::{PeerControl, PeerInfo};
 pub use registry::{LoadHook, Rooms};
 
+use crate::clock::SharedClock;
 use crate::origin::TxnOrigin;
 use crate::protocol::{self, ProtocolError};
 use crate::store::Store;
@@ -109,8 +110,10 @@ pub struct RoomConfig {
     pub awareness_timeout: Duration,
     /// How often the committer checks timeouts and idleness.
     pub sweep_every: Duration,
-    /// The clock awareness timestamps come from (milliseconds); injected in tests.
-    pub clock: Arc<dyn Clock>,
+    /// The room's clock ([`crate::clock`]): awareness timestamps (its wall-clock
+    /// milliseconds), the idle time before unloading and the committer's reconcile schedule
+    /// (its instants); injected in tests.
+    pub clock: SharedClock,
     /// The fan-out to the other nodes (`--pubsub`); `None` on a single node.
     pub fanout: Option<Arc<crate::pubsub::Fanout>>,
 }
@@ -126,7 +129,7 @@ impl RoomConfig {
             compact_every: config.compact_every.max(1),
             awareness_timeout: Duration::from_secs(30),
             sweep_every: Duration::from_secs(1),
-            clock: Arc::new(yrs::sync::time::SystemClock),
+            clock: crate::clock::system(),
             fanout: None,
         }
     }
@@ -208,7 +211,7 @@ impl Room {
             crate::canvas::schema::init_schema(&doc, TxnOrigin::System);
         }
         let clock = config.clock.clone();
-        let awareness = Awareness::with_clock(doc.clone(), move || clock.now());
+        let awareness = Awareness::with_clock(doc.clone(), move || clock.unix_millis());
         Ok(Arc::new(Room {
             name,
             doc,
@@ -314,7 +317,7 @@ impl Room {
             let mut peers = self.lock_peers();
             let link = peers.links.remove(&conn);
             if peers.links.is_empty() {
-                peers.idle_since = Some(tokio::time::Instant::now());
+                peers.idle_since = Some(self.now());
             }
             link
         };

@@ -142,7 +142,7 @@ impl Room {
 
     /// Removes peers' states that were not renewed within the awareness timeout.
     pub(crate) fn sweep_awareness(&self) {
-        let now = self.config.clock.now();
+        let now = self.config.clock.unix_millis();
         let timeout = u64::try_from(self.config.awareness_timeout.as_millis()).unwrap_or(u64::MAX);
         let server_owned: Vec<ClientID> = {
             let peers = self.lock_peers();

@@ -92,6 +92,11 @@ impl Rooms {
         }
     }
 
+    /// The rooms' clock ([`RoomConfig::clock`]), which the fairies and their budget share.
+    pub fn clock(&self) -> &crate::clock::SharedClock {
+        &self.inner.config.clock
+    }
+
     /// The store rooms are kept in (for what sits beside documents, such as room instructions).
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
@@ -177,7 +182,8 @@ impl Rooms {
             tracing::error!(room = %name, %error, "loading room failed");
             RoomError::Store
         })?;
-        let log = LogState::new(stored.last_seq, stored.updates.len() as u64);
+        let now = tokio::time::Instant::from_std(self.inner.config.clock.now());
+        let log = LogState::new(stored.last_seq, stored.updates.len() as u64, now);
         let room = Room::new(
             name.clone(),
             stored,

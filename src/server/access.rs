@@ -1,7 +1,7 @@
 //! Admission of a request to a room: the token (query `?token=` or `Authorization: Bearer`),
 //! verified by [`crate::auth`], decides who the peer is, whether it may write, and when its
 //! session ends. Also the `--dev` token route. Refusals become 401/403 JSON before any upgrade.
-//! The routes that need a scope in a room (fairies, projects, exports, instructions) take an
+//! Every route in a room (the WebSocket, fairies, projects, exports, instructions) takes an
 //! [`Admitted`] extractor, so admission is written once here, not in each handler.
 
 use std::collections::HashMap;
@@ -30,29 +30,6 @@ pub struct Admission {
     pub expires_at: Option<u64>,
 }
 
-/// Verifies the request's token for `room`.
-pub fn admit(
-    state: &AppState,
-    room: &RoomName,
-    query_token: Option<&str>,
-    headers: &HeaderMap,
-) -> Result<Admission, ApiError> {
-    let Some(auth) = &state.auth else {
-        return Ok(Admission {
-            sub: "anonymous".into(),
-            can_write: true,
-            expires_at: None,
-        });
-    };
-    let claims = verified_claims(auth, query_token, headers)?;
-    let access = crate::auth::authorize(&claims, room.as_str())?;
-    Ok(Admission {
-        sub: claims.sub,
-        can_write: access.can_write,
-        expires_at: Some(access.expires_at),
-    })
-}
-
 /// Body of `POST /auth/dev-token`.
 #[derive(Debug, serde::Deserialize)]
 pub struct DevTokenRequest {
@@ -72,24 +49,35 @@ pub async fn dev_token(
     Ok(Json(auth.mint_dev_token(&request.name, unix_now())?))
 }
 
-/// Checks the room name and that the request's token grants `scope` in that room (the fairy
-/// API, exports, room instructions); returns the room and the token's `sub` (`anonymous` when
-/// auth is off). 400 for a bad room name, 401/403 as [`crate::auth`] decides.
+/// Checks the room name and that the request's token grants `scope` in that room (the
+/// WebSocket, the fairy API, exports, room instructions); returns the room and who the peer is
+/// (`anonymous`, writing, never expiring when auth is off). 400 for a bad room name, 401/403
+/// as [`crate::auth`] decides.
 pub fn admit_scope(
     state: &AppState,
     room: &str,
     query_token: Option<&str>,
     headers: &HeaderMap,
     scope: Scope,
-) -> Result<(RoomName, String), ApiError> {
+) -> Result<(RoomName, Admission), ApiError> {
     let name = RoomName::parse(room)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_room_name", e.to_string()))?;
     let Some(auth) = &state.auth else {
-        return Ok((name, "anonymous".into()));
+        let admission = Admission {
+            sub: "anonymous".into(),
+            can_write: true,
+            expires_at: None,
+        };
+        return Ok((name, admission));
     };
     let claims = verified_claims(auth, query_token, headers)?;
-    crate::auth::authorize_scope(&claims, name.as_str(), scope)?;
-    Ok((name, claims.sub))
+    let access = crate::auth::authorize_scope(&claims, name.as_str(), scope)?;
+    let admission = Admission {
+        sub: claims.sub,
+        can_write: access.can_write,
+        expires_at: Some(access.expires_at),
+    };
+    Ok((name, admission))
 }
 
 /// The scope a route asks of the token, as a type (so that [`Admitted`] names it in a
@@ -106,7 +94,7 @@ impl RoomScope for FairiesScope {
     const SCOPE: Scope = Scope::Fairies;
 }
 
-/// The `read` scope: exports.
+/// The `read` scope: the WebSocket, exports.
 #[derive(Debug)]
 pub struct ReadScope;
 impl RoomScope for ReadScope {
@@ -130,6 +118,10 @@ pub struct Admitted<S> {
     pub room: RoomName,
     /// The token's `sub` (`anonymous` when auth is off).
     pub sub: String,
+    /// False for read-only peers (a token without `write`).
+    pub can_write: bool,
+    /// Unix second at which the token expires (`None` when auth is off).
+    pub expires_at: Option<u64>,
     scope: PhantomData<S>,
 }
 
@@ -152,11 +144,13 @@ impl<S: RoomScope> FromRequestParts<AppState> for Admitted<S> {
             .into_response()
         })?;
         let token = query.get("token").map(String::as_str);
-        let (room, sub) = admit_scope(state, room, token, &parts.headers, S::SCOPE)
+        let (room, admission) = admit_scope(state, room, token, &parts.headers, S::SCOPE)
             .map_err(IntoResponse::into_response)?;
         Ok(Admitted {
             room,
-            sub,
+            sub: admission.sub,
+            can_write: admission.can_write,
+            expires_at: admission.expires_at,
             scope: PhantomData,
         })
     }

@@ -16,7 +16,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::{BytesRejection, JsonRejection};
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -31,15 +31,17 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::AppState;
 use super::access::{Admitted, FairyAccess};
+use super::body::OptionalJson;
 use super::error::ApiError;
-use crate::agent::fairy::{ChatItem, FairyError, FairyId, MAX_TEXT_CHARS, append_chat};
+use crate::agent::fairy::{ChatItem, FairyError, MAX_TEXT_CHARS, append_chat};
 use crate::agent::hub::HubError;
 use crate::agent::interrupt::Interrupt;
-use crate::agent::ledger::RequestId;
 use crate::agent::modes::Mode;
 use crate::agent::revert::RevertError;
 use crate::agent::runtime::Request;
 use crate::canvas::geometry::Bounds;
+use crate::ids::FairyId;
+use crate::ids::RequestId;
 
 /// Most selected shape ids accepted in one prompt.
 const MAX_SELECTED: usize = 1000;
@@ -170,18 +172,6 @@ pub(super) fn json_body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, Ap
     Ok(body.map(|Json(b)| b)?)
 }
 
-/// An optional JSON body: nothing (or whitespace) is `T::default()`.
-fn optional_json_body<T: Default + serde::de::DeserializeOwned>(
-    body: Result<axum::body::Bytes, BytesRejection>,
-) -> Result<T, ApiError> {
-    let body = body?;
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    serde_json::from_slice(&body)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))
-}
-
 /// Body of an invitation (everything optional).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -194,11 +184,11 @@ pub struct InviteBody {
 async fn invite(
     State(state): State<AppState>,
     Admitted { room, sub, .. }: FairyAccess,
-    body: Result<axum::body::Bytes, BytesRejection>,
+    body: Result<OptionalJson<InviteBody>, ApiError>,
 ) -> Result<Response, ApiError> {
     limit(&state, &sub)?;
     // The body is optional: nothing (or whitespace) invites a fairy with random traits.
-    let body: InviteBody = optional_json_body(body)?;
+    let OptionalJson(body) = body?;
     let view = state
         .fairies
         .invite(
@@ -275,7 +265,7 @@ async fn prompt(
     request.from_user = Some(sub.clone());
     let message = request.messages.join("\n\n");
     let item = ChatItem {
-        request_id: Some(request_id.to_string()),
+        request_id: Some(request_id.clone()),
         ..ChatItem::from_user(&sub, &message)
     };
     append_chat(loaded.doc(), &id, &item).map_err(|e| ApiError::from(HubError::Fairy(e)))?;
@@ -342,12 +332,12 @@ async fn cancel(
     State(state): State<AppState>,
     Admitted { room, sub, .. }: FairyAccess,
     Path((_, id)): Path<(String, String)>,
-    body: Result<axum::body::Bytes, BytesRejection>,
+    body: Result<OptionalJson<CancelBody>, ApiError>,
 ) -> Result<Response, ApiError> {
     limit(&state, &sub)?;
     let id = fairy_id(&id)?;
     // The body is optional: nothing (or whitespace) just cancels.
-    let body: CancelBody = optional_json_body(body)?;
+    let OptionalJson(body) = body?;
     let mode = parse_mode(body.mode.as_deref(), "invalid_mode")?;
     state.fairies.refuse_if_in_project(&room, &id).await?;
     let interrupt = Interrupt { input: None, mode };

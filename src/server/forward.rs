@@ -25,9 +25,9 @@ use futures_util::StreamExt;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::agent::fairy::FairyId;
 use crate::agent::hub::{HubError, Placement};
 use crate::auth::Scope;
+use crate::ids::FairyId;
 
 /// Marks a request one node forwarded to another.
 pub const FORWARDED: HeaderName = HeaderName::from_static("x-fairyring-forwarded");

@@ -4,7 +4,7 @@
 //! `fairy_not_found`; fewer than two fairies or one already in a live project 409
 //! `fairy_in_project`), and `DELETE /rooms/{room}/projects/{projectId}` → `204` (disband).
 //! Admission, rate limits and errors are the fairy API's; the work is the hub's
-//! ([`crate::agent::projects::group`]).
+//! ([`crate::agent::hub::group`]).
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
@@ -18,9 +18,9 @@ use super::AppState;
 use super::access::{Admitted, FairyAccess};
 use super::error::ApiError;
 use super::fairies::{fairy_id, json_body, limit, user_request};
-use crate::agent::projects::ProjectId;
-use crate::agent::projects::group::GroupPrompt;
+use crate::agent::hub::group::GroupPrompt;
 use crate::canvas::geometry::Bounds;
+use crate::ids::ProjectId;
 
 /// Most fairies one group prompt may name.
 const MAX_GROUP: usize = 32;

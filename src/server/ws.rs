@@ -13,9 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use std::collections::HashMap;
-
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Request, State};
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::stream::{SplitSink, SplitStream};
@@ -30,9 +28,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::AppState;
+use super::access::{Admitted, ReadScope};
 use super::error::{ApiError, close, close_for, truncate};
 use super::upgrade::{Handshake, Socket};
-use crate::room::{Peer, PeerInfo, RoomName};
+use crate::room::{Peer, PeerInfo};
 
 /// How often the server pings an idle peer.
 pub const PING_INTERVAL: Duration = Duration::from_secs(20);
@@ -51,28 +50,16 @@ pub const CLOSE_DRAIN: Duration = Duration::from_secs(1);
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
 /// `GET /rooms/{room}`: validates the name (400), the token (401/403) and capacity (503),
-/// in that order, before the upgrade; a plain GET that passes them is answered 426.
+/// in that order, before the upgrade (name and token through [`Admitted`]); a plain GET that
+/// passes them is answered 426.
 pub async fn upgrade(
     State(state): State<AppState>,
-    Path(room): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
+    admission: Admitted<ReadScope>,
     request: Request,
 ) -> Result<Response, ApiError> {
     let (mut parts, _) = request.into_parts();
     let headers = &parts.headers;
-    let name = RoomName::parse(&room).map_err(|e| {
-        ApiError::new(
-            axum::http::StatusCode::BAD_REQUEST,
-            "invalid_room_name",
-            e.to_string(),
-        )
-    })?;
-    let admission = super::access::admit(
-        &state,
-        &name,
-        query.get("token").map(String::as_str),
-        headers,
-    )?;
+    let name = admission.room;
     let handshake = Handshake::check(headers, &mut parts.extensions).map_err(|e| {
         ApiError::new(
             axum::http::StatusCode::UPGRADE_REQUIRED,

@@ -23,8 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{FairyHub, FairyView, HubError};
 use crate::agent::beacon::Beacon;
-use crate::agent::fairy::{FairyEntity, FairyId, list_fairies};
+use crate::agent::fairy::{FairyEntity, list_fairies};
 use crate::agent::inbox::Inbox;
+use crate::ids::FairyId;
 use crate::pubsub::lease::{LEASE_RENEW, LEASE_TTL, RedisLeases, Taken};
 use crate::room::{Room, RoomName};
 

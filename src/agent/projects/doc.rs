@@ -10,10 +10,10 @@ use serde_json::Value;
 use yrs::{Any, Doc, Map, Out, ReadTxn, Transact};
 
 use super::{ProjectId, ProjectStatus, Role, TaskStatus};
-use crate::agent::fairy::FairyId;
 use crate::agent::tasks_doc::upsert_map;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::schema::{PROJECTS, TASKS};
+use crate::ids::FairyId;
 use crate::origin::TxnOrigin;
 
 /// Colours given to live projects, one each while there are enough (tldraw's names).

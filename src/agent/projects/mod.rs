@@ -3,232 +3,28 @@
 //! project; in a duo the leader also works on tasks itself.
 //!
 //! # Layout
-//! - this file: the project vocabulary ([`ProjectId`], [`Role`], [`ProjectStatus`],
-//!   [`TaskStatus`]) and a fairy's private membership ([`Membership`]).
+//! - this file: the layout; the project vocabulary ([`Role`], [`ProjectStatus`],
+//!   [`TaskStatus`], a fairy's private [`Membership`]) is [`super::work`]'s, re-exported,
+//!   so that a fairy's state can name it without depending on projects.
 //! - [`doc`]: the `projects` and `tasks` roots of the document (the shared truth every browser
 //!   sees, and what a restart resumes from).
 //! - [`actions`]: the project actions' typed arguments, parsed once, and their schemas.
-//! - [`apply`]: carrying them out on a runtime; [`membership`]: joining and leaving a project
-//!   (memory transitions, awareness), restart resumption.
+//! - [`membership`]: plain functions of membership (restart resumption, a task's request).
 //! - [`waits`]: the wait/wake mechanism (`await-tasks-completion`) and the handle a runtime
 //!   uses to interrupt the other members ([`waits::Peers`]).
 //! - [`guard`]: a working fairy's edits stay in its task's bounds.
-//! - [`view`]: what a member sees and may touch (its prompt part, changes and edits in its
-//!   task's bounds).
 //! - [`prompt`]: the prompt parts `currentProject` (orchestrator and drone views) and the mode
 //!   sections.
-//! - [`group`]: the hub's side: starting a project from a group prompt, disbanding one, and
-//!   refusing users' prompts to busy members.
 //!
 //! Must not touch sockets or the store: project state lives in the document and in each
 //! member's private state (saved by the runtime like the rest of it).
 
 pub mod actions;
-pub mod apply;
 pub mod doc;
-pub mod group;
 pub mod guard;
 pub mod membership;
 pub mod prompt;
-pub mod view;
 pub mod waits;
 
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
-
-use super::fairy::{is_plain_id, random_id};
-use super::modes::Mode;
-
-/// A project's id: `p-` and 10 hex digits when the server makes one; 1–64 characters of
-/// `[A-Za-z0-9_-]` when read from a request.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct ProjectId(String);
-
-/// An id that is not a project id.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid project id: {0}")]
-pub struct InvalidProjectId(String);
-
-impl ProjectId {
-    /// Validates an id.
-    pub fn parse(raw: &str) -> Result<Self, InvalidProjectId> {
-        if is_plain_id(raw) {
-            Ok(ProjectId(raw.to_owned()))
-        } else {
-            Err(InvalidProjectId(raw.chars().take(80).collect()))
-        }
-    }
-
-    /// A fresh random id.
-    pub fn random() -> Self {
-        ProjectId(random_id("p"))
-    }
-
-    /// The id as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for ProjectId {
-    type Error = InvalidProjectId;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        ProjectId::parse(&value)
-    }
-}
-
-impl From<ProjectId> for String {
-    fn from(id: ProjectId) -> String {
-        id.0
-    }
-}
-
-impl fmt::Display for ProjectId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// A member's part in a project (the design's `FairyProjectRole`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Role {
-    /// Plans and directs; does not draw.
-    Orchestrator,
-    /// Leads a duo: plans, directs its partner, and works on tasks itself.
-    DuoOrchestrator,
-    /// Works on the tasks it is directed to.
-    Drone,
-}
-
-impl Role {
-    /// The mode a member with this role is in while it plans (leaders) or waits (drones).
-    pub fn active_mode(self) -> Mode {
-        match self {
-            Role::Orchestrator => Mode::OrchestratingActive,
-            Role::DuoOrchestrator => Mode::DuoOrchestratingActive,
-            Role::Drone => Mode::StandingBy,
-        }
-    }
-
-    /// The mode a leader waits in.
-    pub fn waiting_mode(self) -> Mode {
-        match self {
-            Role::Orchestrator => Mode::OrchestratingWaiting,
-            Role::DuoOrchestrator => Mode::DuoOrchestratingWaiting,
-            Role::Drone => Mode::StandingBy,
-        }
-    }
-
-    /// Whether it leads the project.
-    pub fn leads(self) -> bool {
-        !matches!(self, Role::Drone)
-    }
-}
-
-/// Where a project stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProjectStatus {
-    /// Started by a group prompt; the orchestrator has not named it yet.
-    Planning,
-    /// The orchestrator started it.
-    Active,
-    /// Ended by its orchestrator.
-    Done,
-    /// Aborted by its orchestrator or disbanded by a user.
-    Aborted,
-}
-
-impl ProjectStatus {
-    /// Planning or active.
-    pub fn is_live(self) -> bool {
-        matches!(self, ProjectStatus::Planning | ProjectStatus::Active)
-    }
-}
-
-/// Where a project task stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TaskStatus {
-    /// Created, not started.
-    Todo,
-    /// A member works on it.
-    InProgress,
-    /// Finished.
-    Done,
-}
-
-impl TaskStatus {
-    /// Reads a status leniently: anything but `in-progress` or `done` (a typo, a number, a
-    /// value written by an older build) is `todo`, as the solo actions always read it.
-    pub fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(serde_json::from_value(serde_json::Value::deserialize(d)?).unwrap_or(TaskStatus::Todo))
-    }
-
-    /// The wire name.
-    pub fn name(self) -> &'static str {
-        match self {
-            TaskStatus::Todo => "todo",
-            TaskStatus::InProgress => "in-progress",
-            TaskStatus::Done => "done",
-        }
-    }
-}
-
-/// A fairy's membership of a project, in its private state (survives a restart).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Membership {
-    /// The project.
-    pub project_id: ProjectId,
-    /// Its role there.
-    pub role: Role,
-    /// The project task it works on, if any.
-    #[serde(default)]
-    pub task_id: Option<String>,
-    /// The tasks it waits for (leaders in a waiting mode).
-    #[serde(default)]
-    pub waiting_for: Vec<String>,
-}
-
-/// Whether `mode` belongs to a project.
-pub fn is_project_mode(mode: Mode) -> bool {
-    matches!(
-        mode,
-        Mode::StandingBy
-            | Mode::WorkingDrone
-            | Mode::WorkingOrchestrator
-            | Mode::OrchestratingActive
-            | Mode::OrchestratingWaiting
-            | Mode::DuoOrchestratingActive
-            | Mode::DuoOrchestratingWaiting
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_statuses_and_roles() {
-        assert!(ProjectId::parse("p-1").is_ok());
-        assert!(ProjectId::parse("a/b").is_err());
-        assert!(ProjectId::random().as_str().starts_with("p-"));
-        assert!(ProjectStatus::Planning.is_live());
-        assert!(!ProjectStatus::Aborted.is_live());
-        assert_eq!(
-            serde_json::to_value(TaskStatus::InProgress).ok(),
-            Some(serde_json::json!("in-progress"))
-        );
-        assert_eq!(
-            Role::DuoOrchestrator.waiting_mode(),
-            Mode::DuoOrchestratingWaiting
-        );
-        assert!(!Role::Drone.leads());
-        assert!(is_project_mode(Mode::WorkingDrone));
-        assert!(!is_project_mode(Mode::WorkingSolo));
-    }
-}
+pub use super::work::{Membership, ProjectStatus, Role, TaskStatus, is_project_mode};
+pub use crate::ids::{InvalidProjectId, ProjectId};

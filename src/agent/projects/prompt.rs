@@ -118,8 +118,8 @@ pub fn mode_section(mode: Mode) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::fairy::FairyId;
     use crate::agent::projects::{ProjectId, ProjectStatus, TaskStatus};
+    use crate::ids::FairyId;
 
     #[test]
     fn parts_offset_task_bounds_and_sections_follow_the_mode() {

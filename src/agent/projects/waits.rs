@@ -16,9 +16,9 @@ use yrs::Doc;
 use super::ProjectId;
 use super::TaskStatus;
 use super::doc::{ProjectTask, read_task};
-use crate::agent::fairy::FairyId;
-use crate::agent::interrupt::Interrupt;
 use crate::agent::modes::Mode;
+use crate::agent::state::{Interrupt, Request};
+use crate::ids::FairyId;
 use crate::room::RoomName;
 
 /// A leader waiting for tasks.
@@ -118,7 +118,7 @@ impl Peers {
         let Some((wait, done)) = self.waits.take_finished(room, leader, doc) else {
             return false;
         };
-        let input = crate::agent::runtime::Request::follow_up(wake_message(&done), None);
+        let input = Request::follow_up(wake_message(&done), None);
         self.deliver.interrupt(
             room,
             leader,

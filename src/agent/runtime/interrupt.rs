@@ -7,41 +7,8 @@
 
 use super::{FairyRuntime, Request};
 use crate::agent::events::EndReason;
-use crate::agent::modes::Mode;
 
-/// Most messages a merged pending input keeps (the oldest are dropped first), so that a burst
-/// of interrupts the fairy has not handled yet stays bounded.
-pub const MAX_MERGED_MESSAGES: usize = 16;
-
-/// One interrupt: optional input to run, optional mode to switch to.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Interrupt {
-    /// The request to run once the active one is cancelled.
-    pub input: Option<Request>,
-    /// The mode to switch to before running it.
-    pub mode: Option<Mode>,
-}
-
-impl Interrupt {
-    /// Merges a later interrupt into this one, as if both were handled in order: the inputs
-    /// merge like `schedule` (messages appended, bounds and selection overridden when given);
-    /// a later interrupt without input (a cancel) drops the input that had not started; the
-    /// later mode wins when it names one.
-    pub fn merge(&mut self, later: Interrupt) {
-        self.input = match (self.input.take(), later.input) {
-            (Some(mut pending), Some(input)) => {
-                pending.merge(input);
-                let excess = pending.messages.len().saturating_sub(MAX_MERGED_MESSAGES);
-                pending.messages.drain(..excess);
-                Some(pending)
-            }
-            (_, input) => input,
-        };
-        if later.mode.is_some() {
-            self.mode = later.mode;
-        }
-    }
-}
+pub use crate::agent::state::{Interrupt, MAX_MERGED_MESSAGES};
 
 impl FairyRuntime {
     /// Carries out an interrupt once the active request's future (if any) was dropped: aborts
@@ -77,6 +44,7 @@ mod tests {
     use crate::agent::events::AgentEvent;
     use crate::agent::fairy::{FairyEntity, insert_fairy};
     use crate::agent::memory::HistoryItem;
+    use crate::agent::modes::Mode;
     use crate::agent::modes::ModeMachine;
     use crate::agent::runtime::RuntimeConfig;
     use crate::agent::runtime_actions::full_registry;
@@ -205,7 +173,7 @@ mod tests {
             id: "t1".into(),
             title: "t".into(),
             text: String::new(),
-            status: crate::agent::projects::TaskStatus::Done,
+            status: crate::agent::work::TaskStatus::Done,
             bounds: None,
         });
         rt.state.current_task = Some("t1".into());
@@ -235,7 +203,7 @@ mod tests {
             id: "t1".into(),
             title: "t".into(),
             text: String::new(),
-            status: crate::agent::projects::TaskStatus::InProgress,
+            status: crate::agent::work::TaskStatus::InProgress,
             bounds: None,
         });
         rt.state.current_task = Some("t1".into());

@@ -14,13 +14,18 @@
 //! - `turn/`: one model turn — streaming, applying — with its own children `turn/apply.rs`
 //!   (the runtime actions: message, think, review, todo, solo tasks) and `turn/compact.rs`
 //!   (keeping the history in budget; the request loop compacts through it before each turn).
-//! - [`interrupt`]: `interrupt({input, mode})` and how pending interrupts merge.
+//! - [`interrupt`]: `interrupt({input, mode})` (the [`Interrupt`](crate::agent::state::Interrupt)
+//!   data and its merge rule live in [`super::state`]).
+//! - [`project`]: the fairy's part in a project (project actions, joining and leaving,
+//!   what a member sees). The project data it works with is [`super::projects`]', a lower
+//!   module that never names the runtime: dependencies go runtime → projects only.
 //!
 //! The runtime is driven by its host task ([`super::hub`]); it never holds a lock across an
 //! `.await`, and all of its document writes are short transactions with the fairy's origin.
 //! Must not touch sockets or the store except through [`StateSaver`] and [`state_store`].
 
 pub mod interrupt;
+pub mod project;
 mod turn;
 
 use std::sync::Arc;
@@ -32,16 +37,17 @@ use super::actions::Registry;
 use super::beacon::Beacon;
 use super::changes::ChangeTracker;
 use super::events::{AgentEvent, EndReason};
-use super::fairy::{ChatItem, FairyEntity, append_chat, now_millis};
-use super::ledger::RequestId;
+use super::fairy::{ChatItem, FairyEntity, append_chat};
 use super::memory::HistoryItem;
 use super::modes::{HookCtx, Mode, ModeEffect, ModeMachine, Outcome};
 use super::presence::{Pose, TaskSummary, TodoItem};
-use super::projects::TaskStatus;
 use super::state_store::{self, StateSaver, StateSync};
 use super::tentative::{QUIET_PATIENCE, Tentative, TentativeError};
+use super::work::TaskStatus;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::shape::{delete_shape, list_shapes};
+use crate::clock::SharedClock;
+use crate::ids::RequestId;
 use crate::llm::Model;
 use crate::origin::TxnOrigin;
 use crate::room::Room;
@@ -60,6 +66,8 @@ pub struct Hosting {
     pub client_id: u64,
     /// How long it waits for a quiet document (normally [`QUIET_PATIENCE`]).
     pub quiet_patience: std::time::Duration,
+    /// Its clock: chat and event timestamps, the throttle's instants (normally the system's).
+    pub clock: SharedClock,
 }
 
 impl Hosting {
@@ -69,6 +77,7 @@ impl Hosting {
             events,
             client_id: Beacon::draw_client_id(),
             quiet_patience: QUIET_PATIENCE,
+            clock: crate::clock::system(),
         }
     }
 }
@@ -102,6 +111,8 @@ pub struct FairyRuntime {
     request_ids: Vec<RequestId>,
     /// The other fairies of its room, for projects (set by the hub).
     pub(super) peers: Option<super::projects::waits::Peers>,
+    /// Its clock (see [`Hosting::clock`]).
+    pub(super) clock: SharedClock,
 }
 
 impl FairyRuntime {
@@ -123,14 +134,19 @@ impl FairyRuntime {
             events,
             client_id,
             quiet_patience,
+            clock,
         } = hosting;
         let doc = room.doc().clone();
         let state = FairyState::default();
         let id = entity.id.as_str().to_owned();
         let tentative = Tentative::new_when_quiet(&doc, &id, quiet_patience).await?;
         let tracker = ChangeTracker::new(&doc, &id, &[tentative.revert_origin()]);
-        let presence =
-            super::presence::Presence::new(&id, &entity.name, state.position.0, state.position.1);
+        let presence = super::presence::Presence::new(
+            &entity.id,
+            &entity.name,
+            state.position.0,
+            state.position.1,
+        );
         let beacon = Beacon::with_client_id(room.clone(), presence, client_id);
         Ok(FairyRuntime {
             modes: ModeMachine::new(state.mode),
@@ -151,6 +167,7 @@ impl FairyRuntime {
             bounds: Bounds::default(),
             request_ids: Vec::new(),
             peers: None,
+            clock,
         })
     }
 
@@ -260,14 +277,19 @@ impl FairyRuntime {
         self.saver.save(&self.state);
     }
 
+    /// Unix milliseconds on the fairy's clock (chat items).
+    pub(super) fn now_millis(&self) -> f64 {
+        self.clock.unix_millis() as f64
+    }
+
     /// Posts a chat message as the fairy (doc `chat` and awareness `lastMessage`).
     pub(super) fn say(&self, text: &str) {
         let item = ChatItem {
             from: format!("fairy:{}", self.entity.id),
             role: "fairy".into(),
             text: text.into(),
-            at: now_millis(),
-            request_id: self.request_ids.first().map(|id| id.to_string()),
+            at: self.now_millis(),
+            request_id: self.request_ids.first().cloned(),
             acceptance: None,
         };
         if let Err(error) = append_chat(self.room.doc(), &self.entity.id, &item) {
@@ -407,7 +429,7 @@ impl FairyRuntime {
         self.persist();
         self.emit(AgentEvent::RequestStarted {
             messages: first.messages.clone(),
-            request_id: request_id.to_string(),
+            request_id: request_id.clone(),
         });
         let mut request = first;
         self.bounds = request.bounds.unwrap_or_else(|| self.default_bounds());

@@ -17,8 +17,6 @@
 mod apply;
 mod compact;
 
-use std::time::Instant;
-
 use futures_util::StreamExt;
 use serde_json::Value;
 use yrs::Transact;
@@ -71,11 +69,6 @@ struct TurnState {
 /// Whether a key holds shape or page ids (`shapeId`, `fromId`, `pageId`, `shapeIds`, `id`).
 fn is_id_key(key: &str) -> bool {
     key == "id" || key.ends_with("Id") || key.ends_with("Ids")
-}
-
-/// The clock the throttle is given (tokio's, so that tests may pause it).
-fn now() -> Instant {
-    tokio::time::Instant::now().into_std()
 }
 
 /// Sleeps until `at`, or forever without one.
@@ -159,9 +152,7 @@ impl FairyRuntime {
             tasks: &tasks,
             other_fairies,
             corrections,
-            time: crate::agent::prompt_parts::readable_time(
-                crate::agent::fairy::now_millis() as u64
-            ),
+            time: crate::agent::prompt_parts::readable_time(self.clock.unix_millis()),
             history_budget: recovery.history_budget(self.config.history_budget),
             project: self.project_part(),
             extras,
@@ -318,7 +309,7 @@ impl FairyRuntime {
             .apply_tentative(&self.registry, &action, &mut turn.ctx)
             .is_ok()
         {
-            turn.throttle.applied(now(), &action);
+            turn.throttle.applied(self.clock.now(), &action);
         }
     }
 
@@ -336,7 +327,7 @@ impl FairyRuntime {
             index: a.index,
             action: a.action.clone(),
             complete: a.complete,
-            received_at: crate::agent::fairy::now_millis_precise(),
+            received_at: self.clock.unix_millis_f64(),
         });
         let mode = self.modes.mode();
         let canvas = matches!(self.registry.get(&kind), Some(Registered::Canvas(_)));
@@ -349,7 +340,7 @@ impl FairyRuntime {
                     .task_bounds_check(&a.action, &turn.ctx.transform)
                     .is_ok()
             {
-                match turn.throttle.decide(now(), &a.action) {
+                match turn.throttle.decide(self.clock.now(), &a.action) {
                     Decision::Apply => {
                         turn.held = None;
                         self.show(a.action, turn);

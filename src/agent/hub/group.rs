@@ -4,13 +4,15 @@
 //! disbanding aborts the project and interrupts every member to `idling` at once; a user's
 //! prompt or cancel to a member of a live project is refused (the user disbands instead).
 
-use super::doc::{self, Member, Project, free_color, read_project, write_aborted, write_project};
-use super::{ProjectId, ProjectStatus, Role};
-use crate::agent::fairy::{ChatItem, FairyError, FairyId, append_chat, list_fairies};
-use crate::agent::hub::{FairyHub, HubError};
-use crate::agent::interrupt::Interrupt;
+use super::{FairyHub, HubError};
+use crate::agent::fairy::{ChatItem, FairyError, append_chat, list_fairies};
 use crate::agent::modes::Mode;
-use crate::agent::runtime::Request;
+use crate::agent::projects::doc::{
+    self, Member, Project, free_color, read_project, write_aborted, write_project,
+};
+use crate::agent::projects::{ProjectId, ProjectStatus, Role};
+use crate::agent::state::{Interrupt, Request};
+use crate::ids::FairyId;
 use crate::origin::TxnOrigin;
 use crate::room::RoomName;
 

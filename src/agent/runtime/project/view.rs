@@ -1,15 +1,15 @@
 //! What a project member sees and may touch, on the runtime: the `currentProject` part of its
 //! prompt (a leader's whole project, a working member's own task), the changes of others
 //! limited to its task's bounds while it works on one (so its prompt names no shape outside
-//! them), and the bounds check of its canvas edits ([`super::guard`]).
+//! them), and the bounds check of its canvas edits ([`crate::agent::projects::guard`]).
 
 use serde_json::Value;
 use yrs::Transact;
 
-use super::doc::{self, read_project, read_task};
-use super::guard;
-use super::prompt::ProjectPart;
 use crate::agent::changes::{ChangeRecord, ChangeReport};
+use crate::agent::projects::doc::{self, read_project, read_task};
+use crate::agent::projects::guard;
+use crate::agent::projects::prompt::ProjectPart;
 use crate::agent::runtime::FairyRuntime;
 use crate::canvas::geometry::{Bounds, shapes_in_bounds};
 use crate::canvas::shape::list_shapes;

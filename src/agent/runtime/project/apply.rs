@@ -7,18 +7,20 @@
 //! refused with a correction it reads next turn, and changes nothing; a refused direction also
 //! interrupts the rest of that answer (the design's error-correction interrupt).
 
-use super::actions::{AwaitTasks, CreateTask, Direct, ProjectAction, StartDuoTask, StartProject};
-use super::doc::{
+use crate::agent::modes::Mode;
+use crate::agent::projects::actions::{
+    AwaitTasks, CreateTask, Direct, ProjectAction, StartDuoTask, StartProject,
+};
+use crate::agent::projects::doc::{
     self, Project, ProjectTask, read_project, read_task, write_aborted, write_project, write_task,
 };
-use super::membership::task_request;
-use super::waits::{Wait, wake_message};
-use super::{Membership, ProjectStatus, Role, TaskStatus};
-use crate::agent::fairy::FairyId;
-use crate::agent::interrupt::Interrupt;
-use crate::agent::modes::Mode;
-use crate::agent::runtime::{FairyRuntime, Request};
+use crate::agent::projects::membership::task_request;
+use crate::agent::projects::waits::{Wait, wake_message};
+use crate::agent::projects::{Membership, ProjectStatus, Role, TaskStatus};
+use crate::agent::runtime::FairyRuntime;
+use crate::agent::state::{Interrupt, Request};
 use crate::canvas::transform::PromptTransform;
+use crate::ids::FairyId;
 use crate::origin::TxnOrigin;
 
 /// Longest task id accepted.
