@@ -1,6 +1,6 @@
-//! A hostile update's counts cannot make the server allocate what its bytes do not back: a
-//! 10-byte update that claims 2^28 clients is refused without the room reserving a table of
-//! that size. One test in its own binary, because it measures the process's allocations with a
+//! A hostile frame's counts cannot make the server allocate what its bytes do not back: a
+//! 10-byte update that claims 2^28 clients, and a state vector or an awareness update that
+//! claims 2^28 entries, are refused without the room reserving a table of that size. One test in its own binary, because it measures the process's allocations with a
 //! counting global allocator.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -80,6 +80,29 @@ async fn counts_the_bytes_cannot_back_are_refused_before_any_allocation_of_their
         largest < 1 << 20,
         "the room allocated {largest} bytes at once for a 10-byte update"
     );
+    // The same count in a sync step 1's state vector and in an awareness update.
+    let count = [0x80, 0x80, 0x80, 0x80, 0x01];
+    for (what, head) in [("state vector", vec![0u8, 0]), ("awareness", vec![1u8])] {
+        let mut frame = head;
+        frame.push(count.len() as u8);
+        frame.extend_from_slice(&count);
+        let (peer, _rx) = room
+            .join(PeerInfo {
+                conn: 3,
+                sub: "w".into(),
+                can_write: true,
+            })
+            .expect("join");
+        LARGEST.store(0, Ordering::Relaxed);
+        let refused = peer.handle(&frame).await;
+        let largest = LARGEST.load(Ordering::Relaxed);
+        assert!(refused.is_err(), "{what}: a truncated message is refused");
+        assert!(
+            largest < 1 << 20,
+            "{what}: the room allocated {largest} bytes at once for a {}-byte frame",
+            frame.len()
+        );
+    }
     // The room is still usable by a new connection.
     let (_again, _rx) = room
         .join(PeerInfo {

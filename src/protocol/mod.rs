@@ -40,6 +40,7 @@ pub fn decode(frame: &[u8]) -> Result<Message, ProtocolError> {
     // in builds with debug assertions (release builds truncate it to 53 bits, which is no worse
     // than naming that client). Decoding touches no shared state, so a panic is contained here
     // and the frame refused like any other malformed one.
+    vet_counts(frame)?;
     let message = match std::panic::catch_unwind(|| Message::decode_v1(frame)) {
         Ok(decoded) => decoded.map_err(|e| ProtocolError::Malformed(e.to_string()))?,
         Err(_) => return Err(ProtocolError::Malformed("undecodable message".into())),
@@ -53,6 +54,44 @@ pub fn decode(frame: &[u8]) -> Result<Message, ProtocolError> {
         return Err(ProtocolError::Trailing);
     }
     Ok(message)
+}
+
+/// Refuses a state vector (sync step 1) or an awareness update whose entry count its bytes
+/// cannot back, before yrs reads it: yrs reserves a hash table of the declared size first, and
+/// hashbrown writes one control byte per bucket, so five bytes declaring 2^28 entries would
+/// touch hundreds of MB per frame. Each state-vector entry takes at least 2 bytes (client and
+/// clock varints), each awareness entry at least 3 (client, clock, state string length).
+fn vet_counts(frame: &[u8]) -> Result<(), ProtocolError> {
+    use yrs::encoding::read::{Cursor, Read};
+
+    const MSG_SYNC: u32 = 0;
+    const MSG_AWARENESS: u32 = 1;
+    const SYNC_STEP1: u32 = 0;
+    let mut cursor = Cursor::new(frame);
+    // A frame too short to say is left to the decoder, which refuses it with its own message.
+    let Ok(kind) = cursor.read_var::<u32>() else {
+        return Ok(());
+    };
+    let min_entry = match kind {
+        MSG_SYNC if cursor.read_var::<u32>().ok() == Some(SYNC_STEP1) => 2,
+        MSG_AWARENESS => 3,
+        _ => return Ok(()),
+    };
+    let Ok(payload) = cursor.read_buf() else {
+        return Ok(());
+    };
+    let mut inner = Cursor::new(payload);
+    let Ok(count) = inner.read_var::<u64>() else {
+        return Ok(());
+    };
+    let room = (payload.len() - inner.next) as u64 / min_entry;
+    if count > room {
+        return Err(ProtocolError::Malformed(format!(
+            "{count} entries declared in {} bytes",
+            payload.len()
+        )));
+    }
+    Ok(())
 }
 
 fn encoded_len(message: &Message) -> usize {
