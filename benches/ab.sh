@@ -20,13 +20,14 @@ trap 'kill "${PID:-0}" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
 run_one() {
   local label="$1" bin="$2"; shift 2
   local store="${STORE:-sqlite:$SCRATCH/$label-$RANDOM.db}"
+  rm -f "$SCRATCH/out" "$SCRATCH/err"
   "$bin" serve --listen 127.0.0.1:0 --insecure-no-auth --max-connections-per-room 100000 \
     --max-connections 100000 --max-rooms 20000 --idle-unload 1 --store "$store" \
     > "$SCRATCH/out" 2> "$SCRATCH/err" &
   PID=$!
   local line=""
   for _ in $(seq 1 100); do
-    line="$(head -n 1 "$SCRATCH/out" 2>/dev/null || true)"
+    line="$(grep -m 1 '^listening on' "$SCRATCH/out" 2>/dev/null || true)"
     [ -n "$line" ] && break
     sleep 0.1
   done

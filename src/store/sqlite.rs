@@ -12,9 +12,6 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -54,16 +51,10 @@ const SCHEMA: &[&str] = &[
 /// (largest first), so a batch of any size costs a few statements, and only these few statement
 /// texts are ever prepared and cached.
 const INSERT_CHUNKS: [usize; 4] = [128, 32, 8, 1];
-/// How often the checkpointer copies the WAL back into the database file.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
-/// WAL pages after which a commit checkpoints by itself (SQLite's automatic checkpoint), a
-/// safety net for when the checkpointer falls behind; SQLite's default is 1,000.
-const WAL_AUTOCHECKPOINT_PAGES: u32 = 16_000;
-
 /// SQLite-backed store with a group-committing writer task.
 pub struct SqliteStore {
     /// Connections for reads and rare writes (room loads, fairy states, instructions); the
-    /// writer and the checkpointer have their own.
+    /// writer has its own.
     pool: SqlitePool,
     writer: Writer,
 }
@@ -76,7 +67,6 @@ impl SqliteStore {
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
-            .pragma("wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES.to_string())
             .busy_timeout(std::time::Duration::from_secs(10));
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
@@ -88,17 +78,10 @@ impl SqliteStore {
                 .execute(&pool)
                 .await?;
         }
-        let commits = Arc::new(AtomicU64::new(0));
-        tokio::spawn(checkpoint_loop(
-            options.clone(),
-            pool.clone(),
-            Arc::downgrade(&commits),
-        ));
         let writer = Writer::start(SqliteBatch {
             options,
             conn: None,
             last_seq: HashMap::new(),
-            commits,
         });
         Ok(SqliteStore { pool, writer })
     }
@@ -108,62 +91,6 @@ impl SqliteStore {
     fn pooled_connections(&self) -> u32 {
         self.pool.size()
     }
-}
-
-/// Copies the WAL back into the database file off the commit path: a commit that ran SQLite's
-/// automatic checkpoint would also write and fsync the database file before it returns, a
-/// tail of tens of milliseconds for every update of its group. `PASSIVE` never blocks the
-/// writer. Runs on a connection of its own, held only while commits keep coming, until the
-/// store closes (its pool closed, or its writer gone).
-async fn checkpoint_loop(
-    options: SqliteConnectOptions,
-    pool: SqlitePool,
-    commits: std::sync::Weak<AtomicU64>,
-) {
-    let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut conn: Option<SqliteConnection> = None;
-    let mut checkpointed = 0;
-    loop {
-        tick.tick().await;
-        let Some(now) = commits.upgrade().map(|c| c.load(Ordering::Relaxed)) else {
-            break;
-        };
-        if pool.is_closed() {
-            break;
-        }
-        if now == checkpointed {
-            // Idle: let the connection (and its memory) go until commits come again.
-            if let Some(idle) = conn.take() {
-                let _ = idle.close().await;
-            }
-            continue;
-        }
-        let ran = match &mut conn {
-            Some(conn) => checkpoint(conn).await,
-            None => match options.connect().await {
-                Ok(opened) => checkpoint(conn.insert(opened)).await,
-                Err(error) => Err(error),
-            },
-        };
-        match ran {
-            Ok(()) => checkpointed = now,
-            Err(error) => {
-                tracing::debug!(%error, "background WAL checkpoint failed");
-                conn = None;
-            }
-        }
-    }
-    if let Some(conn) = conn {
-        let _ = conn.close().await;
-    }
-}
-
-async fn checkpoint(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
-    sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-        .execute(conn)
-        .await
-        .map(|_| ())
 }
 
 #[async_trait]
@@ -293,8 +220,6 @@ struct SqliteBatch {
     /// file and compactions never raise it, so a room costs one `SELECT MAX` per writer
     /// connection; cleared after a failed commit (whose outcome is unknown).
     last_seq: HashMap<String, i64>,
-    /// Commits made, for the checkpointer.
-    commits: Arc<AtomicU64>,
 }
 
 #[async_trait]
@@ -309,7 +234,6 @@ impl Batch for SqliteBatch {
                 for (room, seq) in last {
                     self.last_seq.insert(room.to_owned(), seq);
                 }
-                self.commits.fetch_add(1, Ordering::Relaxed);
                 Ok(seqs)
             }
             Err(error) => {
@@ -456,6 +380,8 @@ fn insert_sql(rows: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     fn room(name: &str) -> RoomName {
