@@ -7,7 +7,7 @@
 //! they receive unless `--apply`), run on every core of a multi-thread runtime, and the bench
 //! measures its own CPU so that it can say when it, not the server, is the bottleneck.
 //! Reports deliveries/s, latency percentiles, the server's RSS (empty, idle-connected, under
-//! load, after the load) and CPU seconds per 1,000 deliveries. Without `--url` it starts
+//! load, after the load, and after its rooms unloaded) and CPU seconds per 1,000 deliveries. Without `--url` it starts
 //! `fairyring serve` itself (a child process, SQLite store by default) so that RSS and CPU are
 //! the server's alone; with `--url` it measures any server that speaks y-sync or Hocuspocus's
 //! framing (see `benches/compare/`). Several `--url`s spread each room's clients over the
@@ -89,6 +89,11 @@ pub struct BenchArgs {
     /// to the whole document) in a room of this many shapes, in process.
     #[arg(long, env = "FAIRYRING_BENCH_COLD_LOAD")]
     pub cold_load: Option<usize>,
+    /// Seconds after the clients closed at which the server's RSS is sampled once more ("after
+    /// unload"): a server the bench starts unloads its idle rooms after 1 s; give a server under
+    /// `--url` its `--idle-unload` plus a few seconds. 0 skips the sample.
+    #[arg(long, env = "FAIRYRING_BENCH_UNLOAD_WAIT", default_value_t = 5)]
+    pub unload_wait: u64,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -235,6 +240,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             "{stuck} client(s) still blocked writing to the server when the run ended"
         ));
     }
+    let rss_unloaded = if args.unload_wait > 0 && server.is_some() {
+        tokio::time::sleep(Duration::from_secs(args.unload_wait)).await;
+        sample_rss(server)
+    } else {
+        None
+    };
     drop(child);
 
     let latencies = shared.latencies.merged();
@@ -309,6 +320,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             "idle_connected": rss_idle,
             "under_load": rss_load,
             "after_load": rss_after,
+            "after_unload": rss_unloaded,
+            "unload_wait_seconds": args.unload_wait,
         },
         "rss_per_connection_kib": match (rss_before, rss_idle) {
             (Some(b), Some(i)) => Some(i.saturating_sub(b) as f64 / args.clients as f64),
@@ -397,8 +410,14 @@ fn print_report(r: &serde_json::Value) {
     }
     let rss = &r["server_rss_kib"];
     println!(
-        "  server RSS KiB        before {}  idle connected {}  under load {}  after load {}",
-        rss["before"], rss["idle_connected"], rss["under_load"], rss["after_load"]
+        "  server RSS KiB        before {}  idle connected {}  under load {}  after load {}  \
+         {} s after the clients closed {}",
+        rss["before"],
+        rss["idle_connected"],
+        rss["under_load"],
+        rss["after_load"],
+        rss["unload_wait_seconds"],
+        rss["after_unload"]
     );
     println!(
         "  RSS per connection    {:.1} KiB",
@@ -459,6 +478,9 @@ fn spawn_server(args: &BenchArgs) -> anyhow::Result<(Child, String)> {
             &rooms,
             "--store",
             &store,
+            // Rooms unload soon after the clients close, for the "after unload" RSS sample.
+            "--idle-unload",
+            "1",
         ])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())

@@ -11,6 +11,7 @@
 //! - `remote`: the other nodes of a scale-out deployment (their updates, catch-up from the
 //!   store, relayed awareness).
 //! - [`registry`]: loading each room once, unloading idle rooms, flushing all at shutdown.
+//! - `reclaim`: giving the memory of unloaded rooms back to the operating system.
 //!
 //! Rooms never touch sockets (the server gives them frames and takes frames from a queue) nor
 //! databases directly (they call the [`crate::store::Store`] trait).
@@ -35,6 +36,7 @@ mod decode;
 pub mod peer;
 mod pending;
 mod presence;
+mod reclaim;
 pub mod registry;
 mod remote;
 

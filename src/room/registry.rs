@@ -207,6 +207,7 @@ impl Rooms {
         let shutdown = self.inner.shutdown.clone();
         self.inner.tracker.spawn(async move {
             let stop = commit::run(task_room.clone(), log, shutdown, subscription).await;
+            let idle = matches!(stop, Stop::Idle);
             let reason = match stop {
                 Stop::Idle => "idle",
                 Stop::Shutdown => "shutdown",
@@ -215,10 +216,25 @@ impl Rooms {
             tracing::info!(room = %task_room.name, reason, "room unloaded");
             crate::metrics::global().rooms_loaded.dec();
             if let Some(inner) = weak.upgrade() {
-                Rooms { inner }.finish_unload(&task_room);
+                let rooms = Rooms { inner };
+                // Before waking joiners, so that a reload finds the store settled.
+                if idle && rooms.is_only_room(&task_room.name) {
+                    rooms.inner.store.release_memory().await;
+                }
+                rooms.finish_unload(&task_room);
+            }
+            drop(task_room);
+            if idle {
+                super::reclaim::schedule();
             }
         });
         Ok(room)
+    }
+
+    /// Whether `name` is the only room loaded or loading.
+    fn is_only_room(&self, name: &RoomName) -> bool {
+        let slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.len() == 1 && slots.contains_key(name)
     }
 
     fn finish_unload(&self, room: &Arc<Room>) {
@@ -267,6 +283,7 @@ mod tests {
     struct CountingStore {
         inner: MemoryStore,
         loads: AtomicUsize,
+        releases: AtomicUsize,
     }
 
     #[async_trait]
@@ -311,6 +328,9 @@ mod tests {
         async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError> {
             self.inner.save_instructions(room, text).await
         }
+        async fn release_memory(&self) {
+            self.releases.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -335,6 +355,36 @@ mod tests {
         ptrs.dedup();
         assert_eq!(ptrs.len(), 1, "every caller got the same room");
         assert_eq!(store.loads.load(Ordering::SeqCst), 1);
+        rooms.shutdown().await;
+    }
+
+    /// The store's memory is released when the last loaded room unloads, not before.
+    #[tokio::test]
+    async fn the_last_unload_releases_the_stores_memory() {
+        let store = Arc::new(CountingStore::default());
+        let mut config = RoomConfig::from_serve(&crate::config::ServeConfig::for_test());
+        config.idle_unload = std::time::Duration::ZERO;
+        config.sweep_every = std::time::Duration::from_millis(5);
+        let rooms = Rooms::new(store.clone(), config, 10);
+        let (a, b) = (RoomName::parse("a").unwrap(), RoomName::parse("b").unwrap());
+        // A room unloads once its last peer left.
+        let visit = |conn| super::super::PeerInfo {
+            conn,
+            sub: "test".into(),
+            can_write: true,
+        };
+        let (peer_a, _rx_a) = rooms.get(&a).await.unwrap().join(visit(1)).unwrap();
+        let (peer_b, _rx_b) = rooms.get(&b).await.unwrap().join(visit(2)).unwrap();
+        drop(peer_a);
+        rooms.wait_unloaded(&a).await;
+        assert_eq!(
+            store.releases.load(Ordering::SeqCst),
+            0,
+            "b is still loaded"
+        );
+        drop(peer_b);
+        rooms.wait_unloaded(&b).await;
+        assert_eq!(store.releases.load(Ordering::SeqCst), 1);
         rooms.shutdown().await;
     }
 }

@@ -117,6 +117,12 @@ pub trait Store: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Frees what the store keeps in memory for rooms that are no longer loaded (connections
+    /// and their page caches, caches of its own); called when the last loaded room unloaded.
+    /// The store stays usable: what was freed is rebuilt on the next use. Returns without
+    /// waiting for work the store does in the background.
+    async fn release_memory(&self) {}
+
     /// Flushes and closes the store (called once at shutdown).
     async fn close(&self) {}
 }

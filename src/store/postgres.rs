@@ -226,7 +226,7 @@ struct PgBatch(PgPool);
 
 #[async_trait]
 impl Batch for PgBatch {
-    async fn commit(&self, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error> {
+    async fn commit(&mut self, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error> {
         commit_batch(&self.0, batch).await
     }
 

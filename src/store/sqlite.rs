@@ -9,13 +9,14 @@
 //! joins the next transaction, across all rooms, so one fsync serves many of them. A write
 //! returns only after its transaction committed. This file owns the SQL of those transactions.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Row, SqlitePool};
+use sqlx::{ConnectOptions, Connection, Row, SqliteConnection, SqlitePool};
 
 use super::writer::{Batch, WriteOp, WriteReq, Writer};
 use super::{Store, StoreError, StoredRoom};
@@ -46,8 +47,14 @@ const SCHEMA: &[&str] = &[
     )",
 ];
 
+/// Rows of one multi-row `INSERT` into the log: a batch's rows go out in chunks of these sizes
+/// (largest first), so a batch of any size costs a few statements, and only these few statement
+/// texts are ever prepared and cached.
+const INSERT_CHUNKS: [usize; 4] = [128, 32, 8, 1];
 /// SQLite-backed store with a group-committing writer task.
 pub struct SqliteStore {
+    /// Connections for reads and rare writes (room loads, fairy states, instructions); the
+    /// writer has its own.
     pool: SqlitePool,
     writer: Writer,
 }
@@ -63,15 +70,26 @@ impl SqliteStore {
             .busy_timeout(std::time::Duration::from_secs(10));
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
-            .connect_with(options)
+            .min_connections(0)
+            .connect_with(options.clone())
             .await?;
         for statement in SCHEMA {
             sqlx::query(sqlx::AssertSqlSafe(*statement))
                 .execute(&pool)
                 .await?;
         }
-        let writer = Writer::start(SqliteBatch(pool.clone()));
+        let writer = Writer::start(SqliteBatch {
+            options,
+            conn: None,
+            last_seq: HashMap::new(),
+        });
         Ok(SqliteStore { pool, writer })
+    }
+
+    /// Connections the read pool holds open now (tests).
+    #[cfg(test)]
+    fn pooled_connections(&self) -> u32 {
+        self.pool.size()
     }
 }
 
@@ -175,45 +193,93 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    /// Closes the idle read connections (each holds a page cache and prepared statements) and
+    /// has the writer drop its connection and its cache of sequence numbers.
+    async fn release_memory(&self) {
+        while let Some(conn) = self.pool.try_acquire() {
+            if let Err(error) = conn.close().await {
+                tracing::debug!(%error, "closing an idle SQLite connection failed");
+            }
+        }
+        self.writer.release_memory();
+    }
+
     async fn close(&self) {
+        self.writer.release_memory();
         self.pool.close().await;
     }
 }
 
-/// SQLite transactions of the group-commit writer.
-struct SqliteBatch(SqlitePool);
+/// SQLite transactions of the group-commit writer, on a connection of its own: its page cache
+/// stays warm (a connection from the pool would find its cache stale after another one wrote).
+struct SqliteBatch {
+    options: SqliteConnectOptions,
+    /// Opened on the first commit; dropped after a failure and on [`Batch::release_memory`].
+    conn: Option<SqliteConnection>,
+    /// Last sequence number of each room this writer appended to. Only this process writes the
+    /// file and compactions never raise it, so a room costs one `SELECT MAX` per writer
+    /// connection; cleared after a failed commit (whose outcome is unknown).
+    last_seq: HashMap<String, i64>,
+}
 
 #[async_trait]
 impl Batch for SqliteBatch {
-    async fn commit(&self, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error> {
-        commit_batch(&self.0, batch).await
+    async fn commit(&mut self, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error> {
+        let conn = match &mut self.conn {
+            Some(conn) => conn,
+            None => self.conn.insert(self.options.connect().await?),
+        };
+        match commit_batch(conn, &self.last_seq, batch).await {
+            Ok((seqs, last)) => {
+                for (room, seq) in last {
+                    self.last_seq.insert(room.to_owned(), seq);
+                }
+                Ok(seqs)
+            }
+            Err(error) => {
+                self.conn = None;
+                self.last_seq.clear();
+                Err(error)
+            }
+        }
+    }
+
+    async fn release_memory(&mut self) {
+        self.last_seq = HashMap::new();
+        if let Some(conn) = self.conn.take()
+            && let Err(error) = conn.close().await
+        {
+            tracing::debug!(%error, "closing the SQLite writer connection failed");
+        }
     }
 }
 
-/// Commits a batch in one transaction; returns, per request, the last sequence number written.
-async fn commit_batch(pool: &SqlitePool, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
+/// One row of the log waiting for its `INSERT`.
+type LogRow<'a> = (&'a str, i64, &'a Bytes);
+
+/// Commits a batch in one transaction; returns, per request, the last sequence number written,
+/// and the rooms' new last sequence numbers (valid once the transaction committed).
+async fn commit_batch<'a>(
+    conn: &mut SqliteConnection,
+    known: &HashMap<String, i64>,
+    batch: &'a [WriteReq],
+) -> Result<(Vec<u64>, HashMap<&'a str, i64>), sqlx::Error> {
+    let mut tx = conn.begin().await?;
     let mut seqs = Vec::with_capacity(batch.len());
+    let mut last: HashMap<&str, i64> = HashMap::new();
+    let mut rows: Vec<LogRow> = Vec::new();
     for req in batch {
         match &req.op {
             WriteOp::Append { room, updates } => {
-                let row = sqlx::query(
-                    "SELECT MAX(m) FROM (SELECT MAX(seq) AS m FROM updates WHERE room = ?1
-                     UNION ALL SELECT seq FROM snapshots WHERE room = ?1)",
-                )
-                .bind(room)
-                .fetch_one(&mut *tx)
-                .await?;
-                let mut seq: i64 = row.try_get::<Option<i64>, _>(0)?.unwrap_or(0);
+                let mut seq = match last.get(room.as_str()).or_else(|| known.get(room)) {
+                    Some(seq) => *seq,
+                    None => max_seq(&mut tx, room).await?,
+                };
                 for update in updates {
                     seq += 1;
-                    sqlx::query("INSERT INTO updates (room, seq, data) VALUES (?, ?, ?)")
-                        .bind(room)
-                        .bind(seq)
-                        .bind(update.as_ref())
-                        .execute(&mut *tx)
-                        .await?;
+                    rows.push((room.as_str(), seq, update));
                 }
+                last.insert(room.as_str(), seq);
                 seqs.push(u64::try_from(seq).unwrap_or(0));
             }
             WriteOp::Compact {
@@ -221,6 +287,8 @@ async fn commit_batch(pool: &SqlitePool, batch: &[WriteReq]) -> Result<Vec<u64>,
                 snapshot,
                 upto_seq,
             } => {
+                // The log rows before it in the batch go in first: the compaction covers them.
+                insert_rows(&mut tx, &mut rows).await?;
                 let upto = i64::try_from(*upto_seq).unwrap_or(i64::MAX);
                 sqlx::query(
                     "INSERT INTO snapshots (room, seq, data) VALUES (?1, ?2, ?3)
@@ -260,6 +328,150 @@ async fn commit_batch(pool: &SqlitePool, batch: &[WriteReq]) -> Result<Vec<u64>,
             }
         }
     }
+    insert_rows(&mut tx, &mut rows).await?;
     tx.commit().await?;
-    Ok(seqs)
+    Ok((seqs, last))
+}
+
+/// The last sequence number of a room's log (its snapshot's when every update was compacted).
+async fn max_seq(conn: &mut SqliteConnection, room: &str) -> Result<i64, sqlx::Error> {
+    let row = sqlx::query(
+        "SELECT MAX(m) FROM (SELECT MAX(seq) AS m FROM updates WHERE room = ?1
+         UNION ALL SELECT seq FROM snapshots WHERE room = ?1)",
+    )
+    .bind(room)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(row.try_get::<Option<i64>, _>(0)?.unwrap_or(0))
+}
+
+/// Inserts the waiting log rows with multi-row `INSERT`s (one round trip to SQLite's thread
+/// per chunk, not per row) and empties `rows`.
+async fn insert_rows(
+    conn: &mut SqliteConnection,
+    rows: &mut Vec<LogRow<'_>>,
+) -> Result<(), sqlx::Error> {
+    let mut rest = rows.as_slice();
+    while !rest.is_empty() {
+        let size = INSERT_CHUNKS
+            .into_iter()
+            .find(|&n| n <= rest.len())
+            .unwrap_or(1);
+        let (chunk, tail) = rest.split_at(size);
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(insert_sql(size)));
+        for (room, seq, data) in chunk {
+            query = query.bind(*room).bind(*seq).bind(data.as_ref());
+        }
+        query.execute(&mut *conn).await?;
+        rest = tail;
+    }
+    rows.clear();
+    Ok(())
+}
+
+/// `INSERT INTO updates … VALUES (?, ?, ?), …` for `rows` rows.
+fn insert_sql(rows: usize) -> String {
+    let mut sql = String::from("INSERT INTO updates (room, seq, data) VALUES (?, ?, ?)");
+    for _ in 1..rows {
+        sql.push_str(", (?, ?, ?)");
+    }
+    sql
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn room(name: &str) -> RoomName {
+        RoomName::parse(name).unwrap()
+    }
+
+    fn updates(tag: &str, n: usize) -> Vec<Bytes> {
+        (0..n).map(|i| Bytes::from(format!("{tag}-{i}"))).collect()
+    }
+
+    /// Rooms appending at once share batches, and runs of updates span several multi-row
+    /// `INSERT` sizes: each room's sequence numbers stay consecutive and its log in order,
+    /// across a compaction and a reopen (whose writer knows no sequence number yet).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn batched_appends_keep_every_rooms_log_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("batch.db");
+        let store = Arc::new(SqliteStore::open(&path).await.unwrap());
+        let sizes = [1, 173, 40, 9];
+        let tasks: Vec<_> = (0..6)
+            .map(|r| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let name = room(&format!("r{r}"));
+                    let mut total = 0;
+                    for (round, n) in sizes.into_iter().enumerate() {
+                        let seq = store
+                            .append(&name, updates(&format!("{r}/{round}"), n))
+                            .await
+                            .unwrap();
+                        total += n as u64;
+                        assert_eq!(seq, total, "room r{r} round {round}");
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let expected: Vec<Bytes> = sizes
+            .into_iter()
+            .enumerate()
+            .flat_map(|(round, n)| updates(&format!("2/{round}"), n))
+            .collect();
+        assert_eq!(store.load(&room("r2")).await.unwrap().updates, expected);
+        store
+            .compact(&room("r2"), Bytes::from_static(b"snap"), 223)
+            .await
+            .unwrap();
+        store.close().await;
+        drop(store);
+        let store = SqliteStore::open(&path).await.unwrap();
+        assert_eq!(
+            store
+                .append(&room("r2"), updates("after", 2))
+                .await
+                .unwrap(),
+            225
+        );
+        let loaded = store.load(&room("r2")).await.unwrap();
+        assert_eq!(loaded.snapshot.as_deref(), Some(&b"snap"[..]));
+        assert_eq!(loaded.updates.len(), 225 - 223);
+        assert_eq!(loaded.last_seq, 225);
+        store.close().await;
+    }
+
+    /// Releasing memory closes the idle read connections and the writer's; the store then
+    /// works as before, its sequence numbers continuing.
+    #[tokio::test]
+    async fn releasing_memory_closes_connections_and_keeps_the_store_usable() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("release.db"))
+            .await
+            .unwrap();
+        let name = room("release");
+        assert_eq!(store.append(&name, updates("a", 3)).await.unwrap(), 3);
+        store.load(&name).await.unwrap();
+        assert!(store.pooled_connections() > 0);
+        // A connection goes back to the pool in a task of its own after its query.
+        while store.pool.num_idle() < store.pooled_connections() as usize {
+            tokio::task::yield_now().await;
+        }
+        store.release_memory().await;
+        assert_eq!(
+            store.pooled_connections(),
+            0,
+            "idle read connections closed"
+        );
+        assert_eq!(store.append(&name, updates("b", 2)).await.unwrap(), 5);
+        assert_eq!(store.load(&name).await.unwrap().updates.len(), 5);
+        store.close().await;
+    }
 }

@@ -5,11 +5,12 @@
 //! and is answered only after that transaction committed. What a transaction does is the
 //! backend's ([`Batch`]); this module knows no SQL dialect.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::StoreError;
 use crate::ids::RoomName;
@@ -64,9 +65,13 @@ impl WriteOp {
 
 /// A backend's transaction over a batch of writes.
 #[async_trait]
-pub(crate) trait Batch: Send + Sync + 'static {
+pub(crate) trait Batch: Send + 'static {
     /// Commits every write in one transaction; returns, per write, its outcome number.
-    async fn commit(&self, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error>;
+    async fn commit(&mut self, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error>;
+
+    /// Frees what the backend keeps in memory between commits (its connection, caches); called
+    /// between batches when [`Writer::release_memory`] asked for it.
+    async fn release_memory(&mut self) {}
 
     /// Whether a failed batch may succeed if tried again at once.
     fn retryable(&self, _error: &sqlx::Error) -> bool {
@@ -82,14 +87,22 @@ pub(crate) trait Batch: Send + Sync + 'static {
 /// The sending side of the writer task.
 pub(crate) struct Writer {
     requests: mpsc::Sender<WriteReq>,
+    release: Arc<Notify>,
 }
 
 impl Writer {
     /// Starts the writer task over a backend.
     pub fn start(backend: impl Batch) -> Self {
         let (requests, rx) = mpsc::channel(WRITER_QUEUE);
-        tokio::spawn(write_loop(backend, rx));
-        Writer { requests }
+        let release = Arc::new(Notify::new());
+        tokio::spawn(write_loop(backend, rx, release.clone()));
+        Writer { requests, release }
+    }
+
+    /// Asks the writer task to free its backend's memory between two batches (no room is
+    /// loaded); does not wait for it.
+    pub fn release_memory(&self) {
+        self.release.notify_one();
     }
 
     /// Queues a write and waits until its transaction committed.
@@ -147,10 +160,26 @@ impl Writer {
     }
 }
 
-/// The writer task: takes every queued request, commits them in one transaction, answers all.
-async fn write_loop(backend: impl Batch, mut requests: mpsc::Receiver<WriteReq>) {
+/// The writer task: takes every queued request, commits them in one transaction, answers all;
+/// between batches, frees the backend's memory when asked.
+async fn write_loop(
+    mut backend: impl Batch,
+    mut requests: mpsc::Receiver<WriteReq>,
+    release: Arc<Notify>,
+) {
     let mut batch = Vec::with_capacity(MAX_GROUP);
-    while requests.recv_many(&mut batch, MAX_GROUP).await > 0 {
+    loop {
+        // `recv_many` is cancel safe: a request is either in `batch` or still queued.
+        let received = tokio::select! {
+            received = requests.recv_many(&mut batch, MAX_GROUP) => received,
+            _ = release.notified() => {
+                backend.release_memory().await;
+                continue;
+            }
+        };
+        if received == 0 {
+            break;
+        }
         if backend.sorted() {
             batch.sort_by(|a, b| a.op.lock_key().cmp(&b.op.lock_key()));
         }
