@@ -2,8 +2,8 @@
 //! JSON content, clocks that overflow `u32`) before any document sees them (see the parent module's "Hostile updates"). Owns no state; must not
 //! touch a document.
 
-use yrs::Update;
 use yrs::updates::decoder::Decode;
+use yrs::{StateVector, Update};
 
 use super::RoomError;
 
@@ -15,7 +15,7 @@ use super::RoomError;
 /// which is checked explicitly rather than left to an overflow panic (release builds keep
 /// overflow checks on, but a build without them would wrap into a corrupt document).
 pub(crate) fn decode_update(bytes: &[u8]) -> Result<Update, RoomError> {
-    decode(bytes).map(|(update, _)| update)
+    decode(bytes, None).map(|(update, _)| update)
 }
 
 /// [`decode_update`] for a peer's update, which must also not carry blocks of the server's own
@@ -24,17 +24,23 @@ pub(crate) fn decode_update(bytes: &[u8]) -> Result<Update, RoomError> {
 /// state vector. Only the server writes as that client; a peer that does would collide with
 /// the room's own clock, and yrs then keeps part of the peer's blocks pending in the room but
 /// integrates them in a fresh document — the stored state would differ from what peers hold.
-pub(crate) fn decode_peer_update(bytes: &[u8]) -> Result<(Update, u32), RoomError> {
-    decode(bytes)
+///
+/// `known` is the room's state vector: a block that repeats clocks the room has must depend only
+/// on what the room has (see [`Refusal::ConflictingRepeat`]).
+pub(crate) fn decode_peer_update(
+    bytes: &[u8],
+    known: &StateVector,
+) -> Result<(Update, u32), RoomError> {
+    decode(bytes, Some(known))
 }
 
-fn decode(bytes: &[u8]) -> Result<(Update, u32), RoomError> {
+fn decode(bytes: &[u8], known: Option<&StateVector>) -> Result<(Update, u32), RoomError> {
     // The walk goes first: it allocates nothing from the counts it reads, so a count that the
     // bytes cannot back (a 10-byte update claiming 2^28 clients) fails there at the end of the
     // input, before yrs's decoder reserves a table of that size (hashbrown writes one control
     // byte per bucket: hundreds of MB touched per frame, then freed).
     let decoded = std::panic::catch_unwind(|| {
-        let walked = walk(bytes)?;
+        let walked = walk(bytes, known)?;
         if walked.refusal.is_some() {
             return Ok::<_, yrs::encoding::read::Error>((None, walked));
         }
@@ -97,6 +103,21 @@ pub(crate) enum Refusal {
     /// given the room's own re-encoding, integrates.
     #[error("client {0} appears twice in the update's blocks")]
     DuplicateClient(u64),
+    /// A block that repeats clocks the room already has but depends (origin, right origin or
+    /// parent) on an item the room lacks. A repeat of what the room integrated depends only on
+    /// what the room had then, so this is another item under an id already taken: yrs keeps it
+    /// pending beside the room's item, the room's encoding carries the pending copy, and a fresh
+    /// document given that encoding integrates it (found by the `protocol` fuzz target: the room
+    /// at clock 3 for a client, its re-encoding at 134).
+    #[error(
+        "client {client}'s block at clock {clock} repeats clocks the room has with a dependency it lacks"
+    )]
+    ConflictingRepeat {
+        /// The block's client.
+        client: u64,
+        /// The block's first clock.
+        clock: u32,
+    },
 }
 
 /// Largest client id plus one (Yjs client ids are 53-bit, safe JavaScript integers).
@@ -122,7 +143,7 @@ const CLIENT_ID_LIMIT: u64 = 1 << 53;
 /// caller decoded them successfully first, so that does not happen).
 #[cfg(test)]
 fn vet(bytes: &[u8]) -> Result<Option<Refusal>, yrs::encoding::read::Error> {
-    walk(bytes).map(|w| w.refusal)
+    walk(bytes, None).map(|w| w.refusal)
 }
 
 fn refuse(refusal: Refusal) -> Walk {
@@ -133,7 +154,7 @@ fn refuse(refusal: Refusal) -> Walk {
 }
 
 /// The walk behind [`vet`], which also measures the server client's blocks.
-fn walk(bytes: &[u8]) -> Result<Walk, yrs::encoding::read::Error> {
+fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding::read::Error> {
     use yrs::block::{
         BLOCK_GC_REF_NUMBER, BLOCK_ITEM_JSON_REF_NUMBER, BLOCK_SKIP_REF_NUMBER, HAS_ORIGIN,
         HAS_PARENT_SUB, HAS_RIGHT_ORIGIN, ItemContent,
@@ -153,10 +174,21 @@ fn walk(bytes: &[u8]) -> Result<Walk, yrs::encoding::read::Error> {
             client
         }};
     }
+    // An id (client, clock) a block depends on; the room must have it when the block repeats
+    // clocks the room has (`repeat` is set per block below).
+    let has = |client: u64, clock: u32| {
+        known.is_none_or(|sv| clock < sv.get(&yrs::block::ClientID::new(client)))
+    };
     macro_rules! id {
-        () => {{
-            client!();
-            decoder.read_var::<u32>()?;
+        ($repeat:expr, $client:expr, $clock:expr) => {{
+            let dep_client = client!();
+            let dep_clock = decoder.read_var::<u32>()?;
+            if $repeat && !has(dep_client, dep_clock) {
+                return Ok(refuse(Refusal::ConflictingRepeat {
+                    client: $client,
+                    clock: $clock,
+                }));
+            }
         }};
     }
     let mut server_end = 0u32;
@@ -172,6 +204,8 @@ fn walk(bytes: &[u8]) -> Result<Walk, yrs::encoding::read::Error> {
         let mut clock: u32 = decoder.read_var()?;
         for _ in 0..blocks {
             let info = decoder.read_info()?;
+            // The block repeats clocks the room has (always false without a room).
+            let repeat = known.is_some_and(|sv| clock < sv.get(&yrs::block::ClientID::new(client)));
             let len: u32 = match info {
                 BLOCK_SKIP_REF_NUMBER => decoder.read_var::<u32>()?,
                 BLOCK_GC_REF_NUMBER => decoder.read_len()?,
@@ -181,16 +215,16 @@ fn walk(bytes: &[u8]) -> Result<Walk, yrs::encoding::read::Error> {
                         return Ok(refuse(Refusal::JsonContent));
                     }
                     if info & HAS_ORIGIN != 0 {
-                        id!();
+                        id!(repeat, client, clock);
                     }
                     if info & HAS_RIGHT_ORIGIN != 0 {
-                        id!();
+                        id!(repeat, client, clock);
                     }
                     if info & (HAS_ORIGIN | HAS_RIGHT_ORIGIN) == 0 {
                         if decoder.read_parent_info()? {
                             decoder.read_string()?;
                         } else {
-                            id!();
+                            id!(repeat, client, clock);
                         }
                         if info & HAS_PARENT_SUB != 0 {
                             decoder.read_string()?;
@@ -393,12 +427,19 @@ pub(super) mod tests {
         // Client 1 (the server's) from clock 3: a GC block of 5, then a skip of 10 (not counted).
         let server = [1, 2, 1, 3, 0, 5, 10, 10, 0];
         assert_eq!(
-            decode_peer_update(&server).map(|(_, end)| end).ok(),
+            decode_peer_update(&server, &StateVector::default())
+                .map(|(_, end)| end)
+                .ok(),
             Some(8)
         );
         // Another client's blocks do not count.
         let other = [1, 1, 7, 3, 0, 5, 0];
-        assert_eq!(decode_peer_update(&other).map(|(_, end)| end).ok(), Some(0));
+        assert_eq!(
+            decode_peer_update(&other, &StateVector::default())
+                .map(|(_, end)| end)
+                .ok(),
+            Some(0)
+        );
     }
 
     #[test]
@@ -483,5 +524,33 @@ pub(super) mod tests {
             assert_eq!(vet(bytes).ok(), Some(None), "update {i}");
             decode_update(bytes).unwrap_or_else(|e| panic!("update {i}: {e}"));
         }
+    }
+
+    /// The `protocol` fuzz find: a second update from the same client repeats clock 0 (its map
+    /// under `shapes`) and then claims clocks 1..106 as a deleted item whose parent is 2#104,
+    /// which the room lacks. Refused; a faithful repeat of the first update is not.
+    #[test]
+    fn a_repeat_that_depends_on_what_the_room_lacks_is_refused() {
+        const FIRST: &[u8] = &[
+            1, 3, 183, 190, 199, 163, 1, 0, 39, 1, 6, 115, 104, 97, 112, 101, 115, 1, 97, 1, 40, 0,
+            183, 190, 199, 163, 1, 0, 1, 120, 1, 122, 125, 1, 1, 0, 0, 2, 0, 222, 4, 1, 0, 1, 0, 0,
+            0, 0, 0, 1, 4, 0,
+        ];
+        const SECOND: &[u8] = &[
+            1, 3, 183, 190, 199, 163, 1, 0, 7, 1, 6, 115, 104, 97, 112, 101, 115, 1, 1, 119, 2,
+            104, 105, 0, 28, 0, 0, 2, 25, 1, 0, 0, 0, 32, 0, 0, 4, 0, 0, 0, 1, 0, 1, 0, 0, 4, 0, 1,
+            0, 1, 200, 200,
+        ];
+        let doc = Doc::with_client_id(1);
+        let (first, _) = decode_peer_update(FIRST, &StateVector::default()).expect("first");
+        doc.transact_mut().apply_update(first).expect("applies");
+        let known = doc.transact().state_vector();
+        assert!(matches!(
+            decode_peer_update(SECOND, &known),
+            Err(RoomError::BadUpdate(why)) if why.contains("repeats clocks")
+        ));
+        // Without a room (a stored update) nothing is compared; a faithful repeat passes.
+        assert!(decode_update(SECOND).is_ok());
+        assert!(decode_peer_update(FIRST, &known).is_ok());
     }
 }

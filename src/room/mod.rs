@@ -369,14 +369,11 @@ impl Room {
                     );
                     return Ok(());
                 }
-                let (update, server_end) = decode_peer_update(&update)?;
+                let room_state = self.doc.transact().state_vector();
+                let (update, server_end) = decode_peer_update(&update, &room_state)?;
                 // Only the server writes as its own client id: a peer's update may repeat
                 // server blocks the room has, never add some (see `decode_peer_update`).
-                let known = self
-                    .doc
-                    .transact()
-                    .state_vector()
-                    .get(&yrs::block::ClientID::new(SERVER_CLIENT_ID));
+                let known = room_state.get(&yrs::block::ClientID::new(SERVER_CLIENT_ID));
                 if server_end > known {
                     return Err(RoomError::BadUpdate(format!(
                         "update carries blocks of the server's client id {SERVER_CLIENT_ID} up to clock {server_end}; the room has {known}"
