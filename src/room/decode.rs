@@ -118,6 +118,24 @@ pub(crate) enum Refusal {
         /// The block's first clock.
         clock: u32,
     },
+    /// A garbage-collected block in a client's blocks that start past the room's clock for that
+    /// client. Yjs keeps such blocks pending until the missing clocks arrive; yrs 0.28 integrates
+    /// a GC block at once, so the room's state vector jumps over clocks it never had, while its
+    /// re-encoding (which lists the gap as a skip) leaves a fresh document pending (found by the
+    /// `protocol` fuzz target: the room and a fresh document disagreeing on client 61 by
+    /// 3,077,018,431 clocks). A client sends its blocks from the clock the room has, so it never
+    /// starts with a gap.
+    #[error(
+        "client {client}'s blocks start at clock {clock}, past the room's {known}, with a GC block"
+    )]
+    GcAfterGap {
+        /// The client.
+        client: u64,
+        /// Where the update's blocks of the client start.
+        clock: u32,
+        /// The room's clock for the client.
+        known: u32,
+    },
 }
 
 /// Largest client id plus one (Yjs client ids are 53-bit, safe JavaScript integers).
@@ -202,13 +220,24 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
         }
         let overflow = Refusal::ClockOverflow { client };
         let mut clock: u32 = decoder.read_var()?;
+        let start = clock;
+        let room_clock = known.map(|sv| sv.get(&yrs::block::ClientID::new(client)));
         for _ in 0..blocks {
             let info = decoder.read_info()?;
             // The block repeats clocks the room has (always false without a room).
             let repeat = known.is_some_and(|sv| clock < sv.get(&yrs::block::ClientID::new(client)));
             let len: u32 = match info {
                 BLOCK_SKIP_REF_NUMBER => decoder.read_var::<u32>()?,
-                BLOCK_GC_REF_NUMBER => decoder.read_len()?,
+                BLOCK_GC_REF_NUMBER => {
+                    if let Some(known) = room_clock.filter(|known| start > *known) {
+                        return Ok(refuse(Refusal::GcAfterGap {
+                            client,
+                            clock: start,
+                            known,
+                        }));
+                    }
+                    decoder.read_len()?
+                }
                 info => {
                     // `ItemContent::decode` dispatches on the low four bits.
                     if info & 0b1111 == BLOCK_ITEM_JSON_REF_NUMBER {
@@ -426,18 +455,18 @@ pub(super) mod tests {
     fn measures_the_server_clients_blocks() {
         // Client 1 (the server's) from clock 3: a GC block of 5, then a skip of 10 (not counted).
         let server = [1, 2, 1, 3, 0, 5, 10, 10, 0];
+        // The room has both clients up to clock 3 (a GC block after a gap would be refused).
+        let mut known = StateVector::default();
+        known.set_max(yrs::block::ClientID::new(1), 3);
+        known.set_max(yrs::block::ClientID::new(7), 3);
         assert_eq!(
-            decode_peer_update(&server, &StateVector::default())
-                .map(|(_, end)| end)
-                .ok(),
+            decode_peer_update(&server, &known).map(|(_, end)| end).ok(),
             Some(8)
         );
         // Another client's blocks do not count.
         let other = [1, 1, 7, 3, 0, 5, 0];
         assert_eq!(
-            decode_peer_update(&other, &StateVector::default())
-                .map(|(_, end)| end)
-                .ok(),
+            decode_peer_update(&other, &known).map(|(_, end)| end).ok(),
             Some(0)
         );
     }
@@ -552,5 +581,26 @@ pub(super) mod tests {
         // Without a room (a stored update) nothing is compared; a faithful repeat passes.
         assert!(decode_update(SECOND).is_ok());
         assert!(decode_peer_update(FIRST, &known).is_ok());
+    }
+
+    /// The second `protocol` fuzz find: a GC block of client 61 at clock 3,071,162,232 when the
+    /// room has nothing of 61. Refused for a room; the same blocks from clock 0 are not.
+    #[test]
+    fn a_gc_block_after_a_gap_is_refused() {
+        // clients 1, blocks 1, client 61, clock 3071162232 (f8 ee b8 b8 0b), GC of 5856199,
+        // empty delete set.
+        let gap = [
+            1, 1, 61, 0xf8, 0xee, 0xb8, 0xb8, 0x0b, 0, 0xc7, 0xb7, 0xe5, 0x02, 0,
+        ];
+        assert!(matches!(
+            decode_peer_update(&gap, &StateVector::default()),
+            Err(RoomError::BadUpdate(why)) if why.contains("past the room's 0")
+        ));
+        assert!(
+            decode_update(&gap).is_ok(),
+            "a stored update is not compared"
+        );
+        let from_zero = [1, 1, 61, 0, 0, 0xc7, 0xb7, 0xe5, 0x02, 0];
+        assert!(decode_peer_update(&from_zero, &StateVector::default()).is_ok());
     }
 }
