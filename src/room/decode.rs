@@ -118,23 +118,42 @@ pub(crate) enum Refusal {
         /// The block's first clock.
         clock: u32,
     },
-    /// A garbage-collected block in a client's blocks that start past the room's clock for that
-    /// client. Yjs keeps such blocks pending until the missing clocks arrive; yrs 0.28 integrates
-    /// a GC block at once, so the room's state vector jumps over clocks it never had, while its
-    /// re-encoding (which lists the gap as a skip) leaves a fresh document pending (found by the
-    /// `protocol` fuzz target: the room and a fresh document disagreeing on client 61 by
-    /// 3,077,018,431 clocks). A client sends its blocks from the clock the room has, so it never
-    /// starts with a gap.
+    /// A client's block that starts past the room's clock for that client and past the client's
+    /// blocks before it in the update (a skip leaves a gap): the clocks between
+    /// are missing, so yrs would keep the blocks pending (or, for a GC block, integrate it at
+    /// once, where Yjs waits: the room's state vector would jump over clocks it never had while
+    /// a fresh document given the room's encoding keeps them pending; found by the `protocol`
+    /// fuzz target, the two disagreeing on client 61 by 3,077,018,431 clocks). A client sends its
+    /// blocks from the clock the room has, so it never starts with a gap.
     #[error(
-        "client {client}'s blocks start at clock {clock}, past the room's {known}, with a GC block"
+        "client {client}'s block at clock {clock} starts past the room's {known} and the update's blocks before it"
     )]
-    GcAfterGap {
+    StartsAfterGap {
         /// The client.
         client: u64,
         /// Where the update's blocks of the client start.
         clock: u32,
         /// The room's clock for the client.
         known: u32,
+    },
+    /// A block whose origin, right origin or parent is neither in the room nor earlier in the
+    /// update. yrs keeps such a block pending, and pending blocks are where the room's document
+    /// and a fresh document given its encoding part ways (three `protocol` fuzz finds: a pending
+    /// block overlapping a later GC block of the same client came back integrated, 1 against 12
+    /// clocks). A client's update depends only on what the room sent it and on itself, so the
+    /// room never holds pending blocks.
+    #[error(
+        "client {client}'s block at clock {clock} depends on {dep_client}#{dep_clock}, which the room lacks"
+    )]
+    MissingDependency {
+        /// The block's client.
+        client: u64,
+        /// The block's first clock.
+        clock: u32,
+        /// The missing item's client.
+        dep_client: u64,
+        /// The missing item's clock.
+        dep_clock: u32,
     },
 }
 
@@ -197,6 +216,8 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
     let has = |client: u64, clock: u32| {
         known.is_none_or(|sv| clock < sv.get(&yrs::block::ClientID::new(client)))
     };
+    // Dependencies the room lacks (only with a room): (client, clock, dep client, dep clock).
+    let mut deps: Vec<(u64, u32, u64, u32)> = Vec::new();
     macro_rules! id {
         ($repeat:expr, $client:expr, $clock:expr) => {{
             let dep_client = client!();
@@ -207,37 +228,56 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
                     clock: $clock,
                 }));
             }
+            if !has(dep_client, dep_clock) {
+                if dep_client == $client && dep_clock >= $clock {
+                    // Its own client's later clocks: never integrable.
+                    return Ok(refuse(Refusal::MissingDependency {
+                        client: $client,
+                        clock: $clock,
+                        dep_client,
+                        dep_clock,
+                    }));
+                }
+                // Maybe earlier in the update: checked once every client's end is known.
+                deps.push(($client, $clock, dep_client, dep_clock));
+            }
         }};
     }
     let mut server_end = 0u32;
-    let mut seen = std::collections::HashSet::new();
+    let mut gap = None;
+    // Each client's clock after its blocks in this update (a client appears once).
+    let mut ends: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
     let clients: u32 = decoder.read_var()?;
     for _ in 0..clients {
         let blocks: u32 = decoder.read_var()?;
         let client = client!();
-        if !seen.insert(client) {
+        if ends.contains_key(&client) {
             return Ok(refuse(Refusal::DuplicateClient(client)));
         }
         let overflow = Refusal::ClockOverflow { client };
         let mut clock: u32 = decoder.read_var()?;
-        let start = clock;
+        // With a room: how far the room and this update's blocks so far cover the client's
+        // clocks. A block (not a skip) must start within it.
         let room_clock = known.map(|sv| sv.get(&yrs::block::ClientID::new(client)));
+        let mut covered = room_clock;
         for _ in 0..blocks {
             let info = decoder.read_info()?;
+            if let (Some(room_clock), Some(reach)) = (room_clock, covered) {
+                if info != BLOCK_SKIP_REF_NUMBER && clock > reach && gap.is_none() {
+                    // Reported after the walk, so that what the block holds (legacy JSON, a
+                    // clock overflow) is named first.
+                    gap = Some(Refusal::StartsAfterGap {
+                        client,
+                        clock,
+                        known: room_clock,
+                    });
+                }
+            }
             // The block repeats clocks the room has (always false without a room).
             let repeat = known.is_some_and(|sv| clock < sv.get(&yrs::block::ClientID::new(client)));
             let len: u32 = match info {
                 BLOCK_SKIP_REF_NUMBER => decoder.read_var::<u32>()?,
-                BLOCK_GC_REF_NUMBER => {
-                    if let Some(known) = room_clock.filter(|known| start > *known) {
-                        return Ok(refuse(Refusal::GcAfterGap {
-                            client,
-                            clock: start,
-                            known,
-                        }));
-                    }
-                    decoder.read_len()?
-                }
+                BLOCK_GC_REF_NUMBER => decoder.read_len()?,
                 info => {
                     // `ItemContent::decode` dispatches on the low four bits.
                     if info & 0b1111 == BLOCK_ITEM_JSON_REF_NUMBER {
@@ -265,6 +305,9 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
             };
             match clock.checked_add(len) {
                 Some(next) => {
+                    if info != BLOCK_SKIP_REF_NUMBER {
+                        covered = covered.map(|reach| reach.max(next));
+                    }
                     if client == super::SERVER_CLIENT_ID && len > 0 && info != BLOCK_SKIP_REF_NUMBER
                     {
                         server_end = server_end.max(next);
@@ -273,6 +316,20 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
                 }
                 None => return Ok(refuse(overflow)),
             }
+        }
+        ends.insert(client, clock);
+    }
+    if let Some(gap) = gap {
+        return Ok(refuse(gap));
+    }
+    for (client, clock, dep_client, dep_clock) in deps {
+        if !ends.get(&dep_client).is_some_and(|end| dep_clock < *end) {
+            return Ok(refuse(Refusal::MissingDependency {
+                client,
+                clock,
+                dep_client,
+                dep_clock,
+            }));
         }
     }
     // The delete set: per client, ranges of (clock, len); yrs builds `clock..clock + len`.
@@ -594,7 +651,7 @@ pub(super) mod tests {
         ];
         assert!(matches!(
             decode_peer_update(&gap, &StateVector::default()),
-            Err(RoomError::BadUpdate(why)) if why.contains("past the room's 0")
+            Err(RoomError::BadUpdate(why)) if why.contains("starts past the room's 0")
         ));
         assert!(
             decode_update(&gap).is_ok(),
@@ -602,5 +659,47 @@ pub(super) mod tests {
         );
         let from_zero = [1, 1, 61, 0, 0, 0xc7, 0xb7, 0xe5, 0x02, 0];
         assert!(decode_peer_update(&from_zero, &StateVector::default()).is_ok());
+    }
+
+    /// A block whose parent is in neither the room nor the update is refused (yrs would keep it
+    /// pending); the same block with its parent earlier in the update, or in the room, is not.
+    #[test]
+    fn a_block_whose_parent_the_room_lacks_is_refused() {
+        let a = Doc::with_client_id(7);
+        {
+            let mut txn = a.transact_mut();
+            let shapes = txn.get_or_insert_map("shapes");
+            shapes.insert(&mut txn, "a", MapPrelim::default());
+        }
+        let b = Doc::with_client_id(9);
+        let a_state = a
+            .transact()
+            .encode_state_as_update_v1(&StateVector::default());
+        b.transact_mut()
+            .apply_update(Update::decode_v1(&a_state).expect("decodes"))
+            .expect("applies");
+        {
+            let mut txn = b.transact_mut();
+            let shapes = txn.get_or_insert_map("shapes");
+            if let Some(yrs::Out::YMap(shape)) = shapes.get(&txn, "a") {
+                shape.insert(&mut txn, "x", 1.0);
+            }
+        }
+        let b_only = b
+            .transact()
+            .encode_state_as_update_v1(&a.transact().state_vector());
+        let whole = b
+            .transact()
+            .encode_state_as_update_v1(&StateVector::default());
+        assert!(matches!(
+            decode_peer_update(&b_only, &StateVector::default()),
+            Err(RoomError::BadUpdate(why)) if why.contains("which the room lacks")
+        ));
+        assert!(decode_peer_update(&whole, &StateVector::default()).is_ok());
+        assert!(decode_peer_update(&b_only, &a.transact().state_vector()).is_ok());
+        assert!(
+            decode_update(&b_only).is_ok(),
+            "a stored update is not compared"
+        );
     }
 }
