@@ -245,8 +245,9 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
     }
     let mut server_end = 0u32;
     let mut gap = None;
-    // Each client's clock after its blocks in this update (a client appears once).
-    let mut ends: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
+    // The clocks each client's blocks in this update cover, first to one past the last (a
+    // client appears once; one listed with no blocks covers nothing).
+    let mut ends: std::collections::HashMap<u64, (u32, u32)> = std::collections::HashMap::new();
     let clients: u32 = decoder.read_var()?;
     for _ in 0..clients {
         let blocks: u32 = decoder.read_var()?;
@@ -256,6 +257,7 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
         }
         let overflow = Refusal::ClockOverflow { client };
         let mut clock: u32 = decoder.read_var()?;
+        let start = clock;
         // With a room: how far the room and this update's blocks so far cover the client's
         // clocks. A block (not a skip) must start within it.
         let room_clock = known.map(|sv| sv.get(&yrs::block::ClientID::new(client)));
@@ -317,13 +319,16 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
                 None => return Ok(refuse(overflow)),
             }
         }
-        ends.insert(client, clock);
+        ends.insert(client, (start, clock));
     }
     if let Some(gap) = gap {
         return Ok(refuse(gap));
     }
     for (client, clock, dep_client, dep_clock) in deps {
-        if !ends.get(&dep_client).is_some_and(|end| dep_clock < *end) {
+        if !ends
+            .get(&dep_client)
+            .is_some_and(|(start, end)| (*start..*end).contains(&dep_clock))
+        {
             return Ok(refuse(Refusal::MissingDependency {
                 client,
                 clock,
