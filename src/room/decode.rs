@@ -264,16 +264,18 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
         let mut covered = room_clock;
         for _ in 0..blocks {
             let info = decoder.read_info()?;
-            if let (Some(room_clock), Some(reach)) = (room_clock, covered) {
-                if info != BLOCK_SKIP_REF_NUMBER && clock > reach && gap.is_none() {
-                    // Reported after the walk, so that what the block holds (legacy JSON, a
-                    // clock overflow) is named first.
-                    gap = Some(Refusal::StartsAfterGap {
-                        client,
-                        clock,
-                        known: room_clock,
-                    });
-                }
+            // A gap is reported after the walk, so that what the block holds (legacy JSON, a
+            // clock overflow) is named first.
+            if let (Some(room_clock), Some(reach)) = (room_clock, covered)
+                && info != BLOCK_SKIP_REF_NUMBER
+                && clock > reach
+                && gap.is_none()
+            {
+                gap = Some(Refusal::StartsAfterGap {
+                    client,
+                    clock,
+                    known: room_clock,
+                });
             }
             // The block repeats clocks the room has (always false without a room).
             let repeat = known.is_some_and(|sv| clock < sv.get(&yrs::block::ClientID::new(client)));
