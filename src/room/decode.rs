@@ -278,7 +278,7 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
                 });
             }
             // The block repeats clocks the room has (always false without a room).
-            let repeat = known.is_some_and(|sv| clock < sv.get(&yrs::block::ClientID::new(client)));
+            let repeat = room_clock.is_some_and(|room_clock| clock < room_clock);
             let len: u32 = match info {
                 BLOCK_SKIP_REF_NUMBER => decoder.read_var::<u32>()?,
                 BLOCK_GC_REF_NUMBER => decoder.read_len()?,
