@@ -26,7 +26,7 @@ pub(crate) fn decode_update(bytes: &[u8]) -> Result<Update, RoomError> {
 /// integrates them in a fresh document — the stored state would differ from what peers hold.
 ///
 /// `known` is the room's state vector: a block that repeats clocks the room has must depend only
-/// on what the room has (see [`Refusal::ConflictingRepeat`]).
+/// on what the room has (see [`Refusal::MissingDependency`]).
 pub(crate) fn decode_peer_update(
     bytes: &[u8],
     known: &StateVector,
@@ -41,29 +41,14 @@ fn decode(bytes: &[u8], known: Option<&StateVector>) -> Result<(Update, u32), Ro
     // byte per bucket: hundreds of MB touched per frame, then freed).
     let decoded = std::panic::catch_unwind(|| {
         let walked = walk(bytes, known)?;
-        if walked.refusal.is_some() {
-            return Ok::<_, yrs::encoding::read::Error>((None, walked));
-        }
-        Ok((Some(Update::decode_v1(bytes)?), walked))
+        Ok::<_, yrs::encoding::read::Error>(match walked.refusal {
+            Some(refusal) => Err(refusal),
+            None => Ok((Update::decode_v1(bytes)?, walked.server_end)),
+        })
     });
     match decoded {
-        Ok(Ok((
-            Some(update),
-            Walk {
-                refusal: None,
-                server_end,
-            },
-        ))) => Ok((update, server_end)),
-        Ok(Ok((
-            _,
-            Walk {
-                refusal: Some(refusal),
-                ..
-            },
-        ))) => Err(RoomError::BadUpdate(refusal.to_string())),
-        Ok(Ok((None, Walk { refusal: None, .. }))) => {
-            Err(RoomError::BadUpdate("malformed update".into()))
-        }
+        Ok(Ok(Ok(decoded))) => Ok(decoded),
+        Ok(Ok(Err(refusal))) => Err(RoomError::BadUpdate(refusal.to_string())),
         Ok(Err(error)) => Err(RoomError::BadUpdate(error.to_string())),
         Err(_) => Err(RoomError::BadUpdate("malformed update".into())),
     }
@@ -103,21 +88,18 @@ pub(crate) enum Refusal {
     /// given the room's own re-encoding, integrates.
     #[error("client {0} appears twice in the update's blocks")]
     DuplicateClient(u64),
-    /// A block that repeats clocks the room already has but depends (origin, right origin or
-    /// parent) on an item the room lacks. A repeat of what the room integrated depends only on
-    /// what the room had then, so this is another item under an id already taken: yrs keeps it
-    /// pending beside the room's item, the room's encoding carries the pending copy, and a fresh
-    /// document given that encoding integrates it (found by the `protocol` fuzz target: the room
-    /// at clock 3 for a client, its re-encoding at 134).
-    #[error(
-        "client {client}'s block at clock {clock} repeats clocks the room has with a dependency it lacks"
-    )]
-    ConflictingRepeat {
-        /// The block's client.
-        client: u64,
-        /// The block's first clock.
-        clock: u32,
-    },
+    /// An `Any` value (a map or array property) nested deeper than [`MAX_ANY_DEPTH`]: yrs
+    /// decodes nesting by recursion, and deep enough nesting overflows the stack, which aborts
+    /// the process (found by reading `Any::decode` after the `protocol` target's allocation
+    /// guard tripped on it).
+    #[error("a value is nested deeper than {MAX_ANY_DEPTH} levels")]
+    TooDeep,
+    /// An `Any` map or array that claims more entries than the update has bytes: yrs reserves
+    /// the claimed count before reading (hashbrown initialises a control byte per bucket, so a
+    /// 30-byte update claiming 2^28 entries touched 256 MB; found by the `protocol` target's
+    /// allocation guard).
+    #[error("a value claims {0} entries, more than the update's bytes can hold")]
+    CountTooLarge(u64),
     /// A client's block that starts past the room's clock for that client and past the client's
     /// blocks before it in the update (a skip leaves a gap): the clocks between
     /// are missing, so yrs would keep the blocks pending (or, for a GC block, integrate it at
@@ -142,6 +124,13 @@ pub(crate) enum Refusal {
     /// block overlapping a later GC block of the same client came back integrated, 1 against 12
     /// clocks). A client's update depends only on what the room sent it and on itself, so the
     /// room never holds pending blocks.
+    ///
+    /// A block that repeats clocks the room already has must depend on the room alone (not on
+    /// the update's other blocks): a repeat of what the room integrated depends only on what
+    /// the room had then, so one with another dependency is a different item under an id
+    /// already taken. yrs keeps it pending beside the room's item, the room's encoding carries
+    /// the pending copy, and a fresh document given that encoding integrates it (a fourth
+    /// `protocol` fuzz find: the room at clock 3 for a client, its re-encoding at 134).
     #[error(
         "client {client}'s block at clock {clock} depends on {dep_client}#{dep_clock}, which the room lacks"
     )]
@@ -183,6 +172,72 @@ fn vet(bytes: &[u8]) -> Result<Option<Refusal>, yrs::encoding::read::Error> {
     walk(bytes, None).map(|w| w.refusal)
 }
 
+/// Deepest nesting of arrays and maps in one `Any` value (serde_json's limit for JSON).
+const MAX_ANY_DEPTH: usize = 128;
+
+/// Reads past one lib0 `Any` value the way `Any::decode` (yrs `src/any.rs`) reads it, without
+/// building it: a nesting deeper than [`MAX_ANY_DEPTH`] or a count larger than the update's
+/// `limit` bytes is refused. `Any::decode` recurses once per level (a 200 KB update of nested
+/// one-element arrays overflows the stack and aborts the whole server) and reserves what a
+/// count claims before reading a value (a map of 2^28 entries declared in 30 bytes makes
+/// hashbrown allocate and initialise hundreds of MB).
+fn skip_any(
+    decoder: &mut yrs::updates::decoder::DecoderV1,
+    limit: usize,
+    depth: usize,
+) -> Result<Option<Refusal>, yrs::encoding::read::Error> {
+    use yrs::encoding::read::Read;
+    if depth >= MAX_ANY_DEPTH {
+        return Ok(Some(Refusal::TooDeep));
+    }
+    match decoder.read_u8()? {
+        127 | 126 | 121 | 120 => {}
+        125 => {
+            decoder.read_var::<i64>()?;
+        }
+        124 => {
+            decoder.read_f32()?;
+        }
+        123 => {
+            decoder.read_f64()?;
+        }
+        122 => {
+            decoder.read_i64()?;
+        }
+        119 => {
+            decoder.read_string()?;
+        }
+        118 => {
+            let len: usize = decoder.read_var()?;
+            if len > limit {
+                return Ok(Some(Refusal::CountTooLarge(len as u64)));
+            }
+            for _ in 0..len {
+                decoder.read_string()?;
+                if let Some(refusal) = skip_any(decoder, limit, depth + 1)? {
+                    return Ok(Some(refusal));
+                }
+            }
+        }
+        117 => {
+            let len: usize = decoder.read_var()?;
+            if len > limit {
+                return Ok(Some(Refusal::CountTooLarge(len as u64)));
+            }
+            for _ in 0..len {
+                if let Some(refusal) = skip_any(decoder, limit, depth + 1)? {
+                    return Ok(Some(refusal));
+                }
+            }
+        }
+        116 => {
+            decoder.read_buf()?;
+        }
+        _ => return Err(yrs::encoding::read::Error::UnexpectedValue),
+    }
+    Ok(None)
+}
+
 fn refuse(refusal: Refusal) -> Walk {
     Walk {
         refusal: Some(refusal),
@@ -193,8 +248,9 @@ fn refuse(refusal: Refusal) -> Walk {
 /// The walk behind [`vet`], which also measures the server client's blocks.
 fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding::read::Error> {
     use yrs::block::{
-        BLOCK_GC_REF_NUMBER, BLOCK_ITEM_JSON_REF_NUMBER, BLOCK_SKIP_REF_NUMBER, HAS_ORIGIN,
-        HAS_PARENT_SUB, HAS_RIGHT_ORIGIN, ItemContent,
+        BLOCK_GC_REF_NUMBER, BLOCK_ITEM_ANY_REF_NUMBER, BLOCK_ITEM_DOC_REF_NUMBER,
+        BLOCK_ITEM_JSON_REF_NUMBER, BLOCK_SKIP_REF_NUMBER, HAS_ORIGIN, HAS_PARENT_SUB,
+        HAS_RIGHT_ORIGIN, ItemContent,
     };
     use yrs::encoding::read::Read;
     use yrs::updates::decoder::{Decoder, DecoderV1};
@@ -222,15 +278,10 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
         ($repeat:expr, $client:expr, $clock:expr) => {{
             let dep_client = client!();
             let dep_clock = decoder.read_var::<u32>()?;
-            if $repeat && !has(dep_client, dep_clock) {
-                return Ok(refuse(Refusal::ConflictingRepeat {
-                    client: $client,
-                    clock: $clock,
-                }));
-            }
             if !has(dep_client, dep_clock) {
-                if dep_client == $client && dep_clock >= $clock {
-                    // Its own client's later clocks: never integrable.
+                if $repeat || (dep_client == $client && dep_clock >= $clock) {
+                    // A repeat depends on the room alone; and its own client's later clocks
+                    // are never integrable.
                     return Ok(refuse(Refusal::MissingDependency {
                         client: $client,
                         clock: $clock,
@@ -245,9 +296,13 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
     }
     let mut server_end = 0u32;
     let mut gap = None;
-    // The clocks each client's blocks in this update cover, first to one past the last (a
-    // client appears once; one listed with no blocks covers nothing).
-    let mut ends: std::collections::HashMap<u64, (u32, u32)> = std::collections::HashMap::new();
+    // The clocks each client's blocks in this update cover, as ranges (first clock to one past
+    // the last). A skip block covers nothing: it stands for clocks the update does not carry
+    // (a fifth `protocol` fuzz find: an item whose parent was in a client's skip passed as
+    // "earlier in the update" and stayed pending). A client appears once; one listed with no
+    // blocks covers nothing.
+    let mut ends: std::collections::HashMap<u64, Vec<(u32, u32)>> =
+        std::collections::HashMap::new();
     let clients: u32 = decoder.read_var()?;
     for _ in 0..clients {
         let blocks: u32 = decoder.read_var()?;
@@ -257,7 +312,7 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
         }
         let overflow = Refusal::ClockOverflow { client };
         let mut clock: u32 = decoder.read_var()?;
-        let start = clock;
+        let mut carried: Vec<(u32, u32)> = Vec::new();
         // With a room: how far the room and this update's blocks so far cover the client's
         // clocks. A block (not a skip) must start within it.
         let room_clock = known.map(|sv| sv.get(&yrs::block::ClientID::new(client)));
@@ -304,13 +359,38 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
                         }
                     }
                     // An empty item is dropped by yrs without advancing the clock (len 0).
-                    ItemContent::decode(&mut decoder, info)?.len_utf16()
+                    match info & 0b1111 {
+                        // Content that holds `Any` values is walked here instead: yrs decodes
+                        // them recursively and reserves what their counts claim.
+                        BLOCK_ITEM_ANY_REF_NUMBER => {
+                            let count: u32 = decoder.read_len()?;
+                            for _ in 0..count {
+                                if let Some(refusal) = skip_any(&mut decoder, bytes.len(), 0)? {
+                                    return Ok(refuse(refusal));
+                                }
+                            }
+                            count
+                        }
+                        BLOCK_ITEM_DOC_REF_NUMBER => {
+                            decoder.read_string()?;
+                            if let Some(refusal) = skip_any(&mut decoder, bytes.len(), 0)? {
+                                return Ok(refuse(refusal));
+                            }
+                            1
+                        }
+                        _ => ItemContent::decode(&mut decoder, info)?.len_utf16(),
+                    }
                 }
             };
             match clock.checked_add(len) {
                 Some(next) => {
                     if info != BLOCK_SKIP_REF_NUMBER {
                         covered = covered.map(|reach| reach.max(next));
+                        match carried.last_mut() {
+                            Some((_, end)) if *end == clock => *end = next,
+                            _ if next > clock => carried.push((clock, next)),
+                            _ => {}
+                        }
                     }
                     if client == super::SERVER_CLIENT_ID && len > 0 && info != BLOCK_SKIP_REF_NUMBER
                     {
@@ -321,16 +401,17 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
                 None => return Ok(refuse(overflow)),
             }
         }
-        ends.insert(client, (start, clock));
+        ends.insert(client, carried);
     }
     if let Some(gap) = gap {
         return Ok(refuse(gap));
     }
     for (client, clock, dep_client, dep_clock) in deps {
-        if !ends
-            .get(&dep_client)
-            .is_some_and(|(start, end)| (*start..*end).contains(&dep_clock))
-        {
+        if !ends.get(&dep_client).is_some_and(|ranges| {
+            ranges
+                .iter()
+                .any(|(start, end)| (*start..*end).contains(&dep_clock))
+        }) {
             return Ok(refuse(Refusal::MissingDependency {
                 client,
                 clock,
@@ -640,11 +721,87 @@ pub(super) mod tests {
         let known = doc.transact().state_vector();
         assert!(matches!(
             decode_peer_update(SECOND, &known),
-            Err(RoomError::BadUpdate(why)) if why.contains("repeats clocks")
+            Err(RoomError::BadUpdate(why)) if why.contains("which the room lacks")
         ));
         // Without a room (a stored update) nothing is compared; a faithful repeat passes.
         assert!(decode_update(SECOND).is_ok());
         assert!(decode_peer_update(FIRST, &known).is_ok());
+    }
+
+    /// An update of one `Any` item: `value` is the lib0 encoding of its one value.
+    fn any_item(value: &[u8]) -> Vec<u8> {
+        // clients 1, blocks 1, client 5, clock 0, info 8 (Any, parent follows), parent: the
+        // root type "m", 1 value, the value, empty delete set.
+        let mut update = vec![1, 1, 5, 0, 8, 1, 1, b'm', 1];
+        update.extend_from_slice(value);
+        update.push(0);
+        update
+    }
+
+    /// yrs decodes nested arrays and maps by recursion: 100,000 levels (200 KB) overflow a
+    /// 2 MB stack, which aborts the process. The walk refuses them before yrs sees them, on a
+    /// thread with a server worker's stack.
+    #[test]
+    fn deeply_nested_values_are_refused_without_recursing() {
+        let nested = |depth: usize| {
+            let mut value = Vec::new();
+            for _ in 0..depth {
+                value.extend_from_slice(&[117, 1]);
+            }
+            value.push(126);
+            any_item(&value)
+        };
+        let (deep, fine) = (nested(100_000), nested(MAX_ANY_DEPTH - 1));
+        let results = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                (
+                    decode_peer_update(&deep, &StateVector::default()).map(|_| ()),
+                    decode_update(&fine).map(|_| ()),
+                )
+            })
+            .expect("thread")
+            .join()
+            .expect("no stack overflow");
+        assert!(matches!(
+            results.0,
+            Err(RoomError::BadUpdate(why)) if why.contains("nested deeper")
+        ));
+        assert!(results.1.is_ok(), "{:?}", results.1);
+    }
+
+    /// A map that claims 2^28 entries in a few bytes is refused before yrs reserves them; so
+    /// is an array, at any depth.
+    #[test]
+    fn counts_the_bytes_cannot_hold_are_refused() {
+        // 118 (map), count 2^28 as a var uint (80 80 80 80 01), one entry.
+        let map = any_item(&[118, 0x80, 0x80, 0x80, 0x80, 0x01, 1, b'k', 126]);
+        let array = any_item(&[117, 1, 117, 0xff, 0xff, 0x03, 126]);
+        for update in [map, array] {
+            assert!(matches!(
+                decode_update(&update),
+                Err(RoomError::BadUpdate(why)) if why.contains("more than the update's bytes")
+            ));
+        }
+        assert!(decode_update(&any_item(&[118, 1, 1, b'k', 117, 2, 125, 1, 119, 1, b's'])).is_ok());
+    }
+
+    /// The fifth `protocol` fuzz find (2026-11-24, `regression-skip-covers-nothing`): client
+    /// 343007031's second block has its parent at 0#0, and the update's only block of client 0
+    /// is a skip over clocks 0..=1859496786. A skip carries nothing, so the parent is missing;
+    /// the walk used to count the skip as covering it, yrs kept the block pending, and a later
+    /// update made the room's encoding unreadable (`InvalidParent` in a fresh document).
+    #[test]
+    fn a_dependency_inside_a_skip_is_missing() {
+        const UPDATE: &[u8] = &[
+            2, 3, 183, 190, 199, 163, 1, 0, 39, 1, 6, 119, 104, 97, 15, 0, 0, 4, 0, 0, 1, 3, 0, 7,
+            0, 0, 0, 0, 3, 5, 1, 1, 1, 13, 1, 0, 0, 10, 194, 194, 194, 194, 194, 194, 194, 194,
+            238, 198, 0, 0, 190, 32,
+        ];
+        assert!(matches!(
+            decode_peer_update(UPDATE, &StateVector::default()),
+            Err(RoomError::BadUpdate(why)) if why.contains("depends on 0#0, which the room lacks")
+        ));
     }
 
     /// The second `protocol` fuzz find: a GC block of client 61 at clock 3,071,162,232 when the
