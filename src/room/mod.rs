@@ -69,6 +69,10 @@ use pending::{Pending, PendingQueue};
 /// wrote reaches a peer before it is durable, and a reloaded document continues its clock.
 pub const SERVER_CLIENT_ID: u64 = 1;
 
+/// How long a room nobody has joined yet waits before its idle time starts: the connection
+/// whose handshake loaded it joins after the upgrade, which must not find it unloading.
+const NEW_ROOM_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Why a room refused or closed a peer. The server maps each to an HTTP status or close code.
 #[derive(Debug, thiserror::Error)]
 pub enum RoomError {
@@ -214,11 +218,18 @@ impl Room {
         }
         let clock = config.clock.clone();
         let awareness = Awareness::with_clock(doc.clone(), move || clock.unix_millis());
+        // Idle from the start (after a grace for the handshake that loaded it to join): a room
+        // loaded for an export, the fairy API or a lost connection that never gets a peer or
+        // a lease unloads like one whose last peer left.
+        let peers = presence::Peers {
+            idle_since: Some(tokio::time::Instant::from_std(config.clock.now()) + NEW_ROOM_GRACE),
+            ..Default::default()
+        };
         Ok(Arc::new(Room {
             name,
             doc,
             awareness: Mutex::new(awareness),
-            peers: Mutex::new(presence::Peers::default()),
+            peers: Mutex::new(peers),
             pending,
             cold,
             leases: AtomicUsize::new(0),
@@ -252,6 +263,9 @@ impl Room {
 
     /// Keeps the room loaded while the lease lives (a working fairy holds one).
     pub fn lease(self: &Arc<Self>) -> Option<RoomLease> {
+        // Under the peers lock, which the unload decision holds too: a lease is either counted
+        // before the room decides to unload, or refused because it is closing.
+        let _peers = self.lock_peers();
         if self.closing.load(Ordering::SeqCst) {
             return None;
         }
@@ -472,7 +486,14 @@ impl RoomLease {
 
 impl Drop for RoomLease {
     fn drop(&mut self) {
-        self.room.leases.fetch_sub(1, Ordering::SeqCst);
+        if self.room.leases.fetch_sub(1, Ordering::SeqCst) == 1 {
+            // The last lease: the idle time starts now, not when the last peer left.
+            let now = self.room.now();
+            let mut peers = self.room.lock_peers();
+            if peers.links.is_empty() {
+                peers.idle_since = Some(now);
+            }
+        }
     }
 }
 

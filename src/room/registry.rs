@@ -358,6 +358,39 @@ mod tests {
         rooms.shutdown().await;
     }
 
+    /// A room that no peer ever joined and no lease holds unloads after the grace and the idle
+    /// time (it used to stay loaded for good); one a lease holds stays until the lease ends.
+    #[tokio::test]
+    async fn a_room_nobody_joins_unloads_and_a_lease_keeps_it() {
+        let clock = Arc::new(crate::clock::ManualClock::new());
+        let mut config = RoomConfig::from_serve(&crate::config::ServeConfig::for_test());
+        config.idle_unload = std::time::Duration::from_secs(1);
+        config.sweep_every = std::time::Duration::from_millis(5);
+        config.clock = clock.clone();
+        let rooms = Rooms::new(Arc::new(CountingStore::default()), config, 10);
+        let (a, b) = (RoomName::parse("a").unwrap(), RoomName::parse("b").unwrap());
+        let room_a = rooms.get(&a).await.unwrap();
+        let lease = rooms.get(&b).await.unwrap().lease().expect("lease");
+        // Within the grace for the first peer, nothing unloads.
+        clock.advance(std::time::Duration::from_secs(4));
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert!(rooms.get_loaded(&a).is_some());
+        clock.advance(std::time::Duration::from_secs(3));
+        rooms.wait_unloaded(&a).await;
+        assert!(room_a.is_closing());
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert!(rooms.get_loaded(&b).is_some(), "the lease keeps b");
+        drop(lease);
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert!(
+            rooms.get_loaded(&b).is_some(),
+            "b's idle time starts at the lease's end"
+        );
+        clock.advance(std::time::Duration::from_secs(2));
+        rooms.wait_unloaded(&b).await;
+        rooms.shutdown().await;
+    }
+
     /// The store's memory is released when the last loaded room unloads, not before.
     #[tokio::test]
     async fn the_last_unload_releases_the_stores_memory() {
