@@ -334,6 +334,28 @@ async fn read_loop(
     }
 }
 
+/// Most frames one socket write carries: what was queued behind the first frame goes out with
+/// it, up to this many.
+const MAX_FRAMES_PER_WRITE: usize = 64;
+
+/// Sends `first` and whatever else is already queued (up to [`MAX_FRAMES_PER_WRITE`]) with one
+/// flush: under load a peer's queue holds several frames, and writing them one flush each costs
+/// a system call and a TCP segment per frame.
+async fn send_queued(
+    sink: &mut SplitSink<Socket, Message>,
+    first: Bytes,
+    rx: &mut mpsc::Receiver<Bytes>,
+) -> Result<(), WsError> {
+    sink.feed(Message::Binary(first)).await?;
+    for _ in 1..MAX_FRAMES_PER_WRITE {
+        match rx.try_recv() {
+            Ok(frame) => sink.feed(Message::Binary(frame)).await?,
+            Err(_) => break,
+        }
+    }
+    sink.flush().await
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn write_loop(
     mut sink: SplitSink<Socket, Message>,
@@ -363,7 +385,7 @@ async fn write_loop(
             _ = done.cancelled() => break None,
             frame = rx.recv() => {
                 let Some(frame) = frame else { break Some((close::GOING_AWAY, "room closed".into())) };
-                match tokio::time::timeout(WRITE_TIMEOUT, sink.send(Message::Binary(frame))).await {
+                match tokio::time::timeout(WRITE_TIMEOUT, send_queued(&mut sink, frame, &mut rx)).await {
                     Ok(Ok(())) => {}
                     _ => break None,
                 }
