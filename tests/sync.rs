@@ -234,18 +234,17 @@ async fn malformed_frames_close_only_that_socket() {
             // 100,000 nested one-element arrays (200 KB): decoded by recursion, they would
             // overflow the stack of the server's worker thread and abort the whole process.
             "deeply nested value",
-            WsMessage::Binary(sync_update(&any_item(&nested_arrays(100_000))).into()),
+            WsMessage::Binary(fairyring::protocol::update(any_item(&nested_arrays(
+                100_000,
+            )))),
             1007,
         ),
         (
             // A map claiming 2^28 entries in 5 bytes: reserved before it is read.
             "map count the bytes cannot hold",
-            WsMessage::Binary(
-                sync_update(&any_item(&[
-                    118, 0x80, 0x80, 0x80, 0x80, 0x01, 1, b'k', 126,
-                ]))
-                .into(),
-            ),
+            WsMessage::Binary(fairyring::protocol::update(any_item(&[
+                118, 0x80, 0x80, 0x80, 0x80, 0x01, 1, b'k', 126,
+            ]))),
             1007,
         ),
     ];
@@ -267,19 +266,6 @@ async fn malformed_frames_close_only_that_socket() {
         .await;
     assert!(good.closed.is_none());
     server.shutdown().await;
-}
-
-/// A y-sync update message (sync, update, var-length payload) carrying `update`.
-fn sync_update(update: &[u8]) -> Vec<u8> {
-    let mut frame = vec![0, 2];
-    let mut len = update.len();
-    while len >= 0x80 {
-        frame.push((len as u8 & 0x7f) | 0x80);
-        len >>= 7;
-    }
-    frame.push(len as u8);
-    frame.extend_from_slice(update);
-    frame
 }
 
 /// A v1 update of one item of `Any` content under the root type "m", whose one value is
