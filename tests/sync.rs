@@ -247,6 +247,13 @@ async fn malformed_frames_close_only_that_socket() {
             ]))),
             1007,
         ),
+        (
+            // A subdocument: yrs 0.28 would keep the room's whole document allocated after the
+            // room unloads (a reference cycle through the subdocument's item).
+            "subdocument",
+            WsMessage::Binary(fairyring::protocol::update(subdoc_update())),
+            1007,
+        ),
     ];
     for (what, frame, code) in cases {
         let mut bad = Client::connect(&base, "hostile").await;
@@ -275,6 +282,15 @@ fn any_item(value: &[u8]) -> Vec<u8> {
     update.extend_from_slice(value);
     update.push(0);
     update
+}
+
+/// A v1 update that puts a subdocument under the root map "m".
+fn subdoc_update() -> Vec<u8> {
+    let doc = Doc::with_client_id(5);
+    let mut txn = doc.transact_mut();
+    txn.get_or_insert_map("m")
+        .insert(&mut txn, "sub", Doc::new());
+    txn.encode_update_v1()
 }
 
 /// `depth` one-element arrays nested in one another around a null (lib0 encoding).

@@ -118,6 +118,16 @@ pub(crate) enum Refusal {
         /// The room's clock for the client.
         known: u32,
     },
+    /// A peer's block holding a subdocument (content ref 9, Yjs's `ContentDoc`). The canvas
+    /// schema has none, and yrs 0.28.1 leaks every document that holds one: integrating it
+    /// stores a strong handle of the parent document inside the parent's own item
+    /// (`ItemContent::Doc(Some(parent), _)`, `Item::integrate_content` in `src/block.rs`), a
+    /// reference cycle, so the room's whole document stays allocated after the room unloads
+    /// (found by the `protocol` fuzz target's growing RSS; valgrind: the document's store
+    /// "definitely lost" once per run). Stored updates are not refused (a room stored with one
+    /// still loads; see `Room::new`).
+    #[error("subdocuments (Yjs ContentDoc) are not supported")]
+    Subdocument,
     /// A block whose origin, right origin or parent is neither in the room nor earlier in the
     /// update. yrs keeps such a block pending, and pending blocks are where the room's document
     /// and a fresh document given its encoding part ways (three `protocol` fuzz finds: a pending
@@ -364,6 +374,9 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
                             count
                         }
                         BLOCK_ITEM_DOC_REF_NUMBER => {
+                            if known.is_some() {
+                                return Ok(refuse(Refusal::Subdocument));
+                            }
                             decoder.read_string()?;
                             if let Some(refusal) = skip_any(&mut decoder, bytes.len(), 0)? {
                                 return Ok(refuse(refusal));
@@ -690,6 +703,31 @@ pub(super) mod tests {
             assert_eq!(vet(bytes).ok(), Some(None), "update {i}");
             decode_update(bytes).unwrap_or_else(|e| panic!("update {i}: {e}"));
         }
+    }
+
+    /// A peer's subdocument is refused (yrs 0.28.1 would leak the room's whole document through
+    /// it); the same update from the store still decodes, so a room stored with one loads.
+    #[test]
+    fn a_peers_subdocument_is_refused() {
+        let doc = Doc::with_client_id(7);
+        let mut txn = doc.transact_mut();
+        let map = txn.get_or_insert_map("map");
+        map.insert(&mut txn, "n", 1);
+        map.insert(&mut txn, "sub", Doc::new());
+        let bytes = txn.encode_update_v1();
+        drop(txn);
+        assert!(matches!(
+            decode_peer_update(&bytes, &StateVector::default()),
+            Err(RoomError::BadUpdate(why)) if why.contains("subdocuments")
+        ));
+        assert!(decode_update(&bytes).is_ok());
+        // Without the subdocument the same edit passes.
+        let plain = Doc::with_client_id(7);
+        let mut txn = plain.transact_mut();
+        txn.get_or_insert_map("map").insert(&mut txn, "n", 1);
+        let bytes = txn.encode_update_v1();
+        drop(txn);
+        assert!(decode_peer_update(&bytes, &StateVector::default()).is_ok());
     }
 
     /// The `protocol` fuzz find: a second update from the same client repeats clock 0 (its map

@@ -183,6 +183,13 @@ impl Room {
                 }
             }
         }
+        // Peers' subdocuments are refused (`Refusal::Subdocument`), but a room stored before
+        // that may hold some: yrs 0.28.1 keeps such a document alive through a reference cycle,
+        // so this room's memory is not given back when it unloads.
+        let subdocs = doc.transact().subdoc_guids().count();
+        if subdocs > 0 {
+            tracing::warn!(room = %name, subdocs, "room holds subdocuments; its memory is not freed when it unloads (yrs 0.28 leaks documents with subdocuments)");
+        }
         // The cold-load answer starts as what the document was built from: the stored snapshot
         // (a full-state encoding) and the log after it, with no re-encoding of the document.
         // An unreadable entry leaves it empty, to be rebuilt from the document when needed.
