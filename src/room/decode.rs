@@ -650,7 +650,8 @@ pub(super) mod tests {
     }
 
     /// Updates with every content kind clients write (and GC, skip, deleted blocks, subdocs):
-    /// the walk accepts them and stays in step with yrs's decoder.
+    /// the walk without a room (a stored update) accepts them and stays in step with yrs's
+    /// decoder. A peer's subdocument is refused (`a_peers_subdocument_is_refused`).
     #[test]
     fn accepts_every_content_kind_clients_send() {
         let doc = Doc::with_client_id(7);
