@@ -48,6 +48,13 @@ pub struct Metrics {
     pub fairy_requests: Family<ReasonLabel, Counter>,
     /// Complete fairy actions, by outcome (`accepted`, `rejected`).
     pub fairy_actions: Family<ReasonLabel, Counter>,
+    /// Model turns fairies ran (a request runs one or more).
+    pub fairy_turns: Counter,
+    /// Shape changes written by fairies' transactions: streamed versions, their reverts and
+    /// complete actions (what the room's fairy write budget meters).
+    pub fairy_shape_writes: Counter,
+    /// Complete canvas actions fairies committed (the shapes they drew, moved, deleted…).
+    pub fairy_canvas_actions: Counter,
     /// Model tokens used by fairies, by kind (`input`, `output`).
     pub model_tokens: Family<ReasonLabel, Counter>,
     /// Fairy model calls that failed after their retries.
@@ -77,6 +84,9 @@ impl Metrics {
             dropped: Family::default(),
             fairy_requests: Family::default(),
             fairy_actions: Family::default(),
+            fairy_turns: Counter::default(),
+            fairy_shape_writes: Counter::default(),
+            fairy_canvas_actions: Counter::default(),
             model_tokens: Family::default(),
             model_errors: Counter::default(),
             pubsub_messages: Family::default(),
@@ -148,6 +158,21 @@ impl Metrics {
             "fairy_actions",
             "Complete fairy actions, by outcome",
             m.fairy_actions.clone(),
+        );
+        registry.register(
+            "fairy_turns",
+            "Model turns run by fairies",
+            m.fairy_turns.clone(),
+        );
+        registry.register(
+            "fairy_shape_writes",
+            "Shape changes written by fairies, streamed versions included",
+            m.fairy_shape_writes.clone(),
+        );
+        registry.register(
+            "fairy_canvas_actions",
+            "Complete canvas actions committed by fairies",
+            m.fairy_canvas_actions.clone(),
         );
         registry.register(
             "model_tokens",

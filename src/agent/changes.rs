@@ -93,6 +93,8 @@ struct State {
     users: BTreeMap<String, Delta>,
     fairies: BTreeMap<String, Delta>,
     ledger: RequestLedger,
+    /// Shape changes made by the fairy's own transactions since [`ChangeTracker::take_own_writes`].
+    own_writes: u32,
 }
 
 enum Author {
@@ -188,6 +190,10 @@ impl ChangeTracker {
                     None => st.known.remove(&id),
                 };
                 let own = matches!(author, Author::Own);
+                if own {
+                    st.own_writes = st.own_writes.saturating_add(1);
+                    crate::metrics::global().fairy_shape_writes.inc();
+                }
                 if st.ledger.wants(&id, own) {
                     let diff = ShapeDiff::between(before.as_ref(), after.as_ref());
                     st.ledger.observe(&id, &diff, own);
@@ -214,6 +220,12 @@ impl ChangeTracker {
     /// Adds an origin to count as the fairy's own.
     pub fn add_own_origin(&self, origin: Origin) {
         lock(&self.state).own.push(origin);
+    }
+
+    /// Shape changes the fairy's own transactions made since the last call (what its room's
+    /// write budget charges).
+    pub fn take_own_writes(&self) -> u32 {
+        std::mem::take(&mut lock(&self.state).own_writes)
     }
 
     /// Forgets the recorded changes: called when a request starts.

@@ -25,6 +25,7 @@
 
 mod client;
 pub mod cold;
+pub mod fairies;
 mod process;
 mod stats;
 mod wire;
@@ -97,6 +98,9 @@ pub struct BenchArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Fairies drawing beside the people (see [`fairies`]).
+    #[command(flatten)]
+    pub fairy: fairies::FairyArgs,
 }
 
 const WARMUP: Duration = Duration::from_secs(2);
@@ -123,10 +127,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     );
     anyhow::ensure!(args.rate > 0.0, "--rate must be positive");
     let mut child = None;
+    let mut spawned_base = String::new();
     let (urls_of, pid): (Vec<_>, _) = if args.url.is_empty() {
         let (spawned, base) = spawn_server(&args)?;
         let pid = spawned.id();
         child = Some(ServerChild(spawned));
+        spawned_base.clone_from(&base);
         (vec![url_template(&base)], Some(pid))
     } else {
         let templates = args.url.iter().map(|url| url_template(url)).collect();
@@ -149,11 +155,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     for i in 0..args.clients {
         let room_index = i % args.rooms;
         per_room[room_index] += 1;
-        let room = if args.rooms == 1 {
-            args.room.clone()
-        } else {
-            format!("{}-{room_index}", args.room)
-        };
+        let room = room_name(&args, room_index);
         let mut url = urls_of[shared.node_of(i)](&room);
         if let Some(token) = &args.token {
             url.push_str(if url.contains('?') { "&" } else { "?" });
@@ -193,6 +195,27 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let connect_secs = connect_started.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_idle = sample_rss(server);
+    // Fairies start drawing with the warm-up, so that the window measures people beside them.
+    let fairy_stop = CancellationToken::new();
+    let mut fairy_load = if args.fairy.fairies > 0 {
+        let first = args.url.first().cloned().unwrap_or_else(|| spawned_base.clone());
+        let room_names: Vec<String> = (0..args.rooms).map(|r| room_name(&args, r)).collect();
+        let mut load = fairies::FairyLoad::invite(
+            &fairies::http_base(&first)?,
+            args.token.clone(),
+            &room_names,
+            &args.fairy,
+        )
+        .await?;
+        load.start(
+            &args.fairy.fairy_prompt,
+            Duration::from_millis(args.fairy.fairy_every),
+            &fairy_stop,
+        );
+        Some(load)
+    } else {
+        None
+    };
 
     // The window: updates sent from the end of the warm-up for `duration` seconds.
     let start = shared.now() + WARMUP.as_micros() as u64;
@@ -202,6 +225,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     shared.window_start.store(start, Ordering::Relaxed);
     let until = |micros: u64| shared.epoch + Duration::from_micros(micros);
     tokio::time::sleep_until(until(start).into()).await;
+    let fairies_0 = match &fairy_load {
+        Some(load) => Some(load.counters().await?),
+        None => None,
+    };
     let (bench_cpu_0, server_cpu_0, wall_0) = (
         process::cpu_seconds(Target::Myself),
         sample_cpu(server),
@@ -214,6 +241,20 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         wall_0.elapsed().as_secs_f64(),
     );
     let rss_load = sample_rss(server);
+    fairy_stop.cancel();
+    let fairy_report = match (&mut fairy_load, fairies_0) {
+        (Some(load), Some(before)) => {
+            let after = load.counters().await?;
+            let prompts = load.finish().await;
+            Some(fairies::report(
+                &args.fairy,
+                prompts,
+                &before.delta(&after),
+                duration.as_secs_f64(),
+            ))
+        }
+        _ => None,
+    };
     tokio::time::sleep(GRACE).await;
     quiet.cancel();
     tokio::time::sleep(SETTLE).await;
@@ -332,6 +373,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             "seconds_per_1000_deliveries": server_cpu_per_1000,
         },
         "bench_cpu": { "cores_used": bench_cores, "cores_available": threads },
+        "fairies": fairy_report,
         "warnings": warnings,
     });
     if args.json {
@@ -340,6 +382,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         print_report(&report);
     }
     Ok(())
+}
+
+/// The name of room `index` of the run (`ROOM`, or `ROOM-i` with several rooms).
+fn room_name(args: &BenchArgs, index: usize) -> String {
+    if args.rooms == 1 {
+        args.room.clone()
+    } else {
+        format!("{}-{index}", args.room)
+    }
 }
 
 /// CPU cores used over `wall` seconds, from two CPU-time samples.
@@ -433,6 +484,21 @@ fn print_report(r: &serde_json::Value) {
         f(&r["bench_cpu"]["cores_used"]),
         r["bench_cpu"]["cores_available"]
     );
+    let fairies = &r["fairies"];
+    if !fairies.is_null() {
+        println!(
+            "  fairies               {} prompted every {} ms: {} prompts ({} failed), requests {}, \
+             {:.2} turns/request, {:.0} canvas actions/s ({:.0} shape writes/s)",
+            fairies["count"],
+            fairies["every_ms"],
+            fairies["prompts_accepted"],
+            fairies["prompts_failed"],
+            fairies["requests_by_reason"],
+            f(&fairies["turns_per_request"]),
+            f(&fairies["canvas_actions_per_sec"]),
+            f(&fairies["shape_writes_per_sec"])
+        );
+    }
     if let Some(warnings) = r["warnings"].as_array() {
         for w in warnings {
             println!("  WARNING: {}", w.as_str().unwrap_or_default());
@@ -463,6 +529,20 @@ fn spawn_server(args: &BenchArgs) -> anyhow::Result<(Child, String)> {
     };
     let connections = (args.clients + 100).to_string();
     let rooms = (args.rooms + 16).to_string();
+    let per_room = args.fairy.fairies.div_ceil(args.rooms.max(1)).max(16).to_string();
+    let mut fairy_flags = vec![
+        // The bench's prompts come from one client and its fairies draw all the time: no
+        // per-client API limit and no hourly token budget.
+        "--fairy-api-rate-per-min".to_owned(),
+        "0".to_owned(),
+        "--fairy-token-budget".to_owned(),
+        "0".to_owned(),
+        "--max-fairies-per-room".to_owned(),
+        per_room,
+    ];
+    if let Some(writes) = args.fairy.fairy_writes_per_sec {
+        fairy_flags.extend(["--fairy-writes-per-sec".to_owned(), writes.to_string()]);
+    }
     let mut child = Command::new(exe)
         .args([
             "serve",
@@ -482,6 +562,7 @@ fn spawn_server(args: &BenchArgs) -> anyhow::Result<(Child, String)> {
             "--idle-unload",
             "1",
         ])
+        .args(fairy_flags)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .spawn()

@@ -454,6 +454,7 @@ impl FairyRuntime {
             self.beacon.update(|p| p.pose = Pose::Thinking);
             self.compact_history().await;
             self.emit(AgentEvent::TurnStarted { turn });
+            crate::metrics::global().fairy_turns.inc();
             if let Err(error) = self.run_turn(&request).await {
                 self.tentative.revert_tentative();
                 self.fail(&error);

@@ -391,6 +391,7 @@ impl FairyRuntime {
                 .apply_complete(&self.registry, &a.action, &mut turn.ctx)
             {
                 Ok(notes) => {
+                    crate::metrics::global().fairy_canvas_actions.inc();
                     self.corrections.extend(notes.notes.iter().cloned());
                     self.accept(&a.action, notes.notes.join(" "), level);
                 }
