@@ -243,6 +243,16 @@ pub struct ServeConfig {
         default_value_t = 1_000_000
     )]
     pub fairy_token_budget: u64,
+
+    /// Shape changes all the fairies of one room may write per second (streamed versions
+    /// included); over it their writes wait (a still-streaming version is skipped), people's
+    /// never do. 0 = no limit.
+    #[arg(
+        long,
+        env = "FAIRYRING_FAIRY_WRITES_PER_SEC",
+        default_value_t = crate::room::write_budget::DEFAULT_FAIRY_WRITES_PER_SEC
+    )]
+    pub fairy_writes_per_sec: u32,
 }
 
 impl ServeConfig {
@@ -287,6 +297,7 @@ impl ServeConfig {
             max_fairies_per_room: 16,
             fairy_api_rate_per_min: 60,
             fairy_token_budget: 1_000_000,
+            fairy_writes_per_sec: crate::room::write_budget::DEFAULT_FAIRY_WRITES_PER_SEC,
         }
     }
 

@@ -1,32 +1,35 @@
 //! Per-fairy tracking of the canvas changes that were not the fairy's own (docs/fairies.md), for the
 //! "users' changes since the last request" part of its next prompt.
 //!
-//! A [`ChangeTracker`] observes the `shapes` root deeply. For every transaction whose origin is
-//! not the fairy's (its `fairy:ID` origin, or its tentative reverts), it records each touched
-//! shape's state before and after, split into users' changes (`client:…` origins) and other
-//! fairies' changes (`fairy:OTHER`, and foreign origins such as other fairies' undo managers).
-//! Records are squashed per shape: the first "before" and the latest "after" are kept, so a
-//! shape created then deleted vanishes, and one moved away and back is unchanged. The fairy's
-//! own transactions only refresh the tracker's picture of the canvas. `start_request` clears the
-//! records. Owns no I/O; the report is offset and rounded like the prompt's shapes.
+//! A [`ChangeTracker`] reads its room's [`LiveShapes`] feed (one observer of the `shapes` root
+//! per document, whatever the number of fairies: see docs/fairies.md "People and fairies in
+//! one room") from its own cursor, whenever the fairy asks it something. For every change whose
+//! origin is not the fairy's (its `fairy:ID` origin, or its tentative reverts), it keeps the
+//! touched shape's state before and after, split into users' changes (`client:…` origins) and
+//! other fairies' changes (`fairy:OTHER`, and foreign origins such as other fairies' undo
+//! managers). Records are squashed per shape: the first "before" and the latest "after" are
+//! kept, so a shape created then deleted vanishes, and one moved away and back is unchanged.
+//! `start_request` clears the records. Owns no I/O; the report is offset and rounded like the
+//! prompt's shapes.
 //!
-//! The same observation feeds the fairy's [`RequestLedger`] (what each of its requests
-//! changed, for taking a request back): the fairy's own transactions go into the open
-//! request's record, everyone else's (the server's included) mark what they overwrote.
+//! The same feed fills the fairy's [`RequestLedger`] (what each of its requests changed, for
+//! taking a request back): the fairy's own changes go into the open request's record,
+//! everyone else's (the server's included) mark what they overwrote. Every method reads the
+//! feed first, so the ledger sees changes in document order relative to the request's start
+//! and end.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
-use yrs::types::{Event, PathSegment};
-use yrs::{DeepObservable, Doc, MapRef, Origin, Transact, TransactionMut};
+use yrs::{Doc, Origin};
 
 use super::ledger::{RequestLedger, RequestRecord, RevertOutcome, ShapeDiff};
 use crate::canvas::format::{model_type, to_simple};
-use crate::canvas::schema::SHAPES;
-use crate::canvas::shape::{Shape, list_shapes, read_shape};
+use crate::canvas::live::{Change, LiveShapes, Read};
+use crate::canvas::shape::Shape;
 use crate::canvas::transform::PromptTransform;
 use crate::ids::RequestId;
 use crate::origin::TxnOrigin;
@@ -81,17 +84,16 @@ impl ChangeReport {
 
 #[derive(Debug, Clone)]
 struct Delta {
-    before: Option<Shape>,
-    after: Option<Shape>,
+    before: Option<Arc<Shape>>,
+    after: Option<Arc<Shape>>,
 }
 
 #[derive(Debug, Default)]
 struct State {
     fairy_id: String,
     own: Vec<Origin>,
-    known: HashMap<String, Shape>,
-    users: BTreeMap<String, Delta>,
-    fairies: BTreeMap<String, Delta>,
+    users: BTreeMap<Arc<str>, Delta>,
+    fairies: BTreeMap<Arc<str>, Delta>,
     ledger: RequestLedger,
     /// Shape changes made by the fairy's own transactions since [`ChangeTracker::take_own_writes`].
     own_writes: u32,
@@ -123,16 +125,40 @@ impl State {
             _ => Author::Fairy,
         }
     }
+
+    /// Takes one change of the feed into account.
+    fn take(&mut self, change: &Change) {
+        let author = self.author(change.origin.as_ref());
+        let own = matches!(author, Author::Own);
+        if own {
+            self.own_writes = self.own_writes.saturating_add(1);
+            crate::metrics::global().fairy_shape_writes.inc();
+        }
+        if self.ledger.wants(&change.id, own) {
+            let diff = ShapeDiff::between(change.before.as_deref(), change.after.as_deref());
+            self.ledger.observe(&change.id, &diff, own);
+        }
+        let bucket = match author {
+            Author::Own | Author::System => return,
+            Author::User => &mut self.users,
+            Author::Fairy => &mut self.fairies,
+        };
+        bucket
+            .entry(change.id.clone())
+            .and_modify(|d| d.after = change.after.clone())
+            .or_insert(Delta {
+                before: change.before.clone(),
+                after: change.after.clone(),
+            });
+    }
 }
 
-static OBSERVER_IDS: AtomicU64 = AtomicU64::new(0);
-
-/// Tracks the shape changes not made by one fairy. Dropping it stops the observation.
+/// Tracks the shape changes not made by one fairy. Dropping it stops reading the feed (and,
+/// with the last reader of the document, the feed itself).
 pub struct ChangeTracker {
-    doc: Doc,
-    shapes: MapRef,
-    key: Origin,
-    state: Arc<Mutex<State>>,
+    live: Arc<LiveShapes>,
+    cursor: Arc<AtomicU64>,
+    state: Mutex<State>,
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -143,137 +169,107 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn touched_ids(txn: &TransactionMut<'_>, event: &Event) -> Vec<String> {
-    let path = event.path();
-    match path.front() {
-        Some(PathSegment::Key(id)) => vec![id.to_string()],
-        Some(PathSegment::Index(_)) => Vec::new(),
-        None => match event {
-            Event::Map(e) => e.keys(txn).keys().map(|k| k.to_string()).collect(),
-            _ => Vec::new(),
-        },
-    }
-}
-
 impl ChangeTracker {
     /// Starts tracking on `doc` for fairy `fairy_id`; `extra_own` lists further origins that
     /// are the fairy's own (its [`super::tentative::Tentative::revert_origin`]). Must not be
     /// called while a transaction is open on `doc`.
     pub fn new(doc: &Doc, fairy_id: &str, extra_own: &[Origin]) -> Self {
-        let shapes = doc.get_or_insert_map(SHAPES);
-        let known = list_shapes(&doc.transact())
-            .into_iter()
-            .map(|s| (s.id.clone(), s))
-            .collect();
+        let live = LiveShapes::of(doc);
+        let cursor = live.subscribe();
         let mut own = vec![Origin::from(&TxnOrigin::fairy(fairy_id))];
         own.extend_from_slice(extra_own);
-        let state = Arc::new(Mutex::new(State {
-            fairy_id: fairy_id.to_owned(),
-            own,
-            known,
-            ..State::default()
-        }));
-        let n = OBSERVER_IDS.fetch_add(1, Ordering::Relaxed);
-        let key = Origin::from(format!("change-tracker:{fairy_id}:{n}").as_str());
-        let observed = Arc::clone(&state);
-        let _registering = Registration::begin(doc);
-        shapes.observe_deep(key.clone(), move |txn, events| {
-            let mut st = lock(&observed);
-            let author = st.author(txn.origin());
-            let mut ids: Vec<String> = events.iter().flat_map(|e| touched_ids(txn, e)).collect();
-            ids.sort();
-            ids.dedup();
-            for id in ids {
-                let after = read_shape(txn, &id).ok().flatten();
-                let before = match &after {
-                    Some(a) => st.known.insert(id.clone(), a.clone()),
-                    None => st.known.remove(&id),
-                };
-                let own = matches!(author, Author::Own);
-                if own {
-                    st.own_writes = st.own_writes.saturating_add(1);
-                    crate::metrics::global().fairy_shape_writes.inc();
-                }
-                if st.ledger.wants(&id, own) {
-                    let diff = ShapeDiff::between(before.as_ref(), after.as_ref());
-                    st.ledger.observe(&id, &diff, own);
-                }
-                let bucket = match author {
-                    Author::Own | Author::System => continue,
-                    Author::User => &mut st.users,
-                    Author::Fairy => &mut st.fairies,
-                };
-                bucket
-                    .entry(id)
-                    .and_modify(|d| d.after = after.clone())
-                    .or_insert(Delta { before, after });
-            }
-        });
         ChangeTracker {
-            doc: doc.clone(),
-            shapes,
-            key,
-            state,
+            live,
+            cursor,
+            state: Mutex::new(State {
+                fairy_id: fairy_id.to_owned(),
+                own,
+                ..State::default()
+            }),
         }
+    }
+
+    /// The state with every change of the feed so far taken into account.
+    fn synced(&self) -> MutexGuard<'_, State> {
+        let mut st = lock(&self.state);
+        let read = self.live.read_since(&self.cursor, |change| st.take(change));
+        if read == Read::Lagged {
+            tracing::warn!(
+                fairy = %st.fairy_id,
+                "a fairy fell behind its room's changes; some are missing from its next prompt"
+            );
+        }
+        st
+    }
+
+    /// Reads what changed since the last call (a fairy's idle host calls this now and then, so
+    /// that the room's feed never has to keep much for it).
+    pub fn catch_up(&self) {
+        drop(self.synced());
+    }
+
+    /// The room's shapes now, in z-order, read from the live view rather than the document.
+    pub fn shapes(&self) -> Vec<Arc<Shape>> {
+        self.live.shapes()
     }
 
     /// Adds an origin to count as the fairy's own.
     pub fn add_own_origin(&self, origin: Origin) {
-        lock(&self.state).own.push(origin);
+        self.synced().own.push(origin);
     }
 
     /// Shape changes the fairy's own transactions made since the last call (what its room's
     /// write budget charges).
     pub fn take_own_writes(&self) -> u32 {
-        std::mem::take(&mut lock(&self.state).own_writes)
+        std::mem::take(&mut self.synced().own_writes)
     }
 
     /// Forgets the recorded changes: called when a request starts.
     pub fn start_request(&self) {
-        let mut st = lock(&self.state);
+        let mut st = self.synced();
         st.users.clear();
         st.fairies.clear();
     }
 
     /// Starts recording what the fairy's request named `ids` changes (see [`RequestLedger`]).
     pub fn open_request(&self, ids: &[RequestId], summary: &str) {
-        lock(&self.state).ledger.open(ids, summary);
+        self.synced().ledger.open(ids, summary);
     }
 
     /// Stops recording the fairy's changes (its request ended).
     pub fn close_request(&self) {
-        lock(&self.state).ledger.close();
+        self.synced().ledger.close();
     }
 
     /// Records into the latest request again (cleaning up after a restart mid-request).
     pub fn reopen_latest_request(&self) -> bool {
-        lock(&self.state).ledger.reopen_latest()
+        self.synced().ledger.reopen_latest()
     }
 
     /// What the request named `id` changed, if it is among the recent ones.
     pub fn request(&self, id: &RequestId) -> Option<RequestRecord> {
-        lock(&self.state).ledger.find(id).cloned()
+        self.synced().ledger.find(id).cloned()
     }
 
     /// Marks the request named `id` rejected.
     pub fn mark_rejected(&self, id: &RequestId, outcome: RevertOutcome) {
-        lock(&self.state).ledger.mark_rejected(id, outcome);
+        self.synced().ledger.mark_rejected(id, outcome);
     }
 
     /// The ledger, to store with the fairy's private state.
     pub fn ledger(&self) -> RequestLedger {
-        lock(&self.state).ledger.clone()
+        self.synced().ledger.clone()
     }
 
     /// Replaces the ledger with a stored one (after a restart).
     pub fn restore_ledger(&self, ledger: RequestLedger) {
-        lock(&self.state).ledger = ledger;
+        self.synced().ledger = ledger;
     }
 
     /// The squashed changes since the last `start_request`, offset and rounded by `transform`.
     pub fn report(&self, transform: &mut PromptTransform) -> ChangeReport {
-        let st = lock(&self.state);
-        let records = |deltas: &BTreeMap<String, Delta>, t: &mut PromptTransform| {
+        let st = self.synced();
+        let records = |deltas: &BTreeMap<Arc<str>, Delta>, t: &mut PromptTransform| {
             deltas
                 .values()
                 .filter_map(|d| record(d, t))
@@ -282,36 +278,6 @@ impl ChangeTracker {
         ChangeReport {
             users: records(&st.users, transform),
             fairies: records(&st.fairies, transform),
-        }
-    }
-}
-
-impl Drop for ChangeTracker {
-    fn drop(&mut self) {
-        let _registering = Registration::begin(&self.doc);
-        self.shapes.unobserve_deep(self.key.clone());
-    }
-}
-
-/// Serialises observer (un)registration on a shared document. yrs 0.28 adds and removes a
-/// branch's deep observers through a raw pointer without any lock, while a write transaction
-/// on another thread may be iterating (and pruning) the same observer map: a data race that
-/// corrupted memory when fairies of one room were dropped while peers wrote (seen in the fairy
-/// integration tests). Holding a read transaction keeps writers (and so observer triggers)
-/// out; the process-wide mutex keeps two registrations from racing each other.
-struct Registration<'doc> {
-    _serial: MutexGuard<'static, ()>,
-    _readers: yrs::Transaction<'doc>,
-}
-
-static REGISTRATION: Mutex<()> = Mutex::new(());
-
-impl<'doc> Registration<'doc> {
-    fn begin(doc: &'doc Doc) -> Self {
-        let serial = REGISTRATION.lock().unwrap_or_else(|p| p.into_inner());
-        Registration {
-            _serial: serial,
-            _readers: doc.transact(),
         }
     }
 }
@@ -375,6 +341,7 @@ mod tests {
     use crate::agent::tentative::Tentative;
     use crate::canvas::shape::{delete_shape, write_shape};
     use serde_json::json;
+    use yrs::Transact;
 
     fn user_write(doc: &Doc, s: &Shape) {
         write_shape(&mut doc.transact_mut_with("client:1:alice"), s);

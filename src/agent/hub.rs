@@ -341,7 +341,10 @@ impl FairyHub {
         let hub = self.clone();
         let shutdown = stop;
         let room = room.clone();
-        self.inner.tracker.spawn(
+        // On the fairy runtime, below the people's work (docs/fairies.md "People and fairies
+        // in one room").
+        super::executor::spawn(
+            &self.inner.tracker,
             async move {
                 let built = FairyRuntime::new(
                     room,
@@ -652,6 +655,8 @@ async fn run_host(
                     }
                     // A waiting member shows the other members' progress on its tasks.
                     rt.publish_project();
+                    // Reads the room's changes so that the room keeps little for it.
+                    rt.tracker.catch_up();
                     None
                 }
             }

@@ -29,6 +29,7 @@
 //! - [`inbox`]: delivering interrupts (never refused) and dismissals to a fairy's host task.
 //! - [`work`]: the vocabulary of a fairy's work (task statuses, project roles and statuses,
 //!   membership), below the state and projects.
+//! - [`executor`]: the runtime fairies run on, below the people's work.
 //! - [`hub`]: hosting the fairies of every room (one task each), with `hub/group.rs` (group
 //!   prompts, disbanding, refusing users' prompts to busy members); [`budget`]: the per-room
 //!   hourly model-token budget.
@@ -42,6 +43,7 @@ pub mod beacon;
 pub mod budget;
 pub mod changes;
 pub mod events;
+pub mod executor;
 pub mod fairy;
 pub mod hub;
 pub mod inbox;

@@ -15,7 +15,6 @@ use super::runtime::{FairyRuntime, Request};
 use super::screenshot;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::page::list_pages;
-use crate::canvas::shape::list_shapes;
 
 /// The `viewport` of the awareness state whose `user.id` is `sub`, if one is published and
 /// finite (several tabs of one person: the first found).
@@ -33,11 +32,8 @@ pub fn user_viewport<'a>(states: impl IntoIterator<Item = &'a Value>, sub: &str)
 impl FairyRuntime {
     /// Everything [`PromptExtras`] holds, for `request` at the current bounds.
     pub(super) async fn prompt_extras(&self, request: &Request) -> PromptExtras {
-        let (pages, shapes) = {
-            let txn = self.room.doc().transact();
-            let shapes = self.config.vision.then(|| list_shapes(&txn));
-            (list_pages(&txn), shapes)
-        };
+        let pages = list_pages(&self.room.doc().transact());
+        let shapes = self.config.vision.then(|| self.shapes_now());
         let working = matches!(
             self.modes.mode(),
             Mode::WorkingSolo | Mode::WorkingDrone | Mode::WorkingOrchestrator

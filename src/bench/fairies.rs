@@ -226,7 +226,8 @@ impl FairyLoad {
             self.tasks.push(tokio::spawn(async move {
                 let mut counts = PromptCounts::default();
                 let start = tokio::time::Instant::now() + phase;
-                let mut ticks = tokio::time::interval_at(start, every.max(Duration::from_millis(1)));
+                let mut ticks =
+                    tokio::time::interval_at(start, every.max(Duration::from_millis(1)));
                 ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     tokio::select! {

@@ -198,7 +198,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     // Fairies start drawing with the warm-up, so that the window measures people beside them.
     let fairy_stop = CancellationToken::new();
     let mut fairy_load = if args.fairy.fairies > 0 {
-        let first = args.url.first().cloned().unwrap_or_else(|| spawned_base.clone());
+        let first = args
+            .url
+            .first()
+            .cloned()
+            .unwrap_or_else(|| spawned_base.clone());
         let room_names: Vec<String> = (0..args.rooms).map(|r| room_name(&args, r)).collect();
         let mut load = fairies::FairyLoad::invite(
             &fairies::http_base(&first)?,
@@ -529,7 +533,12 @@ fn spawn_server(args: &BenchArgs) -> anyhow::Result<(Child, String)> {
     };
     let connections = (args.clients + 100).to_string();
     let rooms = (args.rooms + 16).to_string();
-    let per_room = args.fairy.fairies.div_ceil(args.rooms.max(1)).max(16).to_string();
+    let per_room = args
+        .fairy
+        .fairies
+        .div_ceil(args.rooms.max(1))
+        .max(16)
+        .to_string();
     let mut fairy_flags = vec![
         // The bench's prompts come from one client and its fairies draw all the time: no
         // per-client API limit and no hourly token budget.

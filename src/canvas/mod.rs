@@ -8,6 +8,8 @@
 //! # Layout
 //! - [`schema`]: root names, `init_schema`, the vocabularies (shape types, colors, fills).
 //! - [`shape`]: the typed [`Shape`] and its read/write/delete over a nested `Y.Map` per shape.
+//! - [`live`]: one live view of a document's shapes and a feed of their changes, shared by its
+//!   readers (fairies), so that they neither walk nor observe the document each.
 //! - [`page`]: pages (`page:main`, create, list).
 //! - [`zorder`]: fractional `index` strings (z-order) via the `fractional_index` crate.
 //! - [`geometry`]: bounds per shape (arrows and pen strokes included) and queries by bounds.
@@ -21,6 +23,7 @@ pub mod coerce;
 pub mod format;
 pub mod geometry;
 pub mod ids;
+pub mod live;
 pub mod page;
 pub mod render;
 pub mod schema;

@@ -419,6 +419,30 @@ pub fn list_shapes<T: ReadTxn>(txn: &T) -> Vec<Shape> {
     shapes
 }
 
+/// The z-order keys (`index`) of the shapes on page `page_id`, reading nothing else: placing a
+/// new shape on top must not read every property of every shape while its transaction holds
+/// the document (a fairy creates shapes while people write; see docs/fairies.md "People and
+/// fairies in one room").
+pub fn page_indexes<T: ReadTxn>(txn: &T, page_id: &str) -> Vec<std::sync::Arc<str>> {
+    let Some(root) = txn.get_map(SHAPES) else {
+        return Vec::new();
+    };
+    let text = |m: &MapRef, key: &str| match m.get(txn, key) {
+        Some(Out::Any(Any::String(s))) => Some(s),
+        _ => None,
+    };
+    root.iter(txn)
+        .filter_map(|(_, v)| match v {
+            Out::YMap(m) => {
+                let page = text(&m, "pageId");
+                let on_page = page.as_deref().unwrap_or(super::schema::MAIN_PAGE) == page_id;
+                on_page.then(|| text(&m, "index")).flatten()
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// Ids of every entry in `shapes`, readable or not (for uniqueness checks).
 pub fn shape_ids<T: ReadTxn>(txn: &T) -> Vec<String> {
     txn.get_map(SHAPES)

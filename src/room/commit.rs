@@ -2,6 +2,13 @@
 //! delivers them (and, in a scale-out deployment, publishes them to the other nodes), compacts
 //! the log, sweeps awareness timeouts, applies what the other nodes publish, catches up from
 //! the store when some of it is missing, and unloads the room when idle.
+//!
+//! People first (docs/fairies.md "People and fairies in one room"): a peer's update, or a
+//! reply to a peer, is committed as soon as the committer is free. What the server and its
+//! fairies write alone (streamed versions, chat, tasks) waits for the room's [`TICK`] and then
+//! goes out as one commit and one frame per peer, however many fairies wrote; it is committed
+//! earlier, together, when a peer's update arrives behind it. The fairies' awareness states are
+//! sent the same way, at most once a tick, all changed states in one message.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -31,6 +38,10 @@ const STORE_RETRIES: [Duration; 3] = [
     Duration::from_millis(250),
     Duration::from_secs(1),
 ];
+
+/// How long what the server and its fairies write alone may wait to be committed and sent
+/// together (and how often their awareness goes out).
+pub(crate) const TICK: Duration = Duration::from_millis(50);
 
 /// Consecutive committed updates are merged into one frame up to this size.
 const MAX_GROUP_BYTES: usize = 512 * 1024;
@@ -125,8 +136,8 @@ async fn next_inbound(subscription: &mut Option<Subscription>) -> Inbound {
     }
 }
 
-/// Resolves when a catch-up is due; never when none is.
-async fn catchup_due(at: Option<Instant>) {
+/// Resolves at `at` (a catch-up, a tick); never without one.
+async fn deadline(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
@@ -145,17 +156,38 @@ pub(crate) async fn run(
     if subscription.is_some() {
         room.query_remote_awareness();
     }
+    // When the server's own writes waiting alone, and its awareness states, go out.
+    let mut writes_due: Option<Instant> = None;
+    let mut presence_due: Option<Instant> = None;
     loop {
         tokio::select! {
             _ = room.pending.arrived.notified() => {
+                if room.pending.is_urgent() {
+                    writes_due = None;
+                    if commit(&room, &mut log).await.is_err() {
+                        return fail(&room);
+                    }
+                } else if writes_due.is_none() {
+                    writes_due = Some(Instant::now() + TICK);
+                }
+            }
+            _ = deadline(writes_due) => {
+                writes_due = None;
                 if commit(&room, &mut log).await.is_err() {
                     return fail(&room);
                 }
             }
+            _ = room.server_presence.queued.notified(), if presence_due.is_none() => {
+                presence_due = Some(Instant::now() + TICK);
+            }
+            _ = deadline(presence_due) => {
+                presence_due = None;
+                room.send_server_presence();
+            }
             inbound = next_inbound(&mut subscription) => {
                 on_inbound(&room, &mut log, inbound);
             }
-            _ = catchup_due(log.catchup_at) => {
+            _ = deadline(log.catchup_at) => {
                 catch_up(&room, &mut log).await;
             }
             _ = sweep.tick() => {
@@ -180,6 +212,7 @@ pub(crate) async fn run(
 
 /// Final flush and compaction before the room goes away.
 async fn finish(room: &Arc<Room>, log: &mut LogState, stop: Stop) -> Stop {
+    room.send_server_presence();
     if commit(room, log).await.is_err() {
         return fail(room);
     }

@@ -30,6 +30,7 @@
 //! ([`RoomError::BadUpdate`]: close code 1007, counted as `bad_update`) and leaves the room, its
 //! document and its other peers as they were. Stored updates go through the same decoding.
 
+mod coalesce;
 mod cold;
 mod commit;
 mod decode;
@@ -39,6 +40,7 @@ mod presence;
 mod reclaim;
 pub mod registry;
 mod remote;
+pub mod write_budget;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -122,6 +124,9 @@ pub struct RoomConfig {
     pub clock: SharedClock,
     /// The fan-out to the other nodes (`--pubsub`); `None` on a single node.
     pub fanout: Option<Arc<crate::pubsub::Fanout>>,
+    /// Shape changes the fairies of one room may write per second (`--fairy-writes-per-sec`);
+    /// 0: no limit.
+    pub fairy_writes_per_sec: u32,
 }
 
 impl RoomConfig {
@@ -137,6 +142,7 @@ impl RoomConfig {
             sweep_every: Duration::from_secs(1),
             clock: crate::clock::system(),
             fanout: None,
+            fairy_writes_per_sec: config.fairy_writes_per_sec,
         }
     }
 }
@@ -153,6 +159,10 @@ pub struct Room {
     closing: AtomicBool,
     config: RoomConfig,
     store: Arc<dyn Store>,
+    /// The server's awareness states waiting for the room's tick.
+    server_presence: coalesce::ServerPresence,
+    /// The budget of its fairies' writes (`--fairy-writes-per-sec`).
+    fairy_writes: write_budget::WriteBudget,
 }
 
 impl Room {
@@ -241,9 +251,16 @@ impl Room {
             cold,
             leases: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
+            server_presence: coalesce::ServerPresence::default(),
+            fairy_writes: write_budget::WriteBudget::new(config.fairy_writes_per_sec),
             config,
             store,
         }))
+    }
+
+    /// The budget of the room's fairy writes (docs/fairies.md "People and fairies in one room").
+    pub fn fairy_writes(&self) -> &write_budget::WriteBudget {
+        &self.fairy_writes
     }
 
     /// The room's name.

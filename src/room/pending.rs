@@ -5,6 +5,11 @@
 //! (sync step 2) are pushed behind the updates they may contain. The room's committer takes the
 //! whole queue at once, makes its updates durable in the store (group commit), and only then
 //! delivers every item. The queue is bounded: producers wait for space before taking more input.
+//!
+//! People first: the queue knows whether it holds anything from a peer (an update or a reply).
+//! Only then is the committer in a hurry; what the server and its fairies write alone waits for
+//! the room's tick, so that all of it goes out as one commit and one frame per peer (see
+//! `commit`).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -22,10 +27,30 @@ pub(crate) enum Pending {
     Reply { conn: u64, frame: Bytes },
 }
 
+impl Pending {
+    /// Whether a peer is waiting for this item (its update, its reply).
+    fn from_peer(&self) -> bool {
+        match self {
+            Pending::Update { from, .. } => from.is_some(),
+            Pending::Remote { .. } => false,
+            Pending::Reply { .. } => true,
+        }
+    }
+}
+
+/// The queued items, how many were ever pushed, and how many of those queued are a peer's.
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<Pending>,
+    pushed: u64,
+    from_peers: usize,
+    /// Someone waits for everything queued to be delivered ([`PendingQueue::flushed`]).
+    urgent: bool,
+}
+
 /// A bounded FIFO with wake-ups for the committer and for waiting producers.
 pub(crate) struct PendingQueue {
-    /// The queued items and how many were ever pushed.
-    items: Mutex<(VecDeque<Pending>, u64)>,
+    items: Mutex<Queue>,
     /// How many pushed items were delivered (or dropped with their room).
     delivered: watch::Sender<u64>,
     capacity: usize,
@@ -38,7 +63,7 @@ pub(crate) struct PendingQueue {
 impl PendingQueue {
     pub fn new(capacity: usize) -> Self {
         PendingQueue {
-            items: Mutex::new((VecDeque::new(), 0)),
+            items: Mutex::new(Queue::default()),
             delivered: watch::Sender::new(0),
             capacity: capacity.max(1),
             arrived: Notify::new(),
@@ -46,7 +71,7 @@ impl PendingQueue {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (VecDeque<Pending>, u64)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.items.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -54,9 +79,10 @@ impl PendingQueue {
     /// by [`PendingQueue::wait_for_space`], which producers call before taking more input.
     pub fn push(&self, item: Pending) {
         {
-            let mut items = self.lock();
-            items.0.push_back(item);
-            items.1 += 1;
+            let mut queue = self.lock();
+            queue.from_peers += usize::from(item.from_peer());
+            queue.items.push_back(item);
+            queue.pushed += 1;
         }
         self.arrived.notify_one();
     }
@@ -64,9 +90,10 @@ impl PendingQueue {
     /// Takes everything queued, with the push count it brings delivery up to.
     pub fn take_all(&self) -> (Vec<Pending>, u64) {
         let taken = {
-            let mut items = self.lock();
-            let upto = items.1;
-            (items.0.drain(..).collect(), upto)
+            let mut queue = self.lock();
+            queue.from_peers = 0;
+            queue.urgent = false;
+            (queue.items.drain(..).collect(), queue.pushed)
         };
         self.space.notify_waiters();
         taken
@@ -79,12 +106,24 @@ impl PendingQueue {
 
     /// Number of queued items.
     pub fn len(&self) -> usize {
-        self.lock().0.len()
+        self.lock().items.len()
+    }
+
+    /// Whether a queued item is a peer's (its update, a reply to it) or someone waits for the
+    /// queue to be delivered: then the committer commits at once instead of waiting for the
+    /// room's tick.
+    pub fn is_urgent(&self) -> bool {
+        let queue = self.lock();
+        queue.from_peers > 0 || queue.urgent
     }
 
     /// Waits until everything pushed before this call was delivered.
     pub async fn flushed(&self) {
-        let target = self.lock().1;
+        let target = {
+            let mut queue = self.lock();
+            queue.urgent = true;
+            queue.pushed
+        };
         let mut delivered = self.delivered.subscribe();
         self.arrived.notify_one();
         // An error means the committer is gone, and nothing will be delivered any more.

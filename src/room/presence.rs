@@ -213,11 +213,19 @@ impl Room {
             let _ = awareness.apply_update(update.clone());
             update
         };
-        // Scaled out, only the node holding a fairy's lease hosts it: its presence is relayed
-        // to the other nodes, which own it by this node (docs/scaling.md "Fairies").
-        self.publish_awareness(&update);
-        self.broadcast(&protocol::awareness(update), None);
+        // Sent with the other server states at the room's tick (`coalesce`).
+        self.server_presence.queue(update);
         Ok(())
+    }
+
+    /// Sends the server's awareness states queued since the last tick, as one message.
+    pub(super) fn send_server_presence(&self) {
+        if let Some(update) = self.server_presence.take() {
+            // Scaled out, only the node holding a fairy's lease hosts it: its presence is
+            // relayed to the other nodes, which own it by this node (docs/scaling.md "Fairies").
+            self.publish_awareness(&update);
+            self.broadcast(&protocol::awareness(update), None);
+        }
     }
 
     /// Publishes a server-side state again with a new clock (other nodes time out states not

@@ -11,7 +11,7 @@ use crate::canvas::Shape;
 use crate::canvas::coerce::coerce_string;
 use crate::canvas::format::{ShapeBase, document_type, from_simple};
 use crate::canvas::ids::ensure_shape_id_is_unique;
-use crate::canvas::shape::{list_shapes, write_shape};
+use crate::canvas::shape::{page_indexes, write_shape};
 use crate::canvas::zorder::index_above;
 
 /// The `create` action.
@@ -83,13 +83,8 @@ pub(crate) fn create_shape(
     shape: &Shape,
     ctx: &mut ActionCtx,
 ) -> Result<(), ActionError> {
-    let existing = list_shapes(txn);
-    let index = index_above(
-        existing
-            .iter()
-            .filter(|s| s.page_id == ctx.page_id)
-            .map(|s| s.index.as_str()),
-    );
+    let existing = page_indexes(txn, &ctx.page_id);
+    let index = index_above(existing.iter().map(|i| &**i));
     let shape = Shape {
         page_id: ctx.page_id.clone(),
         index,

@@ -100,8 +100,14 @@ pub struct FairyRuntime {
     events: broadcast::Sender<AgentEvent>,
     /// Follow-up scheduled during the current turn.
     scheduled: Option<Request>,
-    /// What the model is told next turn (rejections, sanitizer notes).
+    /// What the model must answer next turn (rejected actions, broken JSON): a request with
+    /// corrections runs another turn.
     pub(super) corrections: Vec<String>,
+    /// What the sanitizer changed in accepted actions (a colliding id renamed, a number read
+    /// from a string): told to the model with its next prompt, but no reason for another turn.
+    /// Beside other fairies, ids collide all the time (their shapes are in the same `shapes`
+    /// map), and a follow-up for every rename kept requests running to the turn cap.
+    pub(super) notes: Vec<String>,
     /// Set by an action that interrupts the rest of the answer with its correction (the
     /// design's error-correction interrupt: a refused direction); the turn drops the stream.
     pub(super) cut_answer: bool,
@@ -163,6 +169,7 @@ impl FairyRuntime {
             events,
             scheduled: None,
             corrections: Vec::new(),
+            notes: Vec::new(),
             cut_answer: false,
             bounds: Bounds::default(),
             request_ids: Vec::new(),
@@ -238,6 +245,16 @@ impl FairyRuntime {
     /// The room instance this runtime lives in.
     pub fn room(&self) -> &Arc<Room> {
         &self.room
+    }
+
+    /// The room's shapes now, in z-order, from the room's live view (no walk of the document
+    /// under its lock; docs/fairies.md "People and fairies in one room").
+    pub(super) fn shapes_now(&self) -> Vec<crate::canvas::shape::Shape> {
+        self.tracker
+            .shapes()
+            .iter()
+            .map(|s| s.as_ref().clone())
+            .collect()
     }
 
     /// Its awareness peer.
@@ -422,6 +439,7 @@ impl FairyRuntime {
         self.request_ids = ids;
         self.state.working = true;
         self.corrections.clear();
+        self.notes.clear();
         self.scheduled = None;
         let ctx = self.hook_ctx();
         let out = self.modes.prompt_start(&ctx);

@@ -4,7 +4,6 @@
 //! them), and the bounds check of its canvas edits ([`crate::agent::projects::guard`]).
 
 use serde_json::Value;
-use yrs::Transact;
 
 use crate::agent::changes::{ChangeRecord, ChangeReport};
 use crate::agent::projects::doc::{self, read_project, read_task};
@@ -12,7 +11,6 @@ use crate::agent::projects::guard;
 use crate::agent::projects::prompt::ProjectPart;
 use crate::agent::runtime::FairyRuntime;
 use crate::canvas::geometry::{Bounds, shapes_in_bounds};
-use crate::canvas::shape::list_shapes;
 use crate::canvas::transform::PromptTransform;
 
 impl FairyRuntime {
@@ -34,7 +32,7 @@ impl FairyRuntime {
         let Some(bounds) = self.task_bounds() else {
             return Ok(());
         };
-        let shapes = list_shapes(&self.room.doc().transact());
+        let shapes = self.shapes_now();
         guard::check(action, &shapes, &bounds, t)
     }
 
@@ -43,7 +41,7 @@ impl FairyRuntime {
         let Some(bounds) = self.task_bounds() else {
             return report;
         };
-        let shapes = list_shapes(&self.room.doc().transact());
+        let shapes = self.shapes_now();
         let inside: Vec<&str> = shapes_in_bounds(&shapes, &self.state.page_id, &bounds)
             .into_iter()
             .map(|s| s.id.as_str())

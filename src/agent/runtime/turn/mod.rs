@@ -19,7 +19,6 @@ mod compact;
 
 use futures_util::StreamExt;
 use serde_json::Value;
-use yrs::Transact;
 
 use compact::OverflowRecovery;
 
@@ -30,7 +29,6 @@ use crate::agent::presence::Pose;
 use crate::agent::prompt::{PromptInput, build_request};
 use crate::agent::prompt_parts::PromptExtras;
 use crate::agent::throttle::{Decision, StreamThrottle};
-use crate::canvas::shape::list_shapes;
 use crate::canvas::transform::PromptTransform;
 use crate::llm::{LlmError, ModelEvent, Usage};
 use crate::partial_json::{ActionStream, StreamedAction};
@@ -40,6 +38,9 @@ use super::{FairyRuntime, Request};
 /// Characters read after the actions array closed before the model stream is dropped: enough
 /// for a closing fence and the provider's final events, not for a rambling model.
 const TAIL_CHARS: usize = 256;
+/// How long a streamed version held back by a spent write budget waits before it is tried
+/// again.
+const BUDGET_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
 /// Longest wait for the end of the stream after the actions array closed.
 const TAIL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -90,7 +91,8 @@ impl FairyRuntime {
         let mut transform = PromptTransform::new(origin.0, origin.1);
         let changes = self.scope_changes(self.tracker.report(&mut transform));
         self.tracker.start_request();
-        let corrections = std::mem::take(&mut self.corrections);
+        let mut corrections = std::mem::take(&mut self.corrections);
+        corrections.append(&mut self.notes);
         let extras = self.prompt_extras(request).await;
         let mut recovery = OverflowRecovery::default();
         loop {
@@ -124,7 +126,7 @@ impl FairyRuntime {
         recovery: &OverflowRecovery,
         transform: &mut PromptTransform,
     ) -> crate::llm::ModelRequest {
-        let shapes = list_shapes(&self.room.doc().transact());
+        let shapes = self.shapes_now();
         let me = self.beacon.client_id();
         let other_fairies: Vec<Value> = self
             .room
@@ -197,6 +199,7 @@ impl FairyRuntime {
                 event = stream.next() => event,
                 () = sleep_until(wake) => {
                     self.apply_held(&mut turn);
+                    self.charge_writes();
                     continue;
                 }
                 () = sleep_until(tail.map(|(_, until)| until)) => {
@@ -222,7 +225,9 @@ impl FairyRuntime {
                     let events = actions.push(&text);
                     turn.id_streaming = actions.streaming_string_key().is_some_and(is_id_key);
                     for a in events {
+                        self.admit(&a).await;
                         self.on_streamed(a, &mut turn);
+                        self.charge_writes();
                         if self.cut_answer {
                             break;
                         }
@@ -269,7 +274,9 @@ impl FairyRuntime {
         outcome?;
         if !cut {
             for a in actions.finish() {
+                self.admit(&a).await;
                 self.on_streamed(a, &mut turn);
+                self.charge_writes();
                 if self.cut_answer {
                     break;
                 }
@@ -280,6 +287,7 @@ impl FairyRuntime {
         self.cut_answer = false;
         // An action still open when the answer ended never completes.
         self.tentative.revert_tentative();
+        self.charge_writes();
         if let Some(error) = actions.error() {
             self.corrections.push(format!(
                 "Your JSON was invalid ({error}); the actions after that point were ignored."
@@ -289,19 +297,53 @@ impl FairyRuntime {
         Ok(())
     }
 
+    /// The room's fairy write budget (docs/fairies.md "People and fairies in one room"): a
+    /// complete canvas action waits until the room's fairies may write again. Nothing else
+    /// waits: a streamed version is skipped instead (see [`FairyRuntime::show`]).
+    async fn admit(&self, a: &StreamedAction) {
+        let canvas = a.complete
+            && a.action
+                .get("_type")
+                .and_then(Value::as_str)
+                .is_some_and(|kind| matches!(self.registry.get(kind), Some(Registered::Canvas(_))));
+        if canvas {
+            self.room.fairy_writes().ready().await;
+            // One action at a time: the other fairies of the runtime get their turn between
+            // two actions, even when a model's answer is all there at once.
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Charges the room's fairy write budget with the shape changes the fairy just wrote.
+    fn charge_writes(&self) {
+        self.room
+            .fairy_writes()
+            .charge(self.tracker.take_own_writes());
+    }
+
     /// The throttle's trailing edge: applies the version it held back.
     fn apply_held(&mut self, turn: &mut TurnState) {
         let Some(held) = turn.held.take() else {
             return;
         };
         if held.index == turn.handled {
-            self.show(held.action, turn);
+            self.show(held.index, held.action, turn);
         }
     }
 
     /// Applies an incomplete version tentatively; only a version that could be applied
-    /// starts the throttle's interval.
-    fn show(&mut self, action: Value, turn: &mut TurnState) {
+    /// starts the throttle's interval. While the room's fairy write budget is spent the
+    /// version is held back instead, and tried again a budget's tick later unless a newer one
+    /// comes first.
+    fn show(&mut self, index: usize, action: Value, turn: &mut TurnState) {
+        if !self.room.fairy_writes().try_ready() {
+            turn.held = Some(Held {
+                index,
+                action,
+                until: tokio::time::Instant::now() + BUDGET_RETRY,
+            });
+            return;
+        }
         self.beacon.update_if_changed(|p| p.pose = Pose::Working);
         // An incomplete version that cannot be applied yet is simply not shown.
         if self
@@ -343,7 +385,7 @@ impl FairyRuntime {
                 match turn.throttle.decide(self.clock.now(), &a.action) {
                     Decision::Apply => {
                         turn.held = None;
-                        self.show(a.action, turn);
+                        self.show(a.index, a.action, turn);
                     }
                     Decision::Hold { until } => {
                         turn.held = Some(Held {
@@ -392,7 +434,7 @@ impl FairyRuntime {
             {
                 Ok(notes) => {
                     crate::metrics::global().fairy_canvas_actions.inc();
-                    self.corrections.extend(notes.notes.iter().cloned());
+                    self.notes.extend(notes.notes.iter().cloned());
                     self.accept(&a.action, notes.notes.join(" "), level);
                 }
                 Err(error) => self.reject(&a.action, &kind, error.to_string(), level),
