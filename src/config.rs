@@ -244,9 +244,9 @@ pub struct ServeConfig {
     )]
     pub fairy_token_budget: u64,
 
-    /// Shape changes all the fairies of one room may write per second (streamed versions
-    /// included); over it their writes wait (a still-streaming version is skipped), people's
-    /// never do. 0 = no limit.
+    /// Shapes all the fairies of one room may change per second with their complete actions;
+    /// over it their actions wait (applied later, whole, in order; still-streaming previews
+    /// wait too), people's updates never do. 0 = no limit.
     #[arg(
         long,
         env = "FAIRYRING_FAIRY_WRITES_PER_SEC",

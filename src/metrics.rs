@@ -50,8 +50,8 @@ pub struct Metrics {
     pub fairy_actions: Family<ReasonLabel, Counter>,
     /// Model turns fairies ran (a request runs one or more).
     pub fairy_turns: Counter,
-    /// Shape changes written by fairies' transactions: streamed versions, their reverts and
-    /// complete actions (what the room's fairy write budget meters).
+    /// Shapes changed by fairies' complete canvas actions (what the rooms' fairy write budgets
+    /// meter; streamed versions are previews and not counted).
     pub fairy_shape_writes: Counter,
     /// Complete canvas actions fairies committed (the shapes they drew, moved, deleted…).
     pub fairy_canvas_actions: Counter,
@@ -166,7 +166,7 @@ impl Metrics {
         );
         registry.register(
             "fairy_shape_writes",
-            "Shape changes written by fairies, streamed versions included",
+            "Shapes changed by fairies' complete canvas actions",
             m.fairy_shape_writes.clone(),
         );
         registry.register(

@@ -18,7 +18,7 @@
 //! feed first, so the ledger sees changes in document order relative to the request's start
 //! and end.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -95,8 +95,8 @@ struct State {
     users: BTreeMap<Arc<str>, Delta>,
     fairies: BTreeMap<Arc<str>, Delta>,
     ledger: RequestLedger,
-    /// Shape changes made by the fairy's own transactions since [`ChangeTracker::take_own_writes`].
-    own_writes: u32,
+    /// Shapes the fairy's own transactions changed since [`ChangeTracker::take_own_writes`].
+    own_writes: BTreeSet<Arc<str>>,
 }
 
 enum Author {
@@ -131,8 +131,7 @@ impl State {
         let author = self.author(change.origin.as_ref());
         let own = matches!(author, Author::Own);
         if own {
-            self.own_writes = self.own_writes.saturating_add(1);
-            crate::metrics::global().fairy_shape_writes.inc();
+            self.own_writes.insert(change.id.clone());
         }
         if self.ledger.wants(&change.id, own) {
             let diff = ShapeDiff::between(change.before.as_deref(), change.after.as_deref());
@@ -218,10 +217,11 @@ impl ChangeTracker {
         self.synced().own.push(origin);
     }
 
-    /// Shape changes the fairy's own transactions made since the last call (what its room's
-    /// write budget charges).
+    /// How many shapes the fairy's own transactions changed since the last call (a shape
+    /// written several times, as a reverted and re-applied action does, counts once).
     pub fn take_own_writes(&self) -> u32 {
-        std::mem::take(&mut self.synced().own_writes)
+        let touched = std::mem::take(&mut self.synced().own_writes);
+        u32::try_from(touched.len()).unwrap_or(u32::MAX)
     }
 
     /// Forgets the recorded changes: called when a request starts.

@@ -298,7 +298,7 @@ pub fn report(
         "requests_by_reason": delta.requests,
         "turns_per_request": (requests > 0.0).then(|| delta.turns / requests),
         "canvas_actions_per_sec": delta.canvas_actions / seconds.max(f64::EPSILON),
-        "shape_writes_per_sec": delta.shape_writes / seconds.max(f64::EPSILON),
+        "shapes_changed_per_sec": delta.shape_writes / seconds.max(f64::EPSILON),
     })
 }
 

@@ -492,7 +492,7 @@ fn print_report(r: &serde_json::Value) {
     if !fairies.is_null() {
         println!(
             "  fairies               {} prompted every {} ms: {} prompts ({} failed), requests {}, \
-             {:.2} turns/request, {:.0} canvas actions/s ({:.0} shape writes/s)",
+             {:.2} turns/request, {:.0} canvas actions/s, {:.0} shapes changed/s",
             fairies["count"],
             fairies["every_ms"],
             fairies["prompts_accepted"],
@@ -500,7 +500,7 @@ fn print_report(r: &serde_json::Value) {
             fairies["requests_by_reason"],
             f(&fairies["turns_per_request"]),
             f(&fairies["canvas_actions_per_sec"]),
-            f(&fairies["shape_writes_per_sec"])
+            f(&fairies["shapes_changed_per_sec"])
         );
     }
     if let Some(warnings) = r["warnings"].as_array() {

@@ -1,15 +1,15 @@
 //! The room's budget of fairy writes (`--fairy-writes-per-sec`, docs/fairies.md "People and
-//! fairies in one room"): how many shape changes all the fairies of one room may commit per
-//! second. Every fairy write is a durable log entry and a broadcast to every peer of the room,
-//! so the budget is what keeps a crowd of fairies from filling the room's pipeline ahead of
-//! the people in it. People's updates never pass through it.
+//! fairies in one room"): how many shapes all the fairies of a room may change per second with
+//! complete actions. Every fairy write is a durable log entry and a broadcast to every peer of
+//! the room, so the budget is what keeps a crowd of fairies from filling the room's pipeline
+//! ahead of the people in it. People's updates never pass through it.
 //!
 //! A token bucket holding a tenth of a second of writes (at least one), refilled continuously.
-//! A write is admitted while the balance is positive and charged afterwards by the shape
-//! changes it made (a fairy cannot know them before applying its action), so the balance can
-//! go negative: the next writes wait until it is paid back. Nothing is dropped: a complete
-//! action waits ([`WriteBudget::ready`]); a still-streaming version, which is only a preview,
-//! is skipped while the budget is spent ([`WriteBudget::try_ready`]).
+//! A write is admitted while the balance is positive and charged afterwards by the shapes it
+//! changed (a fairy cannot know them before applying its action), so the balance can go
+//! negative: the next writes wait until it is paid back. Nothing is dropped: a complete action
+//! waits ([`WriteBudget::ready`]); a still-streaming version, which is only a preview, is held
+//! back while the budget is spent ([`WriteBudget::try_ready`]) and costs nothing.
 //!
 //! Owns the bucket only; knows nothing of fairies, documents or clocks other than tokio's.
 

@@ -199,7 +199,6 @@ impl FairyRuntime {
                 event = stream.next() => event,
                 () = sleep_until(wake) => {
                     self.apply_held(&mut turn);
-                    self.charge_writes();
                     continue;
                 }
                 () = sleep_until(tail.map(|(_, until)| until)) => {
@@ -227,7 +226,6 @@ impl FairyRuntime {
                     for a in events {
                         self.admit(&a).await;
                         self.on_streamed(a, &mut turn);
-                        self.charge_writes();
                         if self.cut_answer {
                             break;
                         }
@@ -276,7 +274,6 @@ impl FairyRuntime {
             for a in actions.finish() {
                 self.admit(&a).await;
                 self.on_streamed(a, &mut turn);
-                self.charge_writes();
                 if self.cut_answer {
                     break;
                 }
@@ -287,7 +284,6 @@ impl FairyRuntime {
         self.cut_answer = false;
         // An action still open when the answer ended never completes.
         self.tentative.revert_tentative();
-        self.charge_writes();
         if let Some(error) = actions.error() {
             self.corrections.push(format!(
                 "Your JSON was invalid ({error}); the actions after that point were ignored."
@@ -314,11 +310,15 @@ impl FairyRuntime {
         }
     }
 
-    /// Charges the room's fairy write budget with the shape changes the fairy just wrote.
+    /// Charges the room's fairy write budget with the shapes the complete action just changed
+    /// (streamed versions before it are previews: they wait while the budget is spent, but
+    /// cost nothing).
     fn charge_writes(&self) {
-        self.room
-            .fairy_writes()
-            .charge(self.tracker.take_own_writes());
+        let changed = self.tracker.take_own_writes();
+        crate::metrics::global()
+            .fairy_shape_writes
+            .inc_by(u64::from(changed));
+        self.room.fairy_writes().charge(changed);
     }
 
     /// The throttle's trailing edge: applies the version it held back.
@@ -428,10 +428,13 @@ impl FairyRuntime {
             return;
         }
         if canvas {
-            match self
+            // What the streamed versions wrote is not the action's.
+            self.tracker.take_own_writes();
+            let applied = self
                 .tentative
-                .apply_complete(&self.registry, &a.action, &mut turn.ctx)
-            {
+                .apply_complete(&self.registry, &a.action, &mut turn.ctx);
+            self.charge_writes();
+            match applied {
                 Ok(notes) => {
                     crate::metrics::global().fairy_canvas_actions.inc();
                     self.notes.extend(notes.notes.iter().cloned());
