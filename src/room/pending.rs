@@ -29,7 +29,7 @@ pub(crate) enum Pending {
 
 impl Pending {
     /// Whether a peer is waiting for this item (its update, its reply).
-    fn from_peer(&self) -> bool {
+    fn awaited_by_peer(&self) -> bool {
         match self {
             Pending::Update { from, .. } => from.is_some(),
             Pending::Remote { .. } => false,
@@ -80,7 +80,7 @@ impl PendingQueue {
     pub fn push(&self, item: Pending) {
         {
             let mut queue = self.lock();
-            queue.from_peers += usize::from(item.from_peer());
+            queue.from_peers += usize::from(item.awaited_by_peer());
             queue.items.push_back(item);
             queue.pushed += 1;
         }
