@@ -14,6 +14,16 @@ use support::{Client, TIMEOUT, put_shape, shape_x};
 const FLOWCHART: &str =
     "flowchart S0 -> S1 -> S2 -> S3 -> S4 -> S5 -> S6 -> S7 -> S8 -> S9 -> S10 -> S11";
 
+/// A test server whose fairies may be prompted without limit; `writes_per_sec` is the room's
+/// fairy write budget (0: none).
+fn config(writes_per_sec: u32) -> ServeConfig {
+    let mut config = ServeConfig::for_test();
+    config.fairy_api_rate_per_min = 0;
+    config.fairy_token_budget = 0;
+    config.fairy_writes_per_sec = writes_per_sec;
+    config
+}
+
 /// Prompts fairy `id` with the flowchart inside its own square `slot`.
 async fn prompt_in_area(http: &str, room: &str, id: &str, slot: usize) {
     let (status, body) = post(
@@ -39,12 +49,25 @@ async fn request_outcome(events: &mut reqwest::Response) -> (usize, String) {
     (turns, reason)
 }
 
+/// Alice moves her box `n` times (to `x0`, `x0 + 1`, …); the longest any move took to reach Bob.
+async fn slowest_edit(alice: &mut Client, bob: &mut Client, n: u32, x0: f64) -> Duration {
+    let mut worst = Duration::ZERO;
+    for i in 0..n {
+        let x = x0 + f64::from(i);
+        let sent = Instant::now();
+        alice.edit(|txn| put_shape(txn, "alice-box", x)).await;
+        bob.until("alice's edit", |c| shape_x(&c.doc, "alice-box") == Some(x))
+            .await;
+        worst = worst.max(sent.elapsed());
+        // Alice reads what arrived meanwhile, as a browser would.
+        alice.drain(Duration::from_millis(20)).await;
+    }
+    worst
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn side_by_side_requests_end_done_within_two_turns() {
-    let mut config = ServeConfig::for_test();
-    config.fairy_api_rate_per_min = 0;
-    config.fairy_token_budget = 0;
-    let (server, _ws, http) = start(config).await;
+    let (server, _ws, http) = start(config(0)).await;
     let room = "side-by-side";
     let mut ids = Vec::new();
     for i in 0..4 {
@@ -73,13 +96,12 @@ async fn side_by_side_requests_end_done_within_two_turns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn people_are_not_starved_while_eight_fairies_stream() {
-    let mut config = ServeConfig::for_test();
-    config.fairy_api_rate_per_min = 0;
-    config.fairy_token_budget = 0;
-    let (server, ws, http) = start(config).await;
+    let (server, ws, http) = start(config(0)).await;
     let room = "busy-room";
-    let mut alice = Client::connect(&ws, room).await;
-    let mut bob = Client::connect(&ws, room).await;
+    let (mut alice, mut bob) = (
+        Client::connect(&ws, room).await,
+        Client::connect(&ws, room).await,
+    );
     let mut ids = Vec::new();
     for i in 0..8 {
         ids.push(invite(&http, room, &format!("Fairy {i}")).await);
@@ -99,16 +121,7 @@ async fn people_are_not_starved_while_eight_fairies_stream() {
     // A person's edit reaches the other person while the fairies stream: a generous bound for
     // a loaded CI machine; before the fix such edits waited behind the fairies' work for
     // seconds.
-    let mut worst = Duration::ZERO;
-    for i in 0..10 {
-        let x = 10_000.0 + f64::from(i);
-        let sent = Instant::now();
-        alice.edit(|txn| put_shape(txn, "alice-box", x)).await;
-        bob.until("alice's edit", |c| shape_x(&c.doc, "alice-box") == Some(x))
-            .await;
-        worst = worst.max(sent.elapsed());
-        alice.drain(Duration::from_millis(20)).await;
-    }
+    let worst = slowest_edit(&mut alice, &mut bob, 10, 10_000.0).await;
     assert!(
         worst < Duration::from_secs(2),
         "a person's edit took {worst:?} to reach another person beside 8 fairies"
@@ -119,28 +132,18 @@ async fn people_are_not_starved_while_eight_fairies_stream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_write_budget_paces_a_fairy_and_applies_its_answer_whole() {
-    let mut config = ServeConfig::for_test();
-    config.fairy_api_rate_per_min = 0;
-    config.fairy_token_budget = 0;
-    config.fairy_writes_per_sec = 50;
-    let (server, ws, http) = start(config).await;
+    let (server, ws, http) = start(config(50)).await;
     let room = "budget";
-    let mut alice = Client::connect(&ws, room).await;
-    let mut bob = Client::connect(&ws, room).await;
+    let (mut alice, mut bob) = (
+        Client::connect(&ws, room).await,
+        Client::connect(&ws, room).await,
+    );
     let id = invite(&http, room, "Pacey").await;
     let mut stream = events(&http, room, &id).await;
     let started = Instant::now();
     prompt_in_area(&http, room, &id, 0).await;
     // People's edits meanwhile are not held back by the fairy's budget.
-    let mut worst = Duration::ZERO;
-    for i in 0..5 {
-        let x = 500.0 + f64::from(i);
-        let sent = Instant::now();
-        alice.edit(|txn| put_shape(txn, "alice-box", x)).await;
-        bob.until("alice's edit", |c| shape_x(&c.doc, "alice-box") == Some(x))
-            .await;
-        worst = worst.max(sent.elapsed());
-    }
+    let worst = slowest_edit(&mut alice, &mut bob, 5, 500.0).await;
     let (_, reason) = request_outcome(&mut stream).await;
     let took = started.elapsed();
     assert_eq!(reason, "done");

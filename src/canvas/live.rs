@@ -256,29 +256,10 @@ impl<'doc> Registration<'doc> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::canvas::shape::{ShapeProps, delete_shape, write_shape};
+    use crate::canvas::shape::{delete_shape, write_shape};
 
     fn rect(id: &str, x: f64) -> Shape {
-        Shape {
-            id: id.into(),
-            type_name: "rectangle".into(),
-            page_id: "page:main".into(),
-            x,
-            y: 0.0,
-            rotation: 0.0,
-            index: crate::canvas::zorder::first_index(),
-            color: "black".into(),
-            fill: "none".into(),
-            note: String::new(),
-            locked: false,
-            created_by: "user:a".into(),
-            props: ShapeProps::Geo {
-                w: 10.0,
-                h: 10.0,
-                text: String::new(),
-                text_align: "middle".into(),
-            },
-        }
+        crate::canvas::shape::tests::rect(id, x, 0.0, 10.0, 10.0)
     }
 
     #[test]

@@ -545,7 +545,7 @@ pub fn delete_shape(txn: &mut TransactionMut<'_>, id: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use yrs::{Doc, Transact};
 
