@@ -17,7 +17,7 @@
 //! One view per document ([`LiveShapes::of`]): it lives while a reader holds it, and stops
 //! observing when the last one lets go. Owns no I/O; knows nothing of fairies.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -58,6 +58,8 @@ pub enum Read {
 #[derive(Default)]
 struct View {
     shapes: HashMap<Arc<str>, Arc<Shape>>,
+    /// Each page's z-order keys (`index`), with how many shapes hold each.
+    z: HashMap<String, BTreeMap<String, u32>>,
     /// The feed; `feed[0]` has sequence number `first_seq`.
     feed: VecDeque<Change>,
     first_seq: u64,
@@ -66,6 +68,28 @@ struct View {
 }
 
 impl View {
+    /// Records `shape` as `id`'s current state (`None`: gone); returns the previous one.
+    fn set(&mut self, id: &Arc<str>, shape: Option<Arc<Shape>>) -> Option<Arc<Shape>> {
+        if let Some(new) = &shape {
+            let keys = self.z.entry(new.page_id.clone()).or_default();
+            *keys.entry(new.index.clone()).or_default() += 1;
+        }
+        let old = match shape {
+            Some(new) => self.shapes.insert(id.clone(), new),
+            None => self.shapes.remove(id),
+        };
+        if let Some(old) = &old
+            && let Some(keys) = self.z.get_mut(&old.page_id)
+            && let Some(n) = keys.get_mut(&old.index)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                keys.remove(&old.index);
+            }
+        }
+        old
+    }
+
     fn next_seq(&self) -> u64 {
         self.first_seq + self.feed.len() as u64
     }
@@ -148,14 +172,11 @@ impl LiveShapes {
         let n = OBSERVER_IDS.fetch_add(1, Ordering::Relaxed);
         let key = Origin::from(format!("live-shapes:{n}").as_str());
         let registering = Registration::begin(doc);
-        let shapes = list_shapes(&registering.readers)
-            .into_iter()
-            .map(|s| (Arc::<str>::from(s.id.as_str()), Arc::new(s)))
-            .collect();
-        let view = Arc::new(Mutex::new(View {
-            shapes,
-            ..View::default()
-        }));
+        let mut initial = View::default();
+        for shape in list_shapes(&registering.readers) {
+            initial.set(&Arc::from(shape.id.as_str()), Some(Arc::new(shape)));
+        }
+        let view = Arc::new(Mutex::new(initial));
         let observed = Arc::clone(&view);
         root.observe_deep(key.clone(), move |txn, events| {
             let mut ids: Vec<Arc<str>> = events.iter().flat_map(|e| touched_ids(txn, e)).collect();
@@ -165,10 +186,7 @@ impl LiveShapes {
             let mut view = lock(&observed);
             for id in ids {
                 let after = read_shape(txn, &id).ok().flatten().map(Arc::new);
-                let before = match &after {
-                    Some(a) => view.shapes.insert(id.clone(), a.clone()),
-                    None => view.shapes.remove(&id),
-                };
+                let before = view.set(&id, after.clone());
                 if before.is_none() && after.is_none() {
                     continue;
                 }
@@ -195,6 +213,28 @@ impl LiveShapes {
         let mut shapes: Vec<Arc<Shape>> = lock(&self.view).shapes.values().cloned().collect();
         shapes.sort_by(|a, b| a.index.cmp(&b.index).then_with(|| a.id.cmp(&b.id)));
         shapes
+    }
+
+    /// The `n` highest z-order keys on page `page_id`, highest first: a new shape goes above
+    /// the first of them that parses, without reading the document.
+    pub fn top_indexes(&self, page_id: &str, n: usize) -> Vec<String> {
+        lock(&self.view)
+            .z
+            .get(page_id)
+            .map(|keys| keys.keys().rev().take(n).cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The live view of `doc` if one is alive; never makes one (callable inside a
+    /// transaction on `doc`).
+    pub fn existing(doc: &Doc) -> Option<Arc<LiveShapes>> {
+        let guid = doc.guid();
+        VIEWS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(g, _)| *g == guid)
+            .find_map(|(_, v)| v.upgrade())
     }
 
     /// A reader's cursor, at the end of the feed (it reads changes made from now on).
@@ -297,6 +337,32 @@ mod tests {
             view.read_since(&cursor, |_| panic!("read twice")),
             Read::Complete
         );
+    }
+
+    #[test]
+    fn keeps_each_pages_top_z_order_keys() {
+        let doc = Doc::new();
+        let view = LiveShapes::of(&doc);
+        let mut a = rect("a", 0.0);
+        a.index = "a1".into();
+        let mut b = rect("b", 0.0);
+        b.index = "a3".into();
+        let mut c = rect("c", 0.0);
+        c.index = "a2".into();
+        c.page_id = "page:other".into();
+        for s in [&a, &b, &c] {
+            write_shape(&mut doc.transact_mut_with("client:1:a"), s);
+        }
+        assert_eq!(view.top_indexes("page:main", 8), vec!["a3", "a1"]);
+        assert_eq!(view.top_indexes("page:other", 8), vec!["a2"]);
+        delete_shape(&mut doc.transact_mut_with("client:1:a"), "b");
+        assert_eq!(view.top_indexes("page:main", 8), vec!["a1"]);
+        b.index = "a0".into();
+        b.page_id = "page:other".into();
+        write_shape(&mut doc.transact_mut_with("client:1:a"), &b);
+        assert_eq!(view.top_indexes("page:other", 1), vec!["a2"]);
+        assert!(LiveShapes::existing(&doc).is_some());
+        assert!(LiveShapes::existing(&Doc::new()).is_none());
     }
 
     #[test]

@@ -18,6 +18,11 @@ fn parse(s: &str) -> Option<FractionalIndex> {
     FractionalIndex::from_string(s).ok()
 }
 
+/// Whether `s` is a key this module can place others around.
+pub fn is_index(s: &str) -> bool {
+    parse(s).is_some()
+}
+
 /// A key above every parseable key in `existing` (the top of the stack).
 pub fn index_above<'a>(existing: impl IntoIterator<Item = &'a str>) -> String {
     match existing.into_iter().filter_map(parse).max() {

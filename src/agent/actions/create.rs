@@ -11,8 +11,9 @@ use crate::canvas::Shape;
 use crate::canvas::coerce::coerce_string;
 use crate::canvas::format::{ShapeBase, document_type, from_simple};
 use crate::canvas::ids::ensure_shape_id_is_unique;
+use crate::canvas::live::LiveShapes;
 use crate::canvas::shape::{page_indexes, write_shape};
-use crate::canvas::zorder::index_above;
+use crate::canvas::zorder::{index_above, is_index};
 
 /// The `create` action.
 pub struct Create;
@@ -76,6 +77,22 @@ pub(crate) fn parse_new_shape(
     Ok(from_simple(&Value::Object(o), &ShapeBase::default())?)
 }
 
+/// A z-order key above every shape of page `page_id`: from the room's live view when it has one
+/// (the fairies' rooms do), without reading the document inside the writing transaction;
+/// otherwise from the shapes' keys.
+fn top_index(txn: &TransactionMut<'_>, page_id: &str) -> String {
+    /// Keys tried from the top; more only if all of them are foreign ones that do not parse.
+    const TOP_KEYS: usize = 8;
+    if let Some(view) = LiveShapes::existing(txn.doc()) {
+        let top = view.top_indexes(page_id, TOP_KEYS);
+        if top.len() < TOP_KEYS || top.iter().any(|k| is_index(k)) {
+            return index_above(top.iter().map(String::as_str));
+        }
+    }
+    let existing = page_indexes(txn, page_id);
+    index_above(existing.iter().map(|i| &**i))
+}
+
 /// Writes a parsed new shape as the fairy's, on top of the fairy's page (locked while the
 /// action streams).
 pub(crate) fn create_shape(
@@ -83,8 +100,7 @@ pub(crate) fn create_shape(
     shape: &Shape,
     ctx: &mut ActionCtx,
 ) -> Result<(), ActionError> {
-    let existing = page_indexes(txn, &ctx.page_id);
-    let index = index_above(existing.iter().map(|i| &**i));
+    let index = top_index(txn, &ctx.page_id);
     let shape = Shape {
         page_id: ctx.page_id.clone(),
         index,
