@@ -188,8 +188,12 @@ async fn a_stored_room_with_deep_maps_loads_and_serves_prompts_after_a_restart()
     server.shutdown().await;
 }
 
-/// What a writer would do to fairies it should not control (issue 26, finding 2 and 3).
-fn attacks(id: &str) -> Vec<(&'static str, Box<dyn Fn(&mut yrs::TransactionMut)>)> {
+/// An edit of a writer's document.
+type Edit = Box<dyn Fn(&mut yrs::TransactionMut)>;
+
+/// What a writer would do to fairies it should not control (issue 26, finding 2 and 3), with
+/// the root each edit writes.
+fn attacks(id: &str) -> Vec<(&'static str, Edit)> {
     let fairy = |txn: &mut yrs::TransactionMut, id: &str| match txn
         .get_or_insert_map("fairies")
         .get(txn, id)

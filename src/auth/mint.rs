@@ -199,9 +199,6 @@ fn validate_identity(field: &str, value: &str) -> Result<(), AuthError> {
     Ok(())
 }
 
-/// Lowercase ASCII letters and digits of `name`, other runs collapsed to `-`, at most 24
-/// characters; `user` when nothing is left.
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -415,7 +415,7 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
                     };
                     let link = if info & (HAS_ORIGIN | HAS_RIGHT_ORIGIN) == 0 {
                         let link = if decoder.read_parent_info()? {
-                            Link::Root(ServerRoot::of(&decoder.read_string()?))
+                            Link::Root(ServerRoot::of(decoder.read_string()?))
                         } else {
                             Link::Parent(id!(repeat, client, clock))
                         };
