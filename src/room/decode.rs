@@ -19,12 +19,6 @@ pub(crate) fn decode_update(bytes: &[u8]) -> Result<Update, RoomError> {
     decode(bytes, None).map(|(update, _)| update)
 }
 
-/// [`decode_update`] for a stored update, with its items and deletes for the room's
-/// [`RootIndex`]: a stored room is read whatever it holds (nesting, server-owned roots).
-pub(crate) fn decode_stored(bytes: &[u8]) -> Result<(Update, Walked), RoomError> {
-    decode(bytes, None).map(|(update, walk)| (update, walk.places))
-}
-
 /// The items and deletes of an update the room's document emitted (its own encoding, which
 /// the walk reads like any other), for the room's [`RootIndex`].
 pub(crate) fn walk_emitted(bytes: &[u8]) -> Option<Walked> {

@@ -62,7 +62,7 @@ use crate::clock::SharedClock;
 use crate::origin::TxnOrigin;
 use crate::protocol::{self, ProtocolError};
 use crate::store::Store;
-use decode::{decode_peer_update, decode_stored};
+use decode::{decode_peer_update, decode_update};
 use peer::PeerLink;
 use pending::{Pending, PendingQueue};
 
@@ -189,7 +189,6 @@ impl Room {
         let doc = Doc::with_client_id(SERVER_CLIENT_ID);
         let is_new = stored.snapshot.is_none() && stored.updates.is_empty();
         let mut all_applied = true;
-        let mut index = roots::RootIndex::default();
         {
             let mut txn = doc.transact_mut_with(TxnOrigin::System);
             for (i, bytes) in stored
@@ -198,14 +197,9 @@ impl Room {
                 .chain(stored.updates.iter())
                 .enumerate()
             {
-                let applied =
-                    decode_stored(bytes)
-                        .map_err(|e| e.to_string())
-                        .and_then(|(u, walked)| {
-                            txn.apply_update(u).map_err(|e| e.to_string())?;
-                            walked.record_in(&mut index);
-                            Ok(())
-                        });
+                let applied = decode_update(bytes)
+                    .map_err(|e| e.to_string())
+                    .and_then(|u| txn.apply_update(u).map_err(|e| e.to_string()));
                 if let Err(error) = applied {
                     all_applied = false;
                     tracing::error!(room = %name, entry = i, %error, "skipping unreadable stored update");
@@ -231,7 +225,9 @@ impl Room {
         let pending = Arc::new(PendingQueue::new(config.pending_capacity));
         let queue = pending.clone();
         let tail = cold.clone();
-        let index = Arc::new(Mutex::new(index));
+        // Built at the first peer update (see `Room::handle`): a room only read (cold loads,
+        // exports, fairies' reads) never pays for it.
+        let index = Arc::new(Mutex::new(roots::RootIndex::default()));
         let indexed = index.clone();
         doc.observe_update_v1(
             "fairyring-room",
@@ -242,8 +238,11 @@ impl Room {
                 };
                 let update = Bytes::from(event.update.clone());
                 tail.extend(&update);
-                if let Some(walked) = decode::walk_emitted(&update) {
-                    walked.record_in(&mut indexed.lock().unwrap_or_else(|p| p.into_inner()));
+                let mut index = indexed.lock().unwrap_or_else(|p| p.into_inner());
+                if index.is_built()
+                    && let Some(walked) = decode::walk_emitted(&update)
+                {
+                    walked.record_in(&mut index);
                 }
                 if from == Some(remote::REMOTE_CONN) {
                     // Another node's update, durable already: delivered, not stored again.
@@ -426,10 +425,22 @@ impl Room {
                     );
                     return Ok(());
                 }
-                let room_state = self.doc.transact().state_vector();
-                let (update, server_end) = {
-                    let index = self.roots.lock().unwrap_or_else(|p| p.into_inner());
-                    decode_peer_update(&update, &room_state, &index)?
+                // Lock order: the document, then the index (the update observer, inside a write
+                // transaction, takes the index too). The read transaction keeps the document as
+                // the index and the state vector describe it until the update is vetted.
+                let (update, server_end, room_state) = {
+                    let txn = self.doc.transact();
+                    let room_state = txn.state_vector();
+                    let mut index = self.roots.lock().unwrap_or_else(|p| p.into_inner());
+                    if !index.is_built() {
+                        let full = txn.encode_state_as_update_v1(&StateVector::default());
+                        if let Some(walked) = decode::walk_emitted(&full) {
+                            walked.record_in(&mut index);
+                        }
+                        index.mark_built();
+                    }
+                    let (update, server_end) = decode_peer_update(&update, &room_state, &index)?;
+                    (update, server_end, room_state)
                 };
                 // Only the server writes as its own client id: a peer's update may repeat
                 // server blocks the room has, never add some (see `decode_peer_update`).

@@ -3,9 +3,9 @@
 //! block under a server-owned root ([`ServerRoot`]), no delete of one, no nesting of shared
 //! types deeper than [`MAX_NESTING`].
 //!
-//! Owns the per-room [`RootIndex`] (fed with every update the room's document emits and with
-//! the stored log when the room loads) and the resolution of a walked update's blocks to their
-//! place. Reads bytes only through [`super::decode`]'s walk; never touches a document.
+//! Owns the per-room [`RootIndex`] (built from the whole document at the room's first peer
+//! update, then fed with every update the document emits) and the resolution of a walked
+//! update's blocks to their place. Reads bytes only through [`super::decode`]'s walk; never touches a document.
 //!
 //! A block's root is found through its parent: an item names its root, or the item of the
 //! shared type it is in, or (when it has an origin) takes its parent from its left origin, else
@@ -116,25 +116,48 @@ pub(crate) enum Violation {
     TooDeep,
 }
 
-/// One client's spans: start clock → (end clock, place), non-overlapping.
-type Spans = BTreeMap<u32, (u32, Place)>;
+/// One run of a client's consecutive items with the same place: `start..end`.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: u32,
+    end: u32,
+    place: Place,
+}
 
-/// The place of every item a room's document holds (by id ranges), and the ranges it deleted
-/// under server-owned roots. Memory: one entry per run of a client's consecutive items with
-/// the same place.
+/// One client's spans, sorted by start and not overlapping. A client's items reach the index
+/// in clock order (the document integrates no block after a gap), so recording is a push or
+/// the extension of the last span; lookups are binary searches.
+type Spans = Vec<Span>;
+
+/// The place of every item a room's document holds (by id ranges), and the ranges it deleted.
+/// Memory: one span per run of a client's consecutive items with the same place.
 #[derive(Default)]
 pub(crate) struct RootIndex {
     items: HashMap<u64, Spans>,
     /// Deleted ranges (any root), merged: a peer's delete set repeats every delete it knows.
     deleted: HashMap<u64, BTreeMap<u32, u32>>,
+    /// Built from the whole document (at a room's first peer update); until then the room's
+    /// own updates are not recorded either, since the whole document will include them.
+    built: bool,
 }
 
 impl RootIndex {
+    /// Whether it holds the whole document.
+    pub(crate) fn is_built(&self) -> bool {
+        self.built
+    }
+
+    /// Marks it built (the whole document was recorded).
+    pub(crate) fn mark_built(&mut self) {
+        self.built = true;
+    }
+
     /// The place of the item holding `id`, if the index has it.
     fn place(&self, (client, clock): Id) -> Option<Place> {
         let spans = self.items.get(&client)?;
-        let (_, (end, place)) = spans.range(..=clock).next_back()?;
-        (clock < *end).then_some(*place)
+        let at = spans.partition_point(|s| s.start <= clock).checked_sub(1)?;
+        let span = spans.get(at)?;
+        (clock < span.end).then_some(span.place)
     }
 
     /// Records what a walked update (one the document integrated) holds.
@@ -159,21 +182,33 @@ impl RootIndex {
             return;
         }
         let spans = self.items.entry(client).or_default();
-        // A repeat of clocks already indexed (yrs ignores repeats) changes nothing.
-        if let Some((_, (prev_end, _))) = spans.range(..=start).next_back()
-            && *prev_end >= end
-        {
-            return;
+        match spans.last_mut() {
+            // After everything indexed of the client: extend the last span (typing, a
+            // stroke) or start one.
+            Some(last) if last.end == start && last.place == place => last.end = end,
+            Some(last) if last.end <= start => spans.push(Span { start, end, place }),
+            None => spans.push(Span { start, end, place }),
+            // Clocks already indexed (a repeat, which yrs ignores) or, were it ever to happen,
+            // an earlier gap being filled: only the clocks no span holds are added.
+            Some(_) => {
+                let at = spans.partition_point(|s| s.start <= start);
+                let from = at
+                    .checked_sub(1)
+                    .and_then(|i| spans.get(i))
+                    .map_or(start, |prev| prev.end.max(start));
+                let to = spans.get(at).map_or(end, |next| next.start.min(end));
+                if from < to {
+                    spans.insert(
+                        at,
+                        Span {
+                            start: from,
+                            end: to,
+                            place,
+                        },
+                    );
+                }
+            }
         }
-        // Extend the span before when it ends here with the same place (typing, a stroke).
-        if let Some((&prev_start, &(prev_end, prev_place))) = spans.range(..start).next_back()
-            && prev_end == start
-            && prev_place == place
-        {
-            spans.insert(prev_start, (end, place));
-            return;
-        }
-        spans.insert(start, (end, place));
     }
 
     /// Why a peer's walked update must be refused, if it must. `known` is the room's state
@@ -213,14 +248,13 @@ impl RootIndex {
             return None;
         }
         let spans = self.items.get(&range.client)?;
-        let first = spans
-            .range(..=range.start)
-            .next_back()
-            .map_or(range.start, |(start, _)| *start);
+        let first = spans.partition_point(|s| s.end <= range.start);
         let deleted = self.deleted.get(&range.client);
-        for (&start, &(end, place)) in spans.range(first..range.end) {
-            let Some(root) = place.root else { continue };
-            let (from, to) = (start.max(range.start), end.min(range.end));
+        for span in spans[first..].iter().take_while(|s| s.start < range.end) {
+            let Some(root) = span.place.root else {
+                continue;
+            };
+            let (from, to) = (span.start.max(range.start), span.end.min(range.end));
             if from < to && !deleted.is_some_and(|d| covers(d, from, to)) {
                 return Some(root);
             }
