@@ -160,6 +160,16 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_RATE_BURST", default_value_t = 1000)]
     pub rate_burst: u32,
 
+    /// Sustained bytes per second a connection may send (read-only peers included), on top of
+    /// the message rate; its burst is the larger of this and `--max-message-bytes`. Exceeding
+    /// it closes with 1008.
+    #[arg(long, env = "FAIRYRING_RATE_BYTES_PER_SEC", default_value_t = 1024 * 1024)]
+    pub rate_bytes_per_sec: u32,
+
+    /// Largest awareness state one client may hold, in bytes of its JSON (larger: close 1009).
+    #[arg(long, env = "FAIRYRING_MAX_AWARENESS_BYTES", default_value_t = 16 * 1024)]
+    pub max_awareness_bytes: usize,
+
     /// Outbound frames queued per peer before that peer is closed as too slow.
     #[arg(long, env = "FAIRYRING_OUTBOUND_QUEUE", default_value_t = 1024)]
     pub outbound_queue: usize,
@@ -280,6 +290,8 @@ impl ServeConfig {
             max_rooms: 10_000,
             rate_per_sec: 200,
             rate_burst: 1000,
+            rate_bytes_per_sec: 1024 * 1024,
+            max_awareness_bytes: 16 * 1024,
             outbound_queue: 1024,
             compact_every: 500,
             log_format: LogFormat::Pretty,

@@ -368,16 +368,54 @@ async fn dev_tokens_only_in_dev_mode() {
         panic!("dev-token request failed: {response:?}");
     };
     assert_eq!(response.status().as_u16(), 200);
+    let cookie = response
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     let body: Value = match response.json().await {
         Ok(body) => body,
         Err(e) => panic!("dev-token body: {e}"),
     };
     let token = body["token"].as_str().unwrap_or_default().to_owned();
     assert!(
-        body["sub"]
-            .as_str()
-            .is_some_and(|s| s.starts_with("dev-ada-")),
+        body["sub"].as_str().is_some_and(|s| s.starts_with("dev-")),
         "{body}"
+    );
+    // One sub per browser: a request carrying the cookie the first answer set keeps it (the
+    // per-sub limits bind); one without it is another browser.
+    let set_cookie = cookie.clone();
+    assert!(
+        set_cookie.starts_with("fairyring_dev_browser="),
+        "{set_cookie}"
+    );
+    let pair = set_cookie.split(';').next().unwrap_or_default().to_owned();
+    let sub_with = |cookie: Option<String>| {
+        let http = http.clone();
+        let url = url.clone();
+        async move {
+            let mut request = http.post(&url).json(&json!({"name": "Someone else"}));
+            if let Some(cookie) = cookie {
+                request = request.header("cookie", cookie);
+            }
+            let body: Value = request
+                .send()
+                .await
+                .expect("dev token")
+                .json()
+                .await
+                .expect("json");
+            body["sub"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    assert_eq!(
+        sub_with(Some(pair)).await,
+        body["sub"].as_str().unwrap_or_default()
+    );
+    assert_ne!(
+        sub_with(None).await,
+        body["sub"].as_str().unwrap_or_default()
     );
     assert_eq!(body["name"], "Ada");
     assert!(

@@ -385,26 +385,44 @@ async fn a_prompt_or_a_cancel_with_a_mode_switches_it() {
     let id = invite(&http, "modes", "Fern").await;
     let url = format!("{http}/rooms/modes/fairies/{id}");
     let mut events = reqwest::get(format!("{url}/events")).await.expect("events");
+    // A project mode outside a project is refused (the fairy would burn every turn in it).
     let (status, body) = post(
         &format!("{url}/prompt"),
         json!({"message": "wait for the others", "mode": "standing-by"}),
     )
     .await;
+    assert_eq!(
+        (status, body["error"].clone()),
+        (400, json!("invalid_prompt")),
+        "{body}"
+    );
+    let (status, body) = post(
+        &format!("{url}/prompt"),
+        json!({"message": "draw", "mode": "soloing"}),
+    )
+    .await;
     assert_eq!(status, 202, "{body}");
     let seen = read_events(&mut events, "event: request-ended").await;
     let switched = seen
-        .find(r#""mode":"standing-by""#)
-        .expect("a mode-changed event to standing-by");
+        .find(r#""mode":"soloing""#)
+        .expect("a mode-changed event to soloing");
     let started = seen.find("event: request-started").expect("started");
     assert!(switched < started, "the switch comes first: {seen}");
     assert!(seen.contains(r#""reason":"done""#), "{seen}");
-    assert_eq!(stored_mode(&http, "modes", &id).await, json!("standing-by"));
 
     // A cancel with a mode switches too; an empty cancel body still works.
-    let (status, body) = post(&format!("{url}/cancel"), json!({"mode": "idling"})).await;
-    assert_eq!(status, 202, "{body}");
-    read_events(&mut events, r#""mode":"idling""#).await;
+    // The request ended idle; a cancel with a mode switches too.
     assert_eq!(stored_mode(&http, "modes", &id).await, json!("idling"));
+    let (status, body) = post(&format!("{url}/cancel"), json!({"mode": "soloing"})).await;
+    assert_eq!(status, 202, "{body}");
+    read_events(&mut events, r#""mode":"soloing""#).await;
+    assert_eq!(stored_mode(&http, "modes", &id).await, json!("soloing"));
+    let (status, body) = post(&format!("{url}/cancel"), json!({"mode": "standing-by"})).await;
+    assert_eq!(
+        (status, body["error"].clone()),
+        (400, json!("invalid_mode")),
+        "{body}"
+    );
     let empty = reqwest::Client::new()
         .post(format!("{url}/cancel"))
         .send()

@@ -403,6 +403,8 @@ async fn oversized_messages_close_with_1009() {
 async fn a_slow_consumer_is_closed_and_others_continue() {
     let mut config = ServeConfig::for_test();
     config.outbound_queue = 16;
+    // 36 MB from one writer as fast as the reader keeps up: past the default byte rate.
+    config.rate_bytes_per_sec = u32::MAX;
     let (server, base) = start(config).await;
     let mut slow = Client::connect(&base, "slow").await;
     let mut writer = Client::connect(&base, "slow").await;

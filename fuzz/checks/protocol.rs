@@ -1,7 +1,9 @@
 //! Fuzz check for the message decoder and the room apply path: arbitrary frames from a writer
-//! and a read-only peer into a real in-memory room. Invariants: no panic; a refused frame
+//! and a read-only peer into a real in-memory room that already holds what the server writes
+//! (a fairy with a chat, a project, a task: [`seed`]). Invariants: no panic; a refused frame
 //! leaves the room usable; everything the room sends a peer is a valid y-protocols message; the
-//! room's document always re-encodes to a state a fresh document accepts unchanged.
+//! room's document always re-encodes to a state a fresh document accepts unchanged; nothing a
+//! peer sends changes the server-owned roots (`fairies`, `projects`, `tasks`, `meta`).
 
 use std::sync::{Arc, OnceLock};
 
@@ -69,6 +71,8 @@ pub fn check(data: &[u8]) {
             sub: "r".into(),
             can_write: false,
         };
+        seed(room.doc());
+        let owned_before = server_owned(room.doc());
         let (mut writer, _writer_rx) = room.join(writer_info.clone()).expect("join");
         let (reader, mut reader_rx) = room.join(reader_info).expect("join");
         let mut writer_open = true;
@@ -110,9 +114,71 @@ pub fn check(data: &[u8]) {
             known_clocks(&room.doc().transact().state_vector()),
             "room state does not round-trip"
         );
+        assert_eq!(
+            server_owned(room.doc()),
+            owned_before,
+            "a peer changed a server-owned root"
+        );
         drop((writer, reader));
         rooms.shutdown().await;
     });
+}
+
+/// What the server writes into a room with fairies at work, at fixed ids and clocks (the
+/// server's client id 1, after the schema): the fairy `f-a` with a one-item chat, the project
+/// `p-a` and its task `p-a/t1`. Inputs can then name these items as parents and origins.
+pub fn seed(doc: &Doc) {
+    use yrs::{Any, Array, ArrayPrelim, Map, MapPrelim, WriteTxn};
+    let mut txn = doc.transact_mut_with(fairyring::origin::TxnOrigin::System);
+    let fairies = txn.get_or_insert_map("fairies");
+    let fairy = fairies.insert(
+        &mut txn,
+        "f-a",
+        MapPrelim::from([
+            ("name", Any::from("Ash")),
+            ("personality", Any::from("calm")),
+            ("hat", Any::from("crown")),
+            ("createdBy", Any::from("user:w")),
+        ]),
+    );
+    let chat = fairy.insert(&mut txn, "chat", ArrayPrelim::default());
+    chat.push_back(
+        &mut txn,
+        MapPrelim::from([("role", Any::from("user")), ("text", Any::from("hi"))]),
+    );
+    let projects = txn.get_or_insert_map("projects");
+    projects.insert(
+        &mut txn,
+        "p-a",
+        MapPrelim::from([
+            ("title", Any::from("house")),
+            ("orchestratorId", Any::from("f-a")),
+            ("status", Any::from("active")),
+        ]),
+    );
+    let tasks = txn.get_or_insert_map("tasks");
+    tasks.insert(
+        &mut txn,
+        "p-a/t1",
+        MapPrelim::from([("text", Any::from("a roof")), ("x", Any::from(0.0))]),
+    );
+}
+
+/// The server-owned roots' content, as JSON (the seed is shallow; anything a peer nested there
+/// would be a find anyway).
+fn server_owned(doc: &Doc) -> Vec<serde_json::Value> {
+    use yrs::types::ToJson;
+    let txn = doc.transact();
+    ["fairies", "projects", "tasks", "meta"]
+        .into_iter()
+        .map(|root| {
+            let mut text = String::new();
+            if let Some(map) = txn.get_map(root) {
+                map.to_json(&txn).to_json(&mut text);
+            }
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+        })
+        .collect()
 }
 
 /// A state vector without its zero clocks. A client at clock 0 is one nothing was integrated

@@ -280,7 +280,10 @@ impl FairyHub {
         if self.inner.shutdown.is_cancelled() {
             return;
         }
-        let entities = list_fairies(room.doc());
+        // Only fairies the store knows have entries (peers cannot write `fairies`, and the load
+        // hook removes entries the store does not know); the cap holds for hosting too.
+        let mut entities = list_fairies(room.doc());
+        entities.truncate(self.inner.max_per_room);
         if self.inner.leases.is_some() {
             return self.keep_leases(room, entities);
         }

@@ -152,6 +152,10 @@ pub struct RequestLedger {
     pub records: VecDeque<RequestRecord>,
     /// The newest record is still recording (its request runs).
     pub open: bool,
+    /// The newest record was reopened for the clean-up after a restart
+    /// ([`Self::reopen_latest`]): only shapes it already holds are recorded.
+    #[serde(skip)]
+    cleanup: bool,
 }
 
 impl RequestLedger {
@@ -167,18 +171,25 @@ impl RequestLedger {
             ..RequestRecord::default()
         });
         self.open = true;
+        self.cleanup = false;
     }
 
-    /// Records the latest request again (a fairy restarted mid-request cleans up its
-    /// half-drawn shapes into the request they belong to). False without a record.
+    /// Records the latest request again for the clean-up of a fairy restarted mid-request
+    /// (its half-drawn shapes are removed). Only shapes the record already holds are recorded
+    /// then: the stored record may predate the half-drawn shape, and recording its removal as
+    /// new would make "it existed" the state a revert restores (a revert after a crash
+    /// re-created the half-drawn shape, locked). A revert takes back what was recorded before
+    /// the crash, and leaves a removed half-drawn shape removed. False without a record.
     pub fn reopen_latest(&mut self) -> bool {
         self.open = !self.records.is_empty();
+        self.cleanup = self.open;
         self.open
     }
 
     /// Stops recording.
     pub fn close(&mut self) {
         self.open = false;
+        self.cleanup = false;
     }
 
     /// The record named `id`.
@@ -213,6 +224,7 @@ impl RequestLedger {
             // nobody's change: a later revert compares values, which catches them.
             if self.open
                 && let Some(record) = self.records.back_mut()
+                && (!self.cleanup || record.shapes.contains_key(id))
             {
                 record_own(record, id, diff);
             }
@@ -294,6 +306,56 @@ mod tests {
             exists: None,
             props: vec![(key.into(), Prop::Num(before), Prop::Num(after))],
         }
+    }
+
+    /// Kill -9 mid-request: the stored ledger holds the shape completed before the last save,
+    /// not the half-drawn one. The restart's clean-up removes the half-drawn shape; the
+    /// record must not learn "it existed" from that removal (a revert re-created it, locked).
+    #[test]
+    fn the_clean_up_after_a_restart_records_only_what_the_record_holds() {
+        let created = ShapeDiff {
+            exists: Some((false, true)),
+            props: vec![("x".into(), Prop::Absent, Prop::Num(1.0))],
+        };
+        let removed = ShapeDiff {
+            exists: Some((true, false)),
+            props: vec![("x".into(), Prop::Num(5.0), Prop::Absent)],
+        };
+        let mut running = RequestLedger::default();
+        running.open(&[id("r-1")], "draw");
+        running.observe("done", &created, true);
+        // What the store held at the crash.
+        let stored: RequestLedger =
+            serde_json::from_value(serde_json::to_value(&running).unwrap_or_default())
+                .unwrap_or_else(|e| panic!("{e}"));
+        running.observe("half", &created, true);
+        let mut restarted = stored;
+        assert!(restarted.reopen_latest());
+        restarted.observe("half", &removed, true);
+        restarted.observe("done", &removed, true);
+        restarted.close();
+        let record = restarted
+            .find(&id("r-1"))
+            .unwrap_or_else(|| panic!("the record"));
+        assert!(!record.shapes.contains_key("half"), "{record:?}");
+        // What it held is updated: a revert finds `done` gone as the fairy left it.
+        let done = record.shapes.get("done").and_then(|s| s.exists.clone());
+        assert_eq!(
+            done,
+            Some(Change {
+                restore: false,
+                fairy: false,
+                changed_after: false
+            })
+        );
+        // A new request records everything again.
+        restarted.open(&[id("r-2")], "more");
+        restarted.observe("new", &created, true);
+        assert!(
+            restarted
+                .find(&id("r-2"))
+                .is_some_and(|r| r.shapes.contains_key("new"))
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What a fairy's runtime gathers for a prompt beside the shapes (docs/fairies.md "What a
 //! fairy sees"): the pages, the task it works on, the viewport of the person who asked (from
-//! their awareness state `{user: {id}, viewport: {x, y, w, h}}`), the model's name, the room's
+//! the awareness state `{user: {id}, viewport: {x, y, w, h}}` of one of their own connections:
+//! no other peer can publish it for them), the model's name, the room's
 //! instructions (from the store, at every turn, so an admin's edit reaches the next turn), and
 //! with `--llm-vision` a screenshot of the request bounds, rendered on the blocking pool.
 //!
@@ -51,8 +52,8 @@ impl FairyRuntime {
             })
             .flatten();
         let user_viewport = request.from_user.as_deref().and_then(|sub| {
-            let presence = self.room.presence();
-            user_viewport(presence.values(), sub)
+            let own = self.room.presence_of(sub);
+            user_viewport(&own, sub)
         });
         let instructions = match self.room.store().load_instructions(self.room.name()).await {
             Ok(text) => text,

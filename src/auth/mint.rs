@@ -43,12 +43,42 @@ pub struct MintRequest {
 pub struct DevToken {
     /// The signed JWT.
     pub token: String,
-    /// The generated subject (`dev-NAME-XXXXXX`), unique per request.
+    /// The subject, `dev-BROWSER`: one per browser ([`DevBrowser`]), whatever name it asks
+    /// for, so the per-`sub` limits bind a demo user across token renewals.
     pub sub: String,
     /// The display name asked for (trimmed).
     pub name: String,
     /// The token's `exp`, in unix seconds.
     pub expires_at: u64,
+}
+
+/// The id of one browser asking for dev tokens (kept in a cookie by the server's dev-token
+/// route): 16 lowercase hex digits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DevBrowser(String);
+
+impl DevBrowser {
+    /// A fresh id.
+    pub fn random() -> Self {
+        DevBrowser(format!("{:016x}", rand::rng().random::<u64>()))
+    }
+
+    /// The id `text` names, if it is one (anything else, from a forged cookie, is not).
+    pub fn parse(text: &str) -> Option<Self> {
+        (text.len() == 16 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+            .then(|| DevBrowser(text.to_owned()))
+    }
+
+    /// The id's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for DevBrowser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 #[derive(Serialize)]
@@ -115,13 +145,18 @@ impl Authenticator {
     }
 
     /// Mints a short-lived demo token for a display name: all rooms (`*`), scope
-    /// `read write fairies`, [`DEV_TOKEN_TTL`], and a fresh `sub` derived from the name plus a
-    /// random suffix (two people typing the same name stay distinct peers).
-    pub fn mint_dev_token(&self, name: &str, now: u64) -> Result<DevToken, AuthError> {
+    /// `read write fairies`, [`DEV_TOKEN_TTL`], and the `sub` of the asking browser
+    /// (`dev-BROWSER`): a renewed token keeps it, so limits per `sub` (the fairy API's rate)
+    /// bind a demo user; two browsers are two people whatever names they type.
+    pub fn mint_dev_token(
+        &self,
+        name: &str,
+        browser: &DevBrowser,
+        now: u64,
+    ) -> Result<DevToken, AuthError> {
         let name = name.trim();
         validate_identity("name", name)?;
-        let suffix: u32 = rand::rng().random_range(0..0x0100_0000);
-        let sub = format!("dev-{}-{suffix:06x}", slug(name));
+        let sub = format!("dev-{browser}");
         let token = self.mint(
             MintRequest {
                 sub: sub.clone(),
@@ -162,28 +197,6 @@ fn validate_identity(field: &str, value: &str) -> Result<(), AuthError> {
         )));
     }
     Ok(())
-}
-
-/// Lowercase ASCII letters and digits of `name`, other runs collapsed to `-`, at most 24
-/// characters; `user` when nothing is left.
-fn slug(name: &str) -> String {
-    let mut out = String::new();
-    for c in name.chars() {
-        if out.len() >= 24 {
-            break;
-        }
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.is_empty() && !out.ends_with('-') {
-            out.push('-');
-        }
-    }
-    let trimmed = out.trim_end_matches('-');
-    if trimmed.is_empty() {
-        "user".into()
-    } else {
-        trimmed.to_owned()
-    }
 }
 
 #[cfg(test)]
@@ -304,17 +317,20 @@ mod tests {
     }
 
     #[test]
-    fn dev_tokens_open_every_room_briefly_with_unique_subs() {
+    fn dev_tokens_open_every_room_briefly_with_one_sub_per_browser() {
         let auth = hs();
-        let (Ok(a), Ok(b)) = (
-            auth.mint_dev_token(" Ada L. ", NOW),
-            auth.mint_dev_token("Ada L.", NOW),
+        let (browser, other) = (DevBrowser::random(), DevBrowser::random());
+        let (Ok(a), Ok(b), Ok(c)) = (
+            auth.mint_dev_token(" Ada L. ", &browser, NOW),
+            auth.mint_dev_token("Ada L.", &browser, NOW),
+            auth.mint_dev_token("Ada L.", &other, NOW),
         ) else {
             panic!("dev tokens should mint");
         };
         assert_eq!(a.name, "Ada L.");
-        assert!(a.sub.starts_with("dev-ada-l-"), "{}", a.sub);
-        assert_ne!(a.sub, b.sub);
+        assert_eq!(a.sub, format!("dev-{browser}"));
+        assert_eq!(a.sub, b.sub, "one browser keeps its sub");
+        assert_ne!(a.sub, c.sub, "two browsers are two people");
         assert_eq!(a.expires_at, NOW + 3600);
         let claims = auth.authenticate(&a.token, NOW);
         let Ok(claims) = claims else {
@@ -323,14 +339,20 @@ mod tests {
         assert!(claims.allows_room("anything"));
         assert!(claims.scopes.write && claims.scopes.fairies && !claims.scopes.admin);
         assert!(auth.authenticate(&a.token, NOW + 3600 + 1).is_err());
-        assert!(auth.mint_dev_token("   ", NOW).is_err());
+        assert!(auth.mint_dev_token("   ", &browser, NOW).is_err());
     }
 
     #[test]
-    fn slugs() {
-        assert_eq!(slug("Ada Lovelace"), "ada-lovelace");
-        assert_eq!(slug("---"), "user");
-        assert_eq!(slug("日本"), "user");
-        assert!(slug(&"x".repeat(100)).len() <= 24);
+    fn browser_ids_are_sixteen_hex_digits() {
+        assert!(DevBrowser::parse(DevBrowser::random().as_str()).is_some());
+        for bad in [
+            "",
+            "0123456789abcde",
+            "0123456789ABCDEF",
+            "0123456789abcdef0",
+            "../etc/passwd!!",
+        ] {
+            assert!(DevBrowser::parse(bad).is_none(), "{bad}");
+        }
     }
 }

@@ -39,7 +39,7 @@ pub use claims::{ClaimRules, Claims};
 pub use cli::{TokenArgs, mint_from_args, parse_ttl};
 pub use error::AuthError;
 pub use glob::{is_valid_pattern, room_matches};
-pub use mint::{DEV_TOKEN_TTL, DevToken, MintRequest};
+pub use mint::{DEV_TOKEN_TTL, DevBrowser, DevToken, MintRequest};
 pub use scope::{Scope, Scopes};
 pub use verify::{Authenticator, MAX_TOKEN_BYTES, alg_name};
 

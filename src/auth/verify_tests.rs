@@ -151,7 +151,7 @@ fn config_hs256_needs_a_secret_unless_dev() {
     assert!(dev.as_ref().is_ok_and(Authenticator::uses_generated_secret));
     // The generated secret signs and verifies its own dev tokens.
     let round_trip = dev.and_then(|a| {
-        let t = a.mint_dev_token("ada", NOW)?;
+        let t = a.mint_dev_token("ada", &crate::auth::DevBrowser::random(), NOW)?;
         a.authenticate(&t.token, NOW)
     });
     assert!(round_trip.is_ok());
@@ -208,7 +208,8 @@ fn config_contradictions_are_refused() {
 fn public_key_authenticators_cannot_mint() {
     let pem = std::fs::read(key_path("ec_public.pem")).unwrap_or_default();
     let auth = Authenticator::with_public_key_pem(JwtAlg::Es256, &pem, ClaimRules::default());
-    let minted = auth.and_then(|a| a.mint_dev_token("ada", NOW));
+    let minted =
+        auth.and_then(|a| a.mint_dev_token("ada", &crate::auth::DevBrowser::random(), NOW));
     assert_eq!(
         minted.map_err(|e| e.code()).err(),
         Some("minting_unsupported")

@@ -6,6 +6,7 @@ use yrs::updates::decoder::Decode;
 use yrs::{StateVector, Update};
 
 use super::RoomError;
+use super::roots::{DeleteRange, Id, Link, RootIndex, ServerRoot, Violation, WalkedItem};
 
 /// Decodes a peer's (or a stored) v1 update and vets its structure before any document sees
 /// it. yrs 0.28's decoder can panic on hostile lengths; decoding touches no shared state, so
@@ -18,6 +19,13 @@ pub(crate) fn decode_update(bytes: &[u8]) -> Result<Update, RoomError> {
     decode(bytes, None).map(|(update, _)| update)
 }
 
+/// The items and deletes of an update the room's document emitted (its own encoding, which
+/// the walk reads like any other), for the room's [`RootIndex`].
+pub(crate) fn walk_emitted(bytes: &[u8]) -> Option<Walked> {
+    let walked = std::panic::catch_unwind(|| walk(bytes, None)).ok()?.ok()?;
+    walked.refusal.is_none().then_some(walked.places)
+}
+
 /// [`decode_update`] for a peer's update, which must also not carry blocks of the server's own
 /// client id ([`super::SERVER_CLIENT_ID`]) beyond what the room has: returns the update and the
 /// end clock of its server-client blocks (0 when it has none), for the room to compare with its
@@ -26,29 +34,48 @@ pub(crate) fn decode_update(bytes: &[u8]) -> Result<Update, RoomError> {
 /// integrates them in a fresh document — the stored state would differ from what peers hold.
 ///
 /// `known` is the room's state vector: a block that repeats clocks the room has must depend only
-/// on what the room has (see [`Refusal::MissingDependency`]).
+/// on what the room has (see [`Refusal::MissingDependency`]). `index` places the room's items:
+/// an update that writes or deletes under a server-owned root is refused
+/// ([`RoomError::ServerOwned`]), and so is one that nests shared types deeper than
+/// [`super::roots::MAX_NESTING`] ([`Refusal::NestedTooDeep`]).
 pub(crate) fn decode_peer_update(
     bytes: &[u8],
     known: &StateVector,
+    index: &RootIndex,
 ) -> Result<(Update, u32), RoomError> {
-    decode(bytes, Some(known))
+    decode(bytes, Some((known, index))).map(|(update, walk)| (update, walk.server_end))
 }
 
-fn decode(bytes: &[u8], known: Option<&StateVector>) -> Result<(Update, u32), RoomError> {
+fn decode(
+    bytes: &[u8],
+    room: Option<(&StateVector, &RootIndex)>,
+) -> Result<(Update, Walk), RoomError> {
     // The walk goes first: it allocates nothing from the counts it reads, so a count that the
     // bytes cannot back (a 10-byte update claiming 2^28 clients) fails there at the end of the
     // input, before yrs's decoder reserves a table of that size (hashbrown writes one control
     // byte per bucket: hundreds of MB touched per frame, then freed).
     let decoded = std::panic::catch_unwind(|| {
-        let walked = walk(bytes, known)?;
-        Ok::<_, yrs::encoding::read::Error>(match walked.refusal {
-            Some(refusal) => Err(refusal),
-            None => Ok((Update::decode_v1(bytes)?, walked.server_end)),
-        })
+        let walked = walk(bytes, room.map(|(known, _)| known))?;
+        if let Some(refusal) = walked.refusal {
+            return Ok(Err(RoomError::BadUpdate(refusal.to_string())));
+        }
+        if let Some((known, index)) = room {
+            match index.check(&walked.places.items, &walked.places.deletes, known) {
+                Some(Violation::ServerOwned(root)) => {
+                    return Ok(Err(RoomError::ServerOwned(root)));
+                }
+                Some(Violation::TooDeep) => {
+                    return Ok(Err(RoomError::BadUpdate(
+                        Refusal::NestedTooDeep.to_string(),
+                    )));
+                }
+                None => {}
+            }
+        }
+        Ok::<_, yrs::encoding::read::Error>(Ok((Update::decode_v1(bytes)?, walked)))
     });
     match decoded {
-        Ok(Ok(Ok(decoded))) => Ok(decoded),
-        Ok(Ok(Err(refusal))) => Err(RoomError::BadUpdate(refusal.to_string())),
+        Ok(Ok(decoded)) => decoded,
         Ok(Err(error)) => Err(RoomError::BadUpdate(error.to_string())),
         Err(_) => Err(RoomError::BadUpdate("malformed update".into())),
     }
@@ -59,6 +86,22 @@ struct Walk {
     refusal: Option<Refusal>,
     /// End clock (first clock after) of the update's blocks of the server's client id.
     server_end: u32,
+    /// The update's items and deletes, for [`RootIndex`] (empty when refused).
+    places: Walked,
+}
+
+/// An update's items (with how each finds its parent) and delete-set ranges.
+#[derive(Default)]
+pub(crate) struct Walked {
+    pub items: Vec<WalkedItem>,
+    pub deletes: Vec<DeleteRange>,
+}
+
+impl Walked {
+    /// Records them in the room's index (an update the document integrated).
+    pub(crate) fn record_in(&self, index: &mut RootIndex) {
+        index.record(&self.items, &self.deletes);
+    }
 }
 
 /// Why a v1 update that yrs decodes must not reach a document.
@@ -128,6 +171,12 @@ pub(crate) enum Refusal {
     /// still loads; see `Room::new`).
     #[error("subdocuments (Yjs ContentDoc) are not supported")]
     Subdocument,
+    /// Shared types (maps, arrays) nested deeper than [`super::roots::MAX_NESTING`] levels
+    /// under a root: readers that walk nested types by recursion (yrs's `ToJson`, serde)
+    /// overflow their stack on deep enough nesting (a 243 KB update of 20,000 nested maps
+    /// aborted the server at the next prompt that read them).
+    #[error("shared types nested deeper than {} levels", super::roots::MAX_NESTING)]
+    NestedTooDeep,
     /// A block whose origin, right origin or parent is neither in the room nor earlier in the
     /// update. yrs keeps such a block pending, and pending blocks are where the room's document
     /// and a fresh document given its encoding part ways (three `protocol` fuzz finds: a pending
@@ -244,6 +293,7 @@ fn refuse(refusal: Refusal) -> Walk {
     Walk {
         refusal: Some(refusal),
         server_end: 0,
+        places: Walked::default(),
     }
 }
 
@@ -280,6 +330,7 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
         ($repeat:expr, $client:expr, $clock:expr) => {{
             let dep_client = client!();
             let dep_clock = decoder.read_var::<u32>()?;
+            let dep: Id = (dep_client, dep_clock);
             if !has(dep_client, dep_clock) {
                 if $repeat || (dep_client == $client && dep_clock >= $clock) {
                     // A repeat depends on the room alone; and its own client's later clocks
@@ -294,8 +345,10 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
                 // Maybe earlier in the update: checked once every client's end is known.
                 deps.push(($client, $clock, dep_client, dep_clock));
             }
+            dep
         }};
     }
+    let mut items: Vec<WalkedItem> = Vec::new();
     let mut server_end = 0u32;
     let mut gap = None;
     // The clocks each client's blocks in this update cover, as ranges (first clock to one past
@@ -344,24 +397,31 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
                     if info & 0b1111 == BLOCK_ITEM_JSON_REF_NUMBER {
                         return Ok(refuse(Refusal::JsonContent));
                     }
-                    if info & HAS_ORIGIN != 0 {
-                        id!(repeat, client, clock);
-                    }
-                    if info & HAS_RIGHT_ORIGIN != 0 {
-                        id!(repeat, client, clock);
-                    }
-                    if info & (HAS_ORIGIN | HAS_RIGHT_ORIGIN) == 0 {
-                        if decoder.read_parent_info()? {
-                            decoder.read_string()?;
+                    let left = if info & HAS_ORIGIN != 0 {
+                        Some(id!(repeat, client, clock))
+                    } else {
+                        None
+                    };
+                    let right = if info & HAS_RIGHT_ORIGIN != 0 {
+                        Some(id!(repeat, client, clock))
+                    } else {
+                        None
+                    };
+                    let link = if info & (HAS_ORIGIN | HAS_RIGHT_ORIGIN) == 0 {
+                        let link = if decoder.read_parent_info()? {
+                            Link::Root(ServerRoot::of(decoder.read_string()?))
                         } else {
-                            id!(repeat, client, clock);
-                        }
+                            Link::Parent(id!(repeat, client, clock))
+                        };
                         if info & HAS_PARENT_SUB != 0 {
                             decoder.read_string()?;
                         }
-                    }
+                        link
+                    } else {
+                        Link::Origins(left, right)
+                    };
                     // An empty item is dropped by yrs without advancing the clock (len 0).
-                    match info & 0b1111 {
+                    let len = match info & 0b1111 {
                         // Content that holds `Any` values is walked here instead: yrs decodes
                         // them recursively and reserves what their counts claim.
                         BLOCK_ITEM_ANY_REF_NUMBER => {
@@ -384,7 +444,18 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
                             1
                         }
                         _ => ItemContent::decode(&mut decoder, info)?.len_utf16(),
+                    };
+                    if let Some(end) = clock.checked_add(len)
+                        && end > clock
+                    {
+                        items.push(WalkedItem {
+                            client,
+                            start: clock,
+                            end,
+                            link,
+                        });
                     }
+                    len
                 }
             };
             match clock.checked_add(len) {
@@ -426,6 +497,7 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
         }
     }
     // The delete set: per client, ranges of (clock, len); yrs builds `clock..clock + len`.
+    let mut deletes = Vec::new();
     let clients: u32 = decoder.read_var()?;
     for _ in 0..clients {
         let client = client!();
@@ -433,14 +505,20 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
         for _ in 0..ranges {
             let clock = decoder.read_ds_clock()?;
             let len = decoder.read_ds_len()?;
-            if clock.checked_add(len).is_none() {
+            let Some(end) = clock.checked_add(len) else {
                 return Ok(refuse(Refusal::ClockOverflow { client }));
-            }
+            };
+            deletes.push(DeleteRange {
+                client,
+                start: clock,
+                end,
+            });
         }
     }
     Ok(Walk {
         refusal: None,
         server_end,
+        places: Walked { items, deletes },
     })
 }
 
@@ -610,13 +688,17 @@ pub(super) mod tests {
         known.set_max(yrs::block::ClientID::new(1), 3);
         known.set_max(yrs::block::ClientID::new(7), 3);
         assert_eq!(
-            decode_peer_update(&server, &known).map(|(_, end)| end).ok(),
+            decode_peer_update(&server, &known, &RootIndex::default())
+                .map(|(_, end)| end)
+                .ok(),
             Some(8)
         );
         // Another client's blocks do not count.
         let other = [1, 1, 7, 3, 0, 5, 0];
         assert_eq!(
-            decode_peer_update(&other, &known).map(|(_, end)| end).ok(),
+            decode_peer_update(&other, &known, &RootIndex::default())
+                .map(|(_, end)| end)
+                .ok(),
             Some(0)
         );
     }
@@ -718,7 +800,7 @@ pub(super) mod tests {
         let bytes = txn.encode_update_v1();
         drop(txn);
         assert!(matches!(
-            decode_peer_update(&bytes, &StateVector::default()),
+            decode_peer_update(&bytes, &StateVector::default(), &RootIndex::default()),
             Err(RoomError::BadUpdate(why)) if why.contains("subdocuments")
         ));
         assert!(decode_update(&bytes).is_ok());
@@ -728,7 +810,7 @@ pub(super) mod tests {
         txn.get_or_insert_map("map").insert(&mut txn, "n", 1);
         let bytes = txn.encode_update_v1();
         drop(txn);
-        assert!(decode_peer_update(&bytes, &StateVector::default()).is_ok());
+        assert!(decode_peer_update(&bytes, &StateVector::default(), &RootIndex::default()).is_ok());
     }
 
     /// The `protocol` fuzz find: a second update from the same client repeats clock 0 (its map
@@ -747,16 +829,17 @@ pub(super) mod tests {
             0, 1, 200, 200,
         ];
         let doc = Doc::with_client_id(1);
-        let (first, _) = decode_peer_update(FIRST, &StateVector::default()).expect("first");
+        let (first, _) = decode_peer_update(FIRST, &StateVector::default(), &RootIndex::default())
+            .expect("first");
         doc.transact_mut().apply_update(first).expect("applies");
         let known = doc.transact().state_vector();
         assert!(matches!(
-            decode_peer_update(SECOND, &known),
+            decode_peer_update(SECOND, &known, &RootIndex::default()),
             Err(RoomError::BadUpdate(why)) if why.contains("which the room lacks")
         ));
         // Without a room (a stored update) nothing is compared; a faithful repeat passes.
         assert!(decode_update(SECOND).is_ok());
-        assert!(decode_peer_update(FIRST, &known).is_ok());
+        assert!(decode_peer_update(FIRST, &known, &RootIndex::default()).is_ok());
     }
 
     /// An update of one `Any` item: `value` is the lib0 encoding of its one value.
@@ -784,7 +867,8 @@ pub(super) mod tests {
             .stack_size(2 << 20)
             .spawn(move || {
                 (
-                    decode_peer_update(&deep, &StateVector::default()).map(|_| ()),
+                    decode_peer_update(&deep, &StateVector::default(), &RootIndex::default())
+                        .map(|_| ()),
                     decode_update(&fine).map(|_| ()),
                 )
             })
@@ -827,7 +911,7 @@ pub(super) mod tests {
             238, 198, 0, 0, 190, 32,
         ];
         assert!(matches!(
-            decode_peer_update(UPDATE, &StateVector::default()),
+            decode_peer_update(UPDATE, &StateVector::default(), &RootIndex::default()),
             Err(RoomError::BadUpdate(why)) if why.contains("depends on 0#0, which the room lacks")
         ));
     }
@@ -842,7 +926,7 @@ pub(super) mod tests {
             1, 1, 61, 0xf8, 0xee, 0xb8, 0xb8, 0x0b, 0, 0xc7, 0xb7, 0xe5, 0x02, 0,
         ];
         assert!(matches!(
-            decode_peer_update(&gap, &StateVector::default()),
+            decode_peer_update(&gap, &StateVector::default(), &RootIndex::default()),
             Err(RoomError::BadUpdate(why)) if why.contains("starts past the room's 0")
         ));
         assert!(
@@ -850,7 +934,9 @@ pub(super) mod tests {
             "a stored update is not compared"
         );
         let from_zero = [1, 1, 61, 0, 0, 0xc7, 0xb7, 0xe5, 0x02, 0];
-        assert!(decode_peer_update(&from_zero, &StateVector::default()).is_ok());
+        assert!(
+            decode_peer_update(&from_zero, &StateVector::default(), &RootIndex::default()).is_ok()
+        );
     }
 
     /// A block whose parent is in neither the room nor the update is refused (yrs would keep it
@@ -884,11 +970,14 @@ pub(super) mod tests {
             .transact()
             .encode_state_as_update_v1(&StateVector::default());
         assert!(matches!(
-            decode_peer_update(&b_only, &StateVector::default()),
+            decode_peer_update(&b_only, &StateVector::default(), &RootIndex::default()),
             Err(RoomError::BadUpdate(why)) if why.contains("which the room lacks")
         ));
-        assert!(decode_peer_update(&whole, &StateVector::default()).is_ok());
-        assert!(decode_peer_update(&b_only, &a.transact().state_vector()).is_ok());
+        assert!(decode_peer_update(&whole, &StateVector::default(), &RootIndex::default()).is_ok());
+        assert!(
+            decode_peer_update(&b_only, &a.transact().state_vector(), &RootIndex::default())
+                .is_ok()
+        );
         assert!(
             decode_update(&b_only).is_ok(),
             "a stored update is not compared"

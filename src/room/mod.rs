@@ -10,6 +10,8 @@
 //! - `presence`: awareness relay, ownership of client ids, timeouts.
 //! - `remote`: the other nodes of a scale-out deployment (their updates, catch-up from the
 //!   store, relayed awareness).
+//! - [`roots`]: the server-owned roots and where each item of the document lives (root,
+//!   nesting), against which peers' updates are checked.
 //! - [`registry`]: loading each room once, unloading idle rooms, flushing all at shutdown.
 //! - `reclaim`: giving the memory of unloaded rooms back to the operating system.
 //!
@@ -25,8 +27,9 @@
 //! yrs is not hardened against hostile input, so a peer's update passes three guards before
 //! it can change anything: it is decoded under `catch_unwind` (the decoder panics on some
 //! overflowing lengths); updates yrs decodes but mishandles are refused structurally before any
-//! document sees them (legacy JSON content, which yrs 0.28.1 misreads; see `decode`);
-//! and it is integrated under `catch_unwind`. Each refusal closes only that peer's socket
+//! document sees them (legacy JSON content, which yrs 0.28.1 misreads; see `decode`), and so
+//! are writes under the server-owned roots and shared types nested too deep ([`roots`]: `1008`
+//! and `1007`); and it is integrated under `catch_unwind`. Each refusal closes only that peer's socket
 //! ([`RoomError::BadUpdate`]: close code 1007, counted as `bad_update`) and leaves the room, its
 //! document and its other peers as they were. Stored updates go through the same decoding.
 
@@ -40,6 +43,7 @@ mod presence;
 mod reclaim;
 pub mod registry;
 mod remote;
+pub mod roots;
 pub mod write_budget;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -84,6 +88,20 @@ pub enum RoomError {
     /// A document update yrs could not decode or apply.
     #[error("invalid document update: {0}")]
     BadUpdate(String),
+    /// A peer's update writes or deletes under a root only the server writes.
+    #[error("`{0}` is written by the server only")]
+    ServerOwned(roots::ServerRoot),
+    /// A peer's awareness state larger than `--max-awareness-bytes`.
+    #[error("awareness state of {bytes} bytes exceeds the limit of {max}")]
+    AwarenessTooBig {
+        /// The state's size (its JSON).
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A peer's awareness state that is not a JSON object (nor `null`, a removal).
+    #[error("awareness state is not a JSON object: {0}")]
+    BadAwareness(String),
     /// The peer did not read its frames fast enough; it will resync when it reconnects.
     #[error("outbound queue full: peer too slow")]
     SlowConsumer,
@@ -116,6 +134,8 @@ pub struct RoomConfig {
     pub compact_every: u64,
     /// Awareness states not renewed for this long are removed (y-protocols: 30 s).
     pub awareness_timeout: Duration,
+    /// Largest awareness state a peer may set, in bytes of its JSON.
+    pub max_awareness_bytes: usize,
     /// How often the committer checks timeouts and idleness.
     pub sweep_every: Duration,
     /// The room's clock ([`crate::clock`]): awareness timestamps (its wall-clock
@@ -139,6 +159,7 @@ impl RoomConfig {
             idle_unload: config.idle_unload_after(),
             compact_every: config.compact_every.max(1),
             awareness_timeout: Duration::from_secs(30),
+            max_awareness_bytes: config.max_awareness_bytes,
             sweep_every: Duration::from_secs(1),
             clock: crate::clock::system(),
             fanout: None,
@@ -163,6 +184,8 @@ pub struct Room {
     server_presence: coalesce::ServerPresence,
     /// The budget of its fairies' writes (`--fairy-writes-per-sec`).
     fairy_writes: write_budget::WriteBudget,
+    /// Where the document's items are (see [`roots`]): peers' updates are checked against it.
+    roots: Arc<Mutex<roots::RootIndex>>,
 }
 
 impl Room {
@@ -212,6 +235,10 @@ impl Room {
         let pending = Arc::new(PendingQueue::new(config.pending_capacity));
         let queue = pending.clone();
         let tail = cold.clone();
+        // Built at the first peer update (see `Room::handle`): a room only read (cold loads,
+        // exports, fairies' reads) never pays for it.
+        let index = Arc::new(Mutex::new(roots::RootIndex::default()));
+        let indexed = index.clone();
         doc.observe_update_v1(
             "fairyring-room",
             move |txn: &yrs::TransactionMut, event: &yrs::UpdateEvent| {
@@ -221,6 +248,12 @@ impl Room {
                 };
                 let update = Bytes::from(event.update.clone());
                 tail.extend(&update);
+                let mut index = indexed.lock().unwrap_or_else(|p| p.into_inner());
+                if index.is_built()
+                    && let Some(walked) = decode::walk_emitted(&update)
+                {
+                    walked.record_in(&mut index);
+                }
                 if from == Some(remote::REMOTE_CONN) {
                     // Another node's update, durable already: delivered, not stored again.
                     queue.push(Pending::Remote { update });
@@ -255,6 +288,7 @@ impl Room {
             fairy_writes: write_budget::WriteBudget::new(config.fairy_writes_per_sec),
             config,
             store,
+            roots: index,
         }))
     }
 
@@ -322,6 +356,7 @@ impl Room {
             tx,
             control: control.clone(),
             awareness_ids: Default::default(),
+            sub: info.sub.clone(),
         };
         {
             // Registered and greeted under the peers lock, so no awareness change can fall
@@ -407,8 +442,23 @@ impl Room {
                     );
                     return Ok(());
                 }
-                let room_state = self.doc.transact().state_vector();
-                let (update, server_end) = decode_peer_update(&update, &room_state)?;
+                // Lock order: the document, then the index (the update observer, inside a write
+                // transaction, takes the index too). The read transaction keeps the document as
+                // the index and the state vector describe it until the update is vetted.
+                let (update, server_end, room_state) = {
+                    let txn = self.doc.transact();
+                    let room_state = txn.state_vector();
+                    let mut index = self.roots.lock().unwrap_or_else(|p| p.into_inner());
+                    if !index.is_built() {
+                        let full = txn.encode_state_as_update_v1(&StateVector::default());
+                        if let Some(walked) = decode::walk_emitted(&full) {
+                            walked.record_in(&mut index);
+                        }
+                        index.mark_built();
+                    }
+                    let (update, server_end) = decode_peer_update(&update, &room_state, &index)?;
+                    (update, server_end, room_state)
+                };
                 // Only the server writes as its own client id: a peer's update may repeat
                 // server blocks the room has, never add some (see `decode_peer_update`).
                 let known = room_state.get(&yrs::block::ClientID::new(SERVER_CLIENT_ID));
@@ -426,7 +476,7 @@ impl Room {
             }
             Message::Awareness(update) => {
                 crate::metrics::global().awareness_in.inc();
-                self.apply_peer_awareness(info.conn, update);
+                self.apply_peer_awareness(info.conn, update)?;
             }
             Message::AwarenessQuery => {
                 if let Some(states) = self.awareness_snapshot() {

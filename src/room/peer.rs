@@ -53,6 +53,8 @@ pub(crate) struct PeerLink {
     pub control: Arc<PeerControl>,
     /// Awareness client ids this connection introduced (removed when it leaves).
     pub awareness_ids: HashSet<ClientID>,
+    /// The token subject of the connection (whose awareness a fairy may read for its prompt).
+    pub sub: String,
 }
 
 impl PeerLink {

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use yrs::block::ClientID;
 use yrs::sync::awareness::{AwarenessUpdate, AwarenessUpdateEntry};
 
-use super::Room;
 use super::peer::PeerLink;
+use super::{Room, RoomError};
 use crate::protocol;
 
 /// Who controls an awareness client id.
@@ -34,6 +34,22 @@ pub(crate) struct Peers {
     pub owners: HashMap<ClientID, Owner>,
     /// Since when the room has had no peer.
     pub idle_since: Option<tokio::time::Instant>,
+}
+
+/// Why a peer's awareness state is refused, if it is: over `max` bytes, or not a JSON object
+/// (`null`, a removal, is one too).
+fn vet_state(json: &str, max: usize) -> Result<(), RoomError> {
+    if json.len() > max {
+        return Err(RoomError::AwarenessTooBig {
+            bytes: json.len(),
+            max,
+        });
+    }
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(serde_json::Value::Object(_) | serde_json::Value::Null) => Ok(()),
+        Ok(_) => Err(RoomError::BadAwareness("not an object".into())),
+        Err(error) => Err(RoomError::BadAwareness(error.to_string())),
+    }
 }
 
 /// Errors of server-side presence.
@@ -58,7 +74,18 @@ impl Room {
     }
 
     /// Applies a peer's awareness update (only the ids it owns or newly introduces) and relays it.
-    pub(crate) fn apply_peer_awareness(&self, conn: u64, mut update: AwarenessUpdate) {
+    /// Refused whole, before anything is applied or relayed, when a state is larger than
+    /// [`super::RoomConfig::max_awareness_bytes`] or is not a JSON object (nor `null`): every
+    /// y-protocols client that receives a state that is not JSON throws, and a fairy reads
+    /// peers' states.
+    pub(crate) fn apply_peer_awareness(
+        &self,
+        conn: u64,
+        mut update: AwarenessUpdate,
+    ) -> Result<(), RoomError> {
+        for entry in update.clients.values() {
+            vet_state(&entry.json, self.config.max_awareness_bytes)?;
+        }
         {
             let mut peers = self.lock_peers();
             let peers = &mut *peers;
@@ -81,6 +108,7 @@ impl Room {
             self.publish_awareness(&update);
             self.broadcast(&protocol::awareness(update), Some(conn));
         }
+        Ok(())
     }
 
     /// Applies the (ownership-filtered) states of an awareness update; returns the update when
@@ -243,15 +271,42 @@ impl Room {
         }
     }
 
-    /// The current awareness states as JSON values by client id (for fairies and tests).
+    /// The awareness states of this node's fairies (the ids the server owns) as JSON values by
+    /// client id: what a fairy reads of the others. A peer's state is never among them, even
+    /// one that calls itself a fairy (a 300 KB fake "other fairy" once reached every prompt).
     pub fn presence(&self) -> HashMap<u64, serde_json::Value> {
+        let owned: Vec<ClientID> = {
+            let peers = self.lock_peers();
+            peers
+                .owners
+                .iter()
+                .filter(|(_, owner)| **owner == Owner::Server)
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        self.states_of(owned)
+    }
+
+    /// The awareness states of the connections authenticated as `sub` (a person's own tabs):
+    /// where a fairy finds the viewport of the person who prompted it, which no other peer can
+    /// publish for them. Each is at most `--max-awareness-bytes`.
+    pub fn presence_of(&self, sub: &str) -> Vec<serde_json::Value> {
+        let ids: Vec<ClientID> = {
+            let peers = self.lock_peers();
+            peers
+                .links
+                .values()
+                .filter(|link| link.sub == sub)
+                .flat_map(|link| link.awareness_ids.iter().copied())
+                .collect()
+        };
+        self.states_of(ids).into_values().collect()
+    }
+
+    fn states_of(&self, ids: Vec<ClientID>) -> HashMap<u64, serde_json::Value> {
         let awareness = self.lock_awareness();
-        awareness
-            .iter()
-            .filter_map(|(id, state)| {
-                let value = serde_json::from_str(state.data.as_deref()?).ok()?;
-                Some((id.get(), value))
-            })
+        ids.into_iter()
+            .filter_map(|id| Some((id.get(), awareness.state(id)?)))
             .collect()
     }
 }

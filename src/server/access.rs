@@ -37,16 +37,34 @@ pub struct DevTokenRequest {
     pub name: String,
 }
 
-/// `POST /auth/dev-token` (only with `--dev`): a short-lived token for every room.
+/// The cookie naming the browser that asks for dev tokens ([`crate::auth::DevBrowser`]).
+pub const DEV_BROWSER_COOKIE: &str = "fairyring_dev_browser";
+
+/// `POST /auth/dev-token` (only with `--dev`): a short-lived token for every room, whose `sub`
+/// is the asking browser's: the id in its [`DEV_BROWSER_COOKIE`], or a new one set in it.
 pub async fn dev_token(
     State(state): State<AppState>,
+    headers: HeaderMap,
     body: Result<Json<DevTokenRequest>, JsonRejection>,
-) -> Result<Json<crate::auth::DevToken>, ApiError> {
+) -> Result<Response, ApiError> {
     let Json(request) = body?;
     let auth = state.auth.as_ref().ok_or_else(|| {
         ApiError::new(StatusCode::NOT_FOUND, "not_found", "dev tokens need --dev")
     })?;
-    Ok(Json(auth.mint_dev_token(&request.name, unix_now())?))
+    let browser = headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == DEV_BROWSER_COOKIE)
+        .and_then(|(_, id)| crate::auth::DevBrowser::parse(id))
+        .unwrap_or_else(crate::auth::DevBrowser::random);
+    let token = auth.mint_dev_token(&request.name, &browser, unix_now())?;
+    let cookie = format!(
+        "{DEV_BROWSER_COOKIE}={browser}; Path=/auth; Max-Age=31536000; HttpOnly; SameSite=Strict"
+    );
+    Ok(([(axum::http::header::SET_COOKIE, cookie)], Json(token)).into_response())
 }
 
 /// Checks the room name and that the request's token grants `scope` in that room (the

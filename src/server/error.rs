@@ -186,6 +186,9 @@ pub fn close_for(error: &RoomError) -> (u16, &'static str, String) {
         }
         RoomError::Protocol(_) => (close::INVALID_PAYLOAD, "malformed"),
         RoomError::BadUpdate(_) => (close::INVALID_PAYLOAD, "bad_update"),
+        RoomError::ServerOwned(_) => (close::POLICY, "server_owned_root"),
+        RoomError::AwarenessTooBig { .. } => (close::TOO_BIG, "too_big"),
+        RoomError::BadAwareness(_) => (close::INVALID_PAYLOAD, "bad_awareness"),
         RoomError::SlowConsumer => (close::TRY_AGAIN_LATER, "slow_consumer"),
         RoomError::RoomFull | RoomError::TooManyRooms => (close::TRY_AGAIN_LATER, "full"),
         RoomError::Store => (close::INTERNAL, "store_failure"),

@@ -1,6 +1,7 @@
 //! The fairy HTTP API (docs/fairies.md, scope `fairies`): invite, list, prompt and cancel (both
 //! `interrupt({input, mode})`, `202`, never refused for being busy; an optional `mode` switches
-//! the fairy's mode, an unknown one is a 400; an accepted prompt also writes the person's
+//! the fairy's mode to a solo one (`idling`, `soloing`), any other is a 400; an accepted
+//! prompt also writes the person's
 //! message into the fairy's `chat` as `{from: "user:SUB", role: "user", text, at, requestId}`
 //! and answers the request's id), dismiss, history (the fairy's private state, from the
 //! store), the SSE stream of a fairy's events, and taking a request back
@@ -228,12 +229,26 @@ pub struct CancelBody {
     mode: Option<String>,
 }
 
-/// The mode named `name` (its wire name, e.g. `soloing`); unknown → 400 with `code`.
+/// The modes a person may switch a fairy to with a prompt or a cancel: the solo ones that need
+/// neither a project nor a task. A project mode outside a project left the fairy without the
+/// actions to leave it, burning every turn of the request.
+const PERSON_MODES: [Mode; 2] = [Mode::Idling, Mode::Soloing];
+
+/// The mode named `name` (its wire name, e.g. `soloing`), one of [`PERSON_MODES`]; anything
+/// else → 400 with `code`.
 fn parse_mode(name: Option<&str>, code: &'static str) -> Result<Option<Mode>, ApiError> {
-    name.map(|n| {
-        Mode::parse(n).ok_or_else(|| {
-            ApiError::new(StatusCode::BAD_REQUEST, code, format!("unknown mode '{n}'"))
-        })
+    name.map(|n| match Mode::parse(n) {
+        Some(mode) if PERSON_MODES.contains(&mode) => Ok(mode),
+        Some(_) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            code,
+            format!("mode '{n}' is not a solo mode (idling, soloing)"),
+        )),
+        None => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            code,
+            format!("unknown mode '{n}'"),
+        )),
     })
     .transpose()
 }
@@ -404,28 +419,59 @@ impl<'a> HistoryView<'a> {
     }
 }
 
+/// What ends a fairy's event stream besides the fairy going away.
+enum StreamEnd {
+    /// The server shuts down.
+    Shutdown,
+    /// The token expired: a final `auth-expired` event, then the stream ends (a WebSocket
+    /// closes with 4401 in the same case; the client reconnects with a fresh token).
+    Expired,
+}
+
 async fn events(
     State(state): State<AppState>,
-    Admitted { room, .. }: FairyAccess,
+    Admitted {
+        room, expires_at, ..
+    }: FairyAccess,
     Path((_, id)): Path<(String, String)>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let rx = state.fairies.subscribe(&room, &fairy_id(&id)?).await?;
     let shutdown = state.shutdown.clone();
-    let stream = futures_util::stream::unfold((rx, shutdown), |(mut rx, shutdown)| async move {
+    let expiry = expires_at.map(|at| {
+        let left = at.saturating_sub(crate::auth::unix_now());
+        tokio::time::Instant::now() + std::time::Duration::from_secs(left)
+    });
+    let stream = futures_util::stream::unfold(Some((rx, shutdown)), move |open| async move {
+        let (mut rx, shutdown) = open?;
         let next = tokio::select! {
-            next = rx.recv() => next,
-            _ = shutdown.cancelled() => return None,
+            next = rx.recv() => Ok(next),
+            _ = shutdown.cancelled() => Err(StreamEnd::Shutdown),
+            _ = sleep_until_opt(expiry) => Err(StreamEnd::Expired),
         };
         let event = match next {
-            Ok(event) => Event::default()
+            Ok(Ok(event)) => Event::default()
                 .event(event.name())
                 .data(serde_json::to_string(&event).unwrap_or_default()),
-            Err(RecvError::Lagged(n)) => Event::default()
+            Ok(Err(RecvError::Lagged(n))) => Event::default()
                 .event("lagged")
                 .data(json!({ "missed": n }).to_string()),
-            Err(RecvError::Closed) => return None,
+            Ok(Err(RecvError::Closed)) | Err(StreamEnd::Shutdown) => return None,
+            Err(StreamEnd::Expired) => {
+                let event = Event::default().event("auth-expired").data(
+                    json!({"error": "token_expired", "detail": "reconnect with a fresh token"})
+                        .to_string(),
+                );
+                return Some((Ok(event), None));
+            }
         };
-        Some((Ok(event), (rx, shutdown)))
+        Some((Ok(event), Some((rx, shutdown))))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
 }

@@ -258,6 +258,17 @@ fn elapsed_ms(started: tokio::time::Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The per-connection byte bucket (`--rate-bytes-per-sec`): its burst holds at least one
+/// message of the largest size allowed, so a single large frame is never refused by it alone.
+fn byte_limiter(per_sec: u32, max_message: usize) -> governor::DefaultDirectRateLimiter {
+    let rate = NonZeroU32::new(per_sec).unwrap_or(NonZeroU32::MIN);
+    let burst = u32::try_from(max_message)
+        .ok()
+        .and_then(NonZeroU32::new)
+        .map_or(rate, |max| max.max(rate));
+    RateLimiter::direct(Quota::per_second(rate).allow_burst(burst))
+}
+
 /// Reads frames until the peer leaves or must be closed.
 async fn read_loop(
     stream: &mut SplitStream<Socket>,
@@ -271,6 +282,7 @@ async fn read_loop(
     let burst = NonZeroU32::new(state.config.rate_burst).unwrap_or(rate);
     let limiter = RateLimiter::direct(Quota::per_second(rate).allow_burst(burst));
     let max = state.config.max_message_bytes;
+    let bytes = byte_limiter(state.config.rate_bytes_per_sec, max);
     loop {
         let message = tokio::select! {
             _ = done.cancelled() => return ReadEnd::WriterDone,
@@ -320,6 +332,16 @@ async fn read_loop(
                 code: close::POLICY,
                 metric: "rate_limited",
                 reason: "message rate limit exceeded".into(),
+            });
+        }
+        let size = NonZeroU32::new(u32::try_from(frame.len()).unwrap_or(u32::MAX));
+        if let Some(size) = size
+            && !matches!(bytes.check_n(size), Ok(Ok(())))
+        {
+            return ReadEnd::Close(CloseRequest {
+                code: close::POLICY,
+                metric: "rate_limited",
+                reason: "byte rate limit exceeded".into(),
             });
         }
         if let Err(error) = peer.handle(&frame).await {

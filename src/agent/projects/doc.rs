@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use yrs::{Any, Doc, Map, Out, ReadTxn, Transact};
+use yrs::{Any, Array, Doc, Map, Out, ReadTxn, Transact};
 
 use super::{ProjectId, ProjectStatus, Role, TaskStatus};
 use crate::agent::tasks_doc::upsert_map;
@@ -127,10 +127,41 @@ fn any_of(value: Value) -> Any {
     serde_json::from_value(value).unwrap_or(Any::Null)
 }
 
+/// How many levels of shared types a record is read through: a project is a map of values
+/// (`members` is an `Any` array): one level, and room to spare.
+const MAX_RECORD_DEPTH: usize = 4;
+
+/// A map entry of the document as JSON, read through at most `depth` levels of shared types
+/// (`None` past them): yrs's `ToJson` recurses once per nested type, and a stored room may
+/// hold nesting deep enough to overflow the stack (20,000 nested maps under `projects` did,
+/// before peers' writes there were refused). `Any` values are bounded when decoded.
+fn bounded_json<T: ReadTxn>(txn: &T, value: Out, depth: usize) -> Option<Value> {
+    match value {
+        Out::Any(any) => serde_json::to_value(&any).ok(),
+        Out::YMap(map) => {
+            let depth = depth.checked_sub(1)?;
+            let mut fields = serde_json::Map::new();
+            for (key, value) in map.iter(txn) {
+                fields.insert(key.to_owned(), bounded_json(txn, value, depth)?);
+            }
+            Some(Value::Object(fields))
+        }
+        Out::YArray(array) => {
+            let depth = depth.checked_sub(1)?;
+            array
+                .iter(txn)
+                .map(|value| bounded_json(txn, value, depth))
+                .collect::<Option<Vec<_>>>()
+                .map(Value::Array)
+        }
+        _ => None,
+    }
+}
+
 fn json_of<T: ReadTxn>(txn: &T, root: &str, key: &str) -> Option<Value> {
     let map = txn.get_map(root)?;
     match map.get(txn, key)? {
-        Out::YMap(m) => serde_json::to_value(yrs::types::ToJson::to_json(&m, txn)).ok(),
+        value @ Out::YMap(_) => bounded_json(txn, value, MAX_RECORD_DEPTH),
         _ => None,
     }
 }
@@ -141,9 +172,9 @@ fn all_json<T: ReadTxn>(txn: &T, root: &str) -> Vec<(String, Value)> {
     };
     map.iter(txn)
         .filter_map(|(k, v)| match v {
-            Out::YMap(m) => serde_json::to_value(yrs::types::ToJson::to_json(&m, txn))
-                .ok()
-                .map(|v| (k.to_owned(), v)),
+            value @ Out::YMap(_) => {
+                bounded_json(txn, value, MAX_RECORD_DEPTH).map(|v| (k.to_owned(), v))
+            }
             _ => None,
         })
         .collect()
