@@ -2,7 +2,8 @@
 //! fairy sees"): the pages, the task it works on, the viewport of the person who asked (from
 //! their awareness state `{user: {id}, viewport: {x, y, w, h}}`), the model's name, the room's
 //! instructions (from the store, at every turn, so an admin's edit reaches the next turn), and
-//! with `--llm-vision` a screenshot of the request bounds, rendered on the blocking pool.
+//! with `--llm-vision` a screenshot of the request bounds, read and rendered in the screenshot
+//! pool ([`screenshot::shoot`]).
 //!
 //! Reads only: the document in one short transaction, awareness, the store's instructions.
 
@@ -15,7 +16,6 @@ use super::runtime::{FairyRuntime, Request};
 use super::screenshot;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::page::list_pages;
-use crate::canvas::shape::list_shapes;
 
 /// The `viewport` of the awareness state whose `user.id` is `sub`, if one is published and
 /// finite (several tabs of one person: the first found).
@@ -33,11 +33,7 @@ pub fn user_viewport<'a>(states: impl IntoIterator<Item = &'a Value>, sub: &str)
 impl FairyRuntime {
     /// Everything [`PromptExtras`] holds, for `request` at the current bounds.
     pub(super) async fn prompt_extras(&self, request: &Request) -> PromptExtras {
-        let (pages, shapes) = {
-            let txn = self.room.doc().transact();
-            let shapes = self.config.vision.then(|| list_shapes(&txn));
-            (list_pages(&txn), shapes)
-        };
+        let pages = list_pages(&self.room.doc().transact());
         let working = matches!(
             self.modes.mode(),
             Mode::WorkingSolo | Mode::WorkingDrone | Mode::WorkingOrchestrator
@@ -65,15 +61,15 @@ impl FairyRuntime {
                 None
             }
         };
-        let screenshot = match shapes {
-            Some(shapes) => {
-                let (page, bounds) = (self.state.page_id.clone(), self.bounds);
-                tokio::task::spawn_blocking(move || screenshot::take(&shapes, &page, &bounds))
-                    .await
-                    .ok()
-                    .flatten()
+        // Read and drawn in the screenshot pool, never waited for past the render budget.
+        let (screenshot, screenshot_note) = if self.config.vision {
+            let (doc, page) = (self.room.doc().clone(), self.state.page_id.clone());
+            match screenshot::shoot(doc, page, self.bounds).await {
+                Ok(shot) => (shot, None),
+                Err(skipped) => (None, Some(skipped.note())),
             }
-            None => None,
+        } else {
+            (None, None)
         };
         PromptExtras {
             pages,
@@ -82,6 +78,7 @@ impl FairyRuntime {
             model_name: self.model.name(),
             instructions,
             screenshot,
+            screenshot_note,
         }
     }
 }
