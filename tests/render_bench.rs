@@ -12,7 +12,7 @@ use std::time::Instant;
 use fairyring::agent::screenshot;
 use fairyring::canvas::format::{ShapeBase, from_simple};
 use fairyring::canvas::geometry::Bounds;
-use fairyring::canvas::render::{Caps, View, render_png, render_svg};
+use fairyring::canvas::render::{Budget, Caps, PngEffort, View, raster, render_png, render_svg};
 use fairyring::canvas::schema::{GEO_KINDS, MAIN_PAGE};
 use fairyring::canvas::shape::Shape;
 use serde_json::json;
@@ -62,6 +62,20 @@ fn render_times_and_image_sizes() {
         println!(
             "run {run}: SVG {svg_ms:.0} ms ({} KB); SVG+PNG {png_ms:.0} ms ({} KB)",
             svg.len() / 1024,
+            png.len() / 1024
+        );
+    }
+    // Where the time goes: rasterizing, then encoding.
+    let visible = fairyring::canvas::render::visible(&shapes, MAIN_PAGE, &view.area);
+    let t = Instant::now();
+    let pixmap = raster::pixmap(&visible, &view, &Budget::unlimited()).expect("pixmap");
+    let raster_ms = ms(t);
+    for effort in [PngEffort::Fast, PngEffort::Small] {
+        let t = Instant::now();
+        let png = raster::encode_png(&pixmap, effort).expect("png");
+        println!(
+            "rasterize {raster_ms:.0} ms; encode {effort:?} {:.0} ms ({} KB)",
+            ms(t),
             png.len() / 1024
         );
     }

@@ -157,7 +157,7 @@ pub fn check(data: &[u8]) {
     within("whole page", |budget| {
         let view = View::content(&shapes, MAIN_PAGE, scale, Caps::default())?;
         render::svg_within(&shapes, MAIN_PAGE, &view, budget)?;
-        render::png_within(&shapes, MAIN_PAGE, &view, budget)?;
+        render::png_within(&shapes, MAIN_PAGE, &view, render::PngEffort::Fast, budget)?;
         Ok(())
     });
     within("an area", |budget| {
@@ -175,7 +175,7 @@ pub fn check(data: &[u8]) {
                 max_pixels: 1_000_000,
             },
         )?;
-        render::png_within(&shapes, MAIN_PAGE, &view, budget)?;
+        render::png_within(&shapes, MAIN_PAGE, &view, render::PngEffort::Fast, budget)?;
         Ok(())
     });
 }

@@ -137,7 +137,7 @@ fn draw(
         max_pixels: SCREENSHOT_MAX_PIXELS,
     };
     let view = View::fit(*bounds, 1.0, caps)?;
-    let png = render::png_within(shapes, page, &view, budget)?;
+    let png = render::png_within(shapes, page, &view, render::PngEffort::Small, budget)?;
     Ok(Some(Screenshot {
         area: view.area,
         width: view.width,

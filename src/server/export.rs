@@ -198,7 +198,9 @@ fn draw(
     };
     let bytes = match format {
         Format::Svg => render::svg_within(&shapes, &q.page, &view, budget)?.into_bytes(),
-        Format::Png => render::png_within(&shapes, &q.page, &view, budget)?,
+        Format::Png => {
+            render::png_within(&shapes, &q.page, &view, render::PngEffort::Fast, budget)?
+        }
         Format::Jpeg => render::jpeg_within(&shapes, &q.page, &view, budget)?,
     };
     Ok(Drawn::Image {

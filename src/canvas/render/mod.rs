@@ -31,6 +31,7 @@ pub mod svg;
 pub mod text;
 
 pub use budget::{Budget, CancelFlag};
+pub use raster::PngEffort;
 
 use super::geometry::{Bounds, extent_bounds, shape_bounds};
 use super::shape::Shape;
@@ -180,7 +181,7 @@ pub fn render_svg(shapes: &[Shape], page: &str, view: &View) -> String {
 
 /// PNG of what `view` shows of `page`, on a white background, without a time budget.
 pub fn render_png(shapes: &[Shape], page: &str, view: &View) -> Result<Vec<u8>, RenderError> {
-    png_within(shapes, page, view, &Budget::unlimited())
+    png_within(shapes, page, view, PngEffort::Fast, &Budget::unlimited())
 }
 
 /// JPEG of what `view` shows of `page`, on a white background, without a time budget.
@@ -203,11 +204,12 @@ pub fn png_within(
     shapes: &[Shape],
     page: &str,
     view: &View,
+    effort: PngEffort,
     budget: &Budget,
 ) -> Result<Vec<u8>, RenderError> {
     let pixmap = raster::pixmap(&visible(shapes, page, &view.area), view, budget)?;
     budget.check()?;
-    raster::encode_png(&pixmap)
+    raster::encode_png(&pixmap, effort)
 }
 
 /// JPEG of what `view` shows of `page`, on a white background, within `budget`.

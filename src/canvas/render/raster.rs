@@ -32,16 +32,29 @@ static FONTS: LazyLock<Arc<usvg::fontdb::Database>> = LazyLock::new(|| {
 /// below the parser's node limit, and a render stops within one chunk's time.
 pub const CHUNK_BYTES: usize = 64 * 1024;
 
-/// PNG bytes of a pixmap, compressed with `fdeflate` (png's `Fast`: several times faster
-/// than the default for a few percent more bytes). The page background is opaque, so the
-/// pixmap's premultiplied colours are the plain ones and are written as they are.
-pub fn encode_png(pixmap: &tiny_skia::Pixmap) -> Result<Vec<u8>, RenderError> {
+/// How hard PNG encoding works on compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PngEffort {
+    /// `fdeflate` with the `Up` filter: several times faster than the default on large images,
+    /// for larger files (exports, where the time is the client's wait).
+    Fast,
+    /// png's default (balanced deflate, adaptive filters): smaller files, for small images sent
+    /// again and again (a fairy's screenshot rides along with every model turn).
+    Small,
+}
+
+/// PNG bytes of a pixmap. The page background is opaque, so the pixmap's premultiplied colours
+/// are the plain ones and are written as they are.
+pub fn encode_png(pixmap: &tiny_skia::Pixmap, effort: PngEffort) -> Result<Vec<u8>, RenderError> {
     let failed = |e: png::EncodingError| RenderError::Raster(e.to_string());
     let mut out = Vec::new();
     let mut encoder = png::Encoder::new(&mut out, pixmap.width(), pixmap.height());
     encoder.set_color(png::ColorType::Rgba);
     encoder.set_depth(png::BitDepth::Eight);
-    encoder.set_compression(png::Compression::Fast);
+    if effort == PngEffort::Fast {
+        encoder.set_compression(png::Compression::Fast);
+        encoder.set_filter(png::Filter::Up);
+    }
     let mut writer = encoder.write_header().map_err(failed)?;
     writer.write_image_data(pixmap.data()).map_err(failed)?;
     writer.finish().map_err(failed)?;

@@ -35,6 +35,10 @@ pub const MAX_LINE_GLYPHS: usize = 1_000;
 /// Text whose size on the image is below this many pixels cannot be read: it is drawn as a
 /// faint bar over its estimated extent instead of glyphs.
 pub const MIN_TEXT_PX: f64 = 1.0;
+/// Side of the hatch pattern's cell in page px.
+const HATCH_PX: f64 = 8.0;
+/// A hatch whose cell is smaller than this many image pixels is drawn as its tint.
+const MIN_HATCH_PX: f64 = 4.0;
 /// Most points of one pen stroke that are drawn.
 pub const MAX_POINTS: usize = 2_000;
 /// Most bytes of one SVG document; the shapes past it are left out.
@@ -273,6 +277,11 @@ pub fn render_shape(
                     if opacity < 1.0 {
                         body.push(("fill-opacity", num(opacity)));
                     }
+                }
+                // A hatch finer than a few image pixels is a blur that costs a sampled
+                // pattern per pixel: its tint says the same.
+                Paint::Hatch(color) if view.scale * HATCH_PX < MIN_HATCH_PX => {
+                    body.push(("fill", s(swatch(&color).semi)));
                 }
                 Paint::Hatch(color) => body.push(("fill", format!("url(#pattern-{color})"))),
             }
