@@ -100,7 +100,7 @@ pub fn heavy_room() -> Vec<Shape> {
             let (x, y) = ((i % 60) as f64 * 130.0, (i / 60) as f64 * 130.0);
             shape(
                 json!({"_type": "text", "shapeId": format!("t{i}"), "x": x, "y": y,
-                       "text": "lorem ipsum dolor sit amet ".repeat(8), "fontSize": 3, "maxWidth": 120}),
+                       "text": "lorem ipsum dolor sit amet ".repeat(40), "fontSize": 3, "maxWidth": 120}),
                 i,
             )
         })
