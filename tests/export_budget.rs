@@ -92,13 +92,23 @@ async fn exports_degrade_on_hostile_shapes() {
             i,
         )
     };
-    let shapes = [lines, box_at("far", 1), box_at("nan", 2), box_at("ok", 3)];
+    let shapes = [
+        lines,
+        box_at("far", 1),
+        box_at("neg", 2),
+        box_at("nan", 3),
+        box_at("ok", 4),
+    ];
     write(
         &server,
         "hostile",
         &shapes,
         &[
+            // Bounds past f64: from -1e308 to 2e308, an infinite extent.
             ("far", "x", yrs::Any::from(1e308)),
+            ("far", "w", yrs::Any::from(1e308)),
+            ("neg", "x", yrs::Any::from(-1e308)),
+            // Read as the default (a NaN is no number), drawn where that puts it.
             ("nan", "y", yrs::Any::from(f64::NAN)),
         ],
     )
