@@ -263,6 +263,17 @@ pub struct ServeConfig {
         default_value_t = crate::room::write_budget::DEFAULT_FAIRY_WRITES_PER_SEC
     )]
     pub fairy_writes_per_sec: u32,
+
+    /// Wall-clock budget of one render (an export, a fairy's screenshot), in milliseconds: an
+    /// export past it answers 503 `render_timeout`, a screenshot past it is left out of the
+    /// fairy's request.
+    #[arg(long, env = "FAIRYRING_RENDER_TIMEOUT_MS", default_value_t = 2000)]
+    pub render_timeout_ms: u64,
+
+    /// Serve `GET /metrics` on this separate address (and no longer on `--listen`), for a
+    /// Prometheus that reaches a private interface.
+    #[arg(long, env = "FAIRYRING_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl ServeConfig {
@@ -310,6 +321,8 @@ impl ServeConfig {
             fairy_api_rate_per_min: 60,
             fairy_token_budget: 1_000_000,
             fairy_writes_per_sec: crate::room::write_budget::DEFAULT_FAIRY_WRITES_PER_SEC,
+            render_timeout_ms: 2000,
+            metrics_listen: None,
         }
     }
 
@@ -320,6 +333,11 @@ impl ServeConfig {
             .as_deref()
             .or(self.store_schema.as_deref())
             .unwrap_or("fairyring")
+    }
+
+    /// The budget of one render (`--render-timeout-ms`, at least 1 ms).
+    pub fn render_timeout(&self) -> Duration {
+        Duration::from_millis(self.render_timeout_ms.max(1))
     }
 
     /// The idle time after which an unused room is unloaded.

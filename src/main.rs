@@ -1,6 +1,11 @@
 //! The `fairyring` binary: subcommands over the library.
 
+use std::time::Duration;
+
 use clap::{Parser, Subcommand};
+
+/// How long the process waits at exit for work left on the blocking pool.
+const BLOCKING_GRACE: Duration = Duration::from_secs(1);
 
 /// fairyring: a Yjs collaboration server for infinite canvases, with AI agents ("fairies")
 /// that draw alongside people.
@@ -28,7 +33,12 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(config) => {
             fairyring::server::logging::init(config.log_format);
-            runtime()?.block_on(fairyring::server::run(*config))
+            let runtime = runtime()?;
+            let served = runtime.block_on(fairyring::server::run(*config));
+            // Shutdown has stopped every render; one still on the blocking pool ends at its
+            // next check. Dropping the runtime would wait for it without bound.
+            runtime.shutdown_timeout(BLOCKING_GRACE);
+            served
         }
         Command::Bench(args) => runtime()?.block_on(fairyring::bench::run(args)),
         Command::MockModel(args) => runtime()?.block_on(fairyring::llm::mock::run(args)),

@@ -65,6 +65,38 @@ pub struct Metrics {
     pub pubsub_catchups: Counter,
     /// Fairy leases this node took over from another node (docs/scaling.md "Fairies").
     pub fairy_lease_moves: Counter,
+    /// Renders (exports, screenshots) ended, by outcome ([`RenderOutcome`]).
+    pub renders: Family<ReasonLabel, Counter>,
+    /// Wall-clock time of one render, from its start on the pool to its answer.
+    pub render_seconds: Histogram,
+}
+
+/// How a render ended, for [`Metrics::count_render`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenderOutcome {
+    /// Drawn and answered.
+    Ok,
+    /// No slot was free in time.
+    Busy,
+    /// Ran past its budget.
+    TimedOut,
+    /// Its caller went away or the server shut down.
+    Cancelled,
+    /// Failed otherwise.
+    Failed,
+}
+
+impl RenderOutcome {
+    /// The metrics label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RenderOutcome::Ok => "ok",
+            RenderOutcome::Busy => "busy",
+            RenderOutcome::TimedOut => "timed_out",
+            RenderOutcome::Cancelled => "cancelled",
+            RenderOutcome::Failed => "failed",
+        }
+    }
 }
 
 impl Metrics {
@@ -92,6 +124,8 @@ impl Metrics {
             pubsub_messages: Family::default(),
             pubsub_catchups: Counter::default(),
             fairy_lease_moves: Counter::default(),
+            renders: Family::default(),
+            render_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
             registry: Registry::default(),
         };
         registry.register(
@@ -199,6 +233,16 @@ impl Metrics {
             "Fairy leases taken over from another node",
             m.fairy_lease_moves.clone(),
         );
+        registry.register(
+            "renders",
+            "Renders (exports, fairy screenshots) ended, by outcome",
+            m.renders.clone(),
+        );
+        registry.register(
+            "render_seconds",
+            "Wall-clock time of one render",
+            m.render_seconds.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -215,6 +259,14 @@ impl Metrics {
     pub fn count_model_usage(&self, usage: &crate::llm::Usage) {
         Self::count(&self.model_tokens, "input", usage.input_tokens);
         Self::count(&self.model_tokens, "output", usage.output_tokens);
+    }
+
+    /// Counts one ended render and its time.
+    pub fn count_render(&self, outcome: RenderOutcome, seconds: f64) {
+        Self::count(&self.renders, outcome.as_str(), 1);
+        if outcome != RenderOutcome::Busy {
+            self.render_seconds.observe(seconds);
+        }
     }
 
     /// Counts a server-side close.

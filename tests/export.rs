@@ -188,6 +188,14 @@ async fn exports_draw_the_room_for_readers_only() {
         ),
         (
             format!(
+                "{http}/rooms/never/export.svg?token={}",
+                token(json!(["never"]), "read")
+            ),
+            404,
+            "room_not_found",
+        ),
+        (
+            format!(
                 "{http}/rooms/empty/export.svg?token={}",
                 token(json!(["empty"]), "read")
             ),
@@ -195,6 +203,13 @@ async fn exports_draw_the_room_for_readers_only() {
             "empty_page",
         ),
     ];
+    // A room someone joined has its pages, and nothing drawn on them.
+    let _joined = Client::connect_url(&format!(
+        "ws://{}/rooms/empty?token={}",
+        server.addr(),
+        token(json!(["empty"]), "read write")
+    ))
+    .await;
     for (url, status, code) in cases {
         let (got, headers, body) = get(&url).await;
         assert_eq!((got, error_code(&body).as_str()), (status, code), "{url}");

@@ -58,3 +58,11 @@ mod merge;
 fn merge_corpus_replays() {
     replay("merge", merge::check);
 }
+
+#[path = "../fuzz/checks/render.rs"]
+mod render;
+
+#[test]
+fn render_corpus_replays() {
+    replay("render", render::check);
+}

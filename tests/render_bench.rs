@@ -12,7 +12,7 @@ use std::time::Instant;
 use fairyring::agent::screenshot;
 use fairyring::canvas::format::{ShapeBase, from_simple};
 use fairyring::canvas::geometry::Bounds;
-use fairyring::canvas::render::{Caps, View, render_png, render_svg};
+use fairyring::canvas::render::{Budget, Caps, PngEffort, View, raster, render_png, render_svg};
 use fairyring::canvas::schema::{GEO_KINDS, MAIN_PAGE};
 use fairyring::canvas::shape::Shape;
 use serde_json::json;
@@ -65,6 +65,20 @@ fn render_times_and_image_sizes() {
             png.len() / 1024
         );
     }
+    // Where the time goes: rasterizing, then encoding.
+    let visible = fairyring::canvas::render::visible(&shapes, MAIN_PAGE, &view.area);
+    let t = Instant::now();
+    let pixmap = raster::pixmap(&visible, &view, &Budget::unlimited()).expect("pixmap");
+    let raster_ms = ms(t);
+    for effort in [PngEffort::Fast, PngEffort::Small] {
+        let t = Instant::now();
+        let png = raster::encode_png(&pixmap, effort).expect("png");
+        println!(
+            "rasterize {raster_ms:.0} ms; encode {effort:?} {:.0} ms ({} KB)",
+            ms(t),
+            png.len() / 1024
+        );
+    }
     let area =
         View::fit(Bounds::new(0.0, 0.0, 4000.0, 3000.0), 1.0, Caps::default()).expect("view");
     let t = Instant::now();
@@ -74,6 +88,35 @@ fn render_times_and_image_sizes() {
         ms(t),
         png.len() / 1024
     );
+
+    // Hostile single shapes (issue 27), whole page to PNG, no time budget: what the caps cost.
+    let mut text = dense_room(1).remove(0);
+    text.props = fairyring::canvas::shape::ShapeProps::Text {
+        text: "W".repeat(950_000),
+        font_size: 2000.0,
+        max_width: None,
+        text_align: "middle".into(),
+    };
+    let mut stroke = dense_room(4).remove(3);
+    stroke.props = fairyring::canvas::shape::ShapeProps::Draw {
+        points: (0..60_000)
+            .map(|k| ((k % 600) as f64 * 3.0, ((k * 37) % 1000) as f64))
+            .collect(),
+    };
+    for (what, shape) in [
+        ("950 KB text at fontSize 2000", text),
+        ("60,000-point stroke", stroke),
+    ] {
+        let one = [shape];
+        let view = View::content(&one, MAIN_PAGE, 1.0, Caps::default()).expect("view");
+        let t = Instant::now();
+        let png = render_png(&one, MAIN_PAGE, &view).expect("png");
+        println!(
+            "{what}: whole page to PNG {:.0} ms, {} KB",
+            ms(t),
+            png.len() / 1024
+        );
+    }
 
     let default_view = Bounds::new(1000.0, 1000.0, 1200.0, 800.0);
     let t = Instant::now();

@@ -263,7 +263,7 @@ fn the_shipped_font_draws_text() {
         .collect();
     let view = View::fit(Bounds::new(0.0, 580.0, 400.0, 80.0), 1.0, Caps::default()).expect("view");
     let svg = render_svg(&shapes, MAIN_PAGE, &view);
-    let pixmap = raster::pixmap(&svg, &view).expect("raster");
+    let pixmap = raster::svg_pixmap(&svg, &view).expect("raster");
     let inked = pixmap.pixels().iter().filter(|p| p.red() < 200).count();
     assert!(inked > 500, "only {inked} inked pixels: no glyphs drawn");
 }

@@ -46,6 +46,8 @@ pub struct PromptExtras {
     pub instructions: Option<String>,
     /// An image of the request bounds (`--llm-vision`), when shapes are in view.
     pub screenshot: Option<Screenshot>,
+    /// Why the image was left out this turn ([`super::screenshot::Skipped::note`]).
+    pub screenshot_note: Option<&'static str>,
 }
 
 /// The personality, as a section of its own (empty personalities add nothing).
@@ -176,6 +178,9 @@ pub fn readable_time(unix_millis: u64) -> String {
 /// Puts the screenshot, with a caption, at the start of `message` (the first user turn).
 pub fn attach_screenshot(message: &mut ChatMessage, extras: &PromptExtras, t: &PromptTransform) {
     let Some(shot) = &extras.screenshot else {
+        if let Some(note) = extras.screenshot_note {
+            message.parts.insert(0, Part::Text { text: note.into() });
+        }
         return;
     };
     let mut area = bounds_to_model(&shot.area, t);

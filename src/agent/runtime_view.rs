@@ -3,7 +3,8 @@
 //! the awareness state `{user: {id}, viewport: {x, y, w, h}}` of one of their own connections:
 //! no other peer can publish it for them), the model's name, the room's
 //! instructions (from the store, at every turn, so an admin's edit reaches the next turn), and
-//! with `--llm-vision` a screenshot of the request bounds, rendered on the blocking pool.
+//! with `--llm-vision` a screenshot of the request bounds, read and rendered in the screenshot
+//! pool ([`screenshot::shoot`]).
 //!
 //! Reads only: the document in one short transaction, awareness, the store's instructions.
 
@@ -34,7 +35,6 @@ impl FairyRuntime {
     /// Everything [`PromptExtras`] holds, for `request` at the current bounds.
     pub(super) async fn prompt_extras(&self, request: &Request) -> PromptExtras {
         let pages = list_pages(&self.room.doc().transact());
-        let shapes = self.config.vision.then(|| self.shapes_now());
         let working = matches!(
             self.modes.mode(),
             Mode::WorkingSolo | Mode::WorkingDrone | Mode::WorkingOrchestrator
@@ -62,15 +62,16 @@ impl FairyRuntime {
                 None
             }
         };
-        let screenshot = match shapes {
-            Some(shapes) => {
-                let (page, bounds) = (self.state.page_id.clone(), self.bounds);
-                tokio::task::spawn_blocking(move || screenshot::take(&shapes, &page, &bounds))
-                    .await
-                    .ok()
-                    .flatten()
+        // Read and drawn in the screenshot pool, never waited for past the render budget.
+        let (screenshot, screenshot_note) = if self.config.vision {
+            // From the room's live view: the pool never walks the document under its lock.
+            let (shapes, page) = (self.shapes_now(), self.state.page_id.clone());
+            match screenshot::shoot(shapes, page, self.bounds).await {
+                Ok(shot) => (shot, None),
+                Err(skipped) => (None, Some(skipped.note())),
             }
-            None => None,
+        } else {
+            (None, None)
         };
         PromptExtras {
             pages,
@@ -79,6 +80,7 @@ impl FairyRuntime {
             model_name: self.model.name(),
             instructions,
             screenshot,
+            screenshot_note,
         }
     }
 }

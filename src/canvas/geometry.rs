@@ -194,6 +194,28 @@ pub fn shape_bounds(shape: &Shape) -> Bounds {
     Bounds::from_points(outline(shape)).unwrap_or(Bounds::new(shape.x, shape.y, 0.0, 0.0))
 }
 
+/// The largest coordinate magnitude a page's extent reaches (a billion px: far past anything
+/// drawn by hand, still exact in the rasterizer's `f32`).
+pub const MAX_COORD: f64 = 1e9;
+
+/// A shape's bounds as far as they count for a page's extent: `None` when they are not finite
+/// (a `NaN` or an infinity cannot be placed), clamped to ±[`MAX_COORD`] otherwise, so that one
+/// absurd shape (at `1e308`) cannot make the page's area unrenderable.
+pub fn extent_bounds(shape: &Shape) -> Option<Bounds> {
+    let b = shape_bounds(shape);
+    if ![b.x, b.y, b.w, b.h].iter().all(|v| v.is_finite()) {
+        return None;
+    }
+    let clamp = |v: f64| v.clamp(-MAX_COORD, MAX_COORD);
+    let (x, y) = (clamp(b.x), clamp(b.y));
+    Some(Bounds::new(
+        x,
+        y,
+        clamp(b.max_x()) - x,
+        clamp(b.max_y()) - y,
+    ))
+}
+
 /// The union of the bounds of `shapes`; `None` for an empty slice.
 pub fn union_bounds<'a>(shapes: impl IntoIterator<Item = &'a Shape>) -> Option<Bounds> {
     shapes

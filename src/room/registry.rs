@@ -1,6 +1,11 @@
 //! The room registry: loads each room once (however many peers connect at once), hands out
 //! rooms, unloads idle ones, and flushes every room at shutdown. A [`LoadHook`] given to the
 //! registry runs on every load before anyone can use the room (content migrations).
+//!
+//! Reads that need no room ([`Rooms::read`], for exports) do not load one: a loaded room is
+//! read as it is, anything else straight from the store into a document of the reader's own
+//! ([`ReadSource`]), so a read neither creates a room nor writes anything, nor holds a place
+//! under `--max-rooms` past its own end.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -25,6 +30,43 @@ pub trait LoadHook: Send + Sync + 'static {
 }
 
 type Slot = Arc<OnceCell<Arc<Room>>>;
+
+/// What a read of a room reads: the loaded room's document, or what the store holds of a room
+/// not loaded here. Turning it into a document ([`ReadSource::into_doc`]) may take time
+/// (decoding every stored update): do it off the async workers.
+pub enum ReadSource {
+    /// The room is loaded: its live document (read it in a short transaction).
+    Loaded(yrs::Doc),
+    /// The room is not loaded: its stored state, never empty.
+    Stored(crate::store::StoredRoom),
+}
+
+impl ReadSource {
+    /// The document to read: the live one, or a private one built from the store (entries that
+    /// cannot be decoded are skipped, as a load skips them; the load hook's migrations are not
+    /// run, nothing is written).
+    pub fn into_doc(self) -> yrs::Doc {
+        match self {
+            ReadSource::Loaded(doc) => doc,
+            ReadSource::Stored(stored) => {
+                let doc = yrs::Doc::new();
+                {
+                    use yrs::Transact;
+                    let mut txn = doc.transact_mut();
+                    for bytes in stored.snapshot.iter().chain(stored.updates.iter()) {
+                        let applied = super::decode::decode_update(bytes)
+                            .map_err(|e| e.to_string())
+                            .and_then(|u| txn.apply_update(u).map_err(|e| e.to_string()));
+                        if let Err(error) = applied {
+                            tracing::warn!(%error, "read: skipping an unreadable stored update");
+                        }
+                    }
+                }
+                doc
+            }
+        }
+    }
+}
 
 struct Inner {
     slots: Mutex<HashMap<RoomName, Slot>>,
@@ -90,6 +132,26 @@ impl Rooms {
             let done = self.unload_token(name);
             done.cancelled().await;
         }
+    }
+
+    /// What a read of `name` reads, without loading the room: `None` when the room has never
+    /// been written (nothing stored, nothing loaded).
+    pub async fn read(&self, name: &RoomName) -> Result<Option<ReadSource>, RoomError> {
+        if self.inner.shutdown.is_cancelled() {
+            return Err(RoomError::Closed);
+        }
+        // A room still flushing as it unloads is read too: its document is whole.
+        if let Some(room) = self.get_loaded(name) {
+            return Ok(Some(ReadSource::Loaded(room.doc().clone())));
+        }
+        let stored = self.inner.store.load(name).await.map_err(|error| {
+            tracing::error!(room = %name, %error, "reading room failed");
+            RoomError::Store
+        })?;
+        if stored.snapshot.is_none() && stored.updates.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(ReadSource::Stored(stored)))
     }
 
     /// The rooms' clock ([`RoomConfig::clock`]), which the fairies and their budget share.

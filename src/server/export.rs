@@ -3,11 +3,14 @@
 //! optional area `x, y, w, h` (all four or none; none: the page's content with a margin), and
 //! `scale` (default 1, at most 8; lowered so the image fits 8000 px a side and 32 M pixels — the
 //! scale used is in the `x-fairyring-scale` header). Errors are JSON like every route: 400
-//! `invalid_query` for a bad query, 404 `page_not_found` / `empty_page`, 503 `busy` when the
-//! renders in flight are at their bound.
+//! `invalid_query` for a bad query, 404 `room_not_found` (a room never written: reading it
+//! creates nothing) / `page_not_found` / `empty_page`, 503 `busy` when the renders in flight
+//! are at their bound, 503 `render_timeout` past `--render-timeout-ms`.
 //!
-//! Owns only the admission, the query and the response; drawing is [`crate::canvas::render`],
-//! which runs on the blocking pool, at most [`MAX_RENDERS`] at a time.
+//! Owns only the admission, the query and the response. Everything that walks the document —
+//! the page check, the shapes, the view, the drawing ([`crate::canvas::render`]) — runs in the
+//! server's [`RenderPool`]: off the async workers, at most [`MAX_RENDERS`] at a time, within
+//! the budget, stopped when the client goes away.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -16,7 +19,6 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use tokio::sync::Semaphore;
 use yrs::Transact;
 
 use super::AppState;
@@ -24,7 +26,8 @@ use super::access::{Admitted, ReadScope};
 use super::error::ApiError;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::page::page_exists;
-use crate::canvas::render::{self, Caps, RenderError, View};
+use crate::canvas::render::pool::{PoolError, RenderPool, SlotWait};
+use crate::canvas::render::{self, Budget, Caps, RenderError, View};
 use crate::canvas::schema::MAIN_PAGE;
 use crate::canvas::shape::list_shapes;
 
@@ -33,7 +36,10 @@ pub const MAX_RENDERS: usize = 2;
 /// Longest wait for a render slot before 503 `busy`.
 const SLOT_WAIT: Duration = Duration::from_secs(10);
 
-static RENDERS: Semaphore = Semaphore::const_new(MAX_RENDERS);
+/// The export render pool of a server: [`MAX_RENDERS`] slots, `budget` each.
+pub fn render_pool(budget: Duration) -> RenderPool {
+    RenderPool::new(MAX_RENDERS, budget)
+}
 
 /// The image formats of an export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,8 +141,72 @@ impl From<RenderError> for ApiError {
                 "render_failed",
                 error.to_string(),
             ),
+            RenderError::TimedOut => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "render_timeout",
+                "the export took longer than the server's render budget; ask for a smaller area or scale",
+            ),
+            // Only seen by a client still there when the server shuts down.
+            RenderError::Cancelled => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                "the server is shutting down",
+            ),
         }
     }
+}
+
+impl From<PoolError> for ApiError {
+    fn from(error: PoolError) -> Self {
+        match error {
+            PoolError::Busy => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                "too many exports are rendering; try again shortly",
+            )
+            .with_retry_after(1),
+            PoolError::Render(error) => error.into(),
+        }
+    }
+}
+
+/// What the render pool gives back: an image, or no such page.
+enum Drawn {
+    Image { bytes: Vec<u8>, scale: f64 },
+    NoPage,
+}
+
+/// Reads the page's shapes from `doc` (in one read transaction) and draws them: the whole
+/// export's work, run on the render pool.
+fn draw(
+    doc: &yrs::Doc,
+    q: &ExportQuery,
+    format: Format,
+    budget: &Budget,
+) -> Result<Drawn, RenderError> {
+    let shapes = {
+        let txn = doc.transact();
+        if !page_exists(&txn, &q.page) {
+            return Ok(Drawn::NoPage);
+        }
+        list_shapes(&txn)
+    };
+    budget.check()?;
+    let view = match q.area {
+        Some(area) => View::fit(area, q.scale, Caps::default())?,
+        None => View::content(&shapes, &q.page, q.scale, Caps::default())?,
+    };
+    let bytes = match format {
+        Format::Svg => render::svg_within(&shapes, &q.page, &view, budget)?.into_bytes(),
+        Format::Png => {
+            render::png_within(&shapes, &q.page, &view, render::PngEffort::Fast, budget)?
+        }
+        Format::Jpeg => render::jpeg_within(&shapes, &q.page, &view, budget)?,
+    };
+    Ok(Drawn::Image {
+        bytes,
+        scale: view.scale,
+    })
 }
 
 async fn export(
@@ -146,48 +216,32 @@ async fn export(
     format: Format,
 ) -> Result<Response, ApiError> {
     let q = ExportQuery::parse(&query)?;
-    let room = state.rooms.get(&name).await?;
-    let (shapes, page_found) = {
-        let txn = room.doc().transact();
-        (list_shapes(&txn), page_exists(&txn, &q.page))
-    };
-    if !page_found {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "page_not_found",
-            format!("no page '{}' in this room", q.page),
-        ));
-    }
-    let view = match q.area {
-        Some(area) => View::fit(area, q.scale, Caps::default())?,
-        None => View::content(&shapes, &q.page, q.scale, Caps::default())?,
-    };
-    let _slot = tokio::time::timeout(SLOT_WAIT, RENDERS.acquire())
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "busy",
-                "too many exports are rendering; try again shortly",
-            )
-            .with_retry_after(1)
-        })?;
-    let page = q.page.clone();
-    let rendered = tokio::task::spawn_blocking(move || match format {
-        Format::Svg => Ok(render::render_svg(&shapes, &page, &view).into_bytes()),
-        Format::Png => render::render_png(&shapes, &page, &view),
-        Format::Jpeg => render::render_jpeg(&shapes, &page, &view),
-    })
-    .await
-    .map_err(|e| {
+    let source = state.rooms.read(&name).await?.ok_or_else(|| {
         ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "render_failed",
-            e.to_string(),
+            StatusCode::NOT_FOUND,
+            "room_not_found",
+            format!("no room '{name}' has been written"),
         )
-    })??;
+    })?;
+    let page = q.page.clone();
+    let drawn = state
+        .renders
+        .run(SlotWait::Upto(SLOT_WAIT), move |budget| {
+            let doc = source.into_doc();
+            budget.check()?;
+            draw(&doc, &q, format, budget)
+        })
+        .await?;
+    let (rendered, scale) = match drawn {
+        Drawn::Image { bytes, scale } => (bytes, scale),
+        Drawn::NoPage => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "page_not_found",
+                format!("no page '{page}' in this room"),
+            ));
+        }
+    };
     let content_type = match format {
         Format::Svg => "image/svg+xml",
         Format::Png => "image/png",
@@ -197,7 +251,7 @@ async fn export(
     let h = response.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    if let Ok(v) = HeaderValue::from_str(&render::num(view.scale)) {
+    if let Ok(v) = HeaderValue::from_str(&render::num(scale)) {
         h.insert("x-fairyring-scale", v);
     }
     Ok(response)

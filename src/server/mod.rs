@@ -1,7 +1,8 @@
 //! The network edge: the only module that touches sockets.
 //!
-//! Owns the HTTP router (`/rooms/{room}` WebSocket upgrade, `/healthz`, `/metrics`, the web
-//! demo, the fairy API in [`fairies`], image exports in [`export`], room instructions in
+//! Owns the HTTP router (`/rooms/{room}` WebSocket upgrade, `/healthz`, `/metrics` — or a
+//! listener of its own for it with `--metrics-listen` —, JSON `404 not_found` for any other
+//! path, the web demo, the fairy API in [`fairies`], image exports in [`export`], room instructions in
 //! [`instructions`]), connection admission, the WebSocket handshake
 //! ([`upgrade`]), request-body limits ([`body`]), per-socket tasks ([`ws`]), the mapping of
 //! errors to HTTP and close codes ([`error`]), logging set-up ([`logging`]) and graceful
@@ -64,11 +65,14 @@ pub struct AppState {
     pub store: Arc<dyn crate::store::Store>,
     /// The fan-out to the other nodes (`--pubsub`), when scaled out.
     pub pubsub: Option<Arc<crate::pubsub::redis::RedisFanout>>,
+    /// Where exports render (`--render-timeout-ms`); closed at shutdown.
+    pub renders: Arc<crate::canvas::render::pool::RenderPool>,
 }
 
 /// A running server (returned by [`start`]).
 pub struct ServerHandle {
     addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     state: AppState,
     task: tokio::task::JoinHandle<()>,
 }
@@ -77,6 +81,11 @@ impl ServerHandle {
     /// The bound address (useful with port 0).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The bound address of the metrics listener (`--metrics-listen`), if one was asked for.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// The room registry (for tests and embedding).
@@ -149,7 +158,10 @@ pub async fn start_with(
     let leases = pubsub.as_ref().map(|p| p.leases(advertised));
     let fairies =
         crate::agent::hub::FairyHub::with_leases(rooms.clone(), model, runtime, limits, leases);
+    // Screenshots render in their own process-wide pool; its budget is the server's.
+    crate::agent::screenshot::pool().set_budget(config.render_timeout());
     let state = AppState {
+        renders: Arc::new(export::render_pool(config.render_timeout())),
         fairies,
         fairy_rate: fairies::rate_limiter(config.fairy_api_rate_per_min),
         connections: Arc::new(Semaphore::new(config.max_connections)),
@@ -160,6 +172,10 @@ pub async fn start_with(
         auth,
         store,
         pubsub,
+    };
+    let metrics_addr = match state.config.metrics_listen {
+        Some(addr) => Some(start_metrics(addr, state.shutdown.clone()).await?),
+        None => None,
     };
     let app = router(state.clone());
     // TCP_NODELAY on every accepted socket: y-sync frames are small, and with Nagle's
@@ -173,6 +189,13 @@ pub async fn start_with(
     let serve_state = state.clone();
     let task = tokio::spawn(async move {
         let shutdown = serve_state.shutdown.clone();
+        // Renders stop at once on shutdown, so that no export holds up the graceful end.
+        let renders = serve_state.renders.clone();
+        let render_stop = shutdown.clone();
+        tokio::spawn(async move {
+            render_stop.cancelled().await;
+            renders.close();
+        });
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(shutdown.cancelled_owned())
             .await;
@@ -195,7 +218,12 @@ pub async fn start_with(
         tracing::info!("all rooms flushed; server stopped");
     });
     tracing::info!(%addr, store = %state.config.store, "fairyring listening");
-    Ok(ServerHandle { addr, state, task })
+    Ok(ServerHandle {
+        addr,
+        metrics_addr,
+        state,
+        task,
+    })
 }
 
 /// Token verification from the configuration; `None` only when explicitly insecure.
@@ -220,8 +248,12 @@ fn authenticator(config: &ServeConfig) -> anyhow::Result<Option<Arc<crate::auth:
 pub fn router(state: AppState) -> Router {
     let mut router = Router::new()
         .route("/rooms/{room}", get(ws::upgrade))
-        .route("/healthz", get(health::healthz))
-        .route("/metrics", get(metrics))
+        .route("/healthz", get(health::healthz));
+    // With `--metrics-listen`, /metrics is served there only ([`start_metrics`]).
+    if state.config.metrics_listen.is_none() {
+        router = router.route("/metrics", get(metrics));
+    }
+    let mut router = router
         .merge(
             fairies::routes().route_layer(axum::middleware::from_fn_with_state(
                 state.clone(),
@@ -237,9 +269,42 @@ pub fn router(state: AppState) -> Router {
     router
         .with_state(state)
         .merge(web_demo::routes())
+        .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(error::MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(body::limit))
         .layer(axum::middleware::map_response(error::json_errors))
+}
+
+/// Unknown routes: JSON like every other error.
+async fn not_found(uri: axum::http::Uri) -> error::ApiError {
+    error::ApiError::new(
+        axum::http::StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no route {}", uri.path()),
+    )
+}
+
+/// Serves `GET /metrics` alone on `addr` (`--metrics-listen`) until `shutdown`; returns the
+/// bound address.
+async fn start_metrics(
+    addr: SocketAddr,
+    shutdown: CancellationToken,
+) -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .fallback(not_found);
+    tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
+        if let Err(error) = served {
+            tracing::error!(%error, "metrics listener failed");
+        }
+    });
+    tracing::info!(addr = %bound, "metrics listening");
+    Ok(bound)
 }
 
 async fn metrics() -> impl IntoResponse {

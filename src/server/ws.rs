@@ -409,7 +409,16 @@ async fn write_loop(
                 let Some(frame) = frame else { break Some((close::GOING_AWAY, "room closed".into())) };
                 match tokio::time::timeout(WRITE_TIMEOUT, send_queued(&mut sink, frame, &mut rx)).await {
                     Ok(Ok(())) => {}
-                    _ => break None,
+                    Ok(Err(_)) => {
+                        crate::metrics::global().close("write_failed");
+                        break None;
+                    }
+                    // A reader that stopped reading: told so if its socket still takes a
+                    // close frame (it resyncs when it reconnects).
+                    Err(_) => {
+                        crate::metrics::global().close("slow_reader");
+                        break Some((close::TRY_AGAIN_LATER, "frames were not read in time".into()));
+                    }
                 }
             }
             _ = ping.tick() => {
@@ -419,7 +428,8 @@ async fn write_loop(
                     break Some((close::GOING_AWAY, "no pong received".into()));
                 }
                 if tokio::time::timeout(WRITE_TIMEOUT, sink.send(Message::Ping(Bytes::new()))).await.is_err() {
-                    break None;
+                    crate::metrics::global().close("slow_reader");
+                    break Some((close::TRY_AGAIN_LATER, "frames were not read in time".into()));
                 }
             }
         }

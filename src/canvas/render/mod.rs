@@ -13,14 +13,27 @@
 //! - [`svg`]: shapes → SVG text.
 //! - [`raster`]: SVG → PNG (resvg/tiny-skia, the shipped DejaVu Sans).
 //! - [`text`]: word wrapping as the demo does it.
+//! - [`budget`]: a render's deadline and cancellation, checked inside the loops.
+//! - [`pool`]: where renders run: off the async workers, a bounded number at a time, within
+//!   the budget, stopped when their caller goes away.
+//!
+//! Whatever a peer wrote, a render degrades rather than fails: a shape that cannot be drawn is
+//! left out, text and strokes are drawn within the caps of [`svg`], and a shape with
+//! non-finite or absurd coordinates stays out of the page's extent
+//! ([`crate::canvas::geometry::extent_bounds`]).
 
+pub mod budget;
 pub mod geo;
 pub mod palette;
+pub mod pool;
 pub mod raster;
 pub mod svg;
 pub mod text;
 
-use super::geometry::{Bounds, shape_bounds};
+pub use budget::{Budget, CancelFlag};
+pub use raster::PngEffort;
+
+use super::geometry::{Bounds, extent_bounds, shape_bounds};
 use super::shape::Shape;
 
 /// Longest side of a render in pixels (the design's screenshot cap).
@@ -57,6 +70,12 @@ pub enum RenderError {
     /// The rasterizer refused the SVG (a bug: the SVG is ours).
     #[error("could not rasterize: {0}")]
     Raster(String),
+    /// The render ran past its budget ([`Budget`]).
+    #[error("the render ran past its time budget")]
+    TimedOut,
+    /// The render was stopped: its caller went away or the server is shutting down.
+    #[error("the render was cancelled")]
+    Cancelled,
 }
 
 /// The limits a view must fit in.
@@ -130,7 +149,7 @@ impl View {
         let area = shapes
             .iter()
             .filter(|s| s.page_id == page)
-            .map(shape_bounds)
+            .filter_map(extent_bounds)
             .reduce(|a, b| a.union(&b))
             .ok_or_else(|| RenderError::EmptyPage(page.to_owned()))?;
         // A lone point or a flat line still gets an area.
@@ -140,37 +159,81 @@ impl View {
 
 /// The shapes of `page` a view can show, in z-order (`shapes` must be in z-order, as
 /// [`crate::canvas::shape::list_shapes`] returns them): those whose bounds meet the area, grown
-/// by a stroke's width so that edges on the border are drawn.
+/// by a stroke's width so that edges on the border are drawn. A shape whose bounds are not
+/// finite cannot be placed and is left out.
 pub fn visible<'a>(shapes: &'a [Shape], page: &str, area: &Bounds) -> Vec<&'a Shape> {
     let grown = area.expand(svg::STROKE_WIDTH * 4.0);
     shapes
         .iter()
-        .filter(|s| s.page_id == page && shape_bounds(s).intersects(&grown))
+        .filter(|s| s.page_id == page)
+        .filter(|s| {
+            let b = shape_bounds(s);
+            [b.x, b.y, b.w, b.h].iter().all(|v| v.is_finite()) && b.intersects(&grown)
+        })
         .collect()
 }
 
-/// SVG of what `view` shows of `page`.
+/// SVG of what `view` shows of `page`, without a time budget (the caps of [`svg`] still
+/// bound it): for tests and benches; the server renders through [`pool`].
 pub fn render_svg(shapes: &[Shape], page: &str, view: &View) -> String {
-    svg::document(&visible(shapes, page, &view.area), view)
+    svg_within(shapes, page, view, &Budget::unlimited()).unwrap_or_default()
 }
 
-/// PNG of what `view` shows of `page`, on a white background.
+/// PNG of what `view` shows of `page`, on a white background, without a time budget.
 pub fn render_png(shapes: &[Shape], page: &str, view: &View) -> Result<Vec<u8>, RenderError> {
-    raster::png(&render_svg(shapes, page, view), view)
+    png_within(shapes, page, view, PngEffort::Fast, &Budget::unlimited())
 }
 
-/// JPEG of what `view` shows of `page`, on a white background.
+/// JPEG of what `view` shows of `page`, on a white background, without a time budget.
 pub fn render_jpeg(shapes: &[Shape], page: &str, view: &View) -> Result<Vec<u8>, RenderError> {
-    raster::jpeg(&render_svg(shapes, page, view), view)
+    jpeg_within(shapes, page, view, &Budget::unlimited())
+}
+
+/// SVG of what `view` shows of `page`, within `budget`.
+pub fn svg_within(
+    shapes: &[Shape],
+    page: &str,
+    view: &View,
+    budget: &Budget,
+) -> Result<String, RenderError> {
+    svg::document(&visible(shapes, page, &view.area), view, budget)
+}
+
+/// PNG of what `view` shows of `page`, on a white background, within `budget`.
+pub fn png_within(
+    shapes: &[Shape],
+    page: &str,
+    view: &View,
+    effort: PngEffort,
+    budget: &Budget,
+) -> Result<Vec<u8>, RenderError> {
+    let pixmap = raster::pixmap(&visible(shapes, page, &view.area), view, budget)?;
+    budget.check()?;
+    raster::encode_png(&pixmap, effort)
+}
+
+/// JPEG of what `view` shows of `page`, on a white background, within `budget`.
+pub fn jpeg_within(
+    shapes: &[Shape],
+    page: &str,
+    view: &View,
+    budget: &Budget,
+) -> Result<Vec<u8>, RenderError> {
+    let pixmap = raster::pixmap(&visible(shapes, page, &view.area), view, budget)?;
+    budget.check()?;
+    raster::encode_jpeg(&pixmap)
 }
 
 /// A number as SVG writes it: at most two decimals, no trailing zeros, never `-0`.
+/// Magnitudes past [`crate::canvas::geometry::MAX_COORD`] are written as that bound (a
+/// finite `1e300` would otherwise be 300 digits, and no rasterizer draws it anyway).
 pub(crate) fn num(n: f64) -> String {
+    let max = super::geometry::MAX_COORD;
     let r = (n * 100.0).round() / 100.0;
     if r == 0.0 || !r.is_finite() {
         "0".to_owned()
     } else {
-        format!("{r}")
+        format!("{}", r.clamp(-max, max))
     }
 }
 

@@ -5,17 +5,46 @@
 //! shapes and strokes carry `translate(x,y) rotate(deg)` (rotation about the top-left, as
 //! tldraw does), connectors are in page coordinates.
 //!
+//! Every shape is drawn within bounds whatever a peer wrote (docs/document-schema.md: the
+//! document is untrusted): text is laid out only where the view can see it (lines above or
+//! below the area are skipped, an over-long line keeps only the glyphs over the area, at most
+//! [`MAX_SHAPE_GLYPHS`] a shape, and text smaller than [`MIN_TEXT_PX`] on the image is drawn
+//! as a faint bar), a pen stroke keeps at most [`MAX_POINTS`] points (those closer than half
+//! an image pixel merge first), and a whole document stops growing at [`MAX_SVG_BYTES`] (the
+//! shapes after it are left out). The [`Budget`] is checked per shape, per text line and per
+//! batch of points.
+//!
 //! Owns the SVG vocabulary only; which shapes and which area come from [`super`].
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use super::budget::Budget;
 use super::geo::{geo_marks, geo_path};
 use super::palette::{LABEL_INK, Paint, fill_paint, known_color, swatch};
-use super::text::{LINE_EM, wrap};
-use super::{View, num};
-use crate::canvas::geometry::text_size;
+use super::text::{GLYPH_EM, LINE_EM, wrap};
+use super::{RenderError, View, num};
+use crate::canvas::geometry::{Bounds, rotate_point, text_size};
 use crate::canvas::shape::{Connector, NOTE_SIZE, Shape, ShapeProps};
+
+/// Most glyphs drawn of one shape's text; the lines past it are left out.
+pub const MAX_SHAPE_GLYPHS: usize = 20_000;
+/// Most glyphs of one line laid out as written; a longer line keeps only the glyphs over the
+/// area, placed by the estimated glyph width.
+pub const MAX_LINE_GLYPHS: usize = 1_000;
+/// Text whose size on the image is below this many pixels cannot be read: it is drawn as a
+/// faint bar over its estimated extent instead of glyphs.
+pub const MIN_TEXT_PX: f64 = 1.0;
+/// Side of the hatch pattern's cell in page px.
+const HATCH_PX: f64 = 8.0;
+/// A hatch whose cell is smaller than this many image pixels is drawn as its tint.
+const MIN_HATCH_PX: f64 = 4.0;
+/// Most points of one pen stroke that are drawn.
+pub const MAX_POINTS: usize = 2_000;
+/// Most bytes of one SVG document; the shapes past it are left out.
+pub const MAX_SVG_BYTES: usize = 24 * 1024 * 1024;
+/// Points of a stroke walked between two checks of the budget.
+const POINT_BATCH: usize = 4_096;
 
 /// Stroke width of outlines, connectors and pen strokes (the demo's).
 pub const STROKE_WIDTH: f64 = 3.5;
@@ -64,12 +93,37 @@ fn s(v: &str) -> String {
     v.to_owned()
 }
 
-/// A whole SVG document of `shapes` (already filtered, in z-order) for `view`.
-pub fn document(shapes: &[&Shape], view: &View) -> String {
+/// A whole SVG document of `shapes` (already filtered, in z-order) for `view`, with its
+/// background; the shapes past [`MAX_SVG_BYTES`] are left out.
+pub fn document(shapes: &[&Shape], view: &View, budget: &Budget) -> Result<String, RenderError> {
+    let mut out = String::with_capacity(256 + shapes.len().min(100_000) * 320);
+    open(&mut out, shapes, view);
+    background(&mut out, view);
+    let mut left_out = 0usize;
+    for (i, shape) in shapes.iter().enumerate() {
+        budget.check()?;
+        if out.len() >= MAX_SVG_BYTES {
+            left_out = shapes.len() - i;
+            break;
+        }
+        render_shape(&mut out, shape, view, budget)?;
+    }
+    if left_out > 0 {
+        tracing::warn!(
+            left_out,
+            max_bytes = MAX_SVG_BYTES,
+            "render: the SVG reached its size cap; the shapes after it are left out"
+        );
+    }
+    close(&mut out);
+    Ok(out)
+}
+
+/// Opens an SVG document for `view` (the `<svg>` tag and the patterns `shapes` use).
+pub fn open(out: &mut String, shapes: &[&Shape], view: &View) {
     let a = view.area;
-    let mut out = String::with_capacity(256 + shapes.len() * 320);
     tag(
-        &mut out,
+        out,
         "svg",
         &[
             ("xmlns", s("http://www.w3.org/2000/svg")),
@@ -82,9 +136,19 @@ pub fn document(shapes: &[&Shape], view: &View) -> String {
         ],
         true,
     );
-    defs(&mut out, shapes);
+    defs(out, shapes);
+}
+
+/// Closes a document [`open`] started.
+pub fn close(out: &mut String) {
+    out.push_str("</svg>");
+}
+
+/// The page background over the whole view.
+fn background(out: &mut String, view: &View) {
+    let a = view.area;
     tag(
-        &mut out,
+        out,
         "rect",
         &[
             ("data-role", s("background")),
@@ -96,11 +160,6 @@ pub fn document(shapes: &[&Shape], view: &View) -> String {
         ],
         false,
     );
-    for shape in shapes {
-        render_shape(&mut out, shape);
-    }
-    out.push_str("</svg>");
-    out
 }
 
 /// One hatch pattern per colour that a `pattern` fill uses.
@@ -152,7 +211,44 @@ fn defs(out: &mut String, shapes: &[&Shape]) {
     out.push_str("</defs>");
 }
 
-fn render_shape(out: &mut String, shape: &Shape) {
+/// The page area `view` shows, in the coordinates of `shape`'s own drawing (translated to its
+/// origin and turned back by its rotation; connectors draw in page coordinates).
+fn local_area(shape: &Shape, view: &View) -> Bounds {
+    let a = view.area;
+    if matches!(shape.props, ShapeProps::Connector(_)) {
+        return a;
+    }
+    let rotation = if shape.rotation.is_finite() {
+        shape.rotation
+    } else {
+        0.0
+    };
+    let corners = [
+        (a.x, a.y),
+        (a.max_x(), a.y),
+        (a.max_x(), a.max_y()),
+        (a.x, a.max_y()),
+    ]
+    .map(|(px, py)| {
+        let (rx, ry) = rotate_point(px, py, shape.x, shape.y, -rotation);
+        (rx - shape.x, ry - shape.y)
+    });
+    Bounds::from_points(corners).unwrap_or(a)
+}
+
+/// Appends one shape's `<g>`: everything it draws, bounded as the module says.
+pub fn render_shape(
+    out: &mut String,
+    shape: &Shape,
+    view: &View,
+    budget: &Budget,
+) -> Result<(), RenderError> {
+    let mut label = TextCtx {
+        view,
+        budget,
+        local: local_area(shape, view),
+        glyphs_left: MAX_SHAPE_GLYPHS,
+    };
     let mut attrs = vec![
         ("data-shape-id", shape.id.clone()),
         ("data-type", shape.type_name.clone()),
@@ -182,6 +278,11 @@ fn render_shape(out: &mut String, shape: &Shape) {
                         body.push(("fill-opacity", num(opacity)));
                     }
                 }
+                // A hatch finer than a few image pixels is a blur that costs a sampled
+                // pattern per pixel: its tint says the same.
+                Paint::Hatch(color) if view.scale * HATCH_PX < MIN_HATCH_PX => {
+                    body.push(("fill", s(swatch(&color).semi)));
+                }
                 Paint::Hatch(color) => body.push(("fill", format!("url(#pattern-{color})"))),
             }
             body.extend(stroke(ink.solid));
@@ -202,7 +303,7 @@ fn render_shape(out: &mut String, shape: &Shape) {
                     _ => w / 2.0,
                 };
                 let y = h / 2.0 - lines.len() as f64 * GEO_LABEL_PX * LINE_EM / 2.0;
-                text_lines(out, &lines, (x, y), GEO_LABEL_PX, anchor, LABEL_INK);
+                label.lines(out, &lines, (x, y), GEO_LABEL_PX, anchor, LABEL_INK)?;
             }
         }
         ShapeProps::Note { text } => {
@@ -222,14 +323,14 @@ fn render_shape(out: &mut String, shape: &Shape) {
             tag(out, "rect", &paper("0", "0", ink.note), false);
             let lines = wrap(text, NOTE_TEXT_PX, Some(NOTE_SIZE - 24.0));
             let y = (NOTE_SIZE / 2.0 - lines.len() as f64 * NOTE_TEXT_PX * LINE_EM / 2.0).max(12.0);
-            text_lines(
+            label.lines(
                 out,
                 &lines,
                 (NOTE_SIZE / 2.0, y),
                 NOTE_TEXT_PX,
                 "middle",
                 LABEL_INK,
-            );
+            )?;
         }
         ShapeProps::Text {
             text,
@@ -245,7 +346,7 @@ fn render_shape(out: &mut String, shape: &Shape) {
                 "end" => w,
                 _ => w / 2.0,
             };
-            text_lines(out, &lines, (x, 0.0), *font_size, anchor, ink.solid);
+            label.lines(out, &lines, (x, 0.0), *font_size, anchor, ink.solid)?;
         }
         ShapeProps::Connector(c) => {
             let mut body = vec![("d", link_path(c)), ("fill", s("none"))];
@@ -266,24 +367,27 @@ fn render_shape(out: &mut String, shape: &Shape) {
             if !c.text.is_empty() {
                 let (mx, my) = bend_apex(c);
                 let lines = wrap(&c.text, LINK_LABEL_PX, Some(240.0));
-                text_lines(
+                label.lines(
                     out,
                     &lines,
                     (mx, my - 12.0),
                     LINK_LABEL_PX,
                     "middle",
                     LABEL_INK,
-                );
+                )?;
             }
         }
         ShapeProps::Draw { points } => {
-            let mut body = vec![("d", draw_path(points)), ("fill", s("none"))];
+            let tolerance = 0.5 / view.scale;
+            let d = draw_path(&thin_points(points, tolerance, budget)?);
+            let mut body = vec![("d", d), ("fill", s("none"))];
             body.extend(stroke(ink.solid));
             body.push(("stroke-linejoin", s("round")));
             tag(out, "path", &body, false);
         }
     }
     out.push_str("</g>");
+    Ok(())
 }
 
 fn stroke(color: &str) -> [(&'static str, String); 3] {
@@ -302,36 +406,195 @@ fn anchor(align: &str) -> &'static str {
     }
 }
 
-/// Lines of text whose first baseline is one em below `y`.
-fn text_lines(
-    out: &mut String,
-    lines: &[String],
-    (x, y): (f64, f64),
-    size: f64,
-    anchor: &str,
-    fill: &str,
-) {
-    tag(
-        out,
-        "text",
-        &[
-            ("x", num(x)),
-            ("y", num(y)),
-            ("font-size", num(size)),
-            ("font-family", s(FONT_FAMILY)),
-            ("fill", s(fill)),
-            ("text-anchor", s(anchor)),
-        ],
-        true,
-    );
-    for (i, line) in lines.iter().enumerate() {
-        let dy = if i == 0 { size } else { size * LINE_EM };
-        tag(out, "tspan", &[("x", num(x)), ("dy", num(dy))], true);
-        // An empty line still advances (a space keeps the tspan).
-        out.push_str(&esc(if line.is_empty() { " " } else { line }));
-        out.push_str("</tspan>");
+/// What bounds the text of one shape: the view, the budget, the area in the shape's
+/// coordinates and the glyphs it may still draw.
+struct TextCtx<'a> {
+    view: &'a View,
+    budget: &'a Budget,
+    local: Bounds,
+    glyphs_left: usize,
+}
+
+impl TextCtx<'_> {
+    /// Lines of text whose first baseline is one em below `y`; only the lines and glyphs over
+    /// the area are laid out.
+    fn lines(
+        &mut self,
+        out: &mut String,
+        lines: &[String],
+        (x, y): (f64, f64),
+        size: f64,
+        anchor: &str,
+        fill: &str,
+    ) -> Result<(), RenderError> {
+        if !(size > 0.0 && size.is_finite() && x.is_finite() && y.is_finite()) || lines.is_empty() {
+            return Ok(());
+        }
+        let step = size * LINE_EM;
+        let local = self.local;
+        // The baseline of line i is y + size + i·step; a line shows when its glyphs (one em
+        // above the baseline, a third below) meet the area.
+        let first = ((local.y - y - size * 1.4) / step).floor().max(0.0);
+        let last = ((local.max_y() - y) / step).ceil().max(0.0);
+        if first >= lines.len() as f64 || !first.is_finite() || !last.is_finite() {
+            return Ok(());
+        }
+        let (first, last) = (first as usize, (last as usize).min(lines.len() - 1));
+        if first > last {
+            return Ok(());
+        }
+        if size * self.view.scale < MIN_TEXT_PX {
+            self.bar(
+                out,
+                &lines[first..=last],
+                (x, y + first as f64 * step),
+                size,
+                anchor,
+                fill,
+            );
+            return Ok(());
+        }
+        tag(
+            out,
+            "text",
+            &[
+                ("x", num(x)),
+                ("y", num(y)),
+                ("font-size", num(size)),
+                ("font-family", s(FONT_FAMILY)),
+                ("fill", s(fill)),
+                ("text-anchor", s(anchor)),
+            ],
+            true,
+        );
+        let mut baseline = y;
+        for (i, line) in lines.iter().enumerate().take(last + 1).skip(first) {
+            self.budget.check()?;
+            if self.glyphs_left == 0 {
+                break;
+            }
+            let target = y + size + i as f64 * step;
+            let dy = target - baseline;
+            baseline = target;
+            let count = line.chars().count();
+            if count <= MAX_LINE_GLYPHS.min(self.glyphs_left) {
+                self.glyphs_left -= count;
+                tag(out, "tspan", &[("x", num(x)), ("dy", num(dy))], true);
+                // An empty line still advances (a space keeps the tspan).
+                out.push_str(&esc(if line.is_empty() { " " } else { line }));
+            } else {
+                // Too long to lay out whole: the glyphs over the area, placed by the estimated
+                // width from where the whole line would start.
+                let glyph = size * GLYPH_EM;
+                let width = count as f64 * glyph;
+                let start = match anchor {
+                    "start" => x,
+                    "end" => x - width,
+                    _ => x - width / 2.0,
+                };
+                let from = ((local.x - start) / glyph).floor() - 2.0;
+                let to = ((local.max_x() - start) / glyph).ceil() + 2.0;
+                let from = from.clamp(0.0, count as f64) as usize;
+                let to = (to.clamp(0.0, count as f64) as usize)
+                    .min(from + MAX_LINE_GLYPHS.min(self.glyphs_left));
+                self.glyphs_left -= to - from;
+                let shown: String = line.chars().skip(from).take(to - from).collect();
+                tag(
+                    out,
+                    "tspan",
+                    &[
+                        ("x", num(start + from as f64 * glyph)),
+                        ("dy", num(dy)),
+                        ("text-anchor", s("start")),
+                    ],
+                    true,
+                );
+                out.push_str(&esc(if shown.is_empty() { " " } else { &shown }));
+            }
+            out.push_str("</tspan>");
+        }
+        out.push_str("</text>");
+        Ok(())
     }
-    out.push_str("</text>");
+
+    /// Text too small to read: one faint bar over the estimated extent of `lines`, whose
+    /// first line's top is `y`.
+    fn bar(
+        &self,
+        out: &mut String,
+        lines: &[String],
+        (x, y): (f64, f64),
+        size: f64,
+        anchor: &str,
+        fill: &str,
+    ) {
+        let widest = lines
+            .iter()
+            .map(|l| l.len())
+            .max()
+            .unwrap_or(0)
+            .min(1 << 24) as f64
+            * size
+            * GLYPH_EM;
+        let left = match anchor {
+            "start" => x,
+            "end" => x - widest,
+            _ => x - widest / 2.0,
+        };
+        let height = lines.len() as f64 * size * LINE_EM;
+        tag(
+            out,
+            "rect",
+            &[
+                ("data-role", s("text-bar")),
+                ("x", num(left)),
+                ("y", num(y)),
+                ("width", num(widest)),
+                ("height", num(height)),
+                ("fill", s(fill)),
+                ("fill-opacity", s("0.25")),
+            ],
+            false,
+        );
+    }
+}
+
+/// The points of a stroke worth drawing: finite ones, each at least `tolerance` from the last
+/// kept (the last point always kept), then every n-th so that at most [`MAX_POINTS`] remain.
+fn thin_points(
+    points: &[(f64, f64)],
+    tolerance: f64,
+    budget: &Budget,
+) -> Result<Vec<(f64, f64)>, RenderError> {
+    let tolerance = if tolerance.is_finite() {
+        tolerance
+    } else {
+        0.0
+    };
+    let mut kept: Vec<(f64, f64)> = Vec::with_capacity(points.len().min(MAX_POINTS * 2));
+    for (i, &(x, y)) in points.iter().enumerate() {
+        if i % POINT_BATCH == 0 {
+            budget.check()?;
+        }
+        if !(x.is_finite() && y.is_finite()) {
+            continue;
+        }
+        let far = kept
+            .last()
+            .is_none_or(|&(lx, ly)| (x - lx).abs().max((y - ly).abs()) >= tolerance);
+        if far || i + 1 == points.len() {
+            kept.push((x, y));
+        }
+    }
+    if kept.len() > MAX_POINTS {
+        let stride = kept.len().div_ceil(MAX_POINTS);
+        let last = kept[kept.len() - 1];
+        kept = kept.into_iter().step_by(stride).collect();
+        if kept.last() != Some(&last) {
+            kept.push(last);
+        }
+    }
+    Ok(kept)
 }
 
 /// The control point of a bent connector: the curve passes `bend` px off the midpoint, to the
