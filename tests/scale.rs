@@ -314,18 +314,30 @@ async fn a_fairys_lease_moves_when_its_host_dies() {
         .await;
 }
 
-/// `GET /rooms/ROOM/fairies` on a node: the fairy's host and its client id there.
+/// `GET /rooms/ROOM/fairies` on a node: the fairy's host and its client id there. Another
+/// node's invitation reaches this node's document through pub/sub, a moment after it was
+/// answered: the list is read again until it shows the fairy.
 async fn listed_host(http: &str, room: &str, id: &str) -> (String, u64) {
-    let listed: serde_json::Value = reqwest::get(format!("{http}/rooms/{room}/fairies"))
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
-    let fairy = listed["fairies"]
-        .as_array()
-        .and_then(|all| all.iter().find(|f| f["id"] == id))
-        .unwrap_or_else(|| panic!("fairy {id} listed: {listed}"));
+    let deadline = tokio::time::Instant::now() + support::TIMEOUT;
+    let fairy = loop {
+        let listed: serde_json::Value = reqwest::get(format!("{http}/rooms/{room}/fairies"))
+            .await
+            .expect("list")
+            .json()
+            .await
+            .expect("json");
+        if let Some(fairy) = listed["fairies"]
+            .as_array()
+            .and_then(|all| all.iter().find(|f| f["id"] == id))
+        {
+            break fairy.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "fairy {id} never listed: {listed}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     (
         fairy["host"].as_str().expect("host").to_owned(),
         fairy["clientId"].as_u64().expect("clientId"),

@@ -480,6 +480,9 @@ impl FairyHub {
             remove_fairy(room.doc(), &entity.id);
             return Err(error);
         }
+        // Answered once the entry is durable and sent to every peer and node: the server's
+        // own writes otherwise wait for the room's tick.
+        room.flushed().await;
         Ok(self.view(&room, entity))
     }
 
