@@ -32,9 +32,12 @@ pub const MAX_SHAPE_GLYPHS: usize = 20_000;
 /// Most glyphs of one line laid out as written; a longer line keeps only the glyphs over the
 /// area, placed by the estimated glyph width.
 pub const MAX_LINE_GLYPHS: usize = 1_000;
-/// Text whose size on the image is below this many pixels cannot be read: it is drawn as a
-/// faint bar over its estimated extent instead of glyphs.
-pub const MIN_TEXT_PX: f64 = 1.0;
+/// Text whose size on the image is below this many pixels is not read by anyone (nor by a
+/// model): it is "greeked", drawn as a faint bar over its estimated extent instead of glyphs,
+/// as design tools draw text when zoomed far out. Shaping and filling the glyphs of thousands
+/// of such labels was most of the time of a whole-page export of a large room
+/// (docs/benchmarks.md).
+pub const MIN_TEXT_PX: f64 = 8.0;
 /// Side of the hatch pattern's cell in page px.
 const HATCH_PX: f64 = 8.0;
 /// A hatch whose cell is smaller than this many image pixels is drawn as its tint.
