@@ -119,7 +119,13 @@ pub struct FairyRuntime {
     pub(super) peers: Option<super::projects::waits::Peers>,
     /// Its clock (see [`Hosting::clock`]).
     pub(super) clock: SharedClock,
+    /// When the state was last handed to the store.
+    persisted_at: Option<std::time::Instant>,
 }
+
+/// Longest time a drawing request's changes stay out of the stored ledger (see
+/// [`FairyRuntime::persist_while_drawing`]).
+const PERSIST_WHILE_DRAWING: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl FairyRuntime {
     /// Hosts `entity` in `room` as `hosting` says (events, awareness client id, patience),
@@ -175,6 +181,7 @@ impl FairyRuntime {
             request_ids: Vec::new(),
             peers: None,
             clock,
+            persisted_at: None,
         })
     }
 
@@ -283,8 +290,22 @@ impl FairyRuntime {
         let _ = self.events.send(event);
     }
 
+    /// Hands the state to the store while a request draws, at most every
+    /// [`PERSIST_WHILE_DRAWING`]: the ledger of what the request changed must survive a crash
+    /// mid-request for a revert after the restart to take those shapes back.
+    pub(super) fn persist_while_drawing(&mut self) {
+        let now = self.clock.now();
+        let due = self
+            .persisted_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= PERSIST_WHILE_DRAWING);
+        if due {
+            self.persist();
+        }
+    }
+
     /// Hands the state to the store (it survives a restart; it is never in the document).
     pub fn persist(&mut self) {
+        self.persisted_at = Some(self.clock.now());
         self.state.position = {
             let p = self.beacon.snapshot();
             (p.x, p.y)

@@ -434,6 +434,8 @@ impl FairyRuntime {
                 .tentative
                 .apply_complete(&self.registry, &a.action, &mut turn.ctx);
             self.charge_writes();
+            // What the request changed survives a crash from now on (its ledger is stored).
+            self.persist_while_drawing();
             match applied {
                 Ok(notes) => {
                     crate::metrics::global().fairy_canvas_actions.inc();
