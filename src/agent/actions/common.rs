@@ -4,17 +4,16 @@
 //! on a list of shapes, loading and saving shapes, and building JSON schemas. Owns no action
 //! semantics of its own; reads the action's JSON but never writes it.
 
-use std::collections::HashSet;
-
 use serde_json::{Value, json};
-use yrs::TransactionMut;
+use yrs::{Map, ReadTxn, TransactionMut};
 
 use super::{ActionCtx, ActionError, Fields, Note};
 use crate::canvas::CanvasError;
 use crate::canvas::coerce::{clamp_coord, coerce_bool, coerce_number, coerce_string};
 use crate::canvas::geometry::{Bounds, union_bounds};
 use crate::canvas::ids::ensure_shape_id_exists;
-use crate::canvas::shape::{Shape, read_shape, shape_ids, write_shape};
+use crate::canvas::schema::SHAPES;
+use crate::canvas::shape::{Shape, read_shape, write_shape};
 use crate::ids::ShapeId;
 
 /// The error for a missing field: `Incomplete` while streaming, `Invalid` once complete.
@@ -147,9 +146,11 @@ pub fn closed_schema<E: ClosedSet>() -> Value {
     enum_schema(E::NAMES)
 }
 
-/// The ids of every entry in `shapes` (readable or not).
-pub fn all_ids(txn: &TransactionMut<'_>) -> HashSet<String> {
-    shape_ids(txn).into_iter().collect()
+/// Whether `id` is an entry of `shapes` (readable or not): one lookup, not a read of every id
+/// (a fairy's create checks its id inside its write transaction, beside thousands of shapes).
+pub fn id_taken(txn: &TransactionMut<'_>, id: &str) -> bool {
+    txn.get_map(SHAPES)
+        .is_some_and(|root| root.contains_key(txn, id))
 }
 
 /// Resolves a reference to an existing shape the fairy may edit: follows renames, refuses a
@@ -159,8 +160,7 @@ pub fn editable_id(
     raw: &str,
     ctx: &ActionCtx,
 ) -> Result<ShapeId, ActionError> {
-    let ids = all_ids(txn);
-    let id = ensure_shape_id_exists(raw, |i| ids.contains(i), &ctx.renames).ok_or_else(|| {
+    let id = ensure_shape_id_exists(raw, |i| id_taken(txn, i), &ctx.renames).ok_or_else(|| {
         ActionError::Invalid(format!(
             "shape '{}' does not exist",
             raw.chars().take(64).collect::<String>()

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{all_ids, editable_id, missing, schema};
+use super::common::{editable_id, id_taken, missing, schema};
 use super::{ActionCtx, ActionError, CanvasAction, Fields, Note, Parsed};
 use crate::canvas::Shape;
 use crate::canvas::coerce::coerce_string;
@@ -52,8 +52,7 @@ pub(crate) fn parse_new_shape(
     // the id the model used.
     o.insert("shapeId".into(), Value::String(raw_id.clone()));
     ctx.transform.shape_from_model(&mut o);
-    let ids = all_ids(txn);
-    let id = ensure_shape_id_is_unique(&raw_id, |i| ids.contains(i), &mut ctx.renames)?;
+    let id = ensure_shape_id_is_unique(&raw_id, |i| id_taken(txn, i), &mut ctx.renames)?;
     if id.as_str() != raw_id {
         notes.push(Note::IdTaken {
             wanted: raw_id,

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use yrs::TransactionMut;
 
 use super::common::{
-    ClosedSet, all_ids, choice, closed_schema, closed_set, missing, opt_bool, schema,
+    ClosedSet, choice, closed_schema, closed_set, id_taken, missing, opt_bool, schema,
 };
 use super::create::create_shape;
 use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
@@ -198,8 +198,7 @@ impl CanvasAction for Pen {
         }
         let style = choice(o, "style", Some(PenStyle::Smooth), ctx)?;
         let closed = opt_bool(o, "closed")?.unwrap_or(false);
-        let ids = all_ids(txn);
-        let id = ensure_shape_id_is_unique("pen", |i| ids.contains(i), &mut IdRenames::default())?;
+        let id = ensure_shape_id_is_unique("pen", |i| id_taken(txn, i), &mut IdRenames::default())?;
         let name = |field: &str| o.get(field).and_then(Value::as_str);
         Ok(Parsed::clean(PenArgs {
             id,
