@@ -129,9 +129,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mut child = None;
     let mut spawned_base = String::new();
     let (urls_of, pid): (Vec<_>, _) = if args.url.is_empty() {
-        let (spawned, base) = spawn_server(&args)?;
+        let (spawned, base, scratch) = spawn_server(&args)?;
         let pid = spawned.id();
-        child = Some(ServerChild(spawned));
+        child = Some(ServerChild {
+            child: spawned,
+            scratch,
+        });
         spawned_base.clone_from(&base);
         (vec![url_template(&base)], Some(pid))
     } else {
@@ -511,24 +514,38 @@ fn print_report(r: &serde_json::Value) {
 }
 
 /// The server started for a run; killed when dropped.
-struct ServerChild(Child);
+struct ServerChild {
+    child: Child,
+    /// The SQLite file the bench made for the run (removed with its WAL files afterwards).
+    scratch: Option<std::path::PathBuf>,
+}
 
 impl Drop for ServerChild {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(db) = &self.scratch {
+            for suffix in ["", "-wal", "-shm"] {
+                let mut path = db.clone().into_os_string();
+                path.push(suffix);
+                let _ = std::fs::remove_file(path);
+            }
+        }
     }
 }
 
-fn spawn_server(args: &BenchArgs) -> anyhow::Result<(Child, String)> {
+fn spawn_server(args: &BenchArgs) -> anyhow::Result<(Child, String, Option<std::path::PathBuf>)> {
     let exe = std::env::current_exe().context("locating the fairyring binary")?;
+    let mut scratch = None;
     let store = match &args.store {
         Some(store) => store.clone(),
         None => {
             let db =
                 std::env::temp_dir().join(format!("fairyring-bench-{}.db", std::process::id()));
             let _ = std::fs::remove_file(&db);
-            format!("sqlite:{}", db.display())
+            let store = format!("sqlite:{}", db.display());
+            scratch = Some(db);
+            store
         }
     };
     let connections = (args.clients + 100).to_string();
@@ -583,7 +600,7 @@ fn spawn_server(args: &BenchArgs) -> anyhow::Result<(Child, String)> {
         .trim()
         .strip_prefix("listening on http://")
         .context("unexpected server output")?;
-    Ok((child, format!("ws://{addr}")))
+    Ok((child, format!("ws://{addr}"), scratch))
 }
 
 #[cfg(test)]
