@@ -105,6 +105,10 @@ pub(crate) struct LogState {
     pub seqs: SeqTracker,
     /// Updates logged since the last snapshot.
     pub since_snapshot: u64,
+    /// Bytes of those updates.
+    pub bytes_since_snapshot: u64,
+    /// Bytes of the last snapshot this committer wrote (0: none yet).
+    pub snapshot_bytes: u64,
     /// When a catch-up from the store is due (scale-out only).
     pub catchup_at: Option<Instant>,
     /// When the room last checked the store for missed updates.
@@ -118,6 +122,8 @@ impl LogState {
         LogState {
             seqs: SeqTracker::new(last_seq),
             since_snapshot,
+            bytes_since_snapshot: 0,
+            snapshot_bytes: 0,
             catchup_at: None,
             reconciled: now,
         }
@@ -247,6 +253,7 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
         .collect();
     if !updates.is_empty() {
         let count = updates.len() as u64;
+        log.bytes_since_snapshot += updates.iter().map(|u| u.len() as u64).sum::<u64>();
         let published = room.config.fanout.as_ref().map(|_| updates.clone());
         let last_seq = append_with_retry(room, updates).await?;
         let first_seq = last_seq.saturating_sub(count - 1).max(1);
@@ -287,7 +294,7 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
     }
     group.flush(room);
     room.pending.mark_delivered(upto);
-    if log.since_snapshot >= room.config.compact_every {
+    if compaction_due(log, room.config.compact_every) {
         compact(room, log).await;
     }
     Ok(())
@@ -311,6 +318,16 @@ async fn append_with_retry(room: &Arc<Room>, updates: Vec<Bytes>) -> Result<u64,
     }
 }
 
+/// Whether the log is worth compacting: `compact_every` updates logged, and at least a quarter
+/// of the last snapshot's size in bytes (a snapshot encodes the whole document under a read
+/// lock that people's updates wait for: in a large room, thousands of small updates do not
+/// pay for it); never more than 16 × `compact_every` updates, which bounds a load's replay.
+fn compaction_due(log: &LogState, compact_every: u64) -> bool {
+    log.since_snapshot >= compact_every
+        && (log.bytes_since_snapshot.saturating_mul(4) >= log.snapshot_bytes
+            || log.since_snapshot >= compact_every.saturating_mul(16))
+}
+
 /// Replaces the logged updates by one snapshot of the whole document.
 async fn compact(room: &Arc<Room>, log: &mut LogState) {
     // Only up to what the document is known to hold: with several nodes appending, a later
@@ -322,10 +339,13 @@ async fn compact(room: &Arc<Room>, log: &mut LogState) {
     }
     // The same encoding becomes the room's cold-load answer.
     let snapshot = room.encode_and_install_cold();
+    let snapshot_bytes = snapshot.len() as u64;
     match room.store.compact(&room.name, snapshot, upto).await {
         Ok(()) => {
             tracing::debug!(room = %room.name, upto, "compacted update log");
             log.since_snapshot = 0;
+            log.bytes_since_snapshot = 0;
+            log.snapshot_bytes = snapshot_bytes;
         }
         Err(error) => {
             tracing::warn!(room = %room.name, %error, "compaction failed; will retry later")
@@ -406,5 +426,30 @@ impl Room {
     /// True once the room stopped accepting peers (unloading or shutting down).
     pub fn is_closing(&self) -> bool {
         self.closing.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(since: u64, bytes: u64, snapshot: u64) -> LogState {
+        LogState {
+            since_snapshot: since,
+            bytes_since_snapshot: bytes,
+            snapshot_bytes: snapshot,
+            ..LogState::new(0, 0, Instant::now())
+        }
+    }
+
+    #[test]
+    fn compaction_waits_for_a_quarter_of_the_snapshot_in_bytes() {
+        assert!(!compaction_due(&log(499, 1 << 20, 0), 500));
+        assert!(compaction_due(&log(500, 100, 0), 500));
+        // A 4 MB room: 500 small updates are not worth a whole-document encode...
+        assert!(!compaction_due(&log(500, 25_000, 4 << 20), 500));
+        // ...a megabyte of them is, and so are 8,000 of any size.
+        assert!(compaction_due(&log(2_000, 1 << 20, 4 << 20), 500));
+        assert!(compaction_due(&log(8_000, 400_000, 4 << 20), 500));
     }
 }
