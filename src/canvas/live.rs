@@ -146,6 +146,14 @@ fn touched_ids(txn: &TransactionMut<'_>, event: &Event) -> Vec<Arc<str>> {
 /// that every reader of a document shares one.
 static VIEWS: Mutex<Vec<(Arc<str>, Weak<LiveShapes>)>> = Mutex::new(Vec::new());
 
+/// The live view of the document `guid` among `views`, if it is alive.
+fn find(views: &[(Arc<str>, Weak<LiveShapes>)], guid: &Arc<str>) -> Option<Arc<LiveShapes>> {
+    views
+        .iter()
+        .filter(|(g, _)| g == guid)
+        .find_map(|(_, v)| v.upgrade())
+}
+
 static OBSERVER_IDS: AtomicU64 = AtomicU64::new(0);
 
 impl LiveShapes {
@@ -155,11 +163,7 @@ impl LiveShapes {
         let mut views = VIEWS.lock().unwrap_or_else(|p| p.into_inner());
         views.retain(|(_, v)| v.strong_count() > 0);
         let guid = doc.guid();
-        if let Some(view) = views
-            .iter()
-            .filter(|(g, _)| *g == guid)
-            .find_map(|(_, v)| v.upgrade())
-        {
+        if let Some(view) = find(&views, &guid) {
             return view;
         }
         let made = Arc::new(LiveShapes::new(doc));
@@ -228,13 +232,10 @@ impl LiveShapes {
     /// The live view of `doc` if one is alive; never makes one (callable inside a
     /// transaction on `doc`).
     pub fn existing(doc: &Doc) -> Option<Arc<LiveShapes>> {
-        let guid = doc.guid();
-        VIEWS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .filter(|(g, _)| *g == guid)
-            .find_map(|(_, v)| v.upgrade())
+        find(
+            &VIEWS.lock().unwrap_or_else(|p| p.into_inner()),
+            &doc.guid(),
+        )
     }
 
     /// A reader's cursor, at the end of the feed (it reads changes made from now on).
