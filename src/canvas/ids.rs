@@ -46,8 +46,13 @@ pub fn parse_id(raw: &str) -> Result<ShapeId, CanvasError> {
     ShapeId::parse(raw).map_err(|e| CanvasError::InvalidId(e.0))
 }
 
-/// The id a new shape should get: `id` itself if free, else the first free `id-N`. A rename is
+/// The id a new shape should get: `id` itself if free, else a free `id-N`. A rename is
 /// recorded in `renames`, so later references to `id` in the same request follow it.
+///
+/// `N` is found in O(log N) lookups: doubling until a free one, then halving back towards the
+/// last taken one (a canvas where fairies drew `step1` hundreds of times made a one-by-one
+/// search a tenth of a drawing fairy's work, once per streamed version). Usually that is the
+/// first free `N`; where earlier ones were deleted it may be a later one.
 pub fn ensure_shape_id_is_unique(
     raw: &str,
     exists: impl Fn(&str) -> bool,
@@ -57,15 +62,27 @@ pub fn ensure_shape_id_is_unique(
     if !exists(id.as_str()) {
         return Ok(id);
     }
-    let mut n = 1u64;
-    loop {
-        let candidate = id.with_suffix(n);
-        if !exists(candidate.as_str()) {
-            renames.insert(&id, &candidate);
-            return Ok(candidate);
+    let taken = |n: u64| exists(id.with_suffix(n).as_str());
+    // `low` is taken (0 stands for `id` itself), `high` is free.
+    let (mut low, mut high) = (0u64, 1u64);
+    while taken(high) {
+        low = high;
+        high = high.saturating_mul(2);
+        if low == high {
+            return Err(CanvasError::InvalidId(format!("no free id like '{id}'")));
         }
-        n += 1;
     }
+    while high - low > 1 {
+        let mid = low + (high - low) / 2;
+        if taken(mid) {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    let candidate = id.with_suffix(high);
+    renames.insert(&id, &candidate);
+    Ok(candidate)
 }
 
 /// The id an existing shape is referred to by, after following renames; `None` if there is no
@@ -103,6 +120,28 @@ mod tests {
             ensure_shape_id_exists("ghost", exists_after, &renames),
             None
         );
+    }
+
+    #[test]
+    fn a_free_suffix_is_found_in_few_lookups() {
+        // `step-1` … `step-300` taken: the next is `step-301`, after a handful of lookups.
+        let lookups = std::cell::Cell::new(0);
+        let exists = |id: &str| {
+            lookups.set(lookups.get() + 1);
+            id == "step"
+                || id
+                    .strip_prefix("step-")
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .is_some_and(|n| (1..=300).contains(&n))
+        };
+        let mut renames = IdRenames::default();
+        let got = ensure_shape_id_is_unique("step", exists, &mut renames);
+        assert_eq!(got.map(ShapeId::into_string), Ok("step-301".into()));
+        assert!(lookups.get() <= 20, "{} lookups", lookups.get());
+        // With holes, any free suffix will do.
+        let holes = |id: &str| ["a", "a-1", "a-3"].contains(&id);
+        let got = ensure_shape_id_is_unique("a", holes, &mut renames).map(ShapeId::into_string);
+        assert!(got.is_ok_and(|g| g == "a-2" || g == "a-4"));
     }
 
     #[test]
