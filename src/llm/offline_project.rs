@@ -53,12 +53,20 @@ fn bounds(v: &Value) -> [i64; 4] {
 /// The project answer for this request, or `None` when the fairy is in no project mode.
 pub fn respond(request: &ModelRequest) -> Option<String> {
     let mode = mode(&request.system)?;
-    let ctx = context(request);
+    // Only a project mode reads the context part (parsing it is most of a solo answer's cost).
     let actions = match mode {
-        "orchestrating-active" => lead(&ctx, &last_message(request), false),
-        "duo-orchestrating-active" => lead(&ctx, &last_message(request), true),
-        "working-drone" => work(&ctx, &last_message(request), "mark-drone-task-done"),
-        "working-orchestrator" => work(&ctx, &last_message(request), "mark-duo-task-done"),
+        "orchestrating-active" => lead(&context(request), &last_message(request), false),
+        "duo-orchestrating-active" => lead(&context(request), &last_message(request), true),
+        "working-drone" => work(
+            &context(request),
+            &last_message(request),
+            "mark-drone-task-done",
+        ),
+        "working-orchestrator" => work(
+            &context(request),
+            &last_message(request),
+            "mark-duo-task-done",
+        ),
         _ => return None,
     };
     Some(json!({ "actions": actions }).to_string())
