@@ -338,12 +338,20 @@ pub struct Cluster {
     pub number_of_shapes: usize,
 }
 
-/// Groups shapes whose bounds, padded by [`CLUSTER_PADDING`], overlap (transitively).
+/// Groups shapes whose bounds, padded by [`CLUSTER_PADDING`], overlap (transitively); the
+/// clusters are ordered by position (top, then left), whatever the order of `shapes`.
 pub fn peripheral_clusters(shapes: &[&Shape]) -> Vec<Cluster> {
     let mut clusters: Vec<Cluster> = Vec::new();
     for shape in shapes {
+        let bounds = shape_bounds(shape);
+        // Most shapes lie inside a cluster already: joining it changes no bounds, so nothing
+        // else can merge (one scan, no regrouping).
+        if let Some(home) = clusters.iter_mut().find(|c| c.bounds.contains(&bounds)) {
+            home.number_of_shapes += 1;
+            continue;
+        }
         let mut current = Cluster {
-            bounds: shape_bounds(shape),
+            bounds,
             number_of_shapes: 1,
         };
         // Absorb every cluster the padded bounds touch, until nothing more merges.
@@ -366,6 +374,11 @@ pub fn peripheral_clusters(shapes: &[&Shape]) -> Vec<Cluster> {
         }
         clusters.push(current);
     }
+    clusters.sort_by(|a, b| {
+        (a.bounds.y, a.bounds.x, a.bounds.h, a.bounds.w)
+            .partial_cmp(&(b.bounds.y, b.bounds.x, b.bounds.h, b.bounds.w))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
     clusters
 }
 
