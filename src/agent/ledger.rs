@@ -44,8 +44,13 @@ pub struct Change<T> {
     /// The fairy's latest value.
     pub fairy: T,
     /// Someone else wrote it after the fairy's latest write: it stays as they left it.
-    #[serde(default)]
+    /// Stored only when set: a third of a stored ledger was `"changedAfter":false`.
+    #[serde(default, skip_serializing_if = "is_false")]
     pub changed_after: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl<T: PartialEq> Change<T> {
@@ -95,6 +100,7 @@ pub struct RequestRecord {
     /// Per shape id.
     pub shapes: BTreeMap<String, ShapeRecord>,
     /// It touched more than [`MAX_SHAPES`] shapes: the rest were not recorded.
+    #[serde(skip_serializing_if = "is_false")]
     pub truncated: bool,
     /// Set once it was rejected (a second rejection answers the same outcome).
     #[serde(skip_serializing_if = "Option::is_none")]
