@@ -50,6 +50,11 @@ pub(crate) enum WriteOp {
 }
 
 impl WriteOp {
+    /// Whether it writes a fairy's state (not a room's log).
+    pub fn is_fairy(&self) -> bool {
+        matches!(self, WriteOp::SaveFairy { .. } | WriteOp::DeleteFairy { .. })
+    }
+
     /// The order in which a batch may take its locks: appends by room, then compactions by
     /// room, then fairy states by (room, fairy). A stable sort keeps one key's writes in order.
     pub fn lock_key(&self) -> (u8, &str, &str) {
@@ -160,8 +165,13 @@ impl Writer {
     }
 }
 
-/// The writer task: takes every queued request, commits them in one transaction, answers all;
-/// between batches, frees the backend's memory when asked.
+/// The writer task: takes every queued request, commits the rooms' writes of them in one
+/// transaction and answers those, then the fairies' states in another; between batches, frees
+/// the backend's memory when asked.
+///
+/// Two transactions, rooms first: a fairy's state is its whole history and ledger (hundreds of
+/// kilobytes), and in one transaction with people's updates it made every person's update wait
+/// for those blobs to reach the disk (docs/fairies.md "People and fairies in one room").
 async fn write_loop(
     mut backend: impl Batch,
     mut requests: mpsc::Receiver<WriteReq>,
@@ -180,39 +190,50 @@ async fn write_loop(
         if received == 0 {
             break;
         }
-        if backend.sorted() {
-            batch.sort_by(|a, b| a.op.lock_key().cmp(&b.op.lock_key()));
-        }
-        let started = Instant::now();
-        let mut outcome = backend.commit(&batch).await;
-        for _ in 1..BATCH_ATTEMPTS {
-            match &outcome {
-                Err(error) if backend.retryable(error) => {
-                    tracing::debug!(%error, "store batch aborted by the database; retrying");
-                    outcome = backend.commit(&batch).await;
-                }
-                _ => break,
+        let mut fairies: Vec<WriteReq> = batch.extract_if(.., |r| r.op.is_fairy()).collect();
+        for group in [&mut batch, &mut fairies] {
+            if !group.is_empty() {
+                commit_and_answer(&mut backend, group).await;
             }
         }
-        crate::metrics::global()
-            .store_commit_seconds
-            .observe(started.elapsed().as_secs_f64());
-        match outcome {
-            Ok(seqs) => {
-                for (req, seq) in batch.drain(..).zip(seqs) {
-                    let _ = req.done.send(Ok(seq));
-                }
+    }
+}
+
+/// Commits `batch` in one transaction (retried while the backend says it may succeed) and
+/// answers every request of it with the outcome.
+async fn commit_and_answer(backend: &mut impl Batch, batch: &mut Vec<WriteReq>) {
+    if backend.sorted() {
+        batch.sort_by(|a, b| a.op.lock_key().cmp(&b.op.lock_key()));
+    }
+    let started = Instant::now();
+    let mut outcome = backend.commit(batch).await;
+    for _ in 1..BATCH_ATTEMPTS {
+        match &outcome {
+            Err(error) if backend.retryable(error) => {
+                tracing::debug!(%error, "store batch aborted by the database; retrying");
+                outcome = backend.commit(batch).await;
             }
-            Err(err) => {
-                tracing::error!(error = %err, requests = batch.len(), "store commit failed");
-                let text = err.to_string();
-                for req in batch.drain(..) {
-                    let _ = req
-                        .done
-                        .send(Err(StoreError::Database(sqlx::Error::Protocol(
-                            text.clone(),
-                        ))));
-                }
+            _ => break,
+        }
+    }
+    crate::metrics::global()
+        .store_commit_seconds
+        .observe(started.elapsed().as_secs_f64());
+    match outcome {
+        Ok(seqs) => {
+            for (req, seq) in batch.drain(..).zip(seqs) {
+                let _ = req.done.send(Ok(seq));
+            }
+        }
+        Err(err) => {
+            tracing::error!(error = %err, requests = batch.len(), "store commit failed");
+            let text = err.to_string();
+            for req in batch.drain(..) {
+                let _ = req
+                    .done
+                    .send(Err(StoreError::Database(sqlx::Error::Protocol(
+                        text.clone(),
+                    ))));
             }
         }
     }
