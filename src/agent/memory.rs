@@ -164,24 +164,59 @@ fn clip(text: &str, max: usize) -> String {
     format!("{head}… (truncated)")
 }
 
+/// Bytes of `value` written as compact JSON, counted without keeping the text.
+pub fn json_len(value: &impl Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail, nor can serializing these types.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// One item as the prompt carries it, and its length in the prompt: its JSON, or the JSON's
+/// text cut to [`MAX_ITEM_CHARS`] when longer.
+fn prompt_item(item: &HistoryItem) -> (Value, usize) {
+    let value = item.to_prompt_json();
+    let len = json_len(&value);
+    // A text is never longer in characters than in bytes: only a long one is written out.
+    if len > MAX_ITEM_CHARS {
+        let text = value.to_string();
+        if text.chars().count() > MAX_ITEM_CHARS {
+            let cut = clip(&text, MAX_ITEM_CHARS);
+            let len = cut.len();
+            return (Value::String(cut), len);
+        }
+    }
+    (value, len)
+}
+
 /// The prompt's history items as JSON, within `budget` characters: the oldest items are folded
 /// into one memory-transition summary (counting what was left out, by kind), then every item
-/// is cut to [`MAX_ITEM_CHARS`]. Never fails: at worst only the summary remains.
+/// is cut to [`MAX_ITEM_CHARS`]. Never fails: at worst only the summary remains. Only the
+/// items that fit are written: the cost is the budget's, not the whole history's.
 pub fn compact_for_prompt(items: &[&HistoryItem], budget: usize) -> Vec<Value> {
-    let rendered: Vec<String> = items
-        .iter()
-        .map(|i| clip(&i.to_prompt_json().to_string(), MAX_ITEM_CHARS))
-        .collect();
     let mut total = 0usize;
-    let mut keep_from = rendered.len();
-    for (i, r) in rendered.iter().enumerate().rev() {
-        if total + r.len() > budget {
+    let mut keep_from = items.len();
+    let mut kept = Vec::new();
+    for (i, item) in items.iter().enumerate().rev() {
+        let (value, len) = prompt_item(item);
+        if total + len > budget {
             break;
         }
-        total += r.len();
+        total += len;
         keep_from = i;
+        kept.push(value);
     }
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(kept.len() + 1);
     if keep_from > 0 {
         let dropped = &items[..keep_from];
         let prompts = dropped
@@ -207,9 +242,7 @@ pub fn compact_for_prompt(items: &[&HistoryItem], budget: usize) -> Vec<Value> {
         }
         out.push(serde_json::json!({"type": "memory-transition", "agentFacingMessage": text}));
     }
-    for r in &rendered[keep_from..] {
-        out.push(serde_json::from_str(r).unwrap_or_else(|_| Value::String(r.clone())));
-    }
+    out.extend(kept.into_iter().rev());
     out
 }
 

@@ -36,7 +36,7 @@ pub const OVERFLOW_ITEM_CHARS: usize = 1_000;
 pub const OVERFLOW_MESSAGE_CHARS: usize = 8_000;
 
 fn rendered_len(item: &HistoryItem) -> usize {
-    item.to_prompt_json().to_string().len()
+    crate::agent::memory::json_len(&item.to_prompt_json())
 }
 
 /// How far a turn's context-overflow recovery went.
@@ -165,11 +165,16 @@ impl FairyRuntime {
     pub(in crate::agent::runtime) async fn compact_history(&mut self) {
         let budget = self.config.history_budget;
         let level = self.modes.mode().memory_level();
-        let visible: usize = filter_by_level(&self.state.history, level)
+        // Newest first, and no further than the budget: the cost is the budget's.
+        let mut visible = 0usize;
+        let over = filter_by_level(&self.state.history, level)
             .iter()
-            .map(|i| rendered_len(i))
-            .sum();
-        if visible <= budget {
+            .rev()
+            .any(|i| {
+                visible += rendered_len(i);
+                visible > budget
+            });
+        if !over {
             return;
         }
         self.summarise_older(budget / 2, CompactionReason::Budget)
