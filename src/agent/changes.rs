@@ -212,6 +212,16 @@ impl ChangeTracker {
         self.live.shapes()
     }
 
+    /// The room's shapes now, in no particular order (the live view's).
+    pub fn shapes_unordered(&self) -> Vec<Arc<Shape>> {
+        self.live.shapes_unordered()
+    }
+
+    /// The shape `id` now, from the room's live view.
+    pub fn shape(&self, id: &str) -> Option<Arc<Shape>> {
+        self.live.get(id)
+    }
+
     /// Adds an origin to count as the fairy's own.
     pub fn add_own_origin(&self, origin: Origin) {
         self.synced().own.push(origin);
@@ -256,9 +266,11 @@ impl ChangeTracker {
         self.synced().ledger.mark_rejected(id, outcome);
     }
 
-    /// The ledger, to store with the fairy's private state.
-    pub fn ledger(&self) -> RequestLedger {
-        self.synced().ledger.clone()
+    /// Runs `f` with the ledger (stored with the fairy's private state) lent to it (taken out and put back, never copied): the state
+    /// is stored after every drawn action, and a copy of sixteen requests' records each time
+    /// was a twentieth of a drawing fairy's work.
+    pub fn lend_ledger<R>(&self, f: impl FnOnce(&mut RequestLedger) -> R) -> R {
+        f(&mut self.synced().ledger)
     }
 
     /// Replaces the ledger with a stored one (after a restart).

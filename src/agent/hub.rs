@@ -630,6 +630,10 @@ async fn run_host(
 ) -> FairyRuntime {
     let mut next: Option<super::runtime::Request> = None;
     loop {
+        if next.is_none() {
+            // Idle from here: what the last request changed is stored now, not at the next one.
+            rt.flush_state();
+        }
         let signal = if let Some(request) = next.take() {
             let stopped = {
                 let run = rt.run_request(request);
@@ -652,6 +656,7 @@ async fn run_host(
             tokio::select! {
                 signal = inbox.recv() => Some(signal),
                 _ = shutdown.cancelled() => {
+                    rt.flush_state();
                     rt.beacon().remove();
                     return rt;
                 }

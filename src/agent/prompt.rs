@@ -9,6 +9,8 @@
 //!
 //! Pure: the runtime reads the document and passes what it found. No I/O.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::actions::Registry;
@@ -20,7 +22,7 @@ use super::presence::{TaskSummary, TodoItem};
 use super::prompt_parts::{self, PromptExtras};
 use super::runtime_actions::response_schema_for;
 use crate::canvas::format::{peripheral_clusters, to_blurry, to_simple};
-use crate::canvas::geometry::{Bounds, shapes_in_bounds, shapes_outside_bounds};
+use crate::canvas::geometry::{Bounds, shape_bounds};
 use crate::canvas::shape::Shape;
 use crate::canvas::transform::PromptTransform;
 use crate::llm::{ChatMessage, ModelRequest, Part, Role};
@@ -45,8 +47,9 @@ pub struct PromptInput<'a> {
     pub bounds: Bounds,
     /// The page the fairy works on.
     pub page_id: &'a str,
-    /// Every shape of the document.
-    pub shapes: &'a [Shape],
+    /// Every shape of the document (the live view's, shared), in any order: the prompt lists
+    /// the few it shows in z-order.
+    pub shapes: &'a [Arc<Shape>],
     /// Ids the user selected.
     pub selected: &'a [String],
     /// Changes by others since the last request (already offset by the transform).
@@ -217,10 +220,21 @@ fn other_fairy(f: &Value, t: &PromptTransform) -> Value {
     out
 }
 
+/// Paint order: ascending `index`, then id (docs/document-schema.md).
+fn z_order(a: &Shape, b: &Shape) -> std::cmp::Ordering {
+    a.index.cmp(&b.index).then_with(|| a.id.cmp(&b.id))
+}
+
 /// The context parts, as one JSON object.
 pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> Value {
-    let inside = shapes_in_bounds(input.shapes, input.page_id, &input.bounds);
-    let outside = shapes_outside_bounds(input.shapes, input.page_id, &input.bounds);
+    // One pass, each shape's bounds computed once; only what is listed is put in z-order.
+    let (mut inside, outside): (Vec<&Shape>, Vec<&Shape>) = input
+        .shapes
+        .iter()
+        .map(|s| s.as_ref())
+        .filter(|s| s.page_id == input.page_id)
+        .partition(|s| shape_bounds(s).intersects(&input.bounds));
+    inside.sort_by(|a, b| z_order(a, b));
     let blurry: Vec<Value> = inside
         .iter()
         .take(MAX_LISTED_SHAPES)
@@ -230,10 +244,15 @@ pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> Value 
         .iter()
         .map(|c| json!({"bounds": bounds_to_model(&c.bounds, t), "numberOfShapes": c.number_of_shapes}))
         .collect();
-    let selected: Vec<Value> = input
+    let mut selected: Vec<&Shape> = input
         .shapes
         .iter()
+        .map(|s| s.as_ref())
         .filter(|s| input.selected.contains(&s.id))
+        .collect();
+    selected.sort_by(|a, b| z_order(a, b));
+    let selected: Vec<Value> = selected
+        .into_iter()
         .take(MAX_LISTED_SHAPES)
         .map(|s| offset_shape(to_simple(s), t))
         .collect();
@@ -356,7 +375,7 @@ mod tests {
             &json!({"_type": "rectangle", "shapeId": "box", "x": 1010.4, "y": 2000, "w": 10, "h": 10}),
             &Default::default(),
         );
-        let shapes: Vec<Shape> = shape.into_iter().collect();
+        let shapes: Vec<Arc<Shape>> = shape.into_iter().map(Arc::new).collect();
         let f = fairy();
         let input = PromptInput {
             fairy: &f,

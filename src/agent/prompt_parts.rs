@@ -386,6 +386,7 @@ mod tests {
         ]
         .iter()
         .filter_map(|v| crate::canvas::format::from_simple(v, &Default::default()).ok())
+        .map(std::sync::Arc::new)
         .collect();
         let f = fairy("tidy");
         let input = PromptInput {

@@ -65,7 +65,12 @@ impl FairyRuntime {
         // Read and drawn in the screenshot pool, never waited for past the render budget.
         let (screenshot, screenshot_note) = if self.config.vision {
             // From the room's live view: the pool never walks the document under its lock.
-            let (shapes, page) = (self.shapes_now(), self.state.page_id.clone());
+            // Only what the screenshot can show is copied for the pool.
+            let page = self.state.page_id.clone();
+            let shapes = crate::canvas::render::visible(&self.shapes_now(), &page, &self.bounds)
+                .into_iter()
+                .cloned()
+                .collect();
             match screenshot::shoot(shapes, page, self.bounds).await {
                 Ok(shot) => (shot, None),
                 Err(skipped) => (None, Some(skipped.note())),

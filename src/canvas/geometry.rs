@@ -1,6 +1,8 @@
 //! Bounds of shapes in page coordinates (rotation, arrow bends and pen strokes included) and
 //! queries by bounds. Pure functions over [`Shape`]; owns no document access.
 
+use std::borrow::Borrow;
+
 use serde::{Deserialize, Serialize};
 
 use super::shape::{NOTE_SIZE, Shape, ShapeProps};
@@ -224,23 +226,17 @@ pub fn union_bounds<'a>(shapes: impl IntoIterator<Item = &'a Shape>) -> Option<B
         .reduce(|a, b| a.union(&b))
 }
 
-/// The shapes on `page_id` whose bounds intersect `area`, in the order given.
-pub fn shapes_in_bounds<'a>(shapes: &'a [Shape], page_id: &str, area: &Bounds) -> Vec<&'a Shape> {
-    shapes
-        .iter()
-        .filter(|s| s.page_id == page_id && shape_bounds(s).intersects(area))
-        .collect()
-}
-
-/// The shapes on `page_id` entirely outside `area`.
-pub fn shapes_outside_bounds<'a>(
-    shapes: &'a [Shape],
+/// The shapes on `page_id` whose bounds intersect `area`, in the order given (owned shapes or
+/// the live view's shared ones).
+pub fn shapes_in_bounds<'a, S: Borrow<Shape>>(
+    shapes: &'a [S],
     page_id: &str,
     area: &Bounds,
 ) -> Vec<&'a Shape> {
     shapes
         .iter()
-        .filter(|s| s.page_id == page_id && !shape_bounds(s).intersects(area))
+        .map(Borrow::borrow)
+        .filter(|s| s.page_id == page_id && shape_bounds(s).intersects(area))
         .collect()
 }
 
@@ -315,7 +311,6 @@ mod tests {
         ];
         let area = Bounds::new(-5.0, -5.0, 20.0, 20.0);
         assert_eq!(shapes_in_bounds(&shapes, "page:main", &area).len(), 1);
-        assert_eq!(shapes_outside_bounds(&shapes, "page:main", &area).len(), 1);
         assert_eq!(shapes_in_bounds(&shapes, "page:other", &area).len(), 0);
     }
 

@@ -219,6 +219,16 @@ impl LiveShapes {
         shapes
     }
 
+    /// Every readable shape, in no particular order (cheaper: most readers want a few of them).
+    pub fn shapes_unordered(&self) -> Vec<Arc<Shape>> {
+        lock(&self.view).shapes.values().cloned().collect()
+    }
+
+    /// The shape `id` now, if it exists and is readable.
+    pub fn get(&self, id: &str) -> Option<Arc<Shape>> {
+        lock(&self.view).shapes.get(id).cloned()
+    }
+
     /// The `n` highest z-order keys on page `page_id`, highest first: a new shape goes above
     /// the first of them that parses, without reading the document.
     pub fn top_indexes(&self, page_id: &str, n: usize) -> Vec<String> {

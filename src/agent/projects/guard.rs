@@ -4,6 +4,8 @@
 //! moves something to must lie in them. Anything else is refused with a correction before it
 //! reaches the document. Pure: the caller passes the shapes and the request's transform.
 
+use std::borrow::Borrow;
+
 use serde_json::Value;
 
 use crate::canvas::geometry::{Bounds, shape_bounds};
@@ -64,10 +66,11 @@ fn created_area(shape: &Value, t: &PromptTransform) -> Option<Bounds> {
     Bounds::from_points(points)
 }
 
-/// `Ok` if `action` stays in `task`; otherwise the reason, for the model.
-pub fn check(
+/// `Ok` if `action` stays in `task`; otherwise the reason, for the model. `shape` finds an
+/// existing shape by id (one lookup per id the action names, not a scan of the canvas).
+pub fn check<S: Borrow<Shape>>(
     action: &Value,
-    shapes: &[Shape],
+    shape: impl Fn(&str) -> Option<S>,
     task: &Bounds,
     t: &PromptTransform,
 ) -> Result<(), String> {
@@ -81,8 +84,8 @@ pub fn check(
         if Some(id.as_str()) == created {
             continue;
         }
-        if let Some(s) = shapes.iter().find(|s| &s.id == id)
-            && !shape_bounds(s).intersects(task)
+        if let Some(s) = shape(id)
+            && !shape_bounds(s.borrow()).intersects(task)
         {
             return Err(format!(
                 "shape '{id}' is outside your task's bounds; you may only change shapes that intersect them"
@@ -129,23 +132,24 @@ mod tests {
     fn edits_must_stay_in_the_task() {
         let task = Bounds::new(0.0, 0.0, 200.0, 200.0);
         let t = PromptTransform::new(0.0, 0.0);
-        let s = shapes();
-        assert_eq!(s.len(), 2);
+        let all = shapes();
+        assert_eq!(all.len(), 2);
+        let s = |id: &str| all.iter().find(|s| s.id == id);
         let ok = json!({"_type": "update", "shapeId": "inside", "color": "red"});
-        assert!(check(&ok, &s, &task, &t).is_ok());
+        assert!(check(&ok, s, &task, &t).is_ok());
         let far = json!({"_type": "delete", "shapeId": "outside"});
-        assert!(check(&far, &s, &task, &t).is_err_and(|e| e.contains("outside")));
+        assert!(check(&far, s, &task, &t).is_err_and(|e| e.contains("outside")));
         let many = json!({"_type": "align", "shapeIds": ["inside", "outside"]});
-        assert!(check(&many, &s, &task, &t).is_err());
+        assert!(check(&many, s, &task, &t).is_err());
         let create_in = json!({"_type": "create", "shape": {"_type": "ellipse", "shapeId": "c", "x": 50, "y": 50, "w": 10, "h": 10}});
-        assert!(check(&create_in, &s, &task, &t).is_ok());
+        assert!(check(&create_in, s, &task, &t).is_ok());
         let create_out = json!({"_type": "create", "shape": {"_type": "ellipse", "shapeId": "c", "x": 500, "y": 50, "w": 10, "h": 10}});
-        assert!(check(&create_out, &s, &task, &t).is_err());
+        assert!(check(&create_out, s, &task, &t).is_err());
         let moved = json!({"_type": "move", "shapeId": "inside", "x": 700, "y": 0});
-        assert!(check(&moved, &s, &task, &t).is_err());
+        assert!(check(&moved, s, &task, &t).is_err());
         // Offsets: model (0, 0) is page (1000, 1000).
         let offset = PromptTransform::new(1000.0, 1000.0);
         let far_task = Bounds::new(1000.0, 1000.0, 100.0, 100.0);
-        assert!(check(&create_in, &s, &far_task, &offset).is_ok());
+        assert!(check(&create_in, s, &far_task, &offset).is_ok());
     }
 }

@@ -121,11 +121,13 @@ pub struct FairyRuntime {
     pub(super) clock: SharedClock,
     /// When the state was last handed to the store.
     persisted_at: Option<std::time::Instant>,
+    /// The state changed since it was last handed to the store (see [`FairyRuntime::persist`]).
+    unsaved: bool,
 }
 
-/// Longest time a drawing request's changes stay out of the stored ledger (see
-/// [`FairyRuntime::persist_while_drawing`]).
-const PERSIST_WHILE_DRAWING: std::time::Duration = std::time::Duration::from_millis(250);
+/// Least time between two states handed to the store while the fairy works (see
+/// [`FairyRuntime::persist`]).
+const PERSIST_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl FairyRuntime {
     /// Hosts `entity` in `room` as `hosting` says (events, awareness client id, patience),
@@ -182,6 +184,7 @@ impl FairyRuntime {
             peers: None,
             clock,
             persisted_at: None,
+            unsaved: false,
         })
     }
 
@@ -228,7 +231,7 @@ impl FairyRuntime {
             if !resumes {
                 self.say("My previous work was interrupted (the server restarted); ask me again to continue.");
             }
-            self.persist();
+            self.persist_now();
         }
         self.beacon.publish();
         Ok(())
@@ -240,12 +243,14 @@ impl FairyRuntime {
     }
 
     /// Deletes the stored state (the fairy is dismissed); see [`FairyRuntime::close_state`].
-    pub fn forget_state(&self) {
+    pub fn forget_state(&mut self) {
+        self.unsaved = false;
         self.saver.delete();
     }
 
     /// Writes what is pending of the state and stops its writer (the fairy's task is ending).
     pub async fn close_state(&mut self) {
+        self.flush_state();
         self.saver.close().await;
     }
 
@@ -256,12 +261,15 @@ impl FairyRuntime {
 
     /// The room's shapes now, in z-order, from the room's live view (no walk of the document
     /// under its lock; docs/fairies.md "People and fairies in one room").
-    pub(super) fn shapes_now(&self) -> Vec<crate::canvas::shape::Shape> {
-        self.tracker
-            .shapes()
-            .iter()
-            .map(|s| s.as_ref().clone())
-            .collect()
+    /// Shared pointers: nothing of a shape is copied.
+    pub(super) fn shapes_now(&self) -> Vec<Arc<crate::canvas::shape::Shape>> {
+        self.tracker.shapes()
+    }
+
+    /// [`FairyRuntime::shapes_now`] in no particular order: no sort of the whole canvas for
+    /// readers that pick a few shapes (and order those).
+    pub(super) fn shapes_any_order(&self) -> Vec<Arc<crate::canvas::shape::Shape>> {
+        self.tracker.shapes_unordered()
     }
 
     /// Its awareness peer.
@@ -290,29 +298,47 @@ impl FairyRuntime {
         let _ = self.events.send(event);
     }
 
-    /// Hands the state to the store while a request draws, at most every
-    /// [`PERSIST_WHILE_DRAWING`]: the ledger of what the request changed must survive a crash
-    /// mid-request for a revert after the restart to take those shapes back.
-    pub(super) fn persist_while_drawing(&mut self) {
+    /// Hands the state to the store (it survives a restart; it is never in the document), at
+    /// most every [`PERSIST_EVERY`] while the fairy works: the state holds the whole history
+    /// and the ledger of sixteen requests (hundreds of kilobytes), and a fairy prompted again and
+    /// again stored it three or four times a request — most of its work beside other fairies.
+    /// A change not stored yet goes with the next call once the interval passed, or when the
+    /// fairy goes idle ([`FairyRuntime::flush_state`]), or when it stops. While a request draws
+    /// this is called after every complete action, so the ledger of what it changed is stored
+    /// within about [`PERSIST_EVERY`] of each action (a revert after a crash needs it).
+    pub fn persist(&mut self) {
+        self.unsaved = true;
         let now = self.clock.now();
         let due = self
             .persisted_at
-            .is_none_or(|at| now.saturating_duration_since(at) >= PERSIST_WHILE_DRAWING);
+            .is_none_or(|at| now.saturating_duration_since(at) >= PERSIST_EVERY);
         if due {
-            self.persist();
+            self.persist_now();
         }
     }
 
-    /// Hands the state to the store (it survives a restart; it is never in the document).
-    pub fn persist(&mut self) {
+    /// Hands the state to the store if it changed since it was last handed over.
+    pub fn flush_state(&mut self) {
+        if self.unsaved {
+            self.persist_now();
+        }
+    }
+
+    /// Hands the state to the store now.
+    pub fn persist_now(&mut self) {
+        self.unsaved = false;
         self.persisted_at = Some(self.clock.now());
         self.state.position = {
             let p = self.beacon.snapshot();
             (p.x, p.y)
         };
         self.state.mode = self.modes.mode();
-        self.state.requests = self.tracker.ledger();
-        self.saver.save(&self.state);
+        let (state, saver) = (&mut self.state, &self.saver);
+        self.tracker.lend_ledger(|ledger| {
+            state.requests = std::mem::take(ledger);
+            saver.save(state);
+            *ledger = std::mem::take(&mut state.requests);
+        });
     }
 
     /// Unix milliseconds on the fairy's clock (chat items).
@@ -586,7 +612,9 @@ impl FairyRuntime {
         self.tentative.revert_tentative();
         self.scheduled = None;
         if self.state.working {
-            self.persist();
+            self.persist_now();
+        } else {
+            self.flush_state();
         }
     }
 

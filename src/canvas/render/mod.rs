@@ -161,10 +161,15 @@ impl View {
 /// [`crate::canvas::shape::list_shapes`] returns them): those whose bounds meet the area, grown
 /// by a stroke's width so that edges on the border are drawn. A shape whose bounds are not
 /// finite cannot be placed and is left out.
-pub fn visible<'a>(shapes: &'a [Shape], page: &str, area: &Bounds) -> Vec<&'a Shape> {
+pub fn visible<'a, S: std::borrow::Borrow<Shape>>(
+    shapes: &'a [S],
+    page: &str,
+    area: &Bounds,
+) -> Vec<&'a Shape> {
     let grown = area.expand(svg::STROKE_WIDTH * 4.0);
     shapes
         .iter()
+        .map(std::borrow::Borrow::borrow)
         .filter(|s| s.page_id == page)
         .filter(|s| {
             let b = shape_bounds(s);

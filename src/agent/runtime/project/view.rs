@@ -32,8 +32,7 @@ impl FairyRuntime {
         let Some(bounds) = self.task_bounds() else {
             return Ok(());
         };
-        let shapes = self.shapes_now();
-        guard::check(action, &shapes, &bounds, t)
+        guard::check(action, |id| self.tracker.shape(id), &bounds, t)
     }
 
     /// The changes report, limited to shapes inside its task's bounds while it works on one.
@@ -41,7 +40,7 @@ impl FairyRuntime {
         let Some(bounds) = self.task_bounds() else {
             return report;
         };
-        let shapes = self.shapes_now();
+        let shapes = self.shapes_any_order();
         let inside: Vec<&str> = shapes_in_bounds(&shapes, &self.state.page_id, &bounds)
             .into_iter()
             .map(|s| s.id.as_str())

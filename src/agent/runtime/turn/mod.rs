@@ -126,7 +126,7 @@ impl FairyRuntime {
         recovery: &OverflowRecovery,
         transform: &mut PromptTransform,
     ) -> crate::llm::ModelRequest {
-        let shapes = self.shapes_now();
+        let shapes = self.shapes_any_order();
         let me = self.beacon.client_id();
         let other_fairies: Vec<Value> = self
             .room
@@ -434,8 +434,9 @@ impl FairyRuntime {
                 .tentative
                 .apply_complete(&self.registry, &a.action, &mut turn.ctx);
             self.charge_writes();
-            // What the request changed survives a crash from now on (its ledger is stored).
-            self.persist_while_drawing();
+            // What the request changed survives a crash within half a second (its ledger
+            // is stored).
+            self.persist();
             match applied {
                 Ok(notes) => {
                     crate::metrics::global().fairy_canvas_actions.inc();
