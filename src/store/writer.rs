@@ -52,7 +52,10 @@ pub(crate) enum WriteOp {
 impl WriteOp {
     /// Whether it writes a fairy's state (not a room's log).
     pub fn is_fairy(&self) -> bool {
-        matches!(self, WriteOp::SaveFairy { .. } | WriteOp::DeleteFairy { .. })
+        matches!(
+            self,
+            WriteOp::SaveFairy { .. } | WriteOp::DeleteFairy { .. }
+        )
     }
 
     /// The order in which a batch may take its locks: appends by room, then compactions by

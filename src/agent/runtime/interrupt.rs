@@ -141,6 +141,58 @@ mod tests {
         }
     }
 
+    /// The stored state's todo list.
+    async fn stored_todo(rooms: &Rooms, rt: &FairyRuntime) -> usize {
+        rt.state_sync().caught_up().await;
+        let stored = crate::agent::state_store::load(
+            rooms.store().as_ref(),
+            rt.room().name(),
+            &rt.entity.id,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        stored.map_or(0, |s| s.todo.len())
+    }
+
+    #[tokio::test]
+    async fn a_working_fairy_stores_its_state_at_most_every_interval_and_at_once_when_idle() {
+        let store = Arc::new(crate::store::memory::MemoryStore::default());
+        let config = RoomConfig::from_serve(&crate::config::ServeConfig::for_test());
+        let rooms = Rooms::new(store, config, 4);
+        let (mut rt, _rx) = runtime(&rooms, Mode::Soloing).await;
+        let clock = crate::clock::ManualClock::new();
+        rt.clock = Arc::new(clock.clone());
+        let todo = |n: usize| crate::agent::presence::TodoItem {
+            id: n.to_string(),
+            text: format!("step {n}"),
+            status: crate::agent::work::TaskStatus::Todo,
+        };
+        rt.state.todo.push(todo(1));
+        rt.persist();
+        assert_eq!(
+            stored_todo(&rooms, &rt).await,
+            1,
+            "the first change is stored"
+        );
+        // Within the interval: changes wait.
+        for n in 2..=5 {
+            rt.state.todo.push(todo(n));
+            rt.persist();
+        }
+        assert_eq!(stored_todo(&rooms, &rt).await, 1);
+        // The next change after the interval takes them along.
+        clock.advance(super::super::PERSIST_EVERY);
+        rt.state.todo.push(todo(6));
+        rt.persist();
+        assert_eq!(stored_todo(&rooms, &rt).await, 6);
+        // Going idle stores what waits.
+        rt.state.todo.push(todo(7));
+        rt.persist();
+        assert_eq!(stored_todo(&rooms, &rt).await, 6);
+        rt.flush_state();
+        assert_eq!(stored_todo(&rooms, &rt).await, 7);
+    }
+
     #[tokio::test]
     async fn an_interrupt_cancels_then_switches_then_schedules() {
         let store = Arc::new(crate::store::memory::MemoryStore::default());
