@@ -6,6 +6,7 @@
 //!
 //! # Layout
 //! - [`config`]: the one configuration struct (CLI flags with `FAIRYRING_*` env fallbacks).
+//! - [`priority`]: the lower scheduling priority of background threads (fairies, snapshots), a leaf.
 //! - [`clock`]: the one clock (monotonic instants, wall-clock millis, a manual test clock), a leaf.
 //! - [`ids`]: plain validated ids (room names), a leaf every other module may import.
 //! - [`origin`]: who authored a transaction (`client:CONN:SUB`, `fairy:ID`, `system`).
@@ -33,6 +34,7 @@ pub mod llm;
 pub mod metrics;
 pub mod origin;
 pub mod partial_json;
+pub mod priority;
 pub mod protocol;
 pub mod pubsub;
 pub mod room;

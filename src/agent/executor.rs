@@ -15,10 +15,6 @@ use std::sync::OnceLock;
 use tokio::runtime::{Builder, Handle, Runtime};
 use tokio_util::task::TaskTracker;
 
-/// Niceness of the fairy threads: 10 steps below the server's own (on Linux the scheduler
-/// then gives a busy people's thread about ten times the CPU share of a busy fairy thread).
-const FAIRY_NICENESS: i32 = 10;
-
 static RUNTIME: OnceLock<Option<Runtime>> = OnceLock::new();
 
 /// Worker threads of the fairy runtime: half the cores, at least one.
@@ -26,27 +22,11 @@ fn workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
-/// Lowers the calling thread's scheduling priority (Linux: per-thread niceness).
-fn lower_priority() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: `gettid` has no preconditions; `setpriority` on our own thread id with a
-        // valid niceness only changes this thread's scheduling.
-        let result = unsafe {
-            let tid = libc::gettid();
-            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, FAIRY_NICENESS)
-        };
-        if result != 0 {
-            tracing::debug!("could not lower the priority of a fairy thread");
-        }
-    }
-}
-
 fn build() -> Option<Runtime> {
     let built = Builder::new_multi_thread()
         .worker_threads(workers())
         .thread_name("fairy-worker")
-        .on_thread_start(lower_priority)
+        .on_thread_start(crate::priority::lower_current_thread)
         .enable_all()
         .build();
     match built {

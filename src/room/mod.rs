@@ -44,6 +44,7 @@ mod reclaim;
 pub mod registry;
 mod remote;
 pub mod roots;
+mod snapshot;
 pub mod write_budget;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

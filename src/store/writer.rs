@@ -50,12 +50,10 @@ pub(crate) enum WriteOp {
 }
 
 impl WriteOp {
-    /// Whether it writes a fairy's state (not a room's log).
-    pub fn is_fairy(&self) -> bool {
-        matches!(
-            self,
-            WriteOp::SaveFairy { .. } | WriteOp::DeleteFairy { .. }
-        )
+    /// Whether nobody waits for it to broadcast: a compaction or a fairy's state (not an
+    /// append, which a peer's update waits for).
+    pub fn is_background(&self) -> bool {
+        !matches!(self, WriteOp::Append { .. })
     }
 
     /// The order in which a batch may take its locks: appends by room, then compactions by
@@ -168,13 +166,14 @@ impl Writer {
     }
 }
 
-/// The writer task: takes every queued request, commits the rooms' writes of them in one
-/// transaction and answers those, then the fairies' states in another; between batches, frees
-/// the backend's memory when asked.
+/// The writer task: takes every queued request, commits the appends of them in one
+/// transaction and answers those, then the rest (compactions, fairy states) in another; between
+/// batches, frees the backend's memory when asked.
 ///
-/// Two transactions, rooms first: a fairy's state is its whole history and ledger (hundreds of
-/// kilobytes), and in one transaction with people's updates it made every person's update wait
-/// for those blobs to reach the disk (docs/fairies.md "People and fairies in one room").
+/// Two transactions, appends first: a snapshot is the whole document and a fairy's state its
+/// whole history and ledger (megabytes and hundreds of kilobytes), and in one transaction with
+/// people's updates they made every person's update wait for those blobs to reach the disk
+/// (docs/fairies.md "People and fairies in one room").
 async fn write_loop(
     mut backend: impl Batch,
     mut requests: mpsc::Receiver<WriteReq>,
@@ -193,8 +192,9 @@ async fn write_loop(
         if received == 0 {
             break;
         }
-        let mut fairies: Vec<WriteReq> = batch.extract_if(.., |r| r.op.is_fairy()).collect();
-        for group in [&mut batch, &mut fairies] {
+        let mut background: Vec<WriteReq> =
+            batch.extract_if(.., |r| r.op.is_background()).collect();
+        for group in [&mut batch, &mut background] {
             if !group.is_empty() {
                 commit_and_answer(&mut backend, group).await;
             }
