@@ -170,16 +170,21 @@ async fn a_done_request_is_taken_back_except_what_a_person_changed_since() {
     server.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_running_request_is_interrupted_then_taken_back() {
+/// A mock model that creates `a`, then stalls in the middle of `b` (`b` stays half-drawn).
+async fn stalling_in_b() -> fairyring::llm::mock::MockServer {
     let text = r#"{"actions": [{"_type": "create", "intent": "a", "shape": {"_type": "rectangle", "shapeId": "a", "note": "", "x": 0, "y": 0, "w": 50, "h": 50}}, {"_type": "create", "intent": "b", "shape": {"_type": "rectangle", "shapeId": "b", "note": "", "x": 100, "y": 0, "w": 50, "h": 50, "color": "red"}}]}"#;
-    // The model stalls in the middle of `b`: the request runs until something stops it.
     let stall = text.find("\"color\": \"red\"").expect("marker");
-    let mock = mock_server(vec![MockResponse {
+    mock_server(vec![MockResponse {
         fault: Some(Fault::Stall { after_chars: stall }),
         ..ok(text)
     }])
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_request_is_interrupted_then_taken_back() {
+    // The request runs until something stops it.
+    let mock = stalling_in_b().await;
     let (server, ws, http) = start(mock_config(&mock)).await;
     let mut client = Client::connect(&ws, "running").await;
     let id = invite(&http, "running", "Moss").await;
@@ -303,4 +308,92 @@ async fn a_request_can_be_taken_back_after_a_restart() {
         .await;
     client.close().await;
     server.shutdown().await;
+}
+
+/// The stored state of every fairy of the SQLite file at `db`, as text.
+async fn stored_states(db: &std::path::Path) -> String {
+    use sqlx::Row;
+    let url = format!("sqlite:{}?mode=ro", db.display());
+    let Ok(mut conn) = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url).await else {
+        return String::new();
+    };
+    let rows = sqlx::query("SELECT data FROM fairy_states")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap_or_default();
+    rows.iter()
+        .filter_map(|r| r.try_get::<Vec<u8>, _>(0).ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_mid_request_a_revert_restores_the_canvas_before_it() {
+    use support::services::Node;
+    // The process is killed while the model is silent.
+    let mock = stalling_in_b().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("killed.db");
+    let args: Vec<String> = [
+        "--store",
+        &format!("sqlite:{}", db.display()),
+        "--llm",
+        "openai",
+        "--llm-base-url",
+        &mock.base_url(),
+        "--llm-model",
+        "mock",
+        "--fairy-apply-interval-ms",
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut node = Node::spawn(&args);
+    let mut client = Client::connect(&node.ws(), "crash").await;
+    client
+        .edit(|txn| support::put_shape(txn, "mine", 10.0))
+        .await;
+    let id = invite(&node.http(), "crash", "Fern").await;
+    let request = prompt_id(&node.http(), "crash", &id, "two boxes, slowly").await;
+    client
+        .until("a done and b streaming", |c| {
+            let s = shapes(c);
+            s["a"]["locked"] == json!(false) && s["b"]["locked"] == json!(true)
+        })
+        .await;
+    // The ledger that holds `a` reaches the store within half a second, though the model is
+    // silent; nothing after that is needed for the revert.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !stored_states(&db).await.contains("\"shapes\":{\"a\"") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the ledger holding `a` was never stored"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    node.kill();
+    client.close().await;
+
+    let node = Node::spawn(&args);
+    let mut client = Client::connect(&node.ws(), "crash").await;
+    client
+        .until("the fairy back, its half-drawn shape gone", |c| {
+            let s = shapes(c);
+            fairy_presence(c, &id).is_some()
+                && s.get("b").is_none()
+                && s["a"]["locked"] == json!(false)
+        })
+        .await;
+    let (status, body) = revert(&node.http(), "crash", &id, &request).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["kept"], json!(0), "{body}");
+    client
+        .until("only the person's shape left, nothing re-created", |c| {
+            let s = shapes(c);
+            s.as_object()
+                .is_some_and(|m| m.len() == 1 && m.contains_key("mine"))
+        })
+        .await;
+    client.close().await;
 }

@@ -302,10 +302,11 @@ impl FairyRuntime {
     /// most every [`PERSIST_EVERY`] while the fairy works: the state holds the whole history
     /// and the ledger of sixteen requests (hundreds of kilobytes), and a fairy prompted again and
     /// again stored it three or four times a request — most of its work beside other fairies.
-    /// A change not stored yet goes with the next call once the interval passed, or when the
-    /// fairy goes idle ([`FairyRuntime::flush_state`]), or when it stops. While a request draws
-    /// this is called after every complete action, so the ledger of what it changed is stored
-    /// within about [`PERSIST_EVERY`] of each action (a revert after a crash needs it).
+    /// A change not stored yet goes with the next call once the interval passed, when the
+    /// interval ends while a model streams (the turn's timer), when the fairy goes idle
+    /// ([`FairyRuntime::flush_state`]), or when it stops. While a request draws this is called
+    /// after every complete action, so the ledger of what it changed is stored within
+    /// [`PERSIST_EVERY`] of each action (a revert after a crash needs it).
     pub fn persist(&mut self) {
         self.unsaved = true;
         let now = self.clock.now();
@@ -314,6 +315,14 @@ impl FairyRuntime {
             .is_none_or(|at| now.saturating_duration_since(at) >= PERSIST_EVERY);
         if due {
             self.persist_now();
+        }
+    }
+
+    /// When a change not stored yet is due to be (none waiting: `None`).
+    pub(super) fn state_save_due(&self) -> Option<std::time::Instant> {
+        match (self.unsaved, self.persisted_at) {
+            (true, Some(at)) => Some(at + PERSIST_EVERY),
+            _ => None,
         }
     }
 

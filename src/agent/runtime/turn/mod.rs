@@ -194,11 +194,17 @@ impl FairyRuntime {
         let mut cut = false;
         let outcome = loop {
             let wake = turn.held.as_ref().map(|h| h.until);
+            let save = self.state_save_due().map(tokio::time::Instant::from_std);
             let event = tokio::select! {
                 biased;
                 event = stream.next() => event,
                 () = sleep_until(wake) => {
                     self.apply_held(&mut turn);
+                    continue;
+                }
+                // What the last actions changed is stored even while the model is silent.
+                () = sleep_until(save) => {
+                    self.flush_state();
                     continue;
                 }
                 () = sleep_until(tail.map(|(_, until)| until)) => {
