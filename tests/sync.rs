@@ -537,3 +537,94 @@ async fn updates_as_the_servers_client_id_close_with_1007() {
     );
     server.shutdown().await;
 }
+
+/// The stored snapshot of `room` in the SQLite file at `db` (read while the server runs), as a
+/// document, with the sequence number it covers.
+async fn stored_snapshot(db: &std::path::Path, room: &str) -> Option<(Doc, i64)> {
+    use sqlx::Row;
+    let url = format!("sqlite:{}?mode=ro", db.display());
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+        .await
+        .ok()?;
+    let row = sqlx::query("SELECT data, seq FROM snapshots WHERE room = ?")
+        .bind(room)
+        .fetch_optional(&mut conn)
+        .await
+        .ok()??;
+    let bytes: Vec<u8> = row.try_get(0).ok()?;
+    let seq: i64 = row.try_get(1).ok()?;
+    let doc = Doc::new();
+    let update = <yrs::Update as yrs::updates::decoder::Decode>::decode_v1(&bytes).ok()?;
+    doc.transact_mut().apply_update(update).ok()?;
+    Some((doc, seq))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_live_room_compacts_from_the_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("large.sqlite");
+    let mut config = ServeConfig::for_test();
+    config.store = format!("sqlite:{}", db.display());
+    config.compact_every = 5;
+    let (server, base) = start(config).await;
+    let mut a = Client::connect(&base, "large").await;
+    // Over the size from which snapshots are built from the store, not the live document.
+    let note = "n".repeat(300 * 1024);
+    a.edit(|txn| {
+        use yrs::MapPrelim;
+        let shapes = txn.get_or_insert_map("shapes");
+        shapes.insert(
+            txn,
+            "big",
+            MapPrelim::from([
+                ("id", yrs::Any::from("big")),
+                ("note", yrs::Any::from(note)),
+            ]),
+        );
+    })
+    .await;
+    for i in 0..5 {
+        a.edit(|txn| put_shape(txn, &format!("q{i}"), i as f64))
+            .await;
+    }
+    // The first snapshot (encoded from the live document: the room's first) holds it.
+    let deadline = tokio::time::Instant::now() + support::TIMEOUT;
+    while stored_snapshot(&db, "large").await.is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "no first snapshot");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Past 16 × `compact_every` small updates: the next snapshot is built from the store.
+    for i in 0..100 {
+        a.edit(|txn| put_shape(txn, &format!("p{i}"), i as f64))
+            .await;
+    }
+    let mut b = Client::connect(&base, "large").await;
+    b.until("every edit", |c| shape_x(&c.doc, "p99") == Some(99.0))
+        .await;
+    // It is written beside the room, which stays loaded: the stored snapshot catches up with
+    // the edits (and holds them: it was built from what the store holds).
+    let deadline = tokio::time::Instant::now() + support::TIMEOUT;
+    loop {
+        if let Some((doc, seq)) = stored_snapshot(&db, "large").await
+            && seq >= 80
+        {
+            assert_eq!(shape_x(&doc, "p70"), Some(70.0));
+            let txn = doc.transact();
+            let big = txn.get_map("shapes").and_then(|s| s.get(&txn, "big"));
+            assert!(big.is_some(), "the large shape is in the snapshot");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no snapshot covering the edits while the room is live"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        server
+            .rooms()
+            .get_loaded(&fairyring::room::RoomName::parse("large").expect("name"))
+            .is_some()
+    );
+    server.shutdown().await;
+}

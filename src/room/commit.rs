@@ -109,6 +109,8 @@ pub(crate) struct LogState {
     pub bytes_since_snapshot: u64,
     /// Bytes of the last snapshot this committer wrote (0: none yet).
     pub snapshot_bytes: u64,
+    /// Bytes of the snapshot the room was loaded from (0: none).
+    pub loaded_snapshot_bytes: u64,
     /// When a catch-up from the store is due (scale-out only).
     pub catchup_at: Option<Instant>,
     /// The compaction running beside the committer, if any (see [`start_compaction`]).
@@ -126,6 +128,7 @@ impl LogState {
             since_snapshot,
             bytes_since_snapshot: 0,
             snapshot_bytes: 0,
+            loaded_snapshot_bytes: 0,
             catchup_at: None,
             compacting: None,
             reconciled: now,
@@ -347,14 +350,33 @@ struct Compaction {
     covered_bytes: u64,
 }
 
-/// Starts compacting the room's log beside the committer, from the store, never from the live
-/// document: the snapshot is built in a private document from the stored snapshot and updates
-/// on the snapshot thread ([`super::snapshot`]), so no update of the room waits for it. Encoding the live document held its lock for tens of milliseconds in a
-/// room of thousands of shapes: people's p99 beside 16 drawing fairies went from 9–10 to 16–29
-/// ms, their worst from 15–22 to 50–72 ms (docs/storage.md "Compaction"). The price is memory:
-/// while it runs, the room's document exists twice.
+/// Snapshots below this size are encoded from the live document (a millisecond or two under
+/// its lock); larger ones are built from the store ([`compact_from_store`]).
+const LIVE_ENCODE_MAX: u64 = 256 * 1024;
+
+/// Starts compacting the room's log beside the committer, which goes on committing while the
+/// snapshot is written. A small room's snapshot is encoded from the live document at once. A
+/// larger room's is built from the store, never from the live document: in a private document
+/// on the snapshot thread ([`super::snapshot`]), so no update of the room waits for it.
+/// Encoding the live document held its lock for tens of milliseconds in a room of thousands of
+/// shapes: people's p99 beside 16 drawing fairies went from 9–10 to 16–29 ms, their worst from
+/// 15–22 to 50–72 ms (docs/storage.md "Compaction"). The price is memory: while it runs, the
+/// room's document exists twice (one room at a time: the snapshot thread builds one).
 fn start_compaction(room: &Arc<Room>, log: &mut LogState) {
-    let task = tokio::spawn(compact_from_store(room.clone()));
+    let task = if log.snapshot_bytes.max(log.loaded_snapshot_bytes) < LIVE_ENCODE_MAX {
+        // Only up to what the document is known to hold: with several nodes appending, a
+        // later sequence number of this node's may lie beyond one it has not received yet.
+        let upto = log.seqs.contiguous();
+        if upto == 0 {
+            return;
+        }
+        // The same encoding becomes the room's cold-load answer.
+        let snapshot = room.encode_and_install_cold();
+        let room = room.clone();
+        tokio::spawn(async move { write_snapshot(&room, snapshot, upto).await })
+    } else {
+        tokio::spawn(compact_from_store(room.clone()))
+    };
     log.compacting = Some(Compaction {
         task,
         covered: log.since_snapshot,
@@ -363,7 +385,8 @@ fn start_compaction(room: &Arc<Room>, log: &mut LogState) {
 }
 
 /// Builds a snapshot of everything stored for the room and replaces the log up to the last
-/// sequence number it holds; the snapshot's size, or `None` when nothing was compacted.
+/// sequence number it holds (every node's updates up to it); the snapshot's size, or `None`
+/// when nothing was compacted.
 async fn compact_from_store(room: Arc<Room>) -> Option<u64> {
     let stored = match room.store.load(&room.name).await {
         Ok(stored) => stored,
@@ -380,6 +403,12 @@ async fn compact_from_store(room: Arc<Room>) -> Option<u64> {
         tracing::warn!(room = %room.name, "no snapshot built; will retry later");
         return None;
     };
+    write_snapshot(&room, snapshot, upto).await
+}
+
+/// Replaces the room's log up to `upto` by `snapshot`; the snapshot's size, or `None` when the
+/// store failed.
+async fn write_snapshot(room: &Room, snapshot: Bytes, upto: u64) -> Option<u64> {
     let bytes = snapshot.len() as u64;
     match room.store.compact(&room.name, snapshot, upto).await {
         Ok(()) => {
@@ -415,7 +444,8 @@ fn compacted(room: &Room, log: &mut LogState, (snapshot, covered, bytes): (Optio
     tracing::trace!(room = %room.name, snapshot_bytes, "compaction counted");
 }
 
-/// Replaces the logged updates by one snapshot of the whole document.
+/// Replaces the logged updates by one snapshot of the whole document, encoded from the live
+/// document (the room is going away: nobody waits for it).
 async fn compact(room: &Arc<Room>, log: &mut LogState) {
     // Only up to what the document is known to hold: with several nodes appending, a later
     // sequence number of this node's may lie beyond one it has not received yet.
@@ -424,19 +454,11 @@ async fn compact(room: &Arc<Room>, log: &mut LogState) {
         // Nothing the document is known to hold yet (a gap from the first update on).
         return;
     }
-    // The same encoding becomes the room's cold-load answer.
     let snapshot = room.encode_and_install_cold();
-    let snapshot_bytes = snapshot.len() as u64;
-    match room.store.compact(&room.name, snapshot, upto).await {
-        Ok(()) => {
-            tracing::debug!(room = %room.name, upto, "compacted update log");
-            log.since_snapshot = 0;
-            log.bytes_since_snapshot = 0;
-            log.snapshot_bytes = snapshot_bytes;
-        }
-        Err(error) => {
-            tracing::warn!(room = %room.name, %error, "compaction failed; will retry later")
-        }
+    if let Some(snapshot_bytes) = write_snapshot(room, snapshot, upto).await {
+        log.since_snapshot = 0;
+        log.bytes_since_snapshot = 0;
+        log.snapshot_bytes = snapshot_bytes;
     }
 }
 

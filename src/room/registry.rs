@@ -245,7 +245,8 @@ impl Rooms {
             RoomError::Store
         })?;
         let now = tokio::time::Instant::from_std(self.inner.config.clock.now());
-        let log = LogState::new(stored.last_seq, stored.updates.len() as u64, now);
+        let mut log = LogState::new(stored.last_seq, stored.updates.len() as u64, now);
+        log.loaded_snapshot_bytes = stored.snapshot.as_ref().map_or(0, |s| s.len() as u64);
         let room = Room::new(
             name.clone(),
             stored,
