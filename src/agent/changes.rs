@@ -207,14 +207,10 @@ impl ChangeTracker {
         drop(self.synced());
     }
 
-    /// The room's shapes now, in z-order, read from the live view rather than the document.
+    /// The room's shapes now, in no particular order, read from the live view rather than the
+    /// document.
     pub fn shapes(&self) -> Vec<Arc<Shape>> {
         self.live.shapes()
-    }
-
-    /// The room's shapes now, in no particular order (the live view's).
-    pub fn shapes_unordered(&self) -> Vec<Arc<Shape>> {
-        self.live.shapes_unordered()
     }
 
     /// The shape `id` now, from the room's live view.
@@ -266,9 +262,9 @@ impl ChangeTracker {
         self.synced().ledger.mark_rejected(id, outcome);
     }
 
-    /// Runs `f` with the ledger (stored with the fairy's private state) lent to it (taken out and put back, never copied): the state
-    /// is stored after every drawn action, and a copy of sixteen requests' records each time
-    /// was a twentieth of a drawing fairy's work.
+    /// Runs `f` with the ledger (stored with the fairy's private state) lent to it, never
+    /// copied: the state is stored after drawn actions, and a copy of sixteen requests' records
+    /// each time was a twentieth of a drawing fairy's work.
     pub fn lend_ledger<R>(&self, f: impl FnOnce(&mut RequestLedger) -> R) -> R {
         f(&mut self.synced().ledger)
     }

@@ -23,7 +23,7 @@ use super::prompt_parts::{self, PromptExtras};
 use super::runtime_actions::response_schema_for;
 use crate::canvas::format::{peripheral_clusters, to_blurry, to_simple};
 use crate::canvas::geometry::{Bounds, shape_bounds};
-use crate::canvas::shape::Shape;
+use crate::canvas::shape::{Shape, paint_order};
 use crate::canvas::transform::PromptTransform;
 use crate::llm::{ChatMessage, ModelRequest, Part, Role};
 use crate::partial_json::ACTIONS_PREFILL;
@@ -220,11 +220,6 @@ fn other_fairy(f: &Value, t: &PromptTransform) -> Value {
     out
 }
 
-/// Paint order: ascending `index`, then id (docs/document-schema.md).
-fn z_order(a: &Shape, b: &Shape) -> std::cmp::Ordering {
-    a.index.cmp(&b.index).then_with(|| a.id.cmp(&b.id))
-}
-
 /// The context parts, as one JSON object.
 pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> Value {
     // One pass, each shape's bounds computed once; only what is listed is put in z-order.
@@ -234,7 +229,7 @@ pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> Value 
         .map(|s| s.as_ref())
         .filter(|s| s.page_id == input.page_id)
         .partition(|s| shape_bounds(s).intersects(&input.bounds));
-    inside.sort_by(|a, b| z_order(a, b));
+    inside.sort_by(|a, b| paint_order(a, b));
     let blurry: Vec<Value> = inside
         .iter()
         .take(MAX_LISTED_SHAPES)
@@ -250,7 +245,7 @@ pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> Value 
         .map(|s| s.as_ref())
         .filter(|s| input.selected.contains(&s.id))
         .collect();
-    selected.sort_by(|a, b| z_order(a, b));
+    selected.sort_by(|a, b| paint_order(a, b));
     let selected: Vec<Value> = selected
         .into_iter()
         .take(MAX_LISTED_SHAPES)

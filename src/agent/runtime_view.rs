@@ -65,12 +65,14 @@ impl FairyRuntime {
         // Read and drawn in the screenshot pool, never waited for past the render budget.
         let (screenshot, screenshot_note) = if self.config.vision {
             // From the room's live view: the pool never walks the document under its lock.
-            // Only what the screenshot can show is copied for the pool.
+            // Only what the screenshot can show is copied for the pool, in z-order.
             let page = self.state.page_id.clone();
-            let shapes = crate::canvas::render::visible(&self.shapes_now(), &page, &self.bounds)
+            let all = self.shapes_now();
+            let mut shapes: Vec<_> = crate::canvas::render::visible(&all, &page, &self.bounds)
                 .into_iter()
                 .cloned()
                 .collect();
+            shapes.sort_by(crate::canvas::shape::paint_order);
             match screenshot::shoot(shapes, page, self.bounds).await {
                 Ok(shot) => (shot, None),
                 Err(skipped) => (None, Some(skipped.note())),

@@ -211,16 +211,10 @@ impl LiveShapes {
         }
     }
 
-    /// Every readable shape, in z-order (ascending `index`, then id), as
-    /// [`list_shapes`] gives them, without holding the document.
+    /// Every readable shape, without holding the document, in no particular order: readers
+    /// pick a few and put those in z-order ([`crate::canvas::shape::paint_order`]), instead of
+    /// sorting the whole canvas for every prompt.
     pub fn shapes(&self) -> Vec<Arc<Shape>> {
-        let mut shapes: Vec<Arc<Shape>> = lock(&self.view).shapes.values().cloned().collect();
-        shapes.sort_by(|a, b| a.index.cmp(&b.index).then_with(|| a.id.cmp(&b.id)));
-        shapes
-    }
-
-    /// Every readable shape, in no particular order (cheaper: most readers want a few of them).
-    pub fn shapes_unordered(&self) -> Vec<Arc<Shape>> {
         lock(&self.view).shapes.values().cloned().collect()
     }
 

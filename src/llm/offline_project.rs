@@ -50,24 +50,31 @@ fn bounds(v: &Value) -> [i64; 4] {
     [n("x"), n("y"), n("w").max(1), n("h").max(1)]
 }
 
+/// A project member's part: leading (alone or as a duo) or working a task (marked done with
+/// the named action).
+enum Part {
+    Lead { duo: bool },
+    Work { done: &'static str },
+}
+
 /// The project answer for this request, or `None` when the fairy is in no project mode.
 pub fn respond(request: &ModelRequest) -> Option<String> {
-    let mode = mode(&request.system)?;
-    // Only a project mode reads the context part (parsing it is most of a solo answer's cost).
-    let actions = match mode {
-        "orchestrating-active" => lead(&context(request), &last_message(request), false),
-        "duo-orchestrating-active" => lead(&context(request), &last_message(request), true),
-        "working-drone" => work(
-            &context(request),
-            &last_message(request),
-            "mark-drone-task-done",
-        ),
-        "working-orchestrator" => work(
-            &context(request),
-            &last_message(request),
-            "mark-duo-task-done",
-        ),
+    let part = match mode(&request.system)? {
+        "orchestrating-active" => Part::Lead { duo: false },
+        "duo-orchestrating-active" => Part::Lead { duo: true },
+        "working-drone" => Part::Work {
+            done: "mark-drone-task-done",
+        },
+        "working-orchestrator" => Part::Work {
+            done: "mark-duo-task-done",
+        },
         _ => return None,
+    };
+    // Read only in a project mode: parsing it was most of a solo answer's cost.
+    let (ctx, message) = (context(request), last_message(request));
+    let actions = match part {
+        Part::Lead { duo } => lead(&ctx, &message, duo),
+        Part::Work { done } => work(&ctx, &message, done),
     };
     Some(json!({ "actions": actions }).to_string())
 }

@@ -333,9 +333,9 @@ async fn append_with_retry(room: &Arc<Room>, updates: Vec<Bytes>) -> Result<u64,
 }
 
 /// Whether the log is worth compacting: `compact_every` updates logged, and at least a quarter
-/// of the last snapshot's size in bytes (a snapshot encodes the whole document under a read
-/// lock that people's updates wait for: in a large room, thousands of small updates do not
-/// pay for it); never more than 16 × `compact_every` updates, which bounds a load's replay.
+/// of the last snapshot's size in bytes (a snapshot is the whole document, encoded or rebuilt
+/// from the store: in a large room, thousands of small updates do not pay for it); never more
+/// than 16 × `compact_every` updates, which bounds a load's replay.
 fn compaction_due(log: &LogState, compact_every: u64) -> bool {
     log.since_snapshot >= compact_every
         && (log.bytes_since_snapshot.saturating_mul(4) >= log.snapshot_bytes

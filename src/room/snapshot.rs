@@ -9,7 +9,7 @@
 //!
 //! Owns the thread and its queue; knows nothing of logs or sequence numbers.
 
-use std::sync::{Mutex, OnceLock, mpsc};
+use std::sync::{OnceLock, mpsc};
 
 use bytes::Bytes;
 use yrs::{ReadTxn, StateVector, Transact};
@@ -22,9 +22,9 @@ struct Job {
     done: tokio::sync::oneshot::Sender<Bytes>,
 }
 
-static QUEUE: OnceLock<Option<Mutex<mpsc::Sender<Job>>>> = OnceLock::new();
+static QUEUE: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
 
-fn start() -> Option<Mutex<mpsc::Sender<Job>>> {
+fn start() -> Option<mpsc::Sender<Job>> {
     let (tx, rx) = mpsc::channel::<Job>();
     let spawned = std::thread::Builder::new()
         .name("snapshots".into())
@@ -36,7 +36,7 @@ fn start() -> Option<Mutex<mpsc::Sender<Job>>> {
             }
         });
     match spawned {
-        Ok(_) => Some(Mutex::new(tx)),
+        Ok(_) => Some(tx),
         Err(error) => {
             tracing::warn!(%error, "no snapshot thread: live rooms are not compacted");
             None
@@ -46,7 +46,7 @@ fn start() -> Option<Mutex<mpsc::Sender<Job>>> {
 
 /// A full-state v1 update of everything `stored` holds (entries that cannot be decoded are
 /// skipped, as a load skips them).
-pub fn build_now(stored: StoredRoom) -> Bytes {
+fn build_now(stored: StoredRoom) -> Bytes {
     let doc = super::registry::ReadSource::Stored(stored).into_doc();
     let txn = doc.transact();
     Bytes::from(txn.encode_state_as_update_v1(&StateVector::default()))
@@ -56,11 +56,7 @@ pub fn build_now(stored: StoredRoom) -> Bytes {
 pub async fn build(stored: StoredRoom) -> Option<Bytes> {
     let queue = QUEUE.get_or_init(start).as_ref()?;
     let (done, built) = tokio::sync::oneshot::channel();
-    queue
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .send(Job { stored, done })
-        .ok()?;
+    queue.send(Job { stored, done }).ok()?;
     built.await.ok()
 }
 

@@ -7,7 +7,7 @@ use yrs::TransactionMut;
 
 use super::common::{ids_schema, load_all, save_all, schema, shape_list};
 use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
-use crate::canvas::shape::list_shapes;
+use crate::canvas::shape::{list_shapes, paint_order};
 use crate::canvas::zorder::{indexes_above, indexes_below};
 use crate::ids::ShapeId;
 
@@ -39,7 +39,7 @@ pub fn apply(
     _ctx: &mut ActionCtx,
 ) -> Result<(), ActionError> {
     let mut shapes = load_all(txn, &args.shapes)?;
-    shapes.sort_by(|a, b| a.index.cmp(&b.index).then_with(|| a.id.cmp(&b.id)));
+    shapes.sort_by(paint_order);
     let all = list_shapes(txn);
     let mut pages: Vec<String> = shapes.iter().map(|s| s.page_id.clone()).collect();
     pages.dedup();

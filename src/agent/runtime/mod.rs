@@ -259,17 +259,12 @@ impl FairyRuntime {
         &self.room
     }
 
-    /// The room's shapes now, in z-order, from the room's live view (no walk of the document
-    /// under its lock; docs/fairies.md "People and fairies in one room").
-    /// Shared pointers: nothing of a shape is copied.
+    /// The room's shapes now, from the room's live view (no walk of the document under its
+    /// lock; docs/fairies.md "People and fairies in one room"): shared pointers, in no
+    /// particular order, so nothing of a shape is copied and readers put in z-order only the
+    /// few they pick.
     pub(super) fn shapes_now(&self) -> Vec<Arc<crate::canvas::shape::Shape>> {
         self.tracker.shapes()
-    }
-
-    /// [`FairyRuntime::shapes_now`] in no particular order: no sort of the whole canvas for
-    /// readers that pick a few shapes (and order those).
-    pub(super) fn shapes_any_order(&self) -> Vec<Arc<crate::canvas::shape::Shape>> {
-        self.tracker.shapes_unordered()
     }
 
     /// Its awareness peer.

@@ -40,7 +40,7 @@ impl FairyRuntime {
         let Some(bounds) = self.task_bounds() else {
             return report;
         };
-        let shapes = self.shapes_any_order();
+        let shapes = self.shapes_now();
         let inside: Vec<&str> = shapes_in_bounds(&shapes, &self.state.page_id, &bounds)
             .into_iter()
             .map(|s| s.id.as_str())

@@ -126,7 +126,7 @@ impl FairyRuntime {
         recovery: &OverflowRecovery,
         transform: &mut PromptTransform,
     ) -> crate::llm::ModelRequest {
-        let shapes = self.shapes_any_order();
+        let shapes = self.shapes_now();
         let me = self.beacon.client_id();
         let other_fairies: Vec<Value> = self
             .room
