@@ -17,6 +17,8 @@ use fairyring::room::RoomName;
 use fairyring::store::Store;
 use serde_json::{Value, json};
 use support::Client;
+use yrs::updates::decoder::Decode;
+use yrs::{Map, ReadTxn, Transact};
 
 /// A 950 KB text without spaces at fontSize 2000 (it used to burn a core for minutes).
 fn long_text() -> Shape {
@@ -208,6 +210,62 @@ async fn a_read_of_an_unknown_room_creates_and_writes_nothing() {
     let (status, body, _) = get(&format!("{http}/rooms/real/export.svg?x=0&y=0&w=10&h=10")).await;
     assert_eq!(status, 200, "{}", error_code(&body));
     server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_of_an_unknown_room_stores_nothing_and_sees_the_same_schema_again() {
+    let has_page = |c: &Client| {
+        let txn = c.doc.transact();
+        txn.get_map("pages")
+            .is_some_and(|pages| pages.get(&txn, "page:main").is_some())
+    };
+    let name = RoomName::parse("visitor").expect("name");
+    let (server, store, _http) = start_with(config()).await;
+    let mut first = Client::connect(&format!("ws://{}", server.addr()), "visitor").await;
+    first.until("the schema's page", has_page).await;
+    let seen = first.state();
+    first.close().await;
+    server.shutdown().await;
+    let stored = store.load(&name).await.expect("load");
+    assert!(
+        stored.snapshot.is_none() && stored.updates.is_empty(),
+        "a join that wrote nothing stored {} updates",
+        stored.updates.len()
+    );
+
+    // Loaded again, the room builds the very same schema (a returning peer's copy matches it),
+    // and the first write stores it ahead of the write.
+    let again = fairyring::server::start_with(
+        config(),
+        fairyring::room::RoomConfig::from_serve,
+        store.clone(),
+    )
+    .await
+    .expect("server");
+    let mut second = Client::connect(&format!("ws://{}", again.addr()), "visitor").await;
+    second.until("the schema's page", has_page).await;
+    assert_eq!(second.state(), seen, "the schema differs between two loads");
+    second.edit(|txn| support::put_shape(txn, "s", 1.0)).await;
+    second.close().await;
+    again.shutdown().await;
+    let stored = store.load(&name).await.expect("load");
+    let doc = yrs::Doc::new();
+    {
+        let mut txn = doc.transact_mut();
+        for u in stored.snapshot.iter().chain(stored.updates.iter()) {
+            txn.apply_update(yrs::Update::decode_v1(u).expect("stored update"))
+                .expect("apply");
+        }
+    }
+    let txn = doc.transact();
+    assert!(
+        txn.get_map("pages")
+            .is_some_and(|p| p.get(&txn, "page:main").is_some())
+    );
+    assert!(
+        txn.get_map("shapes")
+            .is_some_and(|s| s.get(&txn, "s").is_some())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -134,6 +134,8 @@ pub fn normalize_text_align(s: &str) -> Option<&'static str> {
 /// Creates whatever schema v1 root content is missing: the `page:main` page and
 /// `meta.schemaVersion`. Idempotent; never overwrites existing values, so calling it on a
 /// loaded document is harmless. The room calls it with its `system` origin on a new document.
+/// Deterministic: on an empty document with a given client id it writes the same update
+/// every time.
 pub fn init_schema(doc: &Doc, origin: impl Into<yrs::Origin>) {
     let mut txn = doc.transact_mut_with(origin.into());
     init_schema_in(&mut txn);
@@ -147,11 +149,17 @@ pub fn init_schema_in(txn: &mut TransactionMut<'_>) {
     }
     let pages = txn.get_or_insert_map(PAGES);
     if pages.len(txn) == 0 {
-        let page = MapPrelim::from([
-            ("name", Any::from("Page 1")),
-            ("index", Any::from(crate::canvas::zorder::first_index())),
-        ]);
-        pages.insert(txn, MAIN_PAGE, page);
+        // Key by key in a fixed order (a `MapPrelim` of several keys inserts them in hash
+        // order): on a fresh document the schema is then the same items, with the same ids,
+        // every time, so a room whose schema was never stored can be built again identically
+        // (`room::Room::new`).
+        let page = pages.insert(txn, MAIN_PAGE, MapPrelim::default());
+        page.insert(txn, "name", Any::from("Page 1"));
+        page.insert(
+            txn,
+            "index",
+            Any::from(crate::canvas::zorder::first_index()),
+        );
     }
     let meta = txn.get_or_insert_map(META);
     if meta.get(txn, "schemaVersion").is_none() {

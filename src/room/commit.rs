@@ -258,7 +258,7 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
         room.pending.mark_delivered(upto);
         return Ok(());
     }
-    let updates: Vec<Bytes> = items
+    let mut updates: Vec<Bytes> = items
         .iter()
         .filter_map(|item| match item {
             Pending::Update { update, .. } => Some(update.clone()),
@@ -266,6 +266,9 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
         })
         .collect();
     if !updates.is_empty() {
+        if let Some(schema) = room.take_unwritten_schema() {
+            updates.insert(0, schema);
+        }
         let count = updates.len() as u64;
         log.bytes_since_snapshot += updates.iter().map(|u| u.len() as u64).sum::<u64>();
         let published = room.config.fanout.as_ref().map(|_| updates.clone());

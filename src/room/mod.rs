@@ -187,6 +187,8 @@ pub struct Room {
     fairy_writes: write_budget::WriteBudget,
     /// Where the document's items are (see [`roots`]): peers' updates are checked against it.
     roots: Arc<Mutex<roots::RootIndex>>,
+    /// A new room's schema, until the room's first write stores it ahead of that write.
+    unwritten_schema: Mutex<Option<Bytes>>,
 }
 
 impl Room {
@@ -227,11 +229,27 @@ impl Room {
         // The cold-load answer starts as what the document was built from: the stored snapshot
         // (a full-state encoding) and the log after it, with no re-encoding of the document.
         // An unreadable entry leaves it empty, to be rebuilt from the document when needed.
+        // A room never written gets the schema (docs/document-schema.md) now, so that its
+        // first peers see the page, but it is stored only with the room's first real write
+        // (`commit`): a join or a read of a room that nobody writes leaves nothing behind. The
+        // schema is deterministic, so building it again on the next load gives the very items
+        // a peer may already hold.
+        let unwritten_schema = if is_new {
+            let mut txn = doc.transact_mut_with(TxnOrigin::System);
+            crate::canvas::schema::init_schema_in(&mut txn);
+            Some(Bytes::from(txn.encode_update_v1()))
+        } else {
+            None
+        };
         let cold = Arc::new(cold::ColdCache::default());
         if all_applied {
             const EMPTY_DOC: &[u8] = &[0, 0];
             let base = stored.snapshot.as_deref().unwrap_or(EMPTY_DOC);
-            cold.install(base.to_vec(), stored.updates);
+            let log = match &unwritten_schema {
+                Some(schema) => vec![schema.clone()],
+                None => stored.updates,
+            };
+            cold.install(base.to_vec(), log);
         }
         let pending = Arc::new(PendingQueue::new(config.pending_capacity));
         let queue = pending.clone();
@@ -264,9 +282,6 @@ impl Room {
             },
         )
         .map_err(|_| RoomError::Closed)?;
-        if is_new {
-            crate::canvas::schema::init_schema(&doc, TxnOrigin::System);
-        }
         let clock = config.clock.clone();
         let awareness = Awareness::with_clock(doc.clone(), move || clock.unix_millis());
         // Idle from the start (after a grace for the handshake that loaded it to join): a room
@@ -290,6 +305,7 @@ impl Room {
             config,
             store,
             roots: index,
+            unwritten_schema: Mutex::new(unwritten_schema),
         }))
     }
 
@@ -335,6 +351,14 @@ impl Room {
     /// Waits until every queued update is durable and delivered.
     pub async fn flushed(&self) {
         self.pending.flushed().await
+    }
+
+    /// A new room's schema, the first time its log is written (see `Room::new`).
+    pub(crate) fn take_unwritten_schema(&self) -> Option<Bytes> {
+        self.unwritten_schema
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     fn lock_peers(&self) -> MutexGuard<'_, presence::Peers> {
