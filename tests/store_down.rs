@@ -67,6 +67,19 @@ impl Store for Switchable {
         self.check()?;
         self.inner.delete_fairy_state(room, fairy).await
     }
+    async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
+        self.check()?;
+        self.inner.load_projects(room).await
+    }
+    async fn save_project(
+        &self,
+        room: &RoomName,
+        project: &str,
+        record: Bytes,
+    ) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.save_project(room, project, record).await
+    }
     async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
         self.check()?;
         self.inner.load_instructions(room).await

@@ -39,6 +39,7 @@ use super::fairy::{FairyEntity, FairyError, insert_fairy, list_fairies, remove_f
 use super::inbox::{Inbox, RevertJob, RevertRefused, Signal};
 use super::interrupt::Interrupt;
 use super::ledger::RevertOutcome;
+use super::projects::book::ProjectBooks;
 use super::projects::waits::{Deliver, Peers, WaitRegistry};
 use super::revert::RevertError;
 use super::runtime::{FairyRuntime, FairyState, Hosting, RuntimeConfig};
@@ -176,6 +177,8 @@ struct Inner {
     quiet_patience: Duration,
     /// Project leaders waiting for tasks.
     waits: Arc<WaitRegistry>,
+    /// The projects of the rooms whose fairies it hosts.
+    projects: ProjectBooks,
     /// Scaled out: this node's fairy leases (`None`: a single node hosts every fairy).
     leases: Option<Arc<crate::pubsub::lease::RedisLeases>>,
     /// Scaled out: the fairies a lease keeper of this node works on, by keeper id.
@@ -227,6 +230,7 @@ impl FairyHub {
         let scaled = leases.is_some();
         // One clock for the rooms, the budget and the fairies: the rooms' (crate::clock).
         let budget = TokenBudget::with_clock(limits.token_budget, rooms.clock().clone());
+        let projects = ProjectBooks::new(rooms.store().clone());
         let hub = FairyHub {
             inner: Arc::new(Inner {
                 rooms,
@@ -240,6 +244,7 @@ impl FairyHub {
                 tracker: TaskTracker::new(),
                 quiet_patience: super::tentative::QUIET_PATIENCE,
                 waits: Arc::new(WaitRegistry::default()),
+                projects,
                 leases: leases.map(Arc::new),
                 keepers: Mutex::new(HashMap::new()),
             }),
@@ -252,12 +257,6 @@ impl FairyHub {
 
     fn lock(&self) -> MutexGuard<'_, HostedMap> {
         self.inner.hosted.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Runs `f` under the hub's map lock (lock order: the hub's map, then the room's locks).
-    pub(super) fn exclusively<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _map = self.lock();
-        f()
     }
 
     /// The loaded room (its fairies hosted).
@@ -372,9 +371,20 @@ impl FairyHub {
                     Ok(runtime) => runtime,
                     Err(error) => return failed(error.to_string()),
                 };
+                // The room's projects, from the store (before its state: a restored member
+                // resumes from them).
+                let projects = match hub.inner.projects.of(&key.0).await {
+                    Ok(projects) => projects,
+                    Err(error) => {
+                        failed(format!("its room's projects could not be loaded: {error}"));
+                        hub.bury(key.0.clone(), runtime);
+                        return;
+                    }
+                };
                 runtime.peers = Some(Peers {
                     waits: hub.inner.waits.clone(),
                     deliver: Arc::new(HubDeliver(Arc::downgrade(&hub.inner))),
+                    projects,
                 });
                 if let Err(error) = runtime.restore().await {
                     // Not hosted with a blank state that would overwrite the stored one;
@@ -617,6 +627,15 @@ impl FairyHub {
         self.inner.shutdown.cancel();
         self.inner.tracker.close();
         self.inner.tracker.wait().await;
+        self.inner.projects.flush().await;
+    }
+
+    /// The projects of a room (from the store the first time).
+    pub(super) async fn projects_of(
+        &self,
+        room: &RoomName,
+    ) -> Result<Arc<super::projects::book::RoomProjects>, HubError> {
+        Ok(self.inner.projects.of(room).await?)
     }
 }
 

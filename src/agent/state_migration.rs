@@ -1,5 +1,5 @@
-//! Load-time clean-up of the `fairies` root, so that the store alone says which fairies a room
-//! has ([`LegacyStateMigration`], a [`LoadHook`]: runs on every room load, before any peer can
+//! Load-time clean-up of the `fairies` and `projects` roots, so that the store alone says which
+//! fairies and projects a room has ([`LegacyStateMigration`], a [`LoadHook`]: runs on every room load, before any peer can
 //! see the document).
 //!
 //! - An entry whose fairy has no state in the store is removed: every fairy the server invites
@@ -7,6 +7,10 @@
 //!   (before `fairies` became server-owned, any writer could add one: 1,000 forged entries were
 //!   all hosted) or by a version before the store kept fairies' state. Only fairies with a
 //!   stored state are hosted.
+//! - A live project in `projects` that the store does not know is ended (`aborted`) in the
+//!   document: the store holds every project the server made ([`super::projects::book`]), so
+//!   such a record was written by a peer before `projects` became server-owned, or by a
+//!   version that kept projects in the document only. No fairy works on it.
 //! - The `runtime` key that early versions kept in each fairy's map (its private state as JSON
 //!   text) is deleted and never read: any writer could set it, and migrating it put a peer's
 //!   text into the store as a fairy's model-facing history and todo list (one forged history
@@ -25,7 +29,8 @@ use crate::origin::TxnOrigin;
 use crate::room::{LoadHook, Room};
 use crate::store::{Store, StoreError};
 
-/// The [`LoadHook`] that removes fairies the store does not know and legacy `runtime` keys.
+/// The [`LoadHook`] that removes fairies the store does not know, ends projects it does not
+/// know, and removes legacy `runtime` keys.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LegacyStateMigration;
 
@@ -55,6 +60,8 @@ impl LoadHook for LegacyStateMigration {
                 "fairy entries without a stored state removed from the document"
             );
         }
+        super::projects::book::end_unknown_projects(store.as_ref(), room.name(), room.doc())
+            .await?;
         let legacy = legacy_runtimes(room.doc());
         if legacy.is_empty() {
             return Ok(());

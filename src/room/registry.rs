@@ -385,6 +385,17 @@ mod tests {
         async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
             self.inner.delete_fairy_state(room, fairy).await
         }
+        async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
+            self.inner.load_projects(room).await
+        }
+        async fn save_project(
+            &self,
+            room: &RoomName,
+            project: &str,
+            record: Bytes,
+        ) -> Result<(), StoreError> {
+            self.inner.save_project(room, project, record).await
+        }
         async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
             self.inner.load_instructions(room).await
         }

@@ -1,4 +1,4 @@
-//! An in-memory [`Store`] (room logs and fairies' private state): nothing survives the
+//! An in-memory [`Store`] (room logs, fairies' private state, projects, instructions): nothing survives the
 //! process. For tests and `--store memory:`.
 
 use std::collections::HashMap;
@@ -23,6 +23,7 @@ pub struct MemoryStore {
     rooms: Mutex<HashMap<String, Log>>,
     fairy_states: Mutex<HashMap<(String, String), Bytes>>,
     instructions: Mutex<HashMap<String, String>>,
+    projects: Mutex<HashMap<(String, String), Bytes>>,
 }
 
 impl MemoryStore {
@@ -94,6 +95,26 @@ impl Store for MemoryStore {
         state: Bytes,
     ) -> Result<(), StoreError> {
         self.with_fairies(|states| states.insert(fairy_key(room, fairy), state));
+        Ok(())
+    }
+
+    async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
+        let projects = self.projects.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(projects
+            .iter()
+            .filter(|((r, _), _)| r == room.as_str())
+            .map(|(_, record)| record.clone())
+            .collect())
+    }
+
+    async fn save_project(
+        &self,
+        room: &RoomName,
+        project: &str,
+        record: Bytes,
+    ) -> Result<(), StoreError> {
+        let mut projects = self.projects.lock().unwrap_or_else(|p| p.into_inner());
+        projects.insert(fairy_key(room, project), record);
         Ok(())
     }
 

@@ -2,7 +2,8 @@
 //!
 //! Owns the narrow async [`Store`] trait (an append-only update log per room plus a compacted
 //! snapshot, and beside it a table of fairies' private state keyed by room and fairy id, which
-//! is never part of a document nor broadcast, and each room's instructions for its fairies) and
+//! is never part of a document nor broadcast, each room's projects, and each room's
+//! instructions for its fairies) and
 //! its implementations: [`sqlite::SqliteStore`] (the embedded default, WAL, group commit across
 //! rooms), [`postgres::PostgresStore`] (the shared store of the scale-out mode, group commit,
 //! safe with several nodes appending to one room) and [`memory::MemoryStore`] (tests and
@@ -105,6 +106,19 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes a fairy's private state, durably; deleting a missing one is not an error.
     async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError>;
 
+    /// The room's projects (docs/fairies.md "Projects"): every record saved with
+    /// [`Store::save_project`], in no particular order. The bytes are opaque to the store (the
+    /// agent writes a project with its tasks as JSON); never part of the document.
+    async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError>;
+
+    /// Replaces one project's record (keyed by room and project id), durably.
+    async fn save_project(
+        &self,
+        room: &RoomName,
+        project: &str,
+        record: Bytes,
+    ) -> Result<(), StoreError>;
+
     /// The room's instructions for its fairies (plain text an admin set with
     /// `PUT /rooms/{room}/instructions`); `None` when none are set.
     async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError>;
@@ -187,6 +201,32 @@ mod tests {
         assert!(store.load(&other).await.unwrap().updates.is_empty());
         fairy_state_contract(store.as_ref(), &room, &other).await;
         instructions_contract(store.as_ref(), &room, &other).await;
+        projects_contract(store.as_ref(), &room, &other).await;
+    }
+
+    /// Projects: per room and project, replaced on save, listed per room.
+    async fn projects_contract(store: &dyn Store, room: &RoomName, other: &RoomName) {
+        assert!(store.load_projects(room).await.unwrap().is_empty());
+        for (project, data) in [("p-1", "one"), ("p-2", "two"), ("p-1", "one again")] {
+            store
+                .save_project(room, project, Bytes::from(data.as_bytes().to_vec()))
+                .await
+                .unwrap();
+        }
+        store
+            .save_project(other, "p-1", Bytes::from_static(b"other"))
+            .await
+            .unwrap();
+        let mut saved = store.load_projects(room).await.unwrap();
+        saved.sort();
+        assert_eq!(
+            saved,
+            vec![Bytes::from_static(b"one again"), Bytes::from_static(b"two")]
+        );
+        assert_eq!(
+            store.load_projects(other).await.unwrap(),
+            vec![Bytes::from_static(b"other")]
+        );
     }
 
     /// Room instructions: per room, replaced on save, removed by an empty text.

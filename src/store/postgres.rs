@@ -186,6 +186,35 @@ impl Store for PostgresStore {
         self.writer.delete_fairy(room, fairy).await
     }
 
+    async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
+        let rows = sqlx::query("SELECT data FROM projects WHERE room = $1")
+            .bind(room.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| Ok(Bytes::from(row.try_get::<Vec<u8>, _>(0)?)))
+            .collect()
+    }
+
+    /// Written outside the group-commit writer: a project changes a few times a minute at most.
+    async fn save_project(
+        &self,
+        room: &RoomName,
+        project: &str,
+        record: Bytes,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO projects (room, project, data) VALUES ($1, $2, $3)
+             ON CONFLICT (room, project) DO UPDATE SET data = excluded.data",
+        )
+        .bind(room.as_str())
+        .bind(project)
+        .bind(record.as_ref())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
         let row = sqlx::query("SELECT text FROM room_instructions WHERE room = $1")
             .bind(room.as_str())

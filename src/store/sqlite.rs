@@ -1,7 +1,8 @@
 //! The embedded SQLite [`Store`]: one file, WAL journal, `synchronous=FULL`.
 //!
 //! Tables: `updates` and `snapshots` (each room's log), `fairy_states` (each fairy's private
-//! state, keyed by room and fairy id) and `room_instructions` (a room's text for its fairies). The schema is created, or completed for a database made
+//! state, keyed by room and fairy id), `projects` (each room's projects, keyed by room and project
+//! id) and `room_instructions` (a room's text for its fairies). The schema is created, or completed for a database made
 //! by an earlier version, when the store opens.
 //!
 //! Writes go through the group-commit writer ([`super::writer`]): every write request (log
@@ -45,6 +46,12 @@ const SCHEMA: &[&str] = &[
         room TEXT PRIMARY KEY NOT NULL,
         text TEXT NOT NULL
     )",
+    "CREATE TABLE IF NOT EXISTS projects (
+        room TEXT NOT NULL,
+        project TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (room, project)
+    ) WITHOUT ROWID",
 ];
 
 /// Rows of one multi-row `INSERT` into the log: a batch's rows go out in chunks of these sizes
@@ -166,6 +173,36 @@ impl Store for SqliteStore {
 
     async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
         self.writer.delete_fairy(room, fairy).await
+    }
+
+    async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
+        let rows = sqlx::query("SELECT data FROM projects WHERE room = ?")
+            .bind(room.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| Ok(Bytes::from(row.try_get::<Vec<u8>, _>(0)?)))
+            .collect()
+    }
+
+    /// Written outside the group-commit writer, like the instructions: a project changes a few
+    /// times a minute at most.
+    async fn save_project(
+        &self,
+        room: &RoomName,
+        project: &str,
+        record: Bytes,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO projects (room, project, data) VALUES (?1, ?2, ?3)
+             ON CONFLICT(room, project) DO UPDATE SET data = excluded.data",
+        )
+        .bind(room.as_str())
+        .bind(project)
+        .bind(record.as_ref())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {

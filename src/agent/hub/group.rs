@@ -1,5 +1,5 @@
-//! The hub's side of projects (docs/fairies.md "Projects"): a group prompt writes the project
-//! to `projects` and interrupts its leader into `orchestrating-active` (3+ fairies) or
+//! The hub's side of projects (docs/fairies.md "Projects"): a group prompt creates the project
+//! in the room's projects (stored, then shown in the document's `projects`) and interrupts its leader into `orchestrating-active` (3+ fairies) or
 //! `duo-orchestrating-active` (2) with the message, and the others into `standing-by`;
 //! disbanding aborts the project and interrupts every member to `idling` at once; a user's
 //! prompt or cancel to a member of a live project is refused (the user disbands instead).
@@ -7,9 +7,8 @@
 use super::{FairyHub, HubError};
 use crate::agent::fairy::{ChatItem, FairyError, append_chat, list_fairies};
 use crate::agent::modes::Mode;
-use crate::agent::projects::doc::{
-    self, Member, Project, free_color, read_project, write_aborted, write_project,
-};
+use crate::agent::projects::book::CreateError;
+use crate::agent::projects::doc::{Member, Project};
 use crate::agent::projects::{ProjectId, ProjectStatus, Role};
 use crate::agent::state::{Interrupt, Request};
 use crate::ids::FairyId;
@@ -94,30 +93,28 @@ impl FairyHub {
         .collect();
         let message = prompt.request.messages.join("\n\n");
         let project_id = ProjectId::random();
-        // Checked and written under the hub's lock, so two group prompts cannot both take a
-        // fairy (lock order: the hub's map, then the document).
-        self.exclusively(|| {
-            if let Some(busy) = ids
-                .iter()
-                .find(|id| doc::live_project_of(loaded.doc(), id).is_some())
-            {
+        let project = Project {
+            id: None,
+            title: message.chars().take(MAX_TITLE_CHARS).collect(),
+            description: message.clone(),
+            plan: String::new(),
+            orchestrator_id: leader.clone(),
+            members,
+            color: String::new(),
+            status: ProjectStatus::Planning,
+        };
+        // Checked and created under the book's lock: two group prompts cannot both take a
+        // fairy.
+        let book = self.projects_of(loaded.name()).await?;
+        match book.create(loaded.doc(), &project_id, project).await {
+            Ok(_) => {}
+            Err(CreateError::Busy(busy)) => {
                 return Err(HubError::FairyInProject(format!(
                     "fairy '{busy}' is already in a live project"
                 )));
             }
-            let project = Project {
-                id: None,
-                title: message.chars().take(MAX_TITLE_CHARS).collect(),
-                description: message.clone(),
-                plan: String::new(),
-                orchestrator_id: leader.clone(),
-                members,
-                color: free_color(loaded.doc()),
-                status: ProjectStatus::Planning,
-            };
-            write_project(loaded.doc(), TxnOrigin::System, &project_id, &project);
-            Ok(())
-        })?;
+            Err(CreateError::Store(error)) => return Err(error.into()),
+        }
         append_chat(
             loaded.doc(),
             &leader,
@@ -149,13 +146,15 @@ impl FairyHub {
     /// aborted, its tentative action reverted). A project that ended already is left as it is.
     pub async fn disband(&self, room: &RoomName, project_id: &ProjectId) -> Result<(), HubError> {
         let loaded = self.loaded_room(room).await?;
-        let mut project = read_project(loaded.doc(), project_id)
+        let book = self.projects_of(loaded.name()).await?;
+        let mut project = book
+            .project(project_id)
             .ok_or_else(|| HubError::ProjectNotFound(project_id.to_string()))?;
         if !project.status.is_live() {
             // Ended already: its former members may be doing something else by now.
             return Ok(());
         }
-        write_aborted(loaded.doc(), TxnOrigin::System, project_id, &mut project);
+        book.abort(loaded.doc(), TxnOrigin::System, project_id, &mut project);
         for member in &project.members {
             let interrupt = Interrupt {
                 input: None,
@@ -177,7 +176,7 @@ impl FairyHub {
         id: &FairyId,
     ) -> Result<(), HubError> {
         let loaded = self.loaded_room(room).await?;
-        match doc::live_project_of(loaded.doc(), id) {
+        match self.projects_of(loaded.name()).await?.live_project_of(id) {
             Some(p) => Err(HubError::FairyInProject(format!(
                 "fairy '{id}' works in project '{}'; disband the project to stop it",
                 p.id.map(|i| i.to_string()).unwrap_or_default()

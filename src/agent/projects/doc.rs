@@ -2,8 +2,10 @@
 //! `{title, description, plan, orchestratorId, members: [{id, role}], color, status}` under its
 //! id; a project task is `{id, title, text, projectId, assignedTo, status, x, y, w, h, pageId}`
 //! under `PROJECT_ID/TASK_ID` (the model's task ids repeat across projects; solo tasks use
-//! `FAIRY_ID/TASK_ID`, [`crate::agent::tasks_doc`]). Reads are lenient (a record a client
-//! broke is skipped), writes touch only the keys whose value changed. No I/O.
+//! `FAIRY_ID/TASK_ID`, [`crate::agent::tasks_doc`]). The roots only mirror the projects kept by
+//! [`super::book`] (the truth, in the store): this module writes them, touching only the keys
+//! whose value changed, and reads them only to end live records the store does not know. No
+//! I/O.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -158,14 +160,6 @@ fn bounded_json<T: ReadTxn>(txn: &T, value: Out, depth: usize) -> Option<Value> 
     }
 }
 
-fn json_of<T: ReadTxn>(txn: &T, root: &str, key: &str) -> Option<Value> {
-    let map = txn.get_map(root)?;
-    match map.get(txn, key)? {
-        value @ Out::YMap(_) => bounded_json(txn, value, MAX_RECORD_DEPTH),
-        _ => None,
-    }
-}
-
 fn all_json<T: ReadTxn>(txn: &T, root: &str) -> Vec<(String, Value)> {
     let Some(map) = txn.get_map(root) else {
         return Vec::new();
@@ -206,41 +200,15 @@ pub fn write_project(doc: &Doc, origin: TxnOrigin, id: &ProjectId, project: &Pro
     upsert_map(doc, origin, PROJECTS, id.as_str(), fields);
 }
 
-/// The project `id`, if it exists and is readable.
-pub fn read_project(doc: &Doc, id: &ProjectId) -> Option<Project> {
-    let txn = doc.transact();
-    parse_project(id.as_str(), json_of(&txn, PROJECTS, id.as_str())?)
-}
-
-/// Every readable project.
-pub fn list_projects(doc: &Doc) -> Vec<Project> {
+/// The live projects the document shows (bounded reads), for the one-time migration that ends
+/// those the store does not know ([`super::book`]); never a source of project state.
+pub fn live_projects_in(doc: &Doc) -> Vec<Project> {
     let txn = doc.transact();
     all_json(&txn, PROJECTS)
         .into_iter()
         .filter_map(|(k, v)| parse_project(&k, v))
-        .collect()
-}
-
-/// The live project `fairy` is a member of, if any.
-pub fn live_project_of(doc: &Doc, fairy: &FairyId) -> Option<Project> {
-    list_projects(doc)
-        .into_iter()
-        .find(|p| p.status.is_live() && p.role_of(fairy).is_some())
-}
-
-/// A colour no live project uses (the first of [`PROJECT_COLORS`] when all are taken).
-pub fn free_color(doc: &Doc) -> String {
-    let used: Vec<String> = list_projects(doc)
-        .into_iter()
         .filter(|p| p.status.is_live())
-        .map(|p| p.color)
-        .collect();
-    PROJECT_COLORS
-        .iter()
-        .find(|c| !used.iter().any(|u| u == *c))
-        .or(PROJECT_COLORS.first())
-        .map(|c| (*c).to_owned())
-        .unwrap_or_default()
+        .collect()
 }
 
 /// Writes (creates or updates) a project task.
@@ -273,38 +241,6 @@ pub fn write_task(doc: &Doc, origin: TxnOrigin, task: &ProjectTask) {
     );
 }
 
-/// Marks a project `aborted` and hands its unfinished tasks back (`todo`, unassigned): nobody
-/// works on them any more, and the document says so to every browser.
-pub fn write_aborted(doc: &Doc, origin: TxnOrigin, id: &ProjectId, project: &mut Project) {
-    project.status = ProjectStatus::Aborted;
-    write_project(doc, origin.clone(), id, project);
-    for mut task in project_tasks(doc, id) {
-        if task.status == TaskStatus::InProgress {
-            task.status = TaskStatus::Todo;
-            task.assigned_to = None;
-            write_task(doc, origin.clone(), &task);
-        }
-    }
-}
-
-/// The task `task_id` of `project`.
-pub fn read_task(doc: &Doc, project: &ProjectId, task_id: &str) -> Option<ProjectTask> {
-    let txn = doc.transact();
-    serde_json::from_value(json_of(&txn, TASKS, &task_key(project, task_id))?).ok()
-}
-
-/// Every task of `project`, ordered by id.
-pub fn project_tasks(doc: &Doc, project: &ProjectId) -> Vec<ProjectTask> {
-    let txn = doc.transact();
-    let mut tasks: Vec<ProjectTask> = all_json(&txn, TASKS)
-        .into_iter()
-        .filter_map(|(_, v)| serde_json::from_value::<ProjectTask>(v).ok())
-        .filter(|t| &t.project_id == project)
-        .collect();
-    tasks.sort_by(|a, b| a.id.cmp(&b.id));
-    tasks
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,7 +250,7 @@ mod tests {
     }
 
     #[test]
-    fn projects_and_tasks_round_trip_through_the_document() {
+    fn a_mirror_is_written_and_only_live_projects_are_listed() {
         let doc = Doc::new();
         let id = ProjectId::random();
         let mut project = Project {
@@ -323,46 +259,20 @@ mod tests {
             description: String::new(),
             plan: String::new(),
             orchestrator_id: fairy("o"),
-            members: vec![
-                Member {
-                    id: fairy("o"),
-                    role: Role::Orchestrator,
-                },
-                Member {
-                    id: fairy("d"),
-                    role: Role::Drone,
-                },
-            ],
-            color: free_color(&doc),
+            members: vec![Member {
+                id: fairy("o"),
+                role: Role::Orchestrator,
+            }],
+            color: PROJECT_COLORS[0].into(),
             status: ProjectStatus::Planning,
         };
         write_project(&doc, TxnOrigin::System, &id, &project);
-        assert_eq!(free_color(&doc), PROJECT_COLORS[1]);
-        project.status = ProjectStatus::Active;
+        let live = live_projects_in(&doc);
+        assert_eq!(live.len(), 1);
+        assert_eq!(live[0].id.as_ref(), Some(&id));
+        assert_eq!(live[0].role_of(&fairy("o")), Some(Role::Orchestrator));
+        project.status = ProjectStatus::Done;
         write_project(&doc, TxnOrigin::System, &id, &project);
-        let back = read_project(&doc, &id).unwrap_or_else(|| panic!("project missing"));
-        assert_eq!(back.status, ProjectStatus::Active);
-        assert_eq!(back.role_of(&fairy("d")), Some(Role::Drone));
-        assert_eq!(back.id.as_ref(), Some(&id));
-        assert!(live_project_of(&doc, &fairy("d")).is_some());
-        assert!(live_project_of(&doc, &fairy("x")).is_none());
-        let task = ProjectTask {
-            id: "t1".into(),
-            project_id: id.clone(),
-            title: "walls".into(),
-            text: "draw walls".into(),
-            assigned_to: None,
-            status: TaskStatus::Todo,
-            x: 1.0,
-            y: 2.0,
-            w: 3.0,
-            h: 4.0,
-            page_id: "page:main".into(),
-        };
-        write_task(&doc, TxnOrigin::System, &task);
-        let read = read_task(&doc, &id, "t1");
-        assert_eq!(read.as_ref(), Some(&task));
-        assert_eq!(project_tasks(&doc, &id).len(), 1);
-        assert!(project_tasks(&doc, &ProjectId::random()).is_empty());
+        assert!(live_projects_in(&doc).is_empty());
     }
 }

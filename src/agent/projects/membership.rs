@@ -1,21 +1,22 @@
-//! Project membership as plain functions of a fairy's state and the document, for the runtime
+//! Project membership as plain functions of a fairy's state and the room's projects, for the runtime
 //! (see [`crate::agent::runtime`]'s `project` folder for joining, leaving and resuming on a
 //! runtime): whether a fairy found working after a restart resumes its part, and the request
 //! that sends a member to work on a task.
 
+use super::book::RoomProjects;
 use super::doc::ProjectTask;
-use super::doc::read_project;
 use super::is_project_mode;
 use crate::agent::state::{FairyState, Request};
 
 /// Whether a fairy found working after a restart keeps its mode (a member of a live project)
 /// instead of going idle.
-pub fn resumes_after_restart(state: &FairyState, doc: &yrs::Doc) -> bool {
+pub fn resumes_after_restart(state: &FairyState, projects: Option<&RoomProjects>) -> bool {
     is_project_mode(state.mode)
         && state
             .project
             .as_ref()
-            .and_then(|m| read_project(doc, &m.project_id))
+            .zip(projects)
+            .and_then(|(m, projects)| projects.project(&m.project_id))
             .is_some_and(|p| p.status.is_live())
 }
 

@@ -6,8 +6,9 @@
 //! - this file: the layout; the project vocabulary ([`Role`], [`ProjectStatus`],
 //!   [`TaskStatus`], a fairy's private [`Membership`]) is [`super::work`]'s, re-exported,
 //!   so that a fairy's state can name it without depending on projects.
-//! - [`doc`]: the `projects` and `tasks` roots of the document (the shared truth every browser
-//!   sees, and what a restart resumes from).
+//! - [`book`]: the projects and their tasks, the truth: per room in memory, in the store, and
+//!   mirrored into the document for browsers (never read back from it).
+//! - [`doc`]: the `projects` and `tasks` roots of the document, the mirror every browser sees.
 //! - [`actions`]: the project actions' typed arguments, parsed once, and their schemas.
 //! - [`membership`]: plain functions of membership (restart resumption, a task's request).
 //! - [`waits`]: the wait/wake mechanism (`await-tasks-completion`) and the handle a runtime
@@ -16,10 +17,11 @@
 //! - [`prompt`]: the prompt parts `currentProject` (orchestrator and drone views) and the mode
 //!   sections.
 //!
-//! Must not touch sockets or the store: project state lives in the document and in each
-//! member's private state (saved by the runtime like the rest of it).
+//! Must not touch sockets. Project state lives in the store ([`book`], its only user of the
+//! store) and in each member's private state (saved by the runtime like the rest of it).
 
 pub mod actions;
+pub mod book;
 pub mod doc;
 pub mod guard;
 pub mod membership;

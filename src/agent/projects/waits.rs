@@ -1,6 +1,6 @@
 //! Wait and wake (the design's wait manager): a leader that awaits tasks registers a [`Wait`]
 //! with the room's hub; whoever finishes one of those tasks (a drone, or the leader itself)
-//! checks the document and, when every awaited task is done, takes the wait out — atomically,
+//! checks the room's projects ([`super::book`]) and, when every awaited task is done, takes the wait out — atomically,
 //! so exactly one of two members finishing at once wakes the leader — and interrupts the
 //! leader into its active mode with a message naming the finished tasks.
 //!
@@ -11,11 +11,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use yrs::Doc;
-
 use super::ProjectId;
 use super::TaskStatus;
-use super::doc::{ProjectTask, read_task};
+use super::book::RoomProjects;
+use super::doc::ProjectTask;
 use crate::agent::modes::Mode;
 use crate::agent::state::{Interrupt, Request};
 use crate::ids::FairyId;
@@ -33,12 +32,15 @@ pub struct Wait {
 }
 
 impl Wait {
-    /// The awaited tasks if every one of them is done in `doc` (a task that vanished counts
-    /// as done: nobody can finish it).
-    pub fn finished(&self, doc: &Doc) -> Option<Vec<ProjectTask>> {
+    /// The awaited tasks if every one of them is done, `task` finding a task of a project (a
+    /// task that vanished counts as done: nobody can finish it).
+    pub fn finished(
+        &self,
+        task: impl Fn(&ProjectId, &str) -> Option<ProjectTask>,
+    ) -> Option<Vec<ProjectTask>> {
         let mut done = Vec::new();
         for id in &self.task_ids {
-            match read_task(doc, &self.project, id) {
+            match task(&self.project, id) {
                 Some(t) if t.status == TaskStatus::Done => done.push(t),
                 Some(_) => return None,
                 None => {}
@@ -83,16 +85,17 @@ impl WaitRegistry {
         self.lock().remove(&(room.clone(), fairy.clone()));
     }
 
-    /// Takes `fairy`'s wait out if every task of it is done in `doc`; the wait and the tasks.
+    /// Takes `fairy`'s wait out if every task of it is done (`task` finds a task of a
+    /// project); the wait and the tasks.
     pub fn take_finished(
         &self,
         room: &RoomName,
         fairy: &FairyId,
-        doc: &Doc,
+        task: impl Fn(&ProjectId, &str) -> Option<ProjectTask>,
     ) -> Option<(Wait, Vec<ProjectTask>)> {
         let mut waits = self.lock();
         let key = (room.clone(), fairy.clone());
-        let done = waits.get(&key)?.finished(doc)?;
+        let done = waits.get(&key)?.finished(task)?;
         waits.remove(&key).map(|w| (w, done))
     }
 }
@@ -110,12 +113,24 @@ pub struct Peers {
     pub waits: Arc<WaitRegistry>,
     /// Interrupt delivery.
     pub deliver: Arc<dyn Deliver>,
+    /// The room's projects.
+    pub projects: Arc<RoomProjects>,
 }
 
 impl Peers {
+    /// Takes `fairy`'s wait out if every task it waits for is done in the room's projects.
+    pub fn take_finished(
+        &self,
+        room: &RoomName,
+        fairy: &FairyId,
+    ) -> Option<(Wait, Vec<ProjectTask>)> {
+        self.waits
+            .take_finished(room, fairy, |p, id| self.projects.task(p, id))
+    }
+
     /// Wakes `leader` if it waits and every task it waits for is done.
-    pub fn wake_if_finished(&self, room: &RoomName, leader: &FairyId, doc: &Doc) -> bool {
-        let Some((wait, done)) = self.waits.take_finished(room, leader, doc) else {
+    pub fn wake_if_finished(&self, room: &RoomName, leader: &FairyId) -> bool {
+        let Some((wait, done)) = self.take_finished(room, leader) else {
             return false;
         };
         let input = Request::follow_up(wake_message(&done), None);
@@ -132,9 +147,9 @@ impl Peers {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
-    use crate::agent::projects::doc::write_task;
-    use crate::origin::TxnOrigin;
 
     fn task(project: &ProjectId, id: &str, status: TaskStatus) -> ProjectTask {
         ProjectTask {
@@ -154,18 +169,10 @@ mod tests {
 
     #[test]
     fn a_wait_is_taken_once_when_every_task_is_done() {
-        let doc = Doc::new();
         let project = ProjectId::random();
-        write_task(
-            &doc,
-            TxnOrigin::System,
-            &task(&project, "a", TaskStatus::Done),
-        );
-        write_task(
-            &doc,
-            TxnOrigin::System,
-            &task(&project, "b", TaskStatus::InProgress),
-        );
+        let mut tasks: HashMap<String, ProjectTask> = HashMap::new();
+        tasks.insert("a".into(), task(&project, "a", TaskStatus::Done));
+        tasks.insert("b".into(), task(&project, "b", TaskStatus::InProgress));
         let reg = WaitRegistry::default();
         let room = RoomName::parse("r").unwrap_or_else(|e| panic!("{e}"));
         let leader = FairyId::parse("o").unwrap_or_else(|e| panic!("{e}"));
@@ -178,17 +185,20 @@ mod tests {
                 wake_mode: Mode::OrchestratingActive,
             },
         );
-        assert!(reg.take_finished(&room, &leader, &doc).is_none());
-        write_task(
-            &doc,
-            TxnOrigin::System,
-            &task(&project, "b", TaskStatus::Done),
-        );
+        let lookup = |tasks: &HashMap<String, ProjectTask>| {
+            let tasks = tasks.clone();
+            move |_: &ProjectId, id: &str| tasks.get(id).cloned()
+        };
+        assert!(reg.take_finished(&room, &leader, lookup(&tasks)).is_none());
+        tasks.insert("b".into(), task(&project, "b", TaskStatus::Done));
         let (wait, done) = reg
-            .take_finished(&room, &leader, &doc)
+            .take_finished(&room, &leader, lookup(&tasks))
             .unwrap_or_else(|| panic!("not woken"));
         assert_eq!(wait.wake_mode, Mode::OrchestratingActive);
         assert!(wake_message(&done).contains("'a' (task a), 'b' (task b)"));
-        assert!(reg.take_finished(&room, &leader, &doc).is_none(), "once");
+        assert!(
+            reg.take_finished(&room, &leader, lookup(&tasks)).is_none(),
+            "once"
+        );
     }
 }

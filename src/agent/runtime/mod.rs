@@ -203,7 +203,10 @@ impl FairyRuntime {
         // A member of a live project keeps its mode: it resumes its part (see
         // `resume_project`), with nothing half-drawn left.
         let resumes = interrupted
-            && super::projects::membership::resumes_after_restart(&state, self.room.doc());
+            && super::projects::membership::resumes_after_restart(
+                &state,
+                self.projects().as_deref(),
+            );
         if interrupted {
             state.working = false;
             if !resumes {

@@ -7,13 +7,14 @@
 //! refused with a correction it reads next turn, and changes nothing; a refused direction also
 //! interrupts the rest of that answer (the design's error-correction interrupt).
 
+use std::sync::Arc;
+
 use crate::agent::modes::Mode;
 use crate::agent::projects::actions::{
     AwaitTasks, CreateTask, Direct, ProjectAction, StartDuoTask, StartProject,
 };
-use crate::agent::projects::doc::{
-    self, Project, ProjectTask, read_project, read_task, write_aborted, write_project, write_task,
-};
+use crate::agent::projects::book::RoomProjects;
+use crate::agent::projects::doc::{Project, ProjectTask};
 use crate::agent::projects::membership::task_request;
 use crate::agent::projects::waits::{Wait, wake_message};
 use crate::agent::projects::{Membership, ProjectStatus, Role, TaskStatus};
@@ -67,6 +68,12 @@ impl FairyRuntime {
         TxnOrigin::fairy(self.entity.id.as_str())
     }
 
+    /// The room's projects.
+    fn book(&self) -> Result<Arc<RoomProjects>, String> {
+        self.projects()
+            .ok_or_else(|| "projects are not available here".to_owned())
+    }
+
     /// Its membership and the project record.
     fn project(&self) -> Result<(Membership, Project), String> {
         let m = self
@@ -74,15 +81,23 @@ impl FairyRuntime {
             .project
             .clone()
             .ok_or("you are not in a project")?;
-        let p = read_project(self.room.doc(), &m.project_id)
+        let p = self
+            .book()?
+            .project(&m.project_id)
             .filter(|p| p.status.is_live())
             .ok_or("your project is no longer running")?;
         Ok((m, p))
     }
 
     fn task(&self, m: &Membership, task_id: &str) -> Result<ProjectTask, String> {
-        read_task(self.room.doc(), &m.project_id, task_id)
+        self.book()?
+            .task(&m.project_id, task_id)
             .ok_or_else(|| format!("there is no task '{task_id}' in this project"))
+    }
+
+    fn put_task(&self, task: &ProjectTask) -> Outcome {
+        self.book()?.put_task(self.room.doc(), self.origin(), task);
+        Ok(())
     }
 
     /// The task `task_id`, if it has not started yet.
@@ -107,7 +122,8 @@ impl FairyRuntime {
         p.description = a.description;
         p.plan = a.plan;
         p.status = ProjectStatus::Active;
-        write_project(self.room.doc(), self.origin(), &m.project_id, &p);
+        self.book()?
+            .put_project(self.room.doc(), self.origin(), &m.project_id, &p);
         Ok(())
     }
 
@@ -120,7 +136,7 @@ impl FairyRuntime {
         if a.w <= 0.0 || a.h <= 0.0 {
             return Err("a task's bounds need a positive width and height".into());
         }
-        if read_task(self.room.doc(), &m.project_id, id).is_some() {
+        if self.book()?.task(&m.project_id, id).is_some() {
             return Err(format!("task '{id}' exists already; use another id"));
         }
         let (x, y) = t.point_from_model(a.x, a.y);
@@ -137,8 +153,7 @@ impl FairyRuntime {
             h: a.h,
             page_id: self.state.page_id.clone(),
         };
-        write_task(self.room.doc(), self.origin(), &task);
-        Ok(())
+        self.put_task(&task)
     }
 
     fn direct(&mut self, a: Direct) -> Outcome {
@@ -166,9 +181,10 @@ impl FairyRuntime {
             ));
         };
         let mut task = self.startable_task(&m, &a.task_id)?;
-        let busy = doc::project_tasks(self.room.doc(), &m.project_id)
-            .into_iter()
-            .find(|t| t.assigned_to.as_ref() == Some(&fairy) && t.status == TaskStatus::InProgress);
+        let busy =
+            self.book()?.tasks(&m.project_id).into_iter().find(|t| {
+                t.assigned_to.as_ref() == Some(&fairy) && t.status == TaskStatus::InProgress
+            });
         if let Some(busy) = busy {
             return Err(format!(
                 "'{fairy}' is working on task '{}'; await it before directing it again",
@@ -178,7 +194,7 @@ impl FairyRuntime {
         let peers = self.peers.clone().ok_or("no other fairy can be reached")?;
         task.assigned_to = Some(fairy.clone());
         task.status = TaskStatus::InProgress;
-        write_task(self.room.doc(), self.origin(), &task);
+        self.put_task(&task)?;
         let delivered = peers.deliver.interrupt(
             self.room.name(),
             &fairy,
@@ -190,7 +206,7 @@ impl FairyRuntime {
         if !delivered {
             task.assigned_to = None;
             task.status = TaskStatus::Todo;
-            write_task(self.room.doc(), self.origin(), &task);
+            self.put_task(&task)?;
             return Err(format!("'{fairy}' cannot be reached now"));
         }
         Ok(())
@@ -217,7 +233,7 @@ impl FairyRuntime {
         let (room, me) = (self.room.name().clone(), self.entity.id.clone());
         peers.waits.register(&room, &me, wait);
         // Tasks finished before the wait was registered wake it at once.
-        if let Some((wait, done)) = peers.waits.take_finished(&room, &me, self.room.doc()) {
+        if let Some((wait, done)) = peers.take_finished(&room, &me) {
             self.switch_mode(wait.wake_mode);
             self.schedule(Request::follow_up(wake_message(&done), None));
         }
@@ -226,11 +242,12 @@ impl FairyRuntime {
 
     fn end_project(&mut self, status: ProjectStatus, text: &str) -> Outcome {
         let (m, mut p) = self.project()?;
+        let book = self.book()?;
         if status == ProjectStatus::Aborted {
-            write_aborted(self.room.doc(), self.origin(), &m.project_id, &mut p);
+            book.abort(self.room.doc(), self.origin(), &m.project_id, &mut p);
         } else {
             p.status = status;
-            write_project(self.room.doc(), self.origin(), &m.project_id, &p);
+            book.put_project(self.room.doc(), self.origin(), &m.project_id, &p);
         }
         if let Some(peers) = self.peers.clone() {
             for other in p.others(&self.entity.id) {
@@ -257,7 +274,7 @@ impl FairyRuntime {
         let id = m.task_id.clone().ok_or("you are not working on a task")?;
         let mut task = self.task(&m, &id)?;
         task.status = TaskStatus::Done;
-        write_task(self.room.doc(), self.origin(), &task);
+        self.put_task(&task)?;
         self.task_transition(&task);
         if let Some(own) = &mut self.state.project {
             own.task_id = None;
@@ -265,7 +282,7 @@ impl FairyRuntime {
         if m.role == Role::Drone {
             self.switch_mode(Mode::StandingBy);
             if let Some(peers) = &self.peers {
-                peers.wake_if_finished(self.room.name(), &p.orchestrator_id, self.room.doc());
+                peers.wake_if_finished(self.room.name(), &p.orchestrator_id);
             }
         } else {
             self.switch_mode(m.role.active_mode());
@@ -284,7 +301,7 @@ impl FairyRuntime {
         let mut task = self.startable_task(&m, &a.task_id)?;
         task.assigned_to = Some(self.entity.id.clone());
         task.status = TaskStatus::InProgress;
-        write_task(self.room.doc(), self.origin(), &task);
+        self.put_task(&task)?;
         self.switch_mode(Mode::WorkingOrchestrator);
         if let Some(own) = &mut self.state.project {
             own.task_id = Some(task.id.clone());

@@ -1,5 +1,5 @@
 //! A fairy's side of being in a project: joining when an interrupt puts it into a project mode
-//! (its membership read from the document), picking up the task it was directed to, leaving
+//! (its membership read from the room's projects), picking up the task it was directed to, leaving
 //! when it goes back to idling (the design's project-end memory transition pair), the task-end
 //! pair, what it publishes in awareness (`projectId`, `taskId`, the project's `tasks`), and
 //! resuming after a restart (waiting leaders wait again, drones start their task again).
@@ -7,7 +7,7 @@
 use crate::agent::memory::HistoryItem;
 use crate::agent::modes::{MemoryLevel, Mode};
 use crate::agent::presence::TaskSummary;
-use crate::agent::projects::doc::{self, ProjectTask, read_project, read_task};
+use crate::agent::projects::doc::ProjectTask;
 use crate::agent::projects::membership::task_request;
 use crate::agent::projects::waits::{Wait, wake_message};
 use crate::agent::projects::{Membership, ProjectStatus, TaskStatus, is_project_mode};
@@ -33,7 +33,7 @@ impl FairyRuntime {
 
     fn join_project(&mut self) {
         let me = self.entity.id.clone();
-        let Some(project) = doc::live_project_of(self.room.doc(), &me) else {
+        let Some(project) = self.projects().and_then(|p| p.live_project_of(&me)) else {
             return;
         };
         let (Some(id), Some(role)) = (project.id.clone(), project.role_of(&me)) else {
@@ -52,9 +52,12 @@ impl FairyRuntime {
     /// The in-progress task of its project assigned to it.
     fn pick_up_task(&mut self) {
         let me = self.entity.id.clone();
-        let doc = self.room.doc().clone();
+        let Some(projects) = self.projects() else {
+            return;
+        };
         if let Some(m) = &mut self.state.project {
-            m.task_id = doc::project_tasks(&doc, &m.project_id)
+            m.task_id = projects
+                .tasks(&m.project_id)
                 .into_iter()
                 .find(|t| t.assigned_to.as_ref() == Some(&me) && t.status == TaskStatus::InProgress)
                 .map(|t| t.id);
@@ -70,7 +73,7 @@ impl FairyRuntime {
         if let Some(peers) = &self.peers {
             peers.waits.remove(self.room.name(), &self.entity.id);
         }
-        let project = read_project(self.room.doc(), &m.project_id);
+        let project = self.projects().and_then(|p| p.project(&m.project_id));
         let title = project
             .as_ref()
             .map(|p| p.title.clone())
@@ -119,11 +122,18 @@ impl FairyRuntime {
             return;
         };
         let doc = self.room.doc().clone();
-        let live = read_project(&doc, &m.project_id).filter(|p| p.status.is_live());
-        if let (Some(mut project), Some(peers)) = (live, self.peers.clone()) {
+        let Some(peers) = self.peers.clone() else {
+            self.leave_project();
+            return;
+        };
+        let projects = peers.projects.clone();
+        let live = projects
+            .project(&m.project_id)
+            .filter(|p| p.status.is_live());
+        if let Some(mut project) = live {
             let room = self.room.name().clone();
             if m.role.leads() {
-                doc::write_aborted(&doc, self.origin(), &m.project_id, &mut project);
+                projects.abort(&doc, self.origin(), &m.project_id, &mut project);
                 for other in project.others(&self.entity.id) {
                     let idle = Interrupt {
                         input: None,
@@ -135,12 +145,12 @@ impl FairyRuntime {
             } else if let Some(mut task) = m
                 .task_id
                 .as_deref()
-                .and_then(|id| read_task(&doc, &m.project_id, id))
+                .and_then(|id| projects.task(&m.project_id, id))
                 .filter(|t| t.status == TaskStatus::InProgress)
             {
                 task.status = TaskStatus::Todo;
                 task.assigned_to = None;
-                doc::write_task(&doc, self.origin(), &task);
+                projects.put_task(&doc, self.origin(), &task);
                 let leader = project.orchestrator_id.clone();
                 let mode = project.role_of(&leader).map(|r| r.active_mode());
                 peers.waits.remove(&room, &leader);
@@ -181,7 +191,9 @@ impl FairyRuntime {
     pub(crate) fn project_task_ctx(&self) -> Option<(String, bool)> {
         let m = self.state.project.as_ref()?;
         let id = m.task_id.clone()?;
-        let done = read_task(self.room.doc(), &m.project_id, &id)
+        let done = self
+            .projects()
+            .and_then(|p| p.task(&m.project_id, &id))
             .is_none_or(|t| t.status == TaskStatus::Done);
         Some((id, done))
     }
@@ -197,7 +209,10 @@ impl FairyRuntime {
             }
             return;
         };
-        let tasks: Vec<TaskSummary> = doc::project_tasks(self.room.doc(), &m.project_id)
+        let tasks: Vec<TaskSummary> = self
+            .projects()
+            .map(|p| p.tasks(&m.project_id))
+            .unwrap_or_default()
             .into_iter()
             .map(|t| TaskSummary {
                 id: t.id,
@@ -225,7 +240,10 @@ impl FairyRuntime {
     /// continues. A member of a project that ended meanwhile goes idle.
     pub fn resume_project(&mut self) -> Option<Request> {
         let m = self.state.project.clone()?;
-        let live = read_project(self.room.doc(), &m.project_id).is_some_and(|p| p.status.is_live());
+        let live = self
+            .projects()
+            .and_then(|p| p.project(&m.project_id))
+            .is_some_and(|p| p.status.is_live());
         if !live {
             if is_project_mode(self.modes.mode()) {
                 self.switch_mode(Mode::Idling);
@@ -247,16 +265,14 @@ impl FairyRuntime {
                 peers
                     .waits
                     .register(self.room.name(), &self.entity.id, wait);
-                let (wait, done) = peers.waits.take_finished(
-                    self.room.name(),
-                    &self.entity.id,
-                    self.room.doc(),
-                )?;
+                let (wait, done) = peers.take_finished(self.room.name(), &self.entity.id)?;
                 self.switch_mode(wait.wake_mode);
                 Some(Request::follow_up(wake_message(&done), None))
             }
             Mode::WorkingDrone | Mode::WorkingOrchestrator => {
-                let task = read_task(self.room.doc(), &m.project_id, m.task_id.as_deref()?)?;
+                let task = self
+                    .projects()?
+                    .task(&m.project_id, m.task_id.as_deref()?)?;
                 (task.status == TaskStatus::InProgress).then(|| task_request(&task))
             }
             Mode::OrchestratingActive | Mode::DuoOrchestratingActive => Some(Request::follow_up(

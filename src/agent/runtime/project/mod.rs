@@ -10,9 +10,22 @@
 //! - [`view`]: what a member sees and may touch (its prompt part, changes and edits in its
 //!   task's bounds).
 //!
-//! Must not touch sockets or the store: project state lives in the document and in each
-//! member's private state (saved by the runtime like the rest of it).
+//! Must not touch sockets or the store: project state lives in the room's projects
+//! ([`crate::agent::projects::book`], which store and mirror it) and in each member's private
+//! state (saved by the runtime like the rest of it).
 
 pub mod apply;
 pub mod membership;
 pub mod view;
+
+use std::sync::Arc;
+
+use crate::agent::projects::book::RoomProjects;
+use crate::agent::runtime::FairyRuntime;
+
+impl FairyRuntime {
+    /// The projects of its room (a runtime the hub hosts has them).
+    pub(crate) fn projects(&self) -> Option<Arc<RoomProjects>> {
+        self.peers.as_ref().map(|p| p.projects.clone())
+    }
+}

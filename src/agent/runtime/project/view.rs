@@ -6,7 +6,6 @@
 use serde_json::Value;
 
 use crate::agent::changes::{ChangeRecord, ChangeReport};
-use crate::agent::projects::doc::{self, read_project, read_task};
 use crate::agent::projects::guard;
 use crate::agent::projects::prompt::ProjectPart;
 use crate::agent::runtime::FairyRuntime;
@@ -20,7 +19,9 @@ impl FairyRuntime {
             return None;
         }
         let m = self.state.project.as_ref()?;
-        read_task(self.room.doc(), &m.project_id, m.task_id.as_deref()?).map(|t| t.bounds())
+        self.projects()?
+            .task(&m.project_id, m.task_id.as_deref()?)
+            .map(|t| t.bounds())
     }
 
     /// `Err(correction)` if a canvas action would reach outside its task's bounds.
@@ -62,12 +63,13 @@ impl FairyRuntime {
     /// The `currentProject` part of its prompt, while it is in a project.
     pub(crate) fn project_part(&self) -> Option<ProjectPart> {
         let m = self.state.project.as_ref()?;
-        let project = read_project(self.room.doc(), &m.project_id)?;
+        let projects = self.projects()?;
+        let project = projects.project(&m.project_id)?;
         if self.modes.mode().in_task_bounds() || !m.role.leads() {
             let task = m
                 .task_id
                 .as_deref()
-                .and_then(|id| read_task(self.room.doc(), &m.project_id, id));
+                .and_then(|id| projects.task(&m.project_id, id));
             return Some(ProjectPart::Drone {
                 title: project.title,
                 task,
@@ -99,7 +101,7 @@ impl FairyRuntime {
             })
             .collect();
         Some(ProjectPart::Orchestrator {
-            tasks: doc::project_tasks(self.room.doc(), &m.project_id),
+            tasks: projects.tasks(&m.project_id),
             project,
             members,
         })
