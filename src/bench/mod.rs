@@ -25,6 +25,7 @@
 
 mod client;
 pub mod cold;
+pub mod exports;
 pub mod fairies;
 mod process;
 mod stats;
@@ -101,6 +102,9 @@ pub struct BenchArgs {
     /// Fairies drawing beside the people (see [`fairies`]).
     #[command(flatten)]
     pub fairy: fairies::FairyArgs,
+    /// Exports of a large room beside the people (see [`exports`]).
+    #[command(flatten)]
+    pub export: exports::ExportArgs,
 }
 
 const WARMUP: Duration = Duration::from_secs(2);
@@ -128,8 +132,19 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.rate > 0.0, "--rate must be positive");
     let mut child = None;
     let mut spawned_base = String::new();
+    anyhow::ensure!(
+        args.export.exports == 0 || args.url.is_empty(),
+        "--exports needs a server the bench starts (its room is seeded in the store first)"
+    );
+    let exported = exports::room_of(&args.room)?;
     let (urls_of, pid): (Vec<_>, _) = if args.url.is_empty() {
-        let (spawned, base, scratch) = spawn_server(&args)?;
+        let (store, scratch) = store_of(&args);
+        if args.export.exports > 0 {
+            exports::seed(&store, &exported, args.export.export_shapes)
+                .await
+                .context("seeding the exported room")?;
+        }
+        let (spawned, base) = spawn_server(&args, &store)?;
         let pid = spawned.id();
         child = Some(ServerChild {
             child: spawned,
@@ -223,6 +238,19 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    // Exports run from the warm-up to the end of the window, like the fairies.
+    let export_load = if args.export.exports > 0 {
+        Some(exports::ExportLoad::start(
+            &fairies::http_base(&spawned_base)?,
+            args.token.as_deref(),
+            &exported,
+            &args.export,
+            pid,
+            &fairy_stop,
+        ))
+    } else {
+        None
+    };
 
     // The window: updates sent from the end of the warm-up for `duration` seconds.
     let start = shared.now() + WARMUP.as_micros() as u64;
@@ -261,6 +289,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             ))
         }
         _ => None,
+    };
+    let export_report = match export_load {
+        Some(load) => Some(load.finish(&args.export).await),
+        None => None,
     };
     tokio::time::sleep(GRACE).await;
     quiet.cancel();
@@ -381,6 +413,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         },
         "bench_cpu": { "cores_used": bench_cores, "cores_available": threads },
         "fairies": fairy_report,
+        "exports": export_report,
         "warnings": warnings,
     });
     if args.json {
@@ -506,6 +539,22 @@ fn print_report(r: &serde_json::Value) {
             f(&fairies["shapes_changed_per_sec"])
         );
     }
+    let exports = &r["exports"];
+    if !exports.is_null() {
+        let l = &exports["latency_ms"];
+        println!(
+            "  exports               {} clients, {} of {} shapes: {:.2}/s, answers {}, \
+             p50 {:.0} ms  max {:.0} ms, server peak RSS {} KiB",
+            exports["clients"],
+            exports["format"].as_str().unwrap_or("?"),
+            exports["shapes"],
+            f(&exports["exports_per_sec"]),
+            exports["answers_by_status"],
+            f(&l["p50"]),
+            f(&l["max"]),
+            exports["server_peak_rss_kib"]
+        );
+    }
     if let Some(warnings) = r["warnings"].as_array() {
         for w in warnings {
             println!("  WARNING: {}", w.as_str().unwrap_or_default());
@@ -534,20 +583,21 @@ impl Drop for ServerChild {
     }
 }
 
-fn spawn_server(args: &BenchArgs) -> anyhow::Result<(Child, String, Option<std::path::PathBuf>)> {
-    let exe = std::env::current_exe().context("locating the fairyring binary")?;
-    let mut scratch = None;
-    let store = match &args.store {
-        Some(store) => store.clone(),
+/// The store of the server the bench starts, and the scratch file made for it (if any).
+fn store_of(args: &BenchArgs) -> (String, Option<std::path::PathBuf>) {
+    match &args.store {
+        Some(store) => (store.clone(), None),
         None => {
             let db =
                 std::env::temp_dir().join(format!("fairyring-bench-{}.db", std::process::id()));
             let _ = std::fs::remove_file(&db);
-            let store = format!("sqlite:{}", db.display());
-            scratch = Some(db);
-            store
+            (format!("sqlite:{}", db.display()), Some(db))
         }
-    };
+    }
+}
+
+fn spawn_server(args: &BenchArgs, store: &str) -> anyhow::Result<(Child, String)> {
+    let exe = std::env::current_exe().context("locating the fairyring binary")?;
     let connections = (args.clients + 100).to_string();
     let rooms = (args.rooms + 16).to_string();
     let per_room = args
@@ -583,7 +633,7 @@ fn spawn_server(args: &BenchArgs) -> anyhow::Result<(Child, String, Option<std::
             "--max-rooms",
             &rooms,
             "--store",
-            &store,
+            store,
             // Rooms unload soon after the clients close, for the "after unload" RSS sample.
             "--idle-unload",
             "1",
@@ -600,7 +650,7 @@ fn spawn_server(args: &BenchArgs) -> anyhow::Result<(Child, String, Option<std::
         .trim()
         .strip_prefix("listening on http://")
         .context("unexpected server output")?;
-    Ok((child, format!("ws://{addr}"), scratch))
+    Ok((child, format!("ws://{addr}")))
 }
 
 #[cfg(test)]
