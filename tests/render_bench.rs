@@ -145,3 +145,81 @@ fn render_times_and_image_sizes() {
         shot.bytes / 1024
     );
 }
+
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+/// Where the time and memory of one whole-page export of a 50,000-shape stored room go (the
+/// room of `fairyring bench --exports`): read from the store, decoded into a document, the
+/// shapes listed, drawn to PNG.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run in release with --ignored --nocapture"]
+async fn a_50000_shape_export_step_by_step() {
+    use fairyring::room::RoomName;
+    use fairyring::store::Store;
+    use yrs::updates::decoder::Decode;
+    use yrs::{Transact, Update};
+    let store: std::sync::Arc<dyn Store> =
+        std::sync::Arc::new(fairyring::store::memory::MemoryStore::default());
+    let room = RoomName::parse("big").expect("name");
+    fairyring::bench::cold::seed(store.clone(), &room, 50_000)
+        .await
+        .expect("seed");
+    let step =
+        |what: &str, t: Instant| println!("{what}: {:.0} ms, RSS {:.0} MiB", ms(t), rss_mib());
+    // The seeding's freed heap back to the system, so that each step's growth shows.
+    // SAFETY: `malloc_trim` takes no pointer; any thread may call it.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    println!("seeded: RSS {:.0} MiB", rss_mib());
+    let t = Instant::now();
+    let stored = store.load(&room).await.expect("load");
+    let stored = fairyring::store::StoredRoom {
+        snapshot: stored.snapshot.map(|b| bytes::Bytes::from(b.to_vec())),
+        updates: stored
+            .updates
+            .iter()
+            .map(|b| bytes::Bytes::from(b.to_vec()))
+            .collect(),
+        last_seq: stored.last_seq,
+    };
+    step("read from the store (copied, as a database read does)", t);
+    let t = Instant::now();
+    let doc = yrs::Doc::new();
+    {
+        let mut txn = doc.transact_mut();
+        for u in stored.snapshot.iter().chain(stored.updates.iter()) {
+            txn.apply_update(Update::decode_v1(u).expect("update"))
+                .expect("apply");
+        }
+    }
+    drop(stored);
+    step("decoded into a document", t);
+    let t = Instant::now();
+    let shapes = fairyring::canvas::shape::list_shapes(&doc.transact());
+    step(&format!("{} shapes listed", shapes.len()), t);
+    let t = Instant::now();
+    let view = View::content(&shapes, MAIN_PAGE, 1.0, Caps::default()).expect("view");
+    let svg = render_svg(&shapes, MAIN_PAGE, &view);
+    step(
+        &format!(
+            "SVG {} KB ({}x{} px at {:.3})",
+            svg.len() / 1024,
+            view.width,
+            view.height,
+            view.scale
+        ),
+        t,
+    );
+    drop(svg);
+    let t = Instant::now();
+    let png = render_png(&shapes, MAIN_PAGE, &view).expect("png");
+    step(&format!("PNG {} KB", png.len() / 1024), t);
+}

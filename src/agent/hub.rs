@@ -373,7 +373,7 @@ impl FairyHub {
                 };
                 // The room's projects, from the store (before its state: a restored member
                 // resumes from them).
-                let projects = match hub.inner.projects.of(&key.0).await {
+                let projects = match hub.inner.projects.for_hosting(&key.0).await {
                     Ok(projects) => projects,
                     Err(error) => {
                         failed(format!("its room's projects could not be loaded: {error}"));

@@ -40,7 +40,7 @@ mod decode;
 pub mod peer;
 mod pending;
 mod presence;
-mod reclaim;
+pub(crate) mod reclaim;
 pub mod registry;
 mod remote;
 pub mod roots;

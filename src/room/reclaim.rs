@@ -1,4 +1,5 @@
-//! Giving freed heap back to the operating system after rooms unload.
+//! Giving freed heap back to the operating system after rooms unload, and after an export
+//! decoded a room that is not loaded (`server::export::reads`).
 //!
 //! An unloaded room frees its document, its cold-load answer and its peers' queues, but glibc's
 //! allocator keeps freed memory inside its arenas (only a free block at the very top of the main

@@ -67,6 +67,8 @@ pub struct AppState {
     pub pubsub: Option<Arc<crate::pubsub::redis::RedisFanout>>,
     /// Where exports render (`--render-timeout-ms`); closed at shutdown.
     pub renders: Arc<crate::canvas::render::pool::RenderPool>,
+    /// What exports read from rooms not loaded here (one decode per room and moment).
+    pub export_reads: Arc<export::reads::ExportReads>,
 }
 
 /// A running server (returned by [`start`]).
@@ -162,6 +164,7 @@ pub async fn start_with(
     crate::agent::screenshot::pool().set_budget(config.render_timeout());
     let state = AppState {
         renders: Arc::new(export::render_pool(config.render_timeout())),
+        export_reads: Arc::new(export::reads::ExportReads::default()),
         fairies,
         fairy_rate: fairies::rate_limiter(config.fairy_api_rate_per_min),
         connections: Arc::new(Semaphore::new(config.max_connections)),

@@ -308,9 +308,18 @@ impl ProjectBooks {
         }
     }
 
-    /// The book of `room`: loaded from the store the first time, completed from the store on
-    /// later calls.
+    /// The book of `room`, loaded from the store the first time.
     pub async fn of(&self, room: &RoomName) -> Result<Arc<RoomProjects>, StoreError> {
+        self.book(room, false).await
+    }
+
+    /// [`ProjectBooks::of`] for a fairy being hosted: also completed from the store when it was
+    /// loaded before (a fairy taken over from another node finds the project it was in).
+    pub async fn for_hosting(&self, room: &RoomName) -> Result<Arc<RoomProjects>, StoreError> {
+        self.book(room, true).await
+    }
+
+    async fn book(&self, room: &RoomName, complete: bool) -> Result<Arc<RoomProjects>, StoreError> {
         self.writing.call_once(|| {
             tokio::spawn(write_loop(self.writer.clone(), self.store.clone()));
         });
@@ -333,7 +342,7 @@ impl ProjectBooks {
             })
             .await?
             .clone();
-        if !first {
+        if complete && !first {
             book.complete_from_store().await?;
         }
         Ok(book)

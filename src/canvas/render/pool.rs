@@ -102,6 +102,21 @@ impl RenderPool {
         }
     }
 
+    /// Takes a slot (waiting as `wait` says): the caller may prepare what the render needs
+    /// (a store read) while holding it, then runs the render with [`RenderSlot::run`].
+    pub async fn acquire(&self, wait: SlotWait) -> Result<RenderSlot<'_>, PoolError> {
+        if self.closing.is_cancelled() {
+            return Err(RenderError::Cancelled.into());
+        }
+        match self.slot(wait).await {
+            Ok(permit) => Ok(RenderSlot { pool: self, permit }),
+            Err(busy) => {
+                crate::metrics::global().count_render(crate::metrics::RenderOutcome::Busy, 0.0);
+                Err(busy)
+            }
+        }
+    }
+
     /// Runs `work` on the blocking pool with a slot and a fresh budget, and gives its result;
     /// `work` must check the budget it is handed inside its loops.
     pub async fn run<T, F>(&self, wait: SlotWait, work: F) -> Result<T, PoolError>
@@ -109,21 +124,34 @@ impl RenderPool {
         T: Send + 'static,
         F: FnOnce(&Budget) -> Result<T, RenderError> + Send + 'static,
     {
-        if self.closing.is_cancelled() {
+        self.acquire(wait).await?.run(work).await
+    }
+}
+
+/// A render slot taken, not used yet.
+pub struct RenderSlot<'a> {
+    pool: &'a RenderPool,
+    permit: OwnedSemaphorePermit,
+}
+
+impl RenderSlot<'_> {
+    /// Runs `work` on the blocking pool with a fresh budget, and gives its result; the slot
+    /// is given back when the work has stopped. `work` must check the budget it is handed
+    /// inside its loops.
+    pub async fn run<T, F>(self, work: F) -> Result<T, PoolError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Budget) -> Result<T, RenderError> + Send + 'static,
+    {
+        let RenderSlot { pool, permit } = self;
+        if pool.closing.is_cancelled() {
             return Err(RenderError::Cancelled.into());
         }
-        let permit = match self.slot(wait).await {
-            Ok(permit) => permit,
-            Err(busy) => {
-                crate::metrics::global().count_render(crate::metrics::RenderOutcome::Busy, 0.0);
-                return Err(busy);
-            }
-        };
-        let budget_time = self.budget();
+        let budget_time = pool.budget();
         let flag = CancelFlag::new();
         let budget = Budget::within(budget_time)
             .with_flag(flag.clone())
-            .with_flag(self.closing.clone());
+            .with_flag(pool.closing.clone());
         let _cancel_on_drop = CancelOnDrop(flag.clone());
         let started = std::time::Instant::now();
         let task = tokio::task::spawn_blocking(move || {

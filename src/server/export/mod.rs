@@ -7,29 +7,29 @@
 //! creates nothing) / `page_not_found` / `empty_page`, 503 `busy` when the renders in flight
 //! are at their bound, 503 `render_timeout` past `--render-timeout-ms`.
 //!
-//! Owns only the admission, the query and the response. Everything that walks the document —
-//! the page check, the shapes, the view, the drawing ([`crate::canvas::render`]) — runs in the
+//! Owns only the admission, the query and the response. Everything that reads the room — the
+//! store read (inside a render slot, so that exports waiting for a slot hold nothing), the
+//! document walk ([`reads`]: one decode of a stored room serves its concurrent exports), the
+//! page check, the view, the drawing ([`crate::canvas::render`]) — runs with a slot of the
 //! server's [`RenderPool`]: off the async workers, at most [`MAX_RENDERS`] at a time, within
 //! the budget, stopped when the client goes away.
 
+pub mod reads;
+
 use std::collections::HashMap;
 use std::time::Duration;
-
-use axum::extract::{Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use yrs::Transact;
 
 use super::AppState;
 use super::access::{Admitted, ReadScope};
 use super::error::ApiError;
 use crate::canvas::geometry::Bounds;
-use crate::canvas::page::page_exists;
 use crate::canvas::render::pool::{PoolError, RenderPool, SlotWait};
 use crate::canvas::render::{self, Budget, Caps, RenderError, View};
 use crate::canvas::schema::MAIN_PAGE;
-use crate::canvas::shape::list_shapes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 
 /// Renders running at once (each may hold ~128 MB while rasterizing).
 pub const MAX_RENDERS: usize = 2;
@@ -179,29 +179,24 @@ enum Drawn {
 /// Reads the page's shapes from `doc` (in one read transaction) and draws them: the whole
 /// export's work, run on the render pool.
 fn draw(
-    doc: &yrs::Doc,
+    read: &reads::PageShapes,
     q: &ExportQuery,
     format: Format,
     budget: &Budget,
 ) -> Result<Drawn, RenderError> {
-    let shapes = {
-        let txn = doc.transact();
-        if !page_exists(&txn, &q.page) {
-            return Ok(Drawn::NoPage);
-        }
-        list_shapes(&txn)
-    };
+    if !read.pages.contains(&q.page) {
+        return Ok(Drawn::NoPage);
+    }
+    let shapes = &read.shapes;
     budget.check()?;
     let view = match q.area {
         Some(area) => View::fit(area, q.scale, Caps::default())?,
-        None => View::content(&shapes, &q.page, q.scale, Caps::default())?,
+        None => View::content(shapes, &q.page, q.scale, Caps::default())?,
     };
     let bytes = match format {
-        Format::Svg => render::svg_within(&shapes, &q.page, &view, budget)?.into_bytes(),
-        Format::Png => {
-            render::png_within(&shapes, &q.page, &view, render::PngEffort::Fast, budget)?
-        }
-        Format::Jpeg => render::jpeg_within(&shapes, &q.page, &view, budget)?,
+        Format::Svg => render::svg_within(shapes, &q.page, &view, budget)?.into_bytes(),
+        Format::Png => render::png_within(shapes, &q.page, &view, render::PngEffort::Fast, budget)?,
+        Format::Jpeg => render::jpeg_within(shapes, &q.page, &view, budget)?,
     };
     Ok(Drawn::Image {
         bytes,
@@ -216,6 +211,7 @@ async fn export(
     format: Format,
 ) -> Result<Response, ApiError> {
     let q = ExportQuery::parse(&query)?;
+    let slot = state.renders.acquire(SlotWait::Upto(SLOT_WAIT)).await?;
     let source = state.rooms.read(&name).await?.ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -224,12 +220,12 @@ async fn export(
         )
     })?;
     let page = q.page.clone();
-    let drawn = state
-        .renders
-        .run(SlotWait::Upto(SLOT_WAIT), move |budget| {
-            let doc = source.into_doc();
+    let reads = state.export_reads.clone();
+    let drawn = slot
+        .run(move |budget| {
+            let read = reads.read(&name, source, budget)?;
             budget.check()?;
-            draw(&doc, &q, format, budget)
+            draw(&read, &q, format, budget)
         })
         .await?;
     let (rendered, scale) = match drawn {
