@@ -121,20 +121,22 @@ impl FairyHub {
             &ChatItem::from_user(&prompt.sub, &message),
         )?;
         let mode = leader_role.active_mode();
-        for id in &ids {
-            let interrupt = if *id == leader {
-                Interrupt {
-                    input: Some(prompt.request.clone()),
-                    mode: Some(mode),
-                }
-            } else {
-                Interrupt {
-                    input: None,
-                    mode: Some(Mode::StandingBy),
-                }
+        // The members stand by before the leader starts: a leader that directs a member at
+        // once (the offline model answers in a millisecond) must find it standing by, not
+        // have its direction overtaken by the stand-by (the member then stood by with its task
+        // in progress, and the project never ended).
+        for id in ids.iter().filter(|id| **id != leader) {
+            let stand_by = Interrupt {
+                input: None,
+                mode: Some(Mode::StandingBy),
             };
-            self.interrupt(room, id, interrupt).await?;
+            self.interrupt(room, id, stand_by).await?;
         }
+        let lead = Interrupt {
+            input: Some(prompt.request.clone()),
+            mode: Some(mode),
+        };
+        self.interrupt(room, &leader, lead).await?;
         Ok(ProjectStarted {
             project_id,
             orchestrator_id: leader,
