@@ -213,8 +213,7 @@ pub fn png_within(
     budget: &Budget,
 ) -> Result<Vec<u8>, RenderError> {
     let pixmap = raster::pixmap(&visible(shapes, page, &view.area), view, budget)?;
-    budget.check()?;
-    raster::encode_png(&pixmap, effort)
+    raster::encode_png_within(&pixmap, effort, budget)
 }
 
 /// JPEG of what `view` shows of `page`, on a white background, within `budget`.

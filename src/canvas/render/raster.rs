@@ -46,6 +46,20 @@ pub enum PngEffort {
 /// PNG bytes of a pixmap. The page background is opaque, so the pixmap's premultiplied colours
 /// are the plain ones and are written as they are.
 pub fn encode_png(pixmap: &tiny_skia::Pixmap, effort: PngEffort) -> Result<Vec<u8>, RenderError> {
+    encode_png_within(pixmap, effort, &Budget::unlimited())
+}
+
+/// Pixel bytes encoded between two checks of the budget (1 MiB: a few milliseconds).
+const ENCODE_BAND_BYTES: usize = 1 << 20;
+
+/// [`encode_png`] within `budget`, checked between bands of [`ENCODE_BAND_BYTES`]: encoding a
+/// 32-megapixel image is one long step otherwise.
+pub fn encode_png_within(
+    pixmap: &tiny_skia::Pixmap,
+    effort: PngEffort,
+    budget: &Budget,
+) -> Result<Vec<u8>, RenderError> {
+    use std::io::Write;
     let failed = |e: png::EncodingError| RenderError::Raster(e.to_string());
     let mut out = Vec::new();
     let mut encoder = png::Encoder::new(&mut out, pixmap.width(), pixmap.height());
@@ -56,7 +70,16 @@ pub fn encode_png(pixmap: &tiny_skia::Pixmap, effort: PngEffort) -> Result<Vec<u
         encoder.set_filter(png::Filter::Up);
     }
     let mut writer = encoder.write_header().map_err(failed)?;
-    writer.write_image_data(pixmap.data()).map_err(failed)?;
+    {
+        let mut stream = writer.stream_writer().map_err(failed)?;
+        for band in pixmap.data().chunks(ENCODE_BAND_BYTES) {
+            budget.check()?;
+            stream
+                .write_all(band)
+                .map_err(|e| RenderError::Raster(e.to_string()))?;
+        }
+        stream.finish().map_err(failed)?;
+    }
     writer.finish().map_err(failed)?;
     Ok(out)
 }
