@@ -205,16 +205,9 @@ impl RoomProjects {
     /// Adds the stored projects it does not hold yet (another node's, or one created since
     /// the room was loaded here); what it holds stays (it may be newer than the store).
     async fn complete_from_store(&self) -> Result<(), StoreError> {
-        let stored = self.store.load_projects(&self.room).await?;
+        let stored = stored_records(self.store.as_ref(), &self.room).await?;
         let mut entries = self.lock();
-        for bytes in stored {
-            let record: Record = match serde_json::from_slice(&bytes) {
-                Ok(record) => record,
-                Err(error) => {
-                    tracing::warn!(room = %self.room, %error, "stored project unreadable; skipped");
-                    continue;
-                }
-            };
+        for record in stored {
             entries.entry(record.id.clone()).or_insert_with(|| {
                 let mut project = record.project;
                 project.id = Some(record.id);
@@ -245,11 +238,9 @@ pub async fn end_unknown_projects(
     if live.is_empty() {
         return Ok(());
     }
-    let known: Vec<ProjectId> = store
-        .load_projects(room)
+    let known: Vec<ProjectId> = stored_records(store, room)
         .await?
-        .iter()
-        .filter_map(|bytes| serde_json::from_slice::<Record>(bytes).ok())
+        .into_iter()
         .map(|record| record.id)
         .collect();
     for mut stale in live {
@@ -264,6 +255,22 @@ pub async fn end_unknown_projects(
         doc::write_project(doc, TxnOrigin::System, &id, &stale);
     }
     Ok(())
+}
+
+/// The readable records the store holds for `room` (an unreadable one is logged and skipped).
+async fn stored_records(store: &dyn Store, room: &RoomName) -> Result<Vec<Record>, StoreError> {
+    Ok(store
+        .load_projects(room)
+        .await?
+        .iter()
+        .filter_map(|bytes| match serde_json::from_slice(bytes) {
+            Ok(record) => Some(record),
+            Err(error) => {
+                tracing::warn!(%room, %error, "stored project unreadable; skipped");
+                None
+            }
+        })
+        .collect())
 }
 
 fn live_of(entries: &BTreeMap<ProjectId, Entry>, fairy: &FairyId) -> Option<Project> {
