@@ -178,6 +178,21 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_COMPACT_EVERY", default_value_t = 500)]
     pub compact_every: u64,
 
+    /// Keep a full state of a room as a history checkpoint every this many updates (at a
+    /// compaction); a version materialises from the nearest one. 0: no checkpoints (versions
+    /// then materialise from the room's first update while the log keeps it).
+    #[arg(
+        long,
+        env = "FAIRYRING_HISTORY_CHECKPOINT_EVERY",
+        default_value_t = 2000
+    )]
+    pub history_checkpoint_every: u64,
+
+    /// How long history is kept: `30d`, `12h`, `90m`, `3600s` (a plain number is seconds);
+    /// `0` keeps everything. Older updates and checkpoints are dropped in the background.
+    #[arg(long, env = "FAIRYRING_HISTORY_RETENTION", default_value = "30d")]
+    pub history_retention: Retention,
+
     /// Log format.
     #[arg(
         long,
@@ -305,6 +320,8 @@ impl ServeConfig {
             max_awareness_bytes: 16 * 1024,
             outbound_queue: 1024,
             compact_every: 500,
+            history_checkpoint_every: 2000,
+            history_retention: Retention::default(),
             log_format: LogFormat::Pretty,
             llm: LlmProvider::Offline,
             llm_model: None,
@@ -343,5 +360,63 @@ impl ServeConfig {
     /// The idle time after which an unused room is unloaded.
     pub fn idle_unload_after(&self) -> Duration {
         Duration::from_secs(self.idle_unload)
+    }
+}
+
+/// How long history is kept (`--history-retention`); `None`: for ever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention(Option<Duration>);
+
+impl Retention {
+    /// Keeps history for `duration` (zero: for ever).
+    pub fn of(duration: Duration) -> Self {
+        Retention((!duration.is_zero()).then_some(duration))
+    }
+
+    /// How long history is kept; `None` for ever.
+    pub fn duration(&self) -> Option<Duration> {
+        self.0
+    }
+}
+
+impl Default for Retention {
+    /// 30 days.
+    fn default() -> Self {
+        Retention::of(Duration::from_secs(30 * 24 * 3600))
+    }
+}
+
+impl std::str::FromStr for Retention {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let split = text
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        let number: u64 = number
+            .parse()
+            .map_err(|_| format!("'{text}': expected a number with s, m, h or d (e.g. 30d)"))?;
+        let seconds = match unit {
+            "" | "s" => 1,
+            "m" => 60,
+            "h" => 3600,
+            "d" => 24 * 3600,
+            _ => return Err(format!("'{text}': the unit must be s, m, h or d")),
+        };
+        let seconds = number
+            .checked_mul(seconds)
+            .ok_or_else(|| format!("'{text}' is too long"))?;
+        Ok(Retention::of(Duration::from_secs(seconds)))
+    }
+}
+
+impl std::fmt::Display for Retention {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            None => f.write_str("0"),
+            Some(d) => write!(f, "{}s", d.as_secs()),
+        }
     }
 }

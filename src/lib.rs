@@ -18,6 +18,8 @@
 //! - [`auth`]: JWT verification and room/scope access (I/O-free, clock injected).
 //! - [`metrics`]: Prometheus counters and histograms.
 //! - [`canvas`]: the typed canvas model (schema v1) over the Yrs document.
+//! - [`history`]: who wrote each logged update, and a room as it was: history pages, versions,
+//!   restore and rollback (replayed from the store in private documents).
 //! - [`agent`]: fairies: actions, modes, requests (the agent runtime).
 //! - [`llm`]: language-model providers (streaming clients, failover, offline model).
 //! - [`partial_json`]: incremental partial-JSON parser and the streamed action splitter.
@@ -29,6 +31,7 @@ pub mod bench;
 pub mod canvas;
 pub mod clock;
 pub mod config;
+pub mod history;
 pub mod ids;
 pub mod llm;
 pub mod metrics;

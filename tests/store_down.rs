@@ -12,7 +12,7 @@ use bytes::Bytes;
 use fairyring::config::ServeConfig;
 use fairyring::room::{RoomConfig, RoomName};
 use fairyring::store::memory::MemoryStore;
-use fairyring::store::{Store, StoreError, StoredRoom};
+use fairyring::store::{LogRow, Logged, Store, StoreError, StoredRoom};
 use support::{Client, put_shape, shape_count};
 
 /// A memory store that can be switched off: every call then fails.
@@ -38,13 +38,50 @@ impl Store for Switchable {
         self.check()?;
         self.inner.load(room).await
     }
-    async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
+    async fn append_logged(
+        &self,
+        room: &RoomName,
+        updates: Vec<Logged>,
+    ) -> Result<u64, StoreError> {
         self.check()?;
-        self.inner.append(room, updates).await
+        self.inner.append_logged(room, updates).await
     }
-    async fn compact(&self, room: &RoomName, snapshot: Bytes, upto: u64) -> Result<(), StoreError> {
+    async fn compact(
+        &self,
+        room: &RoomName,
+        snapshot: Bytes,
+        upto: u64,
+        checkpoint_every: u64,
+    ) -> Result<(), StoreError> {
         self.check()?;
-        self.inner.compact(room, snapshot, upto).await
+        self.inner
+            .compact(room, snapshot, upto, checkpoint_every)
+            .await
+    }
+    async fn history(
+        &self,
+        room: &RoomName,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<LogRow>, StoreError> {
+        self.check()?;
+        self.inner.history(room, after, limit).await
+    }
+    async fn load_version(
+        &self,
+        room: &RoomName,
+        seq: u64,
+    ) -> Result<Option<StoredRoom>, StoreError> {
+        self.check()?;
+        self.inner.load_version(room, seq).await
+    }
+    async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
+        self.check()?;
+        self.inner.seq_at(room, at).await
+    }
+    async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
+        self.check()?;
+        self.inner.prune_history(before).await
     }
     async fn load_fairy_state(
         &self,

@@ -98,7 +98,7 @@ proptest! {
             for (i, script) in scripts.iter().enumerate() {
                 let doc = Doc::new();
                 let updates: Vec<Vec<u8>> = script.iter().filter_map(|op| apply(&doc, op)).collect();
-                let info = PeerInfo { conn: 1000 + i as u64, sub: format!("u{i}"), can_write: true };
+                let info = PeerInfo { conn: 1000 + i as u64, name: None, sub: format!("u{i}"), can_write: true };
                 let (peer, rx) = room.join(info).expect("join");
                 peers.push((doc, updates.into_iter(), peer, rx));
             }

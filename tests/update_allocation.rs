@@ -66,6 +66,7 @@ async fn counts_the_bytes_cannot_back_are_refused_before_any_allocation_of_their
     let (writer, _rx) = room
         .join(PeerInfo {
             conn: 1,
+            name: None,
             sub: "w".into(),
             can_write: true,
         })
@@ -89,6 +90,7 @@ async fn counts_the_bytes_cannot_back_are_refused_before_any_allocation_of_their
         let (peer, _rx) = room
             .join(PeerInfo {
                 conn: 3,
+                name: None,
                 sub: "w".into(),
                 can_write: true,
             })
@@ -107,6 +109,7 @@ async fn counts_the_bytes_cannot_back_are_refused_before_any_allocation_of_their
     let (_again, _rx) = room
         .join(PeerInfo {
             conn: 2,
+            name: None,
             sub: "w".into(),
             can_write: true,
         })

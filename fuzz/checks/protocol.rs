@@ -63,11 +63,13 @@ pub fn check(data: &[u8]) {
             .expect("room");
         let writer_info = PeerInfo {
             conn: 1,
+            name: None,
             sub: "w".into(),
             can_write: true,
         };
         let reader_info = PeerInfo {
             conn: 2,
+            name: None,
             sub: "r".into(),
             can_write: false,
         };

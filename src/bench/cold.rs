@@ -83,6 +83,7 @@ pub async fn cold_load_once(room: &Arc<Room>, conn: u64) -> anyhow::Result<Durat
     let (peer, mut rx) = room.join(PeerInfo {
         conn,
         sub: "bench".into(),
+        name: None,
         can_write: false,
     })?;
     room.flushed().await;

@@ -27,6 +27,7 @@ mod client;
 pub mod cold;
 pub mod exports;
 pub mod fairies;
+pub mod history;
 mod process;
 mod stats;
 mod wire;
@@ -91,6 +92,16 @@ pub struct BenchArgs {
     /// to the whole document) in a room of this many shapes, in process.
     #[arg(long, env = "FAIRYRING_BENCH_COLD_LOAD")]
     pub cold_load: Option<usize>,
+    /// Instead of the sync load: log this many updates of 100 people into SQLite stores, with
+    /// and without history, and report the store bytes and how fast versions materialise.
+    #[arg(long, env = "FAIRYRING_BENCH_HISTORY_UPDATES")]
+    pub history_updates: Option<usize>,
+    /// Compaction rule of `--history-updates` (as the server's `--compact-every`).
+    #[arg(long, default_value_t = 500)]
+    pub compact_every: u64,
+    /// Checkpoint spacing of `--history-updates` (as the server's `--history-checkpoint-every`).
+    #[arg(long, default_value_t = 2000)]
+    pub history_checkpoint_every: u64,
     /// Seconds after the clients closed at which the server's RSS is sampled once more ("after
     /// unload"): a server the bench starts unloads its idle rooms after 1 s; give a server under
     /// `--url` its `--idle-unload` plus a few seconds. 0 skips the sample.
@@ -123,6 +134,14 @@ const SATURATED: f64 = 0.85;
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(shapes) = args.cold_load {
         return cold::run(shapes, args.json).await;
+    }
+    if let Some(updates) = args.history_updates {
+        let settings = history::HistoryBench {
+            updates,
+            compact_every: args.compact_every.max(1),
+            checkpoint_every: args.history_checkpoint_every,
+        };
+        return history::run(settings, args.json).await;
     }
     anyhow::ensure!(args.rooms >= 1, "--rooms must be at least 1");
     anyhow::ensure!(

@@ -22,6 +22,7 @@ use super::pending::Pending;
 use super::remote::SeqTracker;
 use super::{Room, RoomError};
 use crate::pubsub::{Envelope, Inbound, Subscription};
+use crate::store::Logged;
 
 /// How long a gap in the sequence numbers heard from other nodes may last before the room
 /// catches up from the store (messages of two nodes may arrive out of order).
@@ -258,24 +259,47 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
         room.pending.mark_delivered(upto);
         return Ok(());
     }
-    let mut updates: Vec<Bytes> = items
+    // One time for the whole commit: the updates of one commit are logged together.
+    let at = room.config.clock.unix_millis();
+    let mut updates: Vec<Logged> = items
         .iter()
         .filter_map(|item| match item {
-            Pending::Update { update, .. } => Some(update.clone()),
+            Pending::Update { update, actor, .. } => Some(Logged {
+                update: update.clone(),
+                actor: actor.clone(),
+                at,
+            }),
             Pending::Remote { .. } | Pending::Reply { .. } => None,
         })
         .collect();
     if !updates.is_empty() {
-        if let Some(schema) = room.take_unwritten_schema() {
-            updates.insert(0, schema);
+        let schema = room.take_unwritten_schema();
+        if let Some(schema) = &schema {
+            updates.insert(0, Logged::unattributed(schema.clone(), at));
         }
         let count = updates.len() as u64;
-        log.bytes_since_snapshot += updates.iter().map(|u| u.len() as u64).sum::<u64>();
-        let published = room.config.fanout.as_ref().map(|_| updates.clone());
+        log.bytes_since_snapshot += updates.iter().map(|u| u.update.len() as u64).sum::<u64>();
+        let published = room
+            .config
+            .fanout
+            .as_ref()
+            .map(|_| updates.iter().map(|u| u.update.clone()).collect());
         let last_seq = append_with_retry(room, updates).await?;
         let first_seq = last_seq.saturating_sub(count - 1).max(1);
         log.seqs.mark(first_seq, last_seq);
         log.since_snapshot += count;
+        room.committed_seq.fetch_max(last_seq, Ordering::SeqCst);
+        if room.actors.awaited() {
+            let mut seq = first_seq + u64::from(schema.is_some());
+            for item in &items {
+                if let Pending::Update { from, .. } = item {
+                    if let Some(conn) = from {
+                        room.actors.logged(*conn, seq);
+                    }
+                    seq += 1;
+                }
+            }
+        }
         if let (Some(fanout), Some(updates)) = (&room.config.fanout, published) {
             fanout.publish(
                 &room.name,
@@ -291,7 +315,7 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
     let mut group = Group::default();
     for item in items {
         match item {
-            Pending::Update { update, from } => {
+            Pending::Update { update, from, .. } => {
                 if group.bytes + update.len() > MAX_GROUP_BYTES {
                     group.flush(room);
                 }
@@ -317,10 +341,10 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
     Ok(())
 }
 
-async fn append_with_retry(room: &Arc<Room>, updates: Vec<Bytes>) -> Result<u64, RoomError> {
+async fn append_with_retry(room: &Arc<Room>, updates: Vec<Logged>) -> Result<u64, RoomError> {
     let mut attempt = 0;
     loop {
-        match room.store.append(&room.name, updates.clone()).await {
+        match room.store.append_logged(&room.name, updates.clone()).await {
             Ok(seq) => return Ok(seq),
             Err(error) => {
                 let Some(delay) = STORE_RETRIES.get(attempt) else {
@@ -413,7 +437,12 @@ async fn compact_from_store(room: Arc<Room>) -> Option<u64> {
 /// store failed.
 async fn write_snapshot(room: &Room, snapshot: Bytes, upto: u64) -> Option<u64> {
     let bytes = snapshot.len() as u64;
-    match room.store.compact(&room.name, snapshot, upto).await {
+    let checkpoint_every = room.config.history_checkpoint_every;
+    match room
+        .store
+        .compact(&room.name, snapshot, upto, checkpoint_every)
+        .await
+    {
         Ok(()) => {
             tracing::debug!(room = %room.name, upto, "compacted update log");
             Some(bytes)
@@ -478,6 +507,7 @@ fn on_inbound(room: &Room, log: &mut LogState, inbound: Inbound) {
             }
             room.apply_remote(updates);
             log.seqs.mark(first_seq, last_seq);
+            room.committed_seq.fetch_max(last_seq, Ordering::SeqCst);
             if log.seqs.has_gap() {
                 log.catch_up_by(room.now() + GAP_GRACE);
             }
@@ -507,6 +537,8 @@ async fn catch_up(room: &Room, log: &mut LogState) {
                 room.apply_remote(stored.snapshot.into_iter().chain(stored.updates));
             }
             log.seqs.mark_through(stored.last_seq);
+            room.committed_seq
+                .fetch_max(stored.last_seq, Ordering::SeqCst);
         }
         Err(error) => {
             tracing::warn!(room = %room.name, %error, "catch-up from the store failed; retrying");

@@ -33,6 +33,7 @@
 //! ([`RoomError::BadUpdate`]: close code 1007, counted as `bad_update`) and leaves the room, its
 //! document and its other peers as they were. Stored updates go through the same decoding.
 
+mod actors;
 mod coalesce;
 mod cold;
 mod commit;
@@ -148,6 +149,8 @@ pub struct RoomConfig {
     /// Shape changes the fairies of one room may write per second (`--fairy-writes-per-sec`);
     /// 0: no limit.
     pub fairy_writes_per_sec: u32,
+    /// Updates between two history checkpoints (`--history-checkpoint-every`; 0: none).
+    pub history_checkpoint_every: u64,
 }
 
 impl RoomConfig {
@@ -165,6 +168,7 @@ impl RoomConfig {
             clock: crate::clock::system(),
             fanout: None,
             fairy_writes_per_sec: config.fairy_writes_per_sec,
+            history_checkpoint_every: config.history_checkpoint_every,
         }
     }
 }
@@ -189,6 +193,10 @@ pub struct Room {
     roots: Arc<Mutex<roots::RootIndex>>,
     /// A new room's schema, until the room's first write stores it ahead of that write.
     unwritten_schema: Mutex<Option<Bytes>>,
+    /// Who writes with which origin (logged with every update).
+    actors: Arc<actors::Actors>,
+    /// The sequence number of the last update this room logged or received (0: none yet).
+    committed_seq: std::sync::atomic::AtomicU64,
 }
 
 impl Room {
@@ -258,6 +266,8 @@ impl Room {
         // exports, fairies' reads) never pays for it.
         let index = Arc::new(Mutex::new(roots::RootIndex::default()));
         let indexed = index.clone();
+        let actors = Arc::new(actors::Actors::default());
+        let named = actors.clone();
         doc.observe_update_v1(
             "fairyring-room",
             move |txn: &yrs::TransactionMut, event: &yrs::UpdateEvent| {
@@ -277,7 +287,12 @@ impl Room {
                     // Another node's update, durable already: delivered, not stored again.
                     queue.push(Pending::Remote { update });
                 } else {
-                    queue.push(Pending::Update { update, from });
+                    let actor = named.of(txn.origin().map(|o| o.as_ref()));
+                    queue.push(Pending::Update {
+                        update,
+                        from,
+                        actor,
+                    });
                 }
             },
         )
@@ -306,7 +321,44 @@ impl Room {
             store,
             roots: index,
             unwritten_schema: Mutex::new(unwritten_schema),
+            actors,
+            committed_seq: std::sync::atomic::AtomicU64::new(stored.last_seq),
         }))
+    }
+
+    /// Names the actor logged with every update written with `origin` from now on (a fairy's
+    /// request, a server action on a person's behalf; peers are named when they join).
+    pub fn name_actor(&self, origin: &TxnOrigin, actor: &crate::history::actor::Actor) {
+        self.actors
+            .set(origin.to_string().as_bytes(), actor.to_json());
+    }
+
+    /// Names the actor of the transactions with a raw yrs origin (an undo manager's own, which
+    /// reverts a fairy's tentative versions).
+    pub fn name_actor_of_origin(&self, origin: &yrs::Origin, actor: &crate::history::actor::Actor) {
+        self.actors.set(origin.as_ref(), actor.to_json());
+    }
+
+    /// Forgets the actor of `origin` (its updates are logged without one from now on).
+    pub fn forget_actor(&self, origin: &TxnOrigin) {
+        self.actors.remove(origin.to_string().as_bytes());
+    }
+
+    /// Waits for the sequence number under which the next update written with connection id
+    /// `conn` is logged (a server action writing as a connection of its own). Call
+    /// [`Room::forget_seq`] if the write turned out to change nothing.
+    pub fn wait_seq(&self, conn: u64) -> tokio::sync::oneshot::Receiver<u64> {
+        self.actors.wait_seq(conn)
+    }
+
+    /// Stops waiting for the update of `conn`.
+    pub fn forget_seq(&self, conn: u64) {
+        self.actors.forget_seq(conn);
+    }
+
+    /// The sequence number of the last update the room logged, or heard of from another node.
+    pub fn committed_seq(&self) -> u64 {
+        self.committed_seq.load(Ordering::SeqCst)
     }
 
     /// The budget of the room's fairy writes (docs/fairies.md "People and fairies in one room").
@@ -401,6 +453,12 @@ impl Room {
             peers.links.insert(info.conn, link);
             peers.idle_since = None;
         }
+        let origin = TxnOrigin::Client {
+            conn: info.conn,
+            sub: info.sub.clone(),
+        };
+        let actor = crate::history::actor::Actor::user(info.sub.clone(), info.name.clone());
+        self.name_actor(&origin, &actor);
         crate::metrics::global().connections.inc();
         Ok((
             Peer {
@@ -422,6 +480,10 @@ impl Room {
             link
         };
         if let Some(link) = removed {
+            self.forget_actor(&TxnOrigin::Client {
+                conn,
+                sub: link.sub.clone(),
+            });
             crate::metrics::global().connections.dec();
             self.remove_awareness(link.awareness_ids.into_iter().collect());
         }
@@ -645,6 +707,7 @@ mod tests {
             .expect("room");
         let info = |conn, can_write| PeerInfo {
             conn,
+            name: None,
             sub: format!("u{conn}"),
             can_write,
         };

@@ -2,6 +2,7 @@
 //! room uses to close it (with a reason the network edge turns into a close code).
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -11,13 +12,23 @@ use yrs::block::ClientID;
 
 use super::RoomError;
 
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+/// A new process-unique connection id (a WebSocket peer, or a server action writing on a
+/// person's behalf, which writes as a connection of its own).
+pub fn next_conn_id() -> u64 {
+    NEXT_CONN.fetch_add(1, Ordering::Relaxed)
+}
+
 /// Who a connection is, as established by the network edge before it joins a room.
 #[derive(Debug, Clone)]
 pub struct PeerInfo {
-    /// Process-unique connection id.
+    /// Process-unique connection id ([`next_conn_id`]).
     pub conn: u64,
     /// The user's `sub` claim (`anonymous` when auth is off).
     pub sub: String,
+    /// The user's `name` claim, when the token has one (logged with their updates).
+    pub name: Option<String>,
     /// False for read-only peers: their document updates are dropped.
     pub can_write: bool,
 }

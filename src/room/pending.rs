@@ -19,8 +19,13 @@ use tokio::sync::{Notify, watch};
 
 /// One queued item.
 pub(crate) enum Pending {
-    /// A document update (v1) and the connection it came from (not echoed back to it).
-    Update { update: Bytes, from: Option<u64> },
+    /// A document update (v1), the connection it came from (not echoed back to it) and its
+    /// actor's JSON, logged with it.
+    Update {
+        update: Bytes,
+        from: Option<u64>,
+        actor: Option<std::sync::Arc<str>>,
+    },
     /// Another node's update, durable already: delivered to every peer, never stored again.
     Remote { update: Bytes },
     /// A frame for one peer that must not overtake the updates queued before it.

@@ -356,16 +356,44 @@ mod tests {
             tokio::task::yield_now().await;
             self.inner.load(room).await
         }
-        async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
-            self.inner.append(room, updates).await
+        async fn append_logged(
+            &self,
+            room: &RoomName,
+            updates: Vec<crate::store::Logged>,
+        ) -> Result<u64, StoreError> {
+            self.inner.append_logged(room, updates).await
         }
         async fn compact(
             &self,
             room: &RoomName,
             snapshot: Bytes,
             upto: u64,
+            checkpoint_every: u64,
         ) -> Result<(), StoreError> {
-            self.inner.compact(room, snapshot, upto).await
+            self.inner
+                .compact(room, snapshot, upto, checkpoint_every)
+                .await
+        }
+        async fn history(
+            &self,
+            room: &RoomName,
+            after: u64,
+            limit: usize,
+        ) -> Result<Vec<crate::store::LogRow>, StoreError> {
+            self.inner.history(room, after, limit).await
+        }
+        async fn load_version(
+            &self,
+            room: &RoomName,
+            seq: u64,
+        ) -> Result<Option<StoredRoom>, StoreError> {
+            self.inner.load_version(room, seq).await
+        }
+        async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
+            self.inner.seq_at(room, at).await
+        }
+        async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
+            self.inner.prune_history(before).await
         }
         async fn load_fairy_state(
             &self,
@@ -477,6 +505,7 @@ mod tests {
         // A room unloads once its last peer left.
         let visit = |conn| super::super::PeerInfo {
             conn,
+            name: None,
             sub: "test".into(),
             can_write: true,
         };

@@ -486,6 +486,7 @@ mod tests {
         }
         let info = |conn| PeerInfo {
             conn,
+            name: None,
             sub: format!("u{conn}"),
             can_write: true,
         };

@@ -24,6 +24,8 @@ use crate::room::RoomName;
 pub struct Admission {
     /// The token's `sub` (`anonymous` when auth is off).
     pub sub: String,
+    /// The token's `name`, when it has one.
+    pub name: Option<String>,
     /// False for read-only peers.
     pub can_write: bool,
     /// Unix second at which the session is closed with 4401 (`None` when auth is off).
@@ -83,6 +85,7 @@ pub fn admit_scope(
     let Some(auth) = &state.auth else {
         let admission = Admission {
             sub: "anonymous".into(),
+            name: None,
             can_write: true,
             expires_at: None,
         };
@@ -92,6 +95,7 @@ pub fn admit_scope(
     let access = crate::auth::authorize_scope(&claims, name.as_str(), scope)?;
     let admission = Admission {
         sub: claims.sub,
+        name: claims.name,
         can_write: access.can_write,
         expires_at: Some(access.expires_at),
     };
@@ -119,6 +123,13 @@ impl RoomScope for ReadScope {
     const SCOPE: Scope = Scope::Read;
 }
 
+/// The `write` scope: restoring a version, rolling back an actor's changes.
+#[derive(Debug)]
+pub struct WriteScope;
+impl RoomScope for WriteScope {
+    const SCOPE: Scope = Scope::Write;
+}
+
 /// The `admin` scope: writing the room's instructions.
 #[derive(Debug)]
 pub struct AdminScope;
@@ -136,6 +147,8 @@ pub struct Admitted<S> {
     pub room: RoomName,
     /// The token's `sub` (`anonymous` when auth is off).
     pub sub: String,
+    /// The token's `name`, when it has one.
+    pub name: Option<String>,
     /// False for read-only peers (a token without `write`).
     pub can_write: bool,
     /// Unix second at which the token expires (`None` when auth is off).
@@ -167,6 +180,7 @@ impl<S: RoomScope> FromRequestParts<AppState> for Admitted<S> {
         Ok(Admitted {
             room,
             sub: admission.sub,
+            name: admission.name,
             can_write: admission.can_write,
             expires_at: admission.expires_at,
             scope: PhantomData,

@@ -3,7 +3,7 @@
 //! Owns the HTTP router (`/rooms/{room}` WebSocket upgrade, `/healthz`, `/metrics` — or a
 //! listener of its own for it with `--metrics-listen` —, JSON `404 not_found` for any other
 //! path, the web demo, the fairy API in [`fairies`], image exports in [`export`], room instructions in
-//! [`instructions`]), connection admission, the WebSocket handshake
+//! [`instructions`], history, versions, restore and rollback in [`history`]), connection admission, the WebSocket handshake
 //! ([`upgrade`]), request-body limits ([`body`]), per-socket tasks ([`ws`]), the mapping of
 //! errors to HTTP and close codes ([`error`]), logging set-up ([`logging`]) and graceful
 //! shutdown (SIGINT/SIGTERM flush every room). Rooms, stores and auth are used through their module APIs.
@@ -15,6 +15,7 @@ pub mod export;
 pub mod fairies;
 pub mod forward;
 pub mod health;
+pub mod history;
 pub mod instructions;
 pub mod logging;
 pub mod projects;
@@ -69,6 +70,8 @@ pub struct AppState {
     pub renders: Arc<crate::canvas::render::pool::RenderPool>,
     /// What exports read from rooms not loaded here (one decode per room and moment).
     pub export_reads: Arc<export::reads::ExportReads>,
+    /// Rooms' history: pages, versions, restore, rollback.
+    pub history: Arc<crate::history::service::History>,
 }
 
 /// A running server (returned by [`start`]).
@@ -165,6 +168,7 @@ pub async fn start_with(
     let state = AppState {
         renders: Arc::new(export::render_pool(config.render_timeout())),
         export_reads: Arc::new(export::reads::ExportReads::default()),
+        history: Arc::new(crate::history::service::History::new(store.clone())),
         fairies,
         fairy_rate: fairies::rate_limiter(config.fairy_api_rate_per_min),
         connections: Arc::new(Semaphore::new(config.max_connections)),
@@ -192,6 +196,13 @@ pub async fn start_with(
     let serve_state = state.clone();
     let task = tokio::spawn(async move {
         let shutdown = serve_state.shutdown.clone();
+        if let Some(keep) = serve_state.config.history_retention.duration() {
+            tokio::spawn(prune_history(
+                serve_state.store.clone(),
+                keep,
+                shutdown.clone(),
+            ));
+        }
         // Renders stop at once on shutdown, so that no export holds up the graceful end.
         let renders = serve_state.renders.clone();
         let render_stop = shutdown.clone();
@@ -227,6 +238,33 @@ pub async fn start_with(
         state,
         task,
     })
+}
+
+/// How often history older than `--history-retention` is dropped.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Drops history older than `keep`, a minute after the start and then every [`PRUNE_EVERY`],
+/// until shutdown.
+async fn prune_history(
+    store: Arc<dyn crate::store::Store>,
+    keep: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut next = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            _ = shutdown.cancelled() => return,
+        }
+        next += PRUNE_EVERY;
+        let keep_ms = u64::try_from(keep.as_millis()).unwrap_or(u64::MAX);
+        let before = crate::store::now_millis().saturating_sub(keep_ms);
+        match store.prune_history(before).await {
+            Ok(0) => {}
+            Ok(dropped) => tracing::info!(dropped, "dropped history older than the retention"),
+            Err(error) => tracing::warn!(%error, "dropping old history failed; will retry"),
+        }
+    }
 }
 
 /// Token verification from the configuration; `None` only when explicitly insecure.
@@ -265,6 +303,7 @@ pub fn router(state: AppState) -> Router {
         )
         .merge(projects::routes())
         .merge(export::routes())
+        .merge(history::routes())
         .merge(instructions::routes());
     if state.config.dev {
         router = router.route("/auth/dev-token", axum::routing::post(access::dev_token));

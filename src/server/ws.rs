@@ -47,8 +47,6 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// while it waits for the peer to close.
 pub const CLOSE_DRAIN: Duration = Duration::from_secs(1);
 
-static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
-
 /// `GET /rooms/{room}`: validates the name (400), the token (401/403) and capacity (503),
 /// in that order, before the upgrade (name and token through [`Admitted`]); a plain GET that
 /// passes them is answered 426.
@@ -81,8 +79,9 @@ pub async fn upgrade(
         return Err(crate::room::RoomError::RoomFull.into());
     }
     let info = PeerInfo {
-        conn: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
+        conn: crate::room::peer::next_conn_id(),
         sub: admission.sub,
+        name: admission.name,
         can_write: admission.can_write,
     };
     let expires_at = admission.expires_at;

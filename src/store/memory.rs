@@ -1,20 +1,30 @@
 //! An in-memory [`Store`] (room logs, fairies' private state, projects, instructions): nothing survives the
 //! process. For tests and `--store memory:`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{Store, StoreError, StoredRoom};
+use super::{LogRow, Logged, Store, StoreError, StoredRoom, assemble_version};
 use crate::ids::RoomName;
 
 #[derive(Default)]
 struct Log {
-    snapshot: Option<Bytes>,
-    updates: Vec<(u64, Bytes)>,
+    /// The snapshot and the sequence number it covers.
+    snapshot: Option<(u64, Bytes)>,
+    /// Every kept update, oldest first.
+    updates: Vec<LogRow>,
+    /// History checkpoints by sequence number.
+    checkpoints: BTreeMap<u64, Bytes>,
     last_seq: u64,
+}
+
+impl Log {
+    fn snapshot_seq(&self) -> u64 {
+        self.snapshot.as_ref().map_or(0, |(seq, _)| *seq)
+    }
 }
 
 /// Keeps every room's log, and every fairy's private state, in maps.
@@ -47,20 +57,37 @@ impl Store for MemoryStore {
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
         Ok(self.with(|rooms| match rooms.get(room.as_str()) {
             None => StoredRoom::default(),
-            Some(log) => StoredRoom {
-                snapshot: log.snapshot.clone(),
-                updates: log.updates.iter().map(|(_, u)| u.clone()).collect(),
-                last_seq: log.last_seq,
-            },
+            Some(log) => {
+                let from = log.snapshot_seq();
+                StoredRoom {
+                    snapshot: log.snapshot.as_ref().map(|(_, s)| s.clone()),
+                    updates: log
+                        .updates
+                        .iter()
+                        .filter(|row| row.seq > from)
+                        .map(|row| row.update.clone())
+                        .collect(),
+                    last_seq: log.last_seq,
+                }
+            }
         }))
     }
 
-    async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
+    async fn append_logged(
+        &self,
+        room: &RoomName,
+        updates: Vec<Logged>,
+    ) -> Result<u64, StoreError> {
         Ok(self.with(|rooms| {
             let log = rooms.entry(room.as_str().to_owned()).or_default();
-            for update in updates {
+            for logged in updates {
                 log.last_seq += 1;
-                log.updates.push((log.last_seq, update));
+                log.updates.push(LogRow {
+                    seq: log.last_seq,
+                    at: Some(logged.at),
+                    actor: logged.actor,
+                    update: logged.update,
+                });
             }
             log.last_seq
         }))
@@ -71,13 +98,105 @@ impl Store for MemoryStore {
         room: &RoomName,
         snapshot: Bytes,
         upto_seq: u64,
+        checkpoint_every: u64,
     ) -> Result<(), StoreError> {
         self.with(|rooms| {
             let log = rooms.entry(room.as_str().to_owned()).or_default();
-            log.snapshot = Some(snapshot);
-            log.updates.retain(|(seq, _)| *seq > upto_seq);
+            if log.snapshot_seq() > upto_seq {
+                return;
+            }
+            let newest = log.checkpoints.keys().next_back().copied();
+            if checkpoint_every > 0
+                && newest.is_none_or(|seq| upto_seq.saturating_sub(seq) >= checkpoint_every)
+            {
+                log.checkpoints.insert(upto_seq, snapshot.clone());
+            }
+            log.snapshot = Some((upto_seq, snapshot));
         });
         Ok(())
+    }
+
+    async fn history(
+        &self,
+        room: &RoomName,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<LogRow>, StoreError> {
+        Ok(self.with(|rooms| {
+            rooms.get(room.as_str()).map_or_else(Vec::new, |log| {
+                log.updates
+                    .iter()
+                    .filter(|row| row.seq > after)
+                    .take(limit)
+                    .cloned()
+                    .collect()
+            })
+        }))
+    }
+
+    async fn load_version(
+        &self,
+        room: &RoomName,
+        seq: u64,
+    ) -> Result<Option<StoredRoom>, StoreError> {
+        Ok(self.with(|rooms| {
+            let log = rooms.get(room.as_str())?;
+            let mut base = log
+                .checkpoints
+                .range(..=seq)
+                .next_back()
+                .map(|(s, data)| (*s, data.clone()));
+            if let Some((s, data)) = &log.snapshot
+                && *s <= seq
+                && base.as_ref().is_none_or(|(b, _)| b < s)
+            {
+                base = Some((*s, data.clone()));
+            }
+            let (base_seq, base) = base.map_or((0, None), |(s, d)| (s, Some(d)));
+            let rows = log
+                .updates
+                .iter()
+                .filter(|row| row.seq > base_seq && row.seq <= seq)
+                .map(|row| (row.seq, row.update.clone()))
+                .collect();
+            assemble_version(seq, base_seq, base, rows)
+        }))
+    }
+
+    async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
+        Ok(self.with(|rooms| {
+            rooms.get(room.as_str()).and_then(|log| {
+                log.updates
+                    .iter()
+                    .filter(|row| row.at.is_some_and(|t| t <= at))
+                    .map(|row| row.seq)
+                    .next_back()
+            })
+        }))
+    }
+
+    async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
+        Ok(self.with(|rooms| {
+            let mut dropped = 0;
+            for log in rooms.values_mut() {
+                let old = log
+                    .updates
+                    .iter()
+                    .filter(|row| row.at.is_none_or(|t| t < before))
+                    .map(|row| row.seq)
+                    .next_back();
+                let Some(old) = old else { continue };
+                let Some(keep) = log.checkpoints.range(..=old).next_back().map(|(s, _)| *s) else {
+                    continue;
+                };
+                let keep = keep.min(log.snapshot_seq());
+                let len = log.updates.len();
+                log.updates.retain(|row| row.seq > keep);
+                dropped += (len - log.updates.len()) as u64;
+                log.checkpoints.retain(|seq, _| *seq >= keep);
+            }
+            dropped
+        }))
     }
 
     async fn load_fairy_state(

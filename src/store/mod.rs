@@ -1,7 +1,8 @@
 //! Durable storage of room documents and of fairies' private state.
 //!
-//! Owns the narrow async [`Store`] trait (an append-only update log per room plus a compacted
-//! snapshot, and beside it a table of fairies' private state keyed by room and fairy id, which
+//! Owns the narrow async [`Store`] trait (an append-only update log per room, each update with
+//! its actor and time, plus a compacted snapshot and the history's checkpoints; docs/storage.md
+//! "History"; and beside it a table of fairies' private state keyed by room and fairy id, which
 //! is never part of a document nor broadcast, each room's projects, and each room's
 //! instructions for its fairies) and
 //! its implementations: [`sqlite::SqliteStore`] (the embedded default, WAL, group commit across
@@ -58,6 +59,50 @@ pub struct StoredRoom {
     pub last_seq: u64,
 }
 
+/// One update to log, with who wrote it and when (docs/storage.md "History").
+#[derive(Debug, Clone)]
+pub struct Logged {
+    /// The v1 update.
+    pub update: Bytes,
+    /// Who wrote it, as JSON text; opaque to the store, which keeps each distinct text once.
+    /// `None`: not known (written before attribution, or by nobody the room could name).
+    pub actor: Option<Arc<str>>,
+    /// When its commit began, in milliseconds since the Unix epoch.
+    pub at: u64,
+}
+
+impl Logged {
+    /// An update with no known actor, logged at `at`.
+    pub fn unattributed(update: Bytes, at: u64) -> Self {
+        Logged {
+            update,
+            actor: None,
+            at,
+        }
+    }
+}
+
+/// One logged update read back with its attribution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogRow {
+    /// Its sequence number.
+    pub seq: u64,
+    /// When it was logged (`None` for updates logged before times were kept).
+    pub at: Option<u64>,
+    /// Who wrote it, as logged.
+    pub actor: Option<Arc<str>>,
+    /// The v1 update.
+    pub update: Bytes,
+}
+
+/// Milliseconds since the Unix epoch on the system clock (0 before it).
+pub fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 /// The storage contract rooms rely on. Implementations must make [`Store::append`] durable
 /// before returning: rooms broadcast an update only after it returns.
 #[async_trait]
@@ -74,17 +119,61 @@ pub trait Store: Send + Sync + 'static {
         self.load(room).await
     }
 
-    /// Appends v1 updates to a room's log, durably; returns the sequence number of the last one.
-    async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError>;
+    /// Appends v1 updates with their actors and times to a room's log, durably, in one
+    /// transaction; returns the sequence number of the last one.
+    async fn append_logged(&self, room: &RoomName, updates: Vec<Logged>)
+    -> Result<u64, StoreError>;
 
-    /// Replaces the snapshot and every logged update with a sequence number `<= upto_seq` by
-    /// `snapshot` (which must contain all of them), atomically.
+    /// Appends v1 updates nobody is named for, logged now (tests, seeding, migrations).
+    async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
+        let at = now_millis();
+        let logged = updates
+            .into_iter()
+            .map(|u| Logged::unattributed(u, at))
+            .collect();
+        self.append_logged(room, logged).await
+    }
+
+    /// Replaces the room's snapshot by `snapshot`, which holds every update up to `upto_seq`
+    /// (a room loads from it and the updates after it). The log itself is kept for history
+    /// ([`Store::prune_history`] drops it). The snapshot is also kept as a history checkpoint
+    /// when the room's newest checkpoint is `checkpoint_every` updates or more behind it, or
+    /// the room has none (0: no checkpoints).
     async fn compact(
         &self,
         room: &RoomName,
         snapshot: Bytes,
         upto_seq: u64,
+        checkpoint_every: u64,
     ) -> Result<(), StoreError>;
+
+    /// Up to `limit` logged updates after sequence number `after`, oldest first, with their
+    /// actors and times.
+    async fn history(
+        &self,
+        room: &RoomName,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<LogRow>, StoreError>;
+
+    /// The room as it was just after update `seq`: the nearest checkpoint (or snapshot) at or
+    /// before it and the updates from there up to `seq` (`last_seq` = `seq`). `None` when the
+    /// room has not reached `seq` or no longer keeps what it takes (`seq` 0 included).
+    async fn load_version(
+        &self,
+        room: &RoomName,
+        seq: u64,
+    ) -> Result<Option<StoredRoom>, StoreError>;
+
+    /// The sequence number of the last kept update logged at or before `at` (milliseconds since
+    /// the epoch); `None` when there is none.
+    async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError>;
+
+    /// Drops, in every room, the history older than `before` (milliseconds since the epoch):
+    /// the updates and checkpoints no version logged at or after `before` needs (everything up
+    /// to the newest checkpoint at or before the room's last update older than `before`, never
+    /// past its snapshot). Returns how many updates were dropped.
+    async fn prune_history(&self, before: u64) -> Result<u64, StoreError>;
 
     /// A fairy's private state (mode, model-facing history, todo list, tasks), as last saved
     /// with [`Store::save_fairy_state`]; `None` when there is none. The bytes are opaque to the
@@ -141,6 +230,28 @@ pub trait Store: Send + Sync + 'static {
     async fn close(&self) {}
 }
 
+/// A version from its base (a checkpoint or snapshot at `base_seq`, or the empty document at 0)
+/// and the logged updates after it up to `seq`, oldest first; `None` when one is missing.
+fn assemble_version(
+    seq: u64,
+    base_seq: u64,
+    base: Option<Bytes>,
+    rows: Vec<(u64, Bytes)>,
+) -> Option<StoredRoom> {
+    let consecutive = rows
+        .iter()
+        .enumerate()
+        .all(|(i, (s, _))| *s == base_seq + 1 + i as u64);
+    if seq == 0 || base_seq > seq || rows.len() as u64 != seq - base_seq || !consecutive {
+        return None;
+    }
+    Some(StoredRoom {
+        snapshot: base,
+        updates: rows.into_iter().map(|(_, u)| u).collect(),
+        last_seq: seq,
+    })
+}
+
 /// Opens the store named by a `--store` URL: `sqlite:PATH`, `memory:` or
 /// `postgres://…` (in the default schema).
 pub async fn open(url: &str) -> Result<Arc<dyn Store>, StoreError> {
@@ -191,7 +302,7 @@ mod tests {
         assert_eq!(loaded.updates, vec![&b"a"[..], &b"b"[..], &b"c"[..]]);
         assert_eq!(loaded.last_seq, s2);
         store
-            .compact(&room, Bytes::from_static(b"snap"), s1)
+            .compact(&room, Bytes::from_static(b"snap"), s1, 1000)
             .await
             .unwrap();
         let loaded = store.load(&room).await.unwrap();

@@ -9,14 +9,17 @@
 //! Several nodes append to the same room: the `rooms` row of a room holds its sequence counter
 //! and is locked by every append (rows are taken in room order inside a batch, so two nodes'
 //! batches cannot deadlock), which hands out gap-free sequence numbers that become visible in
-//! order. Compaction never moves a snapshot backwards and only deletes updates its snapshot
-//! covers, so it is safe while other nodes append. Tables live in one schema
+//! order. Compaction never moves a snapshot backwards and deletes nothing (the log is history,
+//! docs/storage.md "History"), so it is safe while other nodes append; pruning old history only
+//! deletes what a kept checkpoint and the snapshot cover. Tables live in one schema
 //! (`--store-schema`), set as the connections' `search_path`.
 //!
 //! This module knows nothing of sockets, peers or Yjs; it must not be used by anything but the
 //! store's callers through the [`Store`] trait.
 
+use std::collections::HashMap;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -25,7 +28,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Row, Transaction};
 
 use super::writer::{Batch, WriteOp, WriteReq, Writer};
-use super::{Store, StoreError, StoredRoom};
+use super::{LogRow, Logged, Store, StoreError, StoredRoom, assemble_version};
 use crate::ids::RoomName;
 /// How long a connection attempt may take before the store counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -86,7 +89,10 @@ impl PostgresStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migration(e.to_string()))?;
-        let writer = Writer::start(PgBatch(pool.clone()));
+        let writer = Writer::start(PgBatch {
+            pool: pool.clone(),
+            actors: HashMap::new(),
+        });
         Ok(PostgresStore { pool, writer })
     }
 }
@@ -144,7 +150,11 @@ impl Store for PostgresStore {
         })
     }
 
-    async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
+    async fn append_logged(
+        &self,
+        room: &RoomName,
+        updates: Vec<Logged>,
+    ) -> Result<u64, StoreError> {
         self.writer.append(room, updates).await
     }
 
@@ -153,8 +163,143 @@ impl Store for PostgresStore {
         room: &RoomName,
         snapshot: Bytes,
         upto_seq: u64,
+        checkpoint_every: u64,
     ) -> Result<(), StoreError> {
-        self.writer.compact(room, snapshot, upto_seq).await
+        self.writer
+            .compact(room, snapshot, upto_seq, checkpoint_every)
+            .await
+    }
+
+    async fn history(
+        &self,
+        room: &RoomName,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<LogRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT u.seq, u.at, a.data, u.data FROM updates u LEFT JOIN actors a ON a.id = u.actor
+             WHERE u.room = $1 AND u.seq > $2 ORDER BY u.seq LIMIT $3",
+        )
+        .bind(room.as_str())
+        .bind(to_i64(after))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(LogRow {
+                    seq: to_u64(row.try_get::<i64, _>(0)?),
+                    at: row.try_get::<Option<i64>, _>(1)?.map(to_u64),
+                    actor: row.try_get::<Option<String>, _>(2)?.map(Arc::from),
+                    update: Bytes::from(row.try_get::<Vec<u8>, _>(3)?),
+                })
+            })
+            .collect()
+    }
+
+    async fn load_version(
+        &self,
+        room: &RoomName,
+        seq: u64,
+    ) -> Result<Option<StoredRoom>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        let upto = to_i64(seq);
+        let base = sqlx::query(
+            "SELECT seq, data FROM (
+                 SELECT seq, data FROM checkpoints WHERE room = $1 AND seq <= $2
+                 UNION ALL SELECT seq, data FROM snapshots WHERE room = $1 AND seq <= $2
+             ) AS bases ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(room.as_str())
+        .bind(upto)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let (base_seq, base) = match base {
+            Some(row) => (
+                row.try_get::<i64, _>(0)?,
+                Some(Bytes::from(row.try_get::<Vec<u8>, _>(1)?)),
+            ),
+            None => (0, None),
+        };
+        let rows = sqlx::query(
+            "SELECT seq, data FROM updates WHERE room = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
+        )
+        .bind(room.as_str())
+        .bind(base_seq)
+        .bind(upto)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let rows = rows
+            .iter()
+            .map(|row| {
+                Ok((
+                    to_u64(row.try_get::<i64, _>(0)?),
+                    Bytes::from(row.try_get::<Vec<u8>, _>(1)?),
+                ))
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        Ok(assemble_version(seq, to_u64(base_seq), base, rows))
+    }
+
+    async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
+        let row = sqlx::query("SELECT MAX(seq) FROM updates WHERE room = $1 AND at <= $2")
+            .bind(room.as_str())
+            .bind(to_i64(at))
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get::<Option<i64>, _>(0)?.map(to_u64))
+    }
+
+    /// Room by room, each in its own transaction outside the group-commit writer; safe beside
+    /// other nodes (it deletes only what a kept checkpoint and the snapshot cover).
+    async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
+        let rooms: Vec<String> = sqlx::query("SELECT DISTINCT room FROM checkpoints")
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| row.try_get::<String, _>(0))
+            .collect::<Result<_, _>>()?;
+        let mut dropped = 0;
+        for room in rooms {
+            let mut tx = self.pool.begin().await?;
+            let row = sqlx::query(
+                "SELECT
+                     (SELECT MAX(c.seq) FROM checkpoints c WHERE c.room = $1 AND c.seq <= (
+                         SELECT MAX(u.seq) FROM updates u
+                         WHERE u.room = $1 AND (u.at IS NULL OR u.at < $2))),
+                     (SELECT seq FROM snapshots WHERE room = $1)",
+            )
+            .bind(&room)
+            .bind(to_i64(before))
+            .fetch_one(&mut *tx)
+            .await?;
+            let checkpoint = row.try_get::<Option<i64>, _>(0)?;
+            let snapshot = row.try_get::<Option<i64>, _>(1)?;
+            // Without a checkpoint (or a snapshot) to start from, nothing can be dropped.
+            let keep = match (checkpoint, snapshot) {
+                (Some(c), Some(s)) => Some(c.min(s)),
+                _ => None,
+            };
+            if let Some(keep) = keep {
+                dropped += sqlx::query("DELETE FROM updates WHERE room = $1 AND seq <= $2")
+                    .bind(&room)
+                    .bind(keep)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                sqlx::query("DELETE FROM checkpoints WHERE room = $1 AND seq < $2")
+                    .bind(&room)
+                    .bind(keep)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        }
+        Ok(dropped)
     }
 
     async fn load_fairy_state(
@@ -251,12 +396,23 @@ impl Store for PostgresStore {
 
 /// PostgreSQL transactions of the group-commit writer: lock-ordered, retried when PostgreSQL
 /// aborts one as a deadlock or serialization failure.
-struct PgBatch(PgPool);
+struct PgBatch {
+    pool: PgPool,
+    /// The number of each actor's JSON in `actors` (only committed ones).
+    actors: HashMap<Arc<str>, i64>,
+}
 
 #[async_trait]
 impl Batch for PgBatch {
     async fn commit(&mut self, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error> {
-        commit_batch(&self.0, batch).await
+        let mut interned = Vec::new();
+        let seqs = commit_batch(&self.pool, &self.actors, &mut interned, batch).await?;
+        self.actors.extend(interned);
+        Ok(seqs)
+    }
+
+    async fn release_memory(&mut self) {
+        self.actors = HashMap::new();
     }
 
     fn retryable(&self, error: &sqlx::Error) -> bool {
@@ -270,16 +426,24 @@ impl Batch for PgBatch {
 
 /// Commits a (lock-ordered) batch in one transaction; returns, per request, the last sequence
 /// number written (appends) or 0.
-async fn commit_batch(pool: &PgPool, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error> {
+async fn commit_batch(
+    pool: &PgPool,
+    actors: &HashMap<Arc<str>, i64>,
+    interned: &mut Vec<(Arc<str>, i64)>,
+    batch: &[WriteReq],
+) -> Result<Vec<u64>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let mut seqs = Vec::with_capacity(batch.len());
     for req in batch {
         let seq = match &req.op {
-            WriteOp::Append { room, updates } => append(&mut tx, room, updates).await?,
+            WriteOp::Append { room, updates } => {
+                append(&mut tx, room, updates, actors, interned).await?
+            }
             WriteOp::Compact {
                 room,
                 snapshot,
                 upto_seq,
+                checkpoint_every,
             } => {
                 let upto = to_i64(*upto_seq);
                 // A snapshot never replaces a newer one (another node compacted further).
@@ -293,11 +457,20 @@ async fn commit_batch(pool: &PgPool, batch: &[WriteReq]) -> Result<Vec<u64>, sql
                 .bind(snapshot.as_ref())
                 .execute(&mut *tx)
                 .await?;
-                sqlx::query("DELETE FROM updates WHERE room = $1 AND seq <= $2")
+                if *checkpoint_every > 0 {
+                    sqlx::query(
+                        "INSERT INTO checkpoints (room, seq, data)
+                         SELECT $1, $2, $3 WHERE NOT EXISTS (
+                             SELECT 1 FROM checkpoints WHERE room = $1 AND seq > $2 - $4)
+                         ON CONFLICT (room, seq) DO NOTHING",
+                    )
                     .bind(room)
                     .bind(upto)
+                    .bind(snapshot.as_ref())
+                    .bind(to_i64(*checkpoint_every))
                     .execute(&mut *tx)
                     .await?;
+                }
                 *upto_seq
             }
             WriteOp::SaveFairy { room, fairy, state } => {
@@ -332,7 +505,9 @@ async fn commit_batch(pool: &PgPool, batch: &[WriteReq]) -> Result<Vec<u64>, sql
 async fn append(
     tx: &mut Transaction<'static, Postgres>,
     room: &str,
-    updates: &[Bytes],
+    updates: &[Logged],
+    actors: &HashMap<Arc<str>, i64>,
+    interned: &mut Vec<(Arc<str>, i64)>,
 ) -> Result<u64, sqlx::Error> {
     let count = i64::try_from(updates.len()).unwrap_or(i64::MAX);
     let row = sqlx::query(
@@ -347,16 +522,54 @@ async fn append(
     let last: i64 = row.try_get(0)?;
     let first = last - count + 1;
     let seqs: Vec<i64> = (first..=last).collect();
-    let data: Vec<&[u8]> = updates.iter().map(|u| u.as_ref()).collect();
+    let data: Vec<&[u8]> = updates.iter().map(|u| u.update.as_ref()).collect();
+    let at: Vec<i64> = updates.iter().map(|u| to_i64(u.at)).collect();
+    let mut ids: Vec<Option<i64>> = Vec::with_capacity(updates.len());
+    for logged in updates {
+        ids.push(match &logged.actor {
+            Some(actor) => Some(actor_id(tx, actors, interned, actor).await?),
+            None => None,
+        });
+    }
     sqlx::query(
-        "INSERT INTO updates (room, seq, data) SELECT $1, s, d FROM UNNEST($2::BIGINT[], $3::BYTEA[]) AS t(s, d)",
+        "INSERT INTO updates (room, seq, data, at, actor)
+         SELECT $1, s, d, t, a FROM UNNEST($2::BIGINT[], $3::BYTEA[], $4::BIGINT[], $5::BIGINT[]) AS u(s, d, t, a)",
     )
     .bind(room)
     .bind(&seqs)
     .bind(&data)
+    .bind(&at)
+    .bind(&ids)
     .execute(&mut **tx)
     .await?;
     Ok(to_u64(last))
+}
+
+/// The number of an actor's JSON in `actors`, added when new (`interned` collects the numbers
+/// this transaction learnt, kept by the caller only once it committed).
+async fn actor_id(
+    tx: &mut Transaction<'static, Postgres>,
+    known: &HashMap<Arc<str>, i64>,
+    interned: &mut Vec<(Arc<str>, i64)>,
+    actor: &Arc<str>,
+) -> Result<i64, sqlx::Error> {
+    if let Some(id) = known.get(actor) {
+        return Ok(*id);
+    }
+    if let Some((_, id)) = interned.iter().find(|(a, _)| a == actor) {
+        return Ok(*id);
+    }
+    sqlx::query("INSERT INTO actors (data) VALUES ($1) ON CONFLICT (data) DO NOTHING")
+        .bind(actor.as_ref())
+        .execute(&mut **tx)
+        .await?;
+    let id: i64 = sqlx::query("SELECT id FROM actors WHERE data = $1")
+        .bind(actor.as_ref())
+        .fetch_one(&mut **tx)
+        .await?
+        .try_get(0)?;
+    interned.push((actor.clone(), id));
+    Ok(id)
 }
 
 #[cfg(test)]
@@ -395,7 +608,7 @@ mod tests {
             tokio::spawn(async move {
                 // Compacts what it has loaded, while appends go on.
                 let seen = a.load(&room).await.unwrap();
-                a.compact(&room, Bytes::from_static(b"snap"), seen.last_seq)
+                a.compact(&room, Bytes::from_static(b"snap"), seen.last_seq, 1000)
                     .await
                     .unwrap();
                 seen.last_seq
@@ -436,10 +649,10 @@ mod tests {
         }
         assert_eq!(since.last_seq, 80);
         // An older snapshot never replaces a newer one.
-        a.compact(&room, Bytes::from_static(b"newer"), 80)
+        a.compact(&room, Bytes::from_static(b"newer"), 80, 1000)
             .await
             .unwrap();
-        b.compact(&room, Bytes::from_static(b"older"), 40)
+        b.compact(&room, Bytes::from_static(b"older"), 40, 1000)
             .await
             .unwrap();
         let loaded = b.load(&room).await.unwrap();

@@ -1,6 +1,9 @@
 //! The embedded SQLite [`Store`]: one file, WAL journal, `synchronous=FULL`.
 //!
-//! Tables: `updates` and `snapshots` (each room's log), `fairy_states` (each fairy's private
+//! Tables: `updates` (each room's log, every update with its time and actor), `actors` (each
+//! distinct actor's JSON once, named by number from `updates`), `snapshots` (the state a room
+//! loads from) and `checkpoints` (the history's full states; docs/storage.md "History"),
+//! `fairy_states` (each fairy's private
 //! state, keyed by room and fairy id), `projects` (each room's projects, keyed by room and project
 //! id) and `room_instructions` (a room's text for its fairies). The schema is created, or completed for a database made
 //! by an earlier version, when the store opens.
@@ -19,8 +22,10 @@ use bytes::Bytes;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, Connection, Row, SqliteConnection, SqlitePool};
 
+use std::sync::Arc;
+
 use super::writer::{Batch, WriteOp, WriteReq, Writer};
-use super::{Store, StoreError, StoredRoom};
+use super::{LogRow, Logged, Store, StoreError, StoredRoom, assemble_version};
 use crate::ids::RoomName;
 
 const SCHEMA: &[&str] = &[
@@ -52,7 +57,21 @@ const SCHEMA: &[&str] = &[
         data BLOB NOT NULL,
         PRIMARY KEY (room, project)
     ) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS actors (
+        id INTEGER PRIMARY KEY,
+        data TEXT NOT NULL UNIQUE
+    )",
+    "CREATE TABLE IF NOT EXISTS checkpoints (
+        room TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (room, seq)
+    ) WITHOUT ROWID",
 ];
+
+/// Columns of `updates` added after the first release, with their declarations: a database
+/// made before gets them on open (its old rows have neither: no time, no known actor).
+const ADDED_UPDATE_COLUMNS: [(&str, &str); 2] = [("at", "INTEGER"), ("actor", "INTEGER")];
 
 /// Rows of one multi-row `INSERT` into the log: a batch's rows go out in chunks of these sizes
 /// (largest first), so a batch of any size costs a few statements, and only these few statement
@@ -85,10 +104,25 @@ impl SqliteStore {
                 .execute(&pool)
                 .await?;
         }
+        let columns: Vec<String> = sqlx::query("SELECT name FROM pragma_table_info('updates')")
+            .fetch_all(&pool)
+            .await?
+            .iter()
+            .map(|row| row.try_get::<String, _>(0))
+            .collect::<Result<_, _>>()?;
+        for (column, declaration) in ADDED_UPDATE_COLUMNS {
+            if !columns.iter().any(|c| c == column) {
+                let alter = format!("ALTER TABLE updates ADD COLUMN {column} {declaration}");
+                sqlx::query(sqlx::AssertSqlSafe(alter))
+                    .execute(&pool)
+                    .await?;
+            }
+        }
         let writer = Writer::start(SqliteBatch {
             options,
             conn: None,
             last_seq: HashMap::new(),
+            actors: HashMap::new(),
         });
         Ok(SqliteStore { pool, writer })
     }
@@ -133,7 +167,11 @@ impl Store for SqliteStore {
         })
     }
 
-    async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
+    async fn append_logged(
+        &self,
+        room: &RoomName,
+        updates: Vec<Logged>,
+    ) -> Result<u64, StoreError> {
         self.writer.append(room, updates).await
     }
 
@@ -142,8 +180,135 @@ impl Store for SqliteStore {
         room: &RoomName,
         snapshot: Bytes,
         upto_seq: u64,
+        checkpoint_every: u64,
     ) -> Result<(), StoreError> {
-        self.writer.compact(room, snapshot, upto_seq).await
+        self.writer
+            .compact(room, snapshot, upto_seq, checkpoint_every)
+            .await
+    }
+
+    async fn history(
+        &self,
+        room: &RoomName,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<LogRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT u.seq, u.at, a.data, u.data FROM updates u LEFT JOIN actors a ON a.id = u.actor
+             WHERE u.room = ? AND u.seq > ? ORDER BY u.seq LIMIT ?",
+        )
+        .bind(room.as_str())
+        .bind(to_i64(after))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(LogRow {
+                    seq: to_u64(row.try_get::<i64, _>(0)?),
+                    at: row.try_get::<Option<i64>, _>(1)?.map(to_u64),
+                    actor: row.try_get::<Option<String>, _>(2)?.map(Arc::from),
+                    update: Bytes::from(row.try_get::<Vec<u8>, _>(3)?),
+                })
+            })
+            .collect()
+    }
+
+    async fn load_version(
+        &self,
+        room: &RoomName,
+        seq: u64,
+    ) -> Result<Option<StoredRoom>, StoreError> {
+        // One read transaction: a compaction or a pruning in between cannot split the base
+        // from its updates.
+        let mut tx = self.pool.begin().await?;
+        let upto = to_i64(seq);
+        let base = sqlx::query(
+            "SELECT seq, data FROM (
+                 SELECT seq, data FROM checkpoints WHERE room = ?1 AND seq <= ?2
+                 UNION ALL SELECT seq, data FROM snapshots WHERE room = ?1 AND seq <= ?2
+             ) ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(room.as_str())
+        .bind(upto)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let (base_seq, base) = match base {
+            Some(row) => (
+                row.try_get::<i64, _>(0)?,
+                Some(Bytes::from(row.try_get::<Vec<u8>, _>(1)?)),
+            ),
+            None => (0, None),
+        };
+        let rows = sqlx::query(
+            "SELECT seq, data FROM updates WHERE room = ? AND seq > ? AND seq <= ? ORDER BY seq",
+        )
+        .bind(room.as_str())
+        .bind(base_seq)
+        .bind(upto)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let rows = rows
+            .iter()
+            .map(|row| {
+                Ok((
+                    to_u64(row.try_get::<i64, _>(0)?),
+                    Bytes::from(row.try_get::<Vec<u8>, _>(1)?),
+                ))
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        Ok(assemble_version(seq, to_u64(base_seq), base, rows))
+    }
+
+    async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
+        let row = sqlx::query("SELECT MAX(seq) FROM updates WHERE room = ? AND at <= ?")
+            .bind(room.as_str())
+            .bind(to_i64(at))
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get::<Option<i64>, _>(0)?.map(to_u64))
+    }
+
+    /// Room by room, each in its own short transaction outside the group-commit writer.
+    async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
+        let rooms: Vec<String> = sqlx::query("SELECT DISTINCT room FROM checkpoints")
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| row.try_get::<String, _>(0))
+            .collect::<Result<_, _>>()?;
+        let mut dropped = 0;
+        for room in rooms {
+            let mut tx = self.pool.begin().await?;
+            let keep = sqlx::query(
+                "SELECT MIN(
+                     (SELECT MAX(c.seq) FROM checkpoints c WHERE c.room = ?1 AND c.seq <= (
+                         SELECT MAX(u.seq) FROM updates u
+                         WHERE u.room = ?1 AND (u.at IS NULL OR u.at < ?2))),
+                     (SELECT seq FROM snapshots WHERE room = ?1))",
+            )
+            .bind(&room)
+            .bind(to_i64(before))
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get::<Option<i64>, _>(0)?;
+            if let Some(keep) = keep {
+                dropped += sqlx::query("DELETE FROM updates WHERE room = ? AND seq <= ?")
+                    .bind(&room)
+                    .bind(keep)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                sqlx::query("DELETE FROM checkpoints WHERE room = ? AND seq < ?")
+                    .bind(&room)
+                    .bind(keep)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        }
+        Ok(dropped)
     }
 
     async fn load_fairy_state(
@@ -257,6 +422,8 @@ struct SqliteBatch {
     /// file and compactions never raise it, so a room costs one `SELECT MAX` per writer
     /// connection; cleared after a failed commit (whose outcome is unknown).
     last_seq: HashMap<String, i64>,
+    /// The number of each actor's JSON in `actors` (only committed ones).
+    actors: HashMap<Arc<str>, i64>,
 }
 
 #[async_trait]
@@ -266,11 +433,13 @@ impl Batch for SqliteBatch {
             Some(conn) => conn,
             None => self.conn.insert(self.options.connect().await?),
         };
-        match commit_batch(conn, &self.last_seq, batch).await {
+        let mut interned = Vec::new();
+        match commit_batch(conn, &self.last_seq, &self.actors, &mut interned, batch).await {
             Ok((seqs, last)) => {
                 for (room, seq) in last {
                     self.last_seq.insert(room.to_owned(), seq);
                 }
+                self.actors.extend(interned);
                 Ok(seqs)
             }
             Err(error) => {
@@ -283,6 +452,7 @@ impl Batch for SqliteBatch {
 
     async fn release_memory(&mut self) {
         self.last_seq = HashMap::new();
+        self.actors = HashMap::new();
         if let Some(conn) = self.conn.take()
             && let Err(error) = conn.close().await
         {
@@ -291,20 +461,57 @@ impl Batch for SqliteBatch {
     }
 }
 
-/// One row of the log waiting for its `INSERT`.
-type LogRow<'a> = (&'a str, i64, &'a Bytes);
+fn to_i64(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+fn to_u64(seq: i64) -> u64 {
+    u64::try_from(seq).unwrap_or(0)
+}
+
+/// One row of the log waiting for its `INSERT`: room, seq, update, time, actor number.
+type PendingRow<'a> = (&'a str, i64, &'a Bytes, i64, Option<i64>);
+
+/// The number of an actor's JSON in `actors`, added when new (`interned` collects the numbers
+/// this transaction learnt, kept by the caller only once it committed).
+async fn actor_id(
+    conn: &mut SqliteConnection,
+    known: &HashMap<Arc<str>, i64>,
+    interned: &mut Vec<(Arc<str>, i64)>,
+    actor: &Arc<str>,
+) -> Result<i64, sqlx::Error> {
+    if let Some(id) = known.get(actor) {
+        return Ok(*id);
+    }
+    if let Some((_, id)) = interned.iter().find(|(a, _)| a == actor) {
+        return Ok(*id);
+    }
+    sqlx::query("INSERT INTO actors (data) VALUES (?1) ON CONFLICT(data) DO NOTHING")
+        .bind(actor.as_ref())
+        .execute(&mut *conn)
+        .await?;
+    let id: i64 = sqlx::query("SELECT id FROM actors WHERE data = ?1")
+        .bind(actor.as_ref())
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get(0)?;
+    interned.push((actor.clone(), id));
+    Ok(id)
+}
 
 /// Commits a batch in one transaction; returns, per request, the last sequence number written,
 /// and the rooms' new last sequence numbers (valid once the transaction committed).
 async fn commit_batch<'a>(
     conn: &mut SqliteConnection,
     known: &HashMap<String, i64>,
+    actors: &HashMap<Arc<str>, i64>,
+    interned: &mut Vec<(Arc<str>, i64)>,
     batch: &'a [WriteReq],
 ) -> Result<(Vec<u64>, HashMap<&'a str, i64>), sqlx::Error> {
     let mut tx = conn.begin().await?;
     let mut seqs = Vec::with_capacity(batch.len());
     let mut last: HashMap<&str, i64> = HashMap::new();
-    let mut rows: Vec<LogRow> = Vec::new();
+    let mut rows: Vec<PendingRow> = Vec::new();
     for req in batch {
         match &req.op {
             WriteOp::Append { room, updates } => {
@@ -312,9 +519,13 @@ async fn commit_batch<'a>(
                     Some(seq) => *seq,
                     None => max_seq(&mut tx, room).await?,
                 };
-                for update in updates {
+                for logged in updates {
                     seq += 1;
-                    rows.push((room.as_str(), seq, update));
+                    let actor = match &logged.actor {
+                        Some(actor) => Some(actor_id(&mut tx, actors, interned, actor).await?),
+                        None => None,
+                    };
+                    rows.push((room.as_str(), seq, &logged.update, to_i64(logged.at), actor));
                 }
                 last.insert(room.as_str(), seq);
                 seqs.push(u64::try_from(seq).unwrap_or(0));
@@ -323,24 +534,38 @@ async fn commit_batch<'a>(
                 room,
                 snapshot,
                 upto_seq,
+                checkpoint_every,
             } => {
-                // The log rows before it in the batch go in first: the compaction covers them.
+                // The log rows before it in the batch go in first: the snapshot covers them.
                 insert_rows(&mut tx, &mut rows).await?;
-                let upto = i64::try_from(*upto_seq).unwrap_or(i64::MAX);
+                let upto = to_i64(*upto_seq);
                 sqlx::query(
                     "INSERT INTO snapshots (room, seq, data) VALUES (?1, ?2, ?3)
-                     ON CONFLICT(room) DO UPDATE SET seq = excluded.seq, data = excluded.data",
+                     ON CONFLICT(room) DO UPDATE SET seq = excluded.seq, data = excluded.data
+                     WHERE snapshots.seq <= excluded.seq",
                 )
                 .bind(room)
                 .bind(upto)
                 .bind(snapshot.as_ref())
                 .execute(&mut *tx)
                 .await?;
-                sqlx::query("DELETE FROM updates WHERE room = ? AND seq <= ?")
-                    .bind(room)
-                    .bind(upto)
-                    .execute(&mut *tx)
-                    .await?;
+                if *checkpoint_every > 0 {
+                    let newest = sqlx::query("SELECT MAX(seq) FROM checkpoints WHERE room = ?")
+                        .bind(room)
+                        .fetch_one(&mut *tx)
+                        .await?
+                        .try_get::<Option<i64>, _>(0)?;
+                    if newest.is_none_or(|seq| upto - seq >= to_i64(*checkpoint_every)) {
+                        sqlx::query(
+                            "INSERT OR REPLACE INTO checkpoints (room, seq, data) VALUES (?, ?, ?)",
+                        )
+                        .bind(room)
+                        .bind(upto)
+                        .bind(snapshot.as_ref())
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                }
                 seqs.push(*upto_seq);
             }
             WriteOp::SaveFairy { room, fairy, state } => {
@@ -386,7 +611,7 @@ async fn max_seq(conn: &mut SqliteConnection, room: &str) -> Result<i64, sqlx::E
 /// per chunk, not per row) and empties `rows`.
 async fn insert_rows(
     conn: &mut SqliteConnection,
-    rows: &mut Vec<LogRow<'_>>,
+    rows: &mut Vec<PendingRow<'_>>,
 ) -> Result<(), sqlx::Error> {
     let mut rest = rows.as_slice();
     while !rest.is_empty() {
@@ -396,8 +621,13 @@ async fn insert_rows(
             .unwrap_or(1);
         let (chunk, tail) = rest.split_at(size);
         let mut query = sqlx::query(sqlx::AssertSqlSafe(insert_sql(size)));
-        for (room, seq, data) in chunk {
-            query = query.bind(*room).bind(*seq).bind(data.as_ref());
+        for (room, seq, data, at, actor) in chunk {
+            query = query
+                .bind(*room)
+                .bind(*seq)
+                .bind(data.as_ref())
+                .bind(*at)
+                .bind(*actor);
         }
         query.execute(&mut *conn).await?;
         rest = tail;
@@ -408,9 +638,10 @@ async fn insert_rows(
 
 /// `INSERT INTO updates … VALUES (?, ?, ?), …` for `rows` rows.
 fn insert_sql(rows: usize) -> String {
-    let mut sql = String::from("INSERT INTO updates (room, seq, data) VALUES (?, ?, ?)");
+    let mut sql =
+        String::from("INSERT INTO updates (room, seq, data, at, actor) VALUES (?, ?, ?, ?, ?)");
     for _ in 1..rows {
-        sql.push_str(", (?, ?, ?)");
+        sql.push_str(", (?, ?, ?, ?, ?)");
     }
     sql
 }
@@ -465,7 +696,7 @@ mod tests {
             .collect();
         assert_eq!(store.load(&room("r2")).await.unwrap().updates, expected);
         store
-            .compact(&room("r2"), Bytes::from_static(b"snap"), 223)
+            .compact(&room("r2"), Bytes::from_static(b"snap"), 223, 1000)
             .await
             .unwrap();
         store.close().await;

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use super::StoreError;
+use super::{Logged, StoreError};
 use crate::ids::RoomName;
 
 /// Most requests the writer folds into one transaction.
@@ -31,13 +31,15 @@ pub(crate) struct WriteReq {
 
 /// What a write does.
 pub(crate) enum WriteOp {
-    /// Appends updates to a room's log.
-    Append { room: String, updates: Vec<Bytes> },
-    /// Replaces the log up to `upto_seq` by a snapshot.
+    /// Appends updates, with their actors and times, to a room's log.
+    Append { room: String, updates: Vec<Logged> },
+    /// Replaces the room's snapshot, keeping it as a checkpoint when the last one is
+    /// `checkpoint_every` updates behind (see [`super::Store::compact`]).
     Compact {
         room: String,
         snapshot: Bytes,
         upto_seq: u64,
+        checkpoint_every: u64,
     },
     /// Replaces a fairy's private state.
     SaveFairy {
@@ -122,23 +124,25 @@ impl Writer {
     }
 
     /// Appends updates to a room's log; returns the last sequence number.
-    pub async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
+    pub async fn append(&self, room: &RoomName, updates: Vec<Logged>) -> Result<u64, StoreError> {
         let room = room.as_str().to_owned();
         self.write(WriteOp::Append { room, updates }).await
     }
 
-    /// Replaces a room's log up to `upto_seq` by `snapshot`.
+    /// Replaces a room's snapshot by `snapshot` (see [`super::Store::compact`]).
     pub async fn compact(
         &self,
         room: &RoomName,
         snapshot: Bytes,
         upto_seq: u64,
+        checkpoint_every: u64,
     ) -> Result<(), StoreError> {
         let room = room.as_str().to_owned();
         self.write(WriteOp::Compact {
             room,
             snapshot,
             upto_seq,
+            checkpoint_every,
         })
         .await
         .map(|_| ())

@@ -480,6 +480,36 @@ impl FairyRuntime {
         Bounds::new(p.x - 100.0, p.y - 100.0, DEFAULT_VIEW.0, DEFAULT_VIEW.1)
     }
 
+    /// Names this fairy, at work on `request_id` for `prompted_by`, as the actor logged with
+    /// its writes (docs/storage.md "History"); called at every turn, since its project task
+    /// may change between turns.
+    fn name_actor(&self, request_id: &RequestId, prompted_by: Option<&str>) {
+        let creator = self
+            .entity
+            .created_by
+            .strip_prefix("user:")
+            .unwrap_or(&self.entity.created_by);
+        let actor = crate::history::actor::Actor::Fairy {
+            id: self.entity.id.to_string(),
+            request_id: request_id.to_string(),
+            prompted_by: prompted_by.unwrap_or(creator).to_owned(),
+            model: self.model.name(),
+            project_id: self
+                .state
+                .project
+                .as_ref()
+                .map(|m| m.project_id.to_string()),
+            task_id: self.state.project.as_ref().and_then(|m| m.task_id.clone()),
+        };
+        self.room.name_actor(
+            &crate::origin::TxnOrigin::fairy(self.entity.id.as_str()),
+            &actor,
+        );
+        // Its tentative versions are taken back by their undo manager, under its own origin.
+        self.room
+            .name_actor_of_origin(&self.tentative.revert_origin(), &actor);
+    }
+
     /// Runs a request to its end (see the module docs). Cancellation is dropping the future
     /// and then calling [`FairyRuntime::abort`].
     pub async fn run_request(&mut self, first: Request) {
@@ -524,6 +554,7 @@ impl FairyRuntime {
                 acceptance: None,
             });
             self.beacon.update(|p| p.pose = Pose::Thinking);
+            self.name_actor(&request_id, request.from_user.as_deref());
             self.compact_history().await;
             self.emit(AgentEvent::TurnStarted { turn });
             crate::metrics::global().fairy_turns.inc();

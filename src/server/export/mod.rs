@@ -228,6 +228,33 @@ async fn export(
             draw(&read, &q, format, budget)
         })
         .await?;
+    respond(drawn, &page, format)
+}
+
+/// Draws the page of a document that is not a live room's (a version of the room's history,
+/// `GET /rooms/{room}/versions/{seq}?format=svg|png`), in a render slot like an export.
+pub async fn draw_document(
+    state: &AppState,
+    query: &HashMap<String, String>,
+    doc: yrs::Doc,
+    format: Format,
+) -> Result<Response, ApiError> {
+    let q = ExportQuery::parse(query)?;
+    let slot = state.renders.acquire(SlotWait::Upto(SLOT_WAIT)).await?;
+    let page = q.page.clone();
+    let drawn = slot
+        .run(move |budget| {
+            use yrs::Transact;
+            let read = reads::PageShapes::read(&doc.transact());
+            budget.check()?;
+            draw(&read, &q, format, budget)
+        })
+        .await?;
+    respond(drawn, &page, format)
+}
+
+/// The response for what was drawn.
+fn respond(drawn: Drawn, page: &str, format: Format) -> Result<Response, ApiError> {
     let (rendered, scale) = match drawn {
         Drawn::Image { bytes, scale } => (bytes, scale),
         Drawn::NoPage => {

@@ -38,7 +38,8 @@ pub struct PageShapes {
 }
 
 impl PageShapes {
-    fn read<T: ReadTxn>(txn: &T) -> Self {
+    /// The pages and shapes of a document, read in `txn`.
+    pub fn read<T: ReadTxn>(txn: &T) -> Self {
         let pages = txn
             .get_map(PAGES)
             .map(|p| p.keys(txn).map(str::to_owned).collect())

@@ -1,0 +1,400 @@
+//! A room's history as the HTTP routes serve it (docs/storage.md "History"): pages of attributed
+//! entries, versions, and the restore and rollback that write a past back into the live room.
+//!
+//! Owns the [`History`] reader (its bound on concurrent replays, which run on blocking threads,
+//! never on the async workers), the grouping of logged updates into [`Entry`]s, and the two
+//! writes into a live room, each as one transaction under an origin of its own, logged with the
+//! person who asked. Reads the store through the [`Store`] trait only; never touches HTTP.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use tokio::sync::Semaphore;
+use yrs::Transact;
+
+use super::actor::{Actor, Via};
+use super::replay::{ActorKey, Replay, ReplayError, Rollback, RollbackOutcome, ShapeChanges};
+use crate::ids::RoomName;
+use crate::origin::TxnOrigin;
+use crate::room::Room;
+use crate::store::{LogRow, Store, StoreError, StoredRoom};
+
+/// Consecutive updates of one actor merge into one entry while each follows the previous one
+/// within this many milliseconds.
+pub const MERGE_WITHIN_MS: u64 = 5_000;
+/// Most entries one history page holds.
+pub const MAX_PAGE: usize = 200;
+/// Logged updates read from the store at a time.
+const ROWS_PER_READ: usize = 1_024;
+/// Replays running at once (each holds one private document of the room).
+const MAX_REPLAYS: usize = 2;
+
+/// Why a history read or write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    /// The room was never written.
+    #[error("room '{0}' has no history")]
+    RoomNotFound(String),
+    /// The version asked for is past the room's last update or older than what is kept.
+    #[error("the room has not reached update {0} or no longer keeps it")]
+    NotKept(u64),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The stored log could not be replayed.
+    #[error("the room's stored log could not be replayed: {0}")]
+    Replay(#[from] ReplayError),
+    /// The room could not be written (closing, store failure).
+    #[error("the room is not available: {0}")]
+    Room(String),
+}
+
+/// One entry of a room's history: consecutive updates of one actor.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    /// Its first update's sequence number.
+    pub from_seq: u64,
+    /// Its last update's sequence number.
+    pub to_seq: u64,
+    /// When its first update was logged (ms since the epoch; 0: before times were kept).
+    pub at: u64,
+    /// When its last update was logged.
+    pub until: u64,
+    /// Who wrote it.
+    pub actor: Actor,
+    /// What it did to shapes.
+    pub shapes: ShapeChanges,
+}
+
+/// One page of history.
+#[derive(Debug, Clone, Serialize)]
+pub struct Page {
+    /// Entries, oldest first.
+    pub entries: Vec<Entry>,
+    /// The `after` of the next page; `None` when this page reaches the room's last update.
+    pub next: Option<u64>,
+}
+
+/// The history reader of a server.
+pub struct History {
+    store: Arc<dyn Store>,
+    replays: Semaphore,
+}
+
+/// The actor of a logged row (the server when none was logged).
+fn actor_of(row: &LogRow) -> Actor {
+    row.actor
+        .as_deref()
+        .and_then(Actor::from_json)
+        .unwrap_or_else(Actor::server)
+}
+
+impl History {
+    /// A reader of `store`.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        History {
+            store,
+            replays: Semaphore::new(MAX_REPLAYS),
+        }
+    }
+
+    /// Runs `work` on a blocking thread, at most [`MAX_REPLAYS`] at a time.
+    async fn replay<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> Result<T, HistoryError> + Send + 'static,
+    ) -> Result<T, HistoryError> {
+        let _permit = self
+            .replays
+            .acquire()
+            .await
+            .map_err(|_| HistoryError::Room("shutting down".into()))?;
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| HistoryError::Room(format!("replay task failed: {e}")))?
+    }
+
+    /// The sequence number history can start from at or after `after`: `after` itself, or just
+    /// before the oldest kept update when older ones were dropped.
+    async fn start(&self, room: &RoomName, after: u64) -> Result<Option<u64>, HistoryError> {
+        let first = self.store.history(room, after, 1).await?;
+        Ok(first.first().map(|row| after.max(row.seq - 1)))
+    }
+
+    /// The stored version `seq` (0: the empty room), as it is kept.
+    async fn stored_version(&self, room: &RoomName, seq: u64) -> Result<StoredRoom, HistoryError> {
+        if seq == 0 {
+            return Ok(StoredRoom::default());
+        }
+        self.store
+            .load_version(room, seq)
+            .await?
+            .ok_or(HistoryError::NotKept(seq))
+    }
+
+    /// A page of at most `limit` entries after update `after`.
+    pub async fn page(
+        &self,
+        room: &RoomName,
+        after: u64,
+        limit: usize,
+    ) -> Result<Page, HistoryError> {
+        let limit = limit.clamp(1, MAX_PAGE);
+        let Some(start) = self.start(room, after).await? else {
+            return Ok(Page {
+                entries: Vec::new(),
+                next: None,
+            });
+        };
+        let base = self.stored_version(room, start).await?;
+        let mut replay = self.replay(move || Ok(replay_of(&base)?)).await?;
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut cursor = start;
+        loop {
+            let rows = self.store.history(room, cursor, ROWS_PER_READ).await?;
+            let exhausted = rows.len() < ROWS_PER_READ;
+            let (back, outcome) = self
+                .replay(move || {
+                    let mut entries = Vec::new();
+                    let outcome = group(&mut replay, rows, &mut entries, limit);
+                    Ok((replay, (entries, outcome)))
+                })
+                .await?;
+            replay = back;
+            let (more, outcome) = outcome;
+            merge_pages(&mut entries, more);
+            match outcome? {
+                Grouped::Full => {
+                    let next = entries.last().map(|e| e.to_seq);
+                    entries.truncate(limit);
+                    return Ok(Page { entries, next });
+                }
+                Grouped::Read(last) => {
+                    if exhausted {
+                        return Ok(Page {
+                            entries,
+                            next: None,
+                        });
+                    }
+                    cursor = last;
+                }
+            }
+        }
+    }
+
+    /// The room now: its last logged update's number and its replay.
+    pub async fn current(&self, room: &RoomName) -> Result<(u64, Replay), HistoryError> {
+        let stored = self.store.load(room).await?;
+        if stored.last_seq == 0 {
+            return Err(HistoryError::RoomNotFound(room.to_string()));
+        }
+        let seq = stored.last_seq;
+        let replay = self.replay(move || Ok(replay_of(&stored)?)).await?;
+        Ok((seq, replay))
+    }
+
+    /// The room just after update `seq`.
+    pub async fn version(&self, room: &RoomName, seq: u64) -> Result<Replay, HistoryError> {
+        if seq == 0 {
+            return Err(HistoryError::NotKept(0));
+        }
+        let stored = self.stored_version(room, seq).await?;
+        self.replay(move || Ok(replay_of(&stored)?)).await
+    }
+
+    /// The last update logged at or before `at` (ms since the epoch).
+    pub async fn seq_at(&self, room: &RoomName, at: u64) -> Result<u64, HistoryError> {
+        self.store
+            .seq_at(room, at)
+            .await?
+            .ok_or(HistoryError::NotKept(0))
+    }
+
+    /// Makes the live room's shapes and pages what they were just after update `seq`, as one
+    /// update logged with `by` (via `restore`); returns its sequence number (the room's last
+    /// one when nothing differed).
+    pub async fn restore(
+        &self,
+        room: &Arc<Room>,
+        seq: u64,
+        by: Actor,
+    ) -> Result<u64, HistoryError> {
+        let version = self.version(room.name(), seq).await?;
+        let _lease = room.lease();
+        write_as(room, by.via(Via::Restore), |txn| {
+            super::replay::restore(txn, &version) > 0
+        })
+        .await
+    }
+
+    /// Takes back what `target` changed after update `since` (default: from the oldest kept
+    /// update), keeping what others changed afterwards; one update logged with `by` (via
+    /// `rollback`). Returns what was taken back and kept, and the update's sequence number.
+    pub async fn rollback(
+        &self,
+        room: &Arc<Room>,
+        target: ActorKey,
+        since: Option<u64>,
+        by: Actor,
+    ) -> Result<(RollbackOutcome, u64), HistoryError> {
+        let name = room.name().clone();
+        let since = match since {
+            Some(since) => since,
+            None => self.start(&name, 0).await?.unwrap_or(0),
+        };
+        let base = self.stored_version(&name, since).await?;
+        let mut rollback = self
+            .replay(move || Ok(Rollback::new(replay_of(&base)?, target)))
+            .await?;
+        let mut cursor = since;
+        loop {
+            let rows = self.store.history(&name, cursor, ROWS_PER_READ).await?;
+            let Some(last) = rows.last().map(|r| r.seq) else {
+                break;
+            };
+            let exhausted = rows.len() < ROWS_PER_READ;
+            rollback = self
+                .replay(move || {
+                    for row in &rows {
+                        rollback.record(&row.update, &actor_of(row).key())?;
+                    }
+                    Ok(rollback)
+                })
+                .await?;
+            cursor = last;
+            if exhausted {
+                break;
+            }
+        }
+        let _lease = room.lease();
+        let mut outcome = RollbackOutcome::default();
+        let seq = write_as(room, by.via(Via::Rollback), |txn| {
+            outcome = rollback.apply(txn);
+            outcome.reverted > 0
+        })
+        .await?;
+        Ok((outcome, seq))
+    }
+}
+
+/// Replays a stored room in a private document.
+fn replay_of(stored: &StoredRoom) -> Result<Replay, ReplayError> {
+    Replay::new(
+        stored.snapshot.as_deref(),
+        stored.updates.iter().map(|u| u.as_ref()),
+    )
+}
+
+/// How far grouping went.
+enum Grouped {
+    /// A page's worth of entries is complete (one more entry was started after them).
+    Full,
+    /// Every row given was grouped; the last one's sequence number.
+    Read(u64),
+}
+
+/// Groups `rows` into `entries` (continuing its last entry), replaying each; stops once
+/// `limit` entries are complete, which shows when a row starts entry `limit + 1` (kept, so the
+/// caller knows where the next page starts).
+fn group(
+    replay: &mut Replay,
+    rows: Vec<LogRow>,
+    entries: &mut Vec<Entry>,
+    limit: usize,
+) -> Result<Grouped, HistoryError> {
+    let mut last = 0;
+    for row in rows {
+        let changes = replay.apply(&row.update)?;
+        let actor = actor_of(&row);
+        let at = row.at.unwrap_or(0);
+        last = row.seq;
+        match entries.last_mut() {
+            Some(entry)
+                if entry.actor.same_author(&actor)
+                    && at.saturating_sub(entry.until) <= MERGE_WITHIN_MS =>
+            {
+                entry.to_seq = row.seq;
+                entry.until = entry.until.max(at);
+                entry.shapes.merge(&changes);
+            }
+            _ => {
+                if entries.len() == limit {
+                    return Ok(Grouped::Full);
+                }
+                entries.push(Entry {
+                    from_seq: row.seq,
+                    to_seq: row.seq,
+                    at,
+                    until: at,
+                    actor,
+                    shapes: changes,
+                });
+            }
+        }
+    }
+    Ok(Grouped::Read(last))
+}
+
+/// Appends the entries grouped from the next rows, merging the first into the last one kept
+/// when it continues it.
+fn merge_pages(entries: &mut Vec<Entry>, more: Vec<Entry>) {
+    let mut more = more.into_iter();
+    if let (Some(last), Some(first)) = (entries.last_mut(), more.as_slice().first())
+        && last.actor.same_author(&first.actor)
+        && first.at.saturating_sub(last.until) <= MERGE_WITHIN_MS
+        && first.from_seq == last.to_seq + 1
+    {
+        last.to_seq = first.to_seq;
+        last.until = last.until.max(first.until);
+        last.shapes.merge(&first.shapes);
+        more.next();
+    }
+    entries.extend(more);
+}
+
+/// Writes `edit` into the live room as one transaction of an origin of its own, logged with
+/// `actor`; returns the update's sequence number, or the room's last one when `edit` changed
+/// nothing (it says whether it wrote).
+async fn write_as(
+    room: &Arc<Room>,
+    actor: Actor,
+    edit: impl FnOnce(&mut yrs::TransactionMut<'_>) -> bool,
+) -> Result<u64, HistoryError> {
+    if room.is_closing() {
+        return Err(HistoryError::Room("the room is closing".into()));
+    }
+    let conn = crate::room::peer::next_conn_id();
+    let origin = TxnOrigin::Client {
+        conn,
+        sub: actor.id().to_owned(),
+    };
+    room.name_actor(&origin, &actor);
+    let logged = room.wait_seq(conn);
+    let wrote = {
+        let mut txn = room.doc().transact_mut_with(&origin);
+        edit(&mut txn)
+    };
+    room.forget_actor(&origin);
+    if !wrote {
+        room.forget_seq(conn);
+        room.flushed().await;
+        return Ok(room.committed_seq());
+    }
+    // A write that turned out to change nothing in the document emits no update: after the
+    // room's queue went out, the room's last sequence number answers.
+    match tokio::time::timeout(LOGGED_WITHIN, logged).await {
+        Ok(Ok(seq)) => Ok(seq),
+        Ok(Err(_)) => Err(HistoryError::Room(
+            "the room stopped before the update was stored".into(),
+        )),
+        Err(_) => {
+            room.forget_seq(conn);
+            room.flushed().await;
+            Ok(room.committed_seq())
+        }
+    }
+}
+
+/// How long a server action waits for its update to be logged before it answers with the
+/// room's last sequence number instead.
+const LOGGED_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
