@@ -6,8 +6,11 @@
 // project ("a house and a tree") from the group prompt control: both see the task frames, the
 // drones draw, the frames and the project end done and the three are idle again; a second
 // project's busy fairies are refused clearly and Bob disbands it from the projects list; she
-// dismisses the fairy; a token without the `fairies` scope gets a
-// clear message; a third in another room sees nothing; the drawing survives a reload and a
+// dismisses the fairy; in a room of their own, Hana and Gus draw and a fairy draws a house: the
+// History panel lists who did what (names, People-list colours, the fairy's prompt), hovering a
+// shape names who made and last changed it, an entry previews the canvas as it was, Restore
+// brings that version back and a take-back removes what Gus did since, keeping Hana's later move;
+// a token without the `fairies` scope gets a clear message; a third in another room sees nothing; the drawing survives a reload and a
 // server restart; no page logs a console error on load.
 //
 // Env: FAIRYRING_BIN (server binary, required), FAIRYRING_ARTIFACTS (screenshot folder),
@@ -143,6 +146,62 @@ async function shapeBox (page, id) {
 }
 
 function assert (cond, msg) { if (!cond) throw new Error(msg) }
+
+/** Draws a geo shape with `tool` from (x1, y1) to (x2, y2) of the canvas; resolves with its id. */
+async function drawShape (page, tool, x1, y1, x2, y2) {
+  const c = await canvasBox(page)
+  // A press on a fairy's sprite selects the fairy: start below any sprite in the way.
+  for (let tries = 0; await page.evaluate(([x, y]) => document.elementFromPoint(x, y)?.closest('[data-fairy]') != null, [c.x + x1, c.y + y1]); tries++) {
+    assert(tries < 6, `a fairy sprite stays where the ${tool} would be drawn`)
+    y1 += 60; y2 += 60
+  }
+  await page.click(`[data-tool="${tool}"]`)
+  await page.mouse.move(c.x + x1, c.y + y1)
+  await page.mouse.down()
+  await page.mouse.move(c.x + (x1 + x2) / 2, c.y + (y1 + y2) / 2, { steps: 3 })
+  await page.mouse.move(c.x + x2, c.y + y2, { steps: 3 })
+  await page.mouse.up()
+  const id = await page.evaluate(() => window.fairyring.canvas.selection[0])
+  assert(id, `the new ${tool} is selected`)
+  await page.keyboard.press('Escape')
+  return id
+}
+
+/** The ids of the shapes on the live canvas, sorted. */
+const liveIds = page => page.$$eval('#layer-shapes [data-shape-id]', es => es.map(e => e.getAttribute('data-shape-id')).sort())
+
+/** The box of a shape in the history preview. */
+async function previewBox (page, id) {
+  const box = await page.locator(`[data-testid="history-preview"] [data-preview-shape-id="${id}"]`).boundingBox()
+  if (box === null) throw new Error(`preview shape ${id} not visible`)
+  return box
+}
+
+/** A point where one of `ids` is the topmost thing on the page: `{id, x, y}`. */
+async function topmostPoint (page, ids) {
+  return (await page.waitForFunction(ids => {
+    for (const id of ids) {
+      const r = document.querySelector(`#layer-shapes [data-shape-id="${id}"]`)?.getBoundingClientRect()
+      if (r === undefined || r.width === 0) continue
+      for (const fx of [0.5, 0.3, 0.7, 0.1, 0.9]) {
+        for (const fy of [0.5, 0.3, 0.7, 0.1, 0.9]) {
+          const x = r.x + r.width * fx
+          const y = r.y + r.height * fy
+          if (document.elementFromPoint(x, y)?.closest('[data-shape-id]')?.getAttribute('data-shape-id') === id) return { id, x, y }
+        }
+      }
+    }
+    return null
+  }, ids)).jsonValue()
+}
+
+/** Moves the mouse over one of `ids` where it is the topmost shape; resolves with that id. */
+async function hoverTopmost (page, ids) {
+  const hit = await topmostPoint(page, ids)
+  await page.mouse.move(hit.x - 3, hit.y - 3)
+  await page.mouse.move(hit.x, hit.y, { steps: 2 })
+  return hit.id
+}
 
 const browser = await chromium.launch({
   executablePath: CHROMIUM,
@@ -599,6 +658,167 @@ try {
     }
     assert((await fairyShapes(a.page)).length === drawn, 'what the fairy drew (and was not rejected) stays after it left')
     await shot(b.page, '13-bob-after-dismiss')
+  })
+
+  // ---- History: in a room of its own, so its restore and take-back leave the steps above alone.
+  let hana, gus, hist
+  await step('history: Hana and Gus draw, a fairy draws a house; the History panel shows who did what, coloured as in the People list, with the prompt', async () => {
+    const histRoom = `${room}-history`
+    hana = await open(browser, server.base, histRoom, 'Hana')
+    gus = await open(browser, server.base, histRoom, 'Gus')
+    await hana.page.waitForSelector('[data-person]:has-text("Gus")')
+    await gus.page.waitForSelector('[data-person]:has-text("Hana")')
+    hist = { hanaSub: await hana.page.evaluate(() => window.fairyring.user.id), gusSub: await gus.page.evaluate(() => window.fairyring.user.id) }
+    hist.r1 = await drawShape(hana.page, 'rectangle', 60, 80, 200, 180)
+    await gus.page.waitForSelector(`#layer-shapes [data-shape-id="${hist.r1}"]`)
+    hist.r2 = await drawShape(gus.page, 'ellipse', 240, 80, 360, 180)
+    await hana.page.waitForSelector(`#layer-shapes [data-shape-id="${hist.r2}"]`)
+    hist.r3 = await drawShape(hana.page, 'diamond', 60, 300, 180, 400)
+    await gus.page.waitForSelector(`#layer-shapes [data-shape-id="${hist.r3}"]`)
+    // A fairy draws a house for Hana (the offline model).
+    await hana.page.fill('[data-fairy-name]', 'Wren')
+    await hana.page.click('[data-action="invite-fairy"]')
+    const item = await hana.page.waitForSelector('[data-fairy-item][aria-selected="true"]:has-text("Wren")')
+    hist.wren = await item.getAttribute('data-fairy-item')
+    await hana.page.fill('[data-fairy-input]', 'draw a house')
+    await hana.page.press('[data-fairy-input]', 'Enter')
+    for (const p of [hana.page, gus.page]) {
+      await p.waitForFunction(id => {
+        let n = 0; let locked = 0
+        window.fairyring.doc.getMap('shapes').forEach(m => { if (m.get?.('createdBy') === `fairy:${id}`) { n++; if (m.get('locked') === true) locked++ } })
+        return n >= 4 && locked === 0
+      }, hist.wren)
+      await p.waitForSelector(`[data-fairy="${hist.wren}"][data-mode="idling"]:not([data-pose="thinking"]):not([data-pose="working"])`)
+    }
+    hist.house = (await fairyShapes(hana.page)).map(s => s.id)
+
+    await hana.page.click('[data-testid="history-toggle"]')
+    await hana.page.waitForSelector('[data-testid="history-panel"][data-loaded="true"]')
+    const entry = sel => `[data-testid="history-entry"]${sel}`
+    const mine = await hana.page.waitForSelector(entry(`[data-actor-kind="user"][data-actor-id="${hist.hanaSub}"][data-added~="${hist.r1}"]`))
+    const mineText = await mine.textContent()
+    assert(mineText.includes('Hana') && mineText.includes('(you)'), `Hana's entry names her (got ${mineText})`)
+    const his = await hana.page.waitForSelector(entry(`[data-actor-kind="user"][data-actor-id="${hist.gusSub}"][data-added~="${hist.r2}"]`))
+    assert((await his.textContent()).includes('Gus'), "Gus's entry names him")
+    const fairyEntry = await hana.page.waitForSelector(entry(`[data-actor-kind="fairy"][data-actor-id="${hist.wren}"]`))
+    const fairyText = await fairyEntry.textContent()
+    assert(fairyText.includes('Wren') && fairyText.includes('draw a house') && fairyText.includes('asked by Hana'),
+      `the fairy's entry names it, quotes the prompt and who asked (got ${fairyText})`)
+    const houseAdded = (await hana.page.$$eval(entry(`[data-actor-kind="fairy"][data-actor-id="${hist.wren}"]`), es => es.map(e => e.getAttribute('data-added')).join(' '))).split(' ')
+    assert(hist.house.every(id => houseAdded.includes(id)), `the fairy's entries list the house shapes (${houseAdded} vs ${hist.house})`)
+    await hana.page.waitForSelector(entry(`[data-added~="${hist.r3}"]`))
+    // Coloured as in the People list: Gus's dot is the colour of Gus in Hana's people list.
+    const dot = s => hana.page.$eval(s, e => getComputedStyle(e).backgroundColor)
+    const gusDot = await dot('#people [data-person]:has-text("Gus") .dot')
+    const gusEntryDot = await his.$eval('.dot', e => getComputedStyle(e).backgroundColor)
+    assert(gusDot === gusEntryDot, `Gus's entry has his People-list colour (${gusEntryDot} vs ${gusDot})`)
+    assert(await dot('#people [data-person="self"] .dot') === await mine.$eval('.dot', e => getComputedStyle(e).backgroundColor), "Hana's entry has her colour")
+    // Newest first: the fairy's house, Hana's diamond, Gus's ellipse, Hana's rectangle.
+    const order = await hana.page.$$eval('[data-testid="history-entry"]', es => es.map(e => e.getAttribute('data-added').split(' ')))
+    const at = id => order.findIndex(a => a.includes(id))
+    assert(at(hist.house[0]) < at(hist.r3) && at(hist.r3) < at(hist.r2) && at(hist.r2) < at(hist.r1), `newest first (${JSON.stringify(order)})`)
+    // Gus's own panel names Hana without "(you)".
+    await gus.page.click('[data-testid="history-toggle"]')
+    const inGus = await gus.page.waitForSelector(entry(`[data-actor-id="${hist.hanaSub}"][data-added~="${hist.r1}"]`))
+    const inGusText = await inGus.textContent()
+    assert(inGusText.includes('Hana') && !inGusText.includes('(you)'), `Gus sees Hana's entry by her name (got ${inGusText})`)
+
+    // Hovering a shape shows who created it and who last changed it.
+    const house = await hoverTopmost(hana.page, hist.house)
+    const tip = await hana.page.waitForSelector(`[data-testid="shape-tooltip"]:not([hidden])[data-shape="${house}"][data-created-by="fairy:${hist.wren}"]`)
+    await hana.page.waitForSelector('[data-testid="shape-tooltip"]:not([hidden]) .changed')
+    const tipText = await tip.textContent()
+    console.log(`# hover card: ${tipText}`)
+    assert(tipText.includes('Created by Wren') && tipText.includes('draw a house'), `the hover card names the fairy and its prompt (got ${tipText})`)
+    await shot(hana.page, 'history-hover')
+    await hoverTopmost(hana.page, [hist.r2])
+    const tip2 = await hana.page.waitForSelector(`[data-testid="shape-tooltip"]:not([hidden])[data-shape="${hist.r2}"][data-created-by="user:${hist.gusSub}"]`)
+    assert((await tip2.textContent()).includes('Created by Gus'), 'the hover card names Gus')
+  })
+
+  await step('history: clicking an entry previews the canvas as it was (read-only, over the dimmed canvas); Restore brings that version back in both', async () => {
+    const before = await liveIds(hana.page)
+    assert([hist.r1, hist.r2, hist.r3, ...hist.house].every(id => before.includes(id)), `everything is on the canvas (${before})`)
+    const first = `[data-testid="history-entry"][data-actor-id="${hist.hanaSub}"][data-added~="${hist.r1}"]`
+    const seq = Number(await hana.page.getAttribute(first, 'data-to-seq'))
+    await hana.page.click(first)
+    await hana.page.waitForSelector(`${first}[aria-selected="true"]`)
+    const preview = await hana.page.waitForSelector(`[data-testid="history-preview"][data-state="ready"][data-seq="${seq}"]`)
+    const shown = await preview.$$eval('[data-preview-shape-id]', es => es.map(e => e.getAttribute('data-preview-shape-id')))
+    assert(JSON.stringify(shown) === JSON.stringify([hist.r1]), `the preview shows the canvas after Hana's first rectangle (got ${shown})`)
+    assert(JSON.stringify(await liveIds(hana.page)) === JSON.stringify(before), 'the live canvas is unchanged under the preview')
+    const box = await previewBox(hana.page, hist.r1)
+    const live = await shapeBox(hana.page, hist.r1)
+    assert(Math.abs(box.x - live.x) < 2 && Math.abs(box.width - live.width) < 2, 'the preview is drawn on the live camera')
+    const takeBack = await hana.page.textContent('[data-testid="history-takeback"]')
+    assert(takeBack === 'Take back everything Hana did since then', `the take-back button names Hana (got ${takeBack})`)
+    // Read-only: a drag over the preview moves nothing.
+    await hana.page.mouse.move(box.x + box.width / 2, box.y + box.height / 2)
+    await hana.page.mouse.down()
+    await hana.page.mouse.move(box.x + box.width / 2 + 80, box.y + box.height / 2 + 60, { steps: 4 })
+    await hana.page.mouse.up()
+    const after = await shapeBox(hana.page, hist.r1)
+    assert(Math.abs(after.x - live.x) < 1 && Math.abs(after.y - live.y) < 1, 'nothing moved under the preview')
+    await shot(hana.page, 'history-preview')
+    const [response] = await Promise.all([hana.page.waitForResponse(r => r.url().endsWith('/restore')), hana.page.click('[data-testid="history-restore"]')])
+    assert(response.status() === 200, `the server restored (got ${response.status()} ${await response.text()})`)
+    for (const p of [hana.page, gus.page]) {
+      await p.waitForFunction(want => JSON.stringify([...document.querySelectorAll('#layer-shapes [data-shape-id]')].map(e => e.getAttribute('data-shape-id')).sort()) === want,
+        JSON.stringify([hist.r1]))
+    }
+    await hana.page.waitForSelector('[data-testid="history-preview"]', { state: 'hidden' })
+    await hana.page.waitForSelector('[data-testid="history-message"]:not([hidden])')
+    await hana.page.waitForSelector(`[data-testid="history-entry"][data-via="restore"][data-actor-id="${hist.hanaSub}"]`)
+    // The server's view agrees: the room now is that version.
+    const same = await hana.page.evaluate(async ([room, seq]) => {
+      const headers = { authorization: `Bearer ${window.fairyring.provider.params.token}` }
+      const get = async path => Object.keys((await (await fetch(`/rooms/${room}${path}`, { headers })).json()).doc.shapes).sort()
+      return [await get(`/versions/${seq}`), await get('/doc')]
+    }, [`${room}-history`, seq])
+    assert(JSON.stringify(same[0]) === JSON.stringify(same[1]), `the room is that version again (${JSON.stringify(same)})`)
+  })
+
+  await step("history: Hana takes back everything Gus did since his entry; her later move is kept", async () => {
+    hist.r4 = await drawShape(gus.page, 'rectangle', 300, 260, 420, 340)
+    await hana.page.waitForSelector(`#layer-shapes [data-shape-id="${hist.r4}"]`)
+    // Hana moves her rectangle after Gus drew.
+    const x0 = await gus.page.evaluate(id => window.fairyring.doc.getMap('shapes').get(id).get('x'), hist.r1)
+    const grab = await topmostPoint(hana.page, [hist.r1])
+    await hana.page.mouse.move(grab.x, grab.y)
+    await hana.page.mouse.down()
+    await hana.page.mouse.move(grab.x + 30, grab.y + 20, { steps: 3 })
+    await hana.page.mouse.move(grab.x + 60, grab.y + 40, { steps: 3 })
+    await hana.page.mouse.up()
+    await gus.page.waitForFunction(([id, x]) => Math.abs(window.fairyring.doc.getMap('shapes').get(id)?.get('x') - x) > 30, [hist.r1, x0])
+    const moved = await hana.page.evaluate(id => ({ x: window.fairyring.doc.getMap('shapes').get(id).get('x'), y: window.fairyring.doc.getMap('shapes').get(id).get('y') }), hist.r1)
+    const his = `[data-testid="history-entry"][data-actor-id="${hist.gusSub}"][data-added~="${hist.r4}"]`
+    await hana.page.click(his)
+    const preview = await hana.page.waitForSelector('[data-testid="history-preview"][data-state="ready"]')
+    const shown = (await preview.$$eval('[data-preview-shape-id]', es => es.map(e => e.getAttribute('data-preview-shape-id')))).sort()
+    assert(JSON.stringify(shown) === JSON.stringify([hist.r1, hist.r4].sort()), `the preview shows the canvas after Gus's rectangle (got ${shown})`)
+    const label = await hana.page.textContent('[data-testid="history-takeback"]')
+    assert(label === 'Take back everything Gus did since then', `the take-back button names Gus (got ${label})`)
+    const [response] = await Promise.all([hana.page.waitForResponse(r => r.url().endsWith('/rollback')), hana.page.click('[data-testid="history-takeback"]')])
+    const body = await response.json()
+    assert(response.status() === 200 && body.reverted >= 1, `the server took back Gus's rectangle (got ${response.status()} ${JSON.stringify(body)})`)
+    assert(JSON.parse(response.request().postData()).sinceSeq === Number(await hana.page.getAttribute(his, 'data-from-seq')) - 1, 'since just before his entry')
+    for (const p of [hana.page, gus.page]) {
+      await p.waitForSelector(`[data-shape-id="${hist.r4}"]`, { state: 'detached' })
+      const r1 = await p.evaluate(id => ({ x: window.fairyring.doc.getMap('shapes').get(id)?.get('x'), y: window.fairyring.doc.getMap('shapes').get(id)?.get('y') }), hist.r1)
+      assert(r1.x === moved.x && r1.y === moved.y, `Hana's move is kept (got ${JSON.stringify(r1)} vs ${JSON.stringify(moved)})`)
+    }
+    const message = await hana.page.textContent('[data-testid="history-message"]')
+    assert(message.includes('Gus'), `the panel says what was taken back (got ${message})`)
+    await hana.page.waitForSelector(`[data-testid="history-entry"][data-via="rollback"][data-actor-id="${hist.hanaSub}"]`)
+    await gus.page.waitForSelector(`[data-testid="history-entry"][data-via="rollback"]:has-text("Hana")`)
+    await hoverTopmost(hana.page, [hist.r1])
+    await hana.page.waitForSelector(`[data-testid="shape-tooltip"]:not([hidden])[data-shape="${hist.r1}"][data-created-by="user:${hist.hanaSub}"]`)
+    await hana.page.mouse.move(5, 5)
+    await shot(hana.page, 'history-panel')
+    await shot(gus.page, 'history-panel-gus')
+    assert(hana.errors.length === 0 && gus.errors.length === 0, `no console errors or refused requests: ${[...hana.errors, ...gus.errors].join('; ')}`)
+    await hana.context.close()
+    await gus.context.close()
   })
 
   await step('a token without the fairies scope gets a clear message', async () => {

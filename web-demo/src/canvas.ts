@@ -52,6 +52,8 @@ export interface CanvasDeps {
   fairyLook: () => FairyLook
   /** A click on a fairy's sprite (`additive` with Shift). */
   onFairyClick: (id: string, additive: boolean) => void
+  /** Called after each frame is drawn (the history preview follows the camera). */
+  onRender?: () => void
 }
 
 export class Canvas {
@@ -140,6 +142,9 @@ export class Canvas {
     this.publishViewport()
     this.scheduleRender()
   }
+
+  /** How many shapes the main page has now. */
+  shapeCount (): number { return this.shapes.length }
 
   /** The page area this browser shows now (sent with a prompt as its `bounds`). */
   viewportBox (): { x: number, y: number, w: number, h: number } {
@@ -532,5 +537,6 @@ export class Canvas {
       tasks: ops.roots(this.d.doc).tasks,
       projects: this.d.doc.getMap('projects')
     })
+    this.d.onRender?.()
   }
 }

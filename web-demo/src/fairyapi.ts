@@ -2,6 +2,7 @@
 // the revert of one request, and the project routes (docs/fairies.md "Projects": the group
 // prompt and disbanding a project). Each call sends the page's current token and turns a refusal
 // into a sentence for the panel (`FairyApiError`); `describeFairyError` is pure and tested.
+import { roomCall } from './roomcall.js'
 import type { Box } from './geometry.js'
 
 /** Why a fairy call failed, with the words to show. */
@@ -82,27 +83,8 @@ export class FairyApi {
 
   /** Calls `/rooms/{room}{path}`. */
   private async call (method: string, path: string, body?: unknown): Promise<unknown> {
-    const headers: Record<string, string> = {}
-    const t = this.token()
-    if (t !== null) headers.authorization = `Bearer ${t}`
-    if (body !== undefined) headers['content-type'] = 'application/json'
-    let res: Response
-    try {
-      res = await this.fetchFn(`/rooms/${encodeURIComponent(this.room)}${path}`, {
-        method, headers, body: body !== undefined ? JSON.stringify(body) : undefined
-      })
-    } catch {
-      const d = describeFairyError(0, null)
-      throw new FairyApiError(0, d.code, d.message)
-    }
-    const text = await res.text().catch(() => '')
-    let json: unknown = null
-    try { json = text !== '' ? JSON.parse(text) : null } catch { /* not JSON */ }
-    if (!res.ok) {
-      const d = describeFairyError(res.status, json)
-      throw new FairyApiError(res.status, d.code, d.message)
-    }
-    return json
+    return await roomCall(this.fetchFn, this.room, this.token(), method, path, body, describeFairyError,
+      (status, code, message) => new FairyApiError(status, code, message))
   }
 
   /** Invites a fairy (`name` optional); resolves with its id. */

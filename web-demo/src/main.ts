@@ -13,12 +13,21 @@ import { TOOLS } from './tools.js'
 import { renderPeople, renderTaskList, setBanner, setStatus } from './panels.js'
 import { FairyApi } from './fairyapi.js'
 import { FairyPanel } from './fairypanel.js'
+import { HistoryApi } from './historyapi.js'
+import { HistoryPanel } from './historypanel.js'
+import { readPeers } from './presence.js'
 import { roots } from './ops.js'
 
 function byId<T extends HTMLElement | SVGSVGElement> (id: string): T {
   const e = document.getElementById(id)
   if (e === null) throw new Error(`page is missing #${id}`)
   return e as T
+}
+
+function byQuery<T extends Element> (selector: string): T {
+  const e = document.querySelector<T>(selector)
+  if (e === null) throw new Error(`page is missing ${selector}`)
+  return e
 }
 
 function randomId (): string {
@@ -168,6 +177,7 @@ async function start (): Promise<void> {
   const redoBtn = document.querySelector<HTMLButtonElement>('[data-action="redo"]')
   let canvas: Canvas | null = null
   let fairyPanel: FairyPanel | null = null
+  let history: HistoryPanel | null = null
   const refreshUi = (): void => {
     if (canvas === null) return
     for (const b of toolbar.querySelectorAll<HTMLElement>('[data-tool]')) b.setAttribute('aria-pressed', String(b.dataset.tool === canvas.tool))
@@ -192,7 +202,8 @@ async function start (): Promise<void> {
       toastTimer = setTimeout(() => { toastNode.hidden = true }, 3000)
     },
     fairyLook: () => fairyPanel?.look() ?? { hats: new Map(), colors: new Map(), selected: new Set(), names: new Map() },
-    onFairyClick: (id, additive) => fairyPanel?.click(id, additive)
+    onFairyClick: (id, additive) => fairyPanel?.click(id, additive),
+    onRender: () => history?.syncCamera()
   })
   const c = canvas
   c.undo.on('stack-item-added', refreshUi)
@@ -217,7 +228,8 @@ async function start (): Promise<void> {
     back: () => c.reorderSelection('back'),
     'zoom-in': () => c.zoomBy(1.25),
     'zoom-out': () => c.zoomBy(0.8),
-    'zoom-reset': () => c.resetZoom()
+    'zoom-reset': () => c.resetZoom(),
+    history: () => history?.toggle()
   }
   byId<HTMLElement>('actions').addEventListener('click', e => {
     const a = (e.target as Element).closest<HTMLElement>('[data-action]')?.dataset.action
@@ -247,8 +259,37 @@ async function start (): Promise<void> {
     }
   })
   fairyPanel = panel
+  const historyApi = new HistoryApi(params.room, () => (typeof provider.params.token === 'string' ? provider.params.token : null))
+  const historyPanel = new HistoryPanel({
+    doc,
+    api: historyApi,
+    canvas: c,
+    people: () => {
+      const { users } = readPeers(awareness.getStates() as Map<number, unknown>, awareness.clientID)
+      return { me: user, users: new Map(users.map(u => [u.id, { name: u.name, color: u.color }])), names: panel.look().names }
+    },
+    nodes: {
+      panel: byId<HTMLElement>('history'),
+      list: byId<HTMLElement>('history-list'),
+      toggle: document.querySelector<HTMLElement>('[data-action="history"]'),
+      close: byQuery<HTMLElement>('[data-action="history-close"]'),
+      message: byId<HTMLElement>('history-message'),
+      error: byId<HTMLElement>('history-error'),
+      stage: byId<HTMLElement>('stage'),
+      canvasSvg: byId<SVGSVGElement>('canvas'),
+      preview: byId<HTMLElement>('history-preview'),
+      previewSvg: byId<SVGSVGElement>('history-preview-canvas'),
+      previewLabel: byId<HTMLElement>('history-preview-label'),
+      restore: byQuery<HTMLButtonElement>('[data-action="history-restore"]'),
+      takeBack: byQuery<HTMLButtonElement>('[data-action="history-takeback"]'),
+      closePreview: byQuery<HTMLButtonElement>('[data-action="history-close-preview"]'),
+      tooltip: byId<HTMLElement>('shape-tooltip')
+    }
+  })
+  history = historyPanel
+  doc.on('update', () => historyPanel.onDocChange())
   const refreshTasks = (): void => renderTaskList(tasks, doc, panel.look().names)
-  awareness.on('change', () => { renderPeople(people, awareness, user); panel.refresh() })
+  awareness.on('change', () => { renderPeople(people, awareness, user); panel.refresh(); historyPanel.renderList() })
   roots(doc).fairies.observeDeep(() => { panel.refresh(true) })
   doc.getMap('projects').observeDeep(() => { panel.refresh(true); refreshTasks() })
   roots(doc).tasks.observeDeep(() => { refreshTasks(); panel.renderProjects() })
@@ -258,7 +299,7 @@ async function start (): Promise<void> {
   refreshUi()
 
   // For debugging in the console and for the browser tests.
-  Object.assign(window, { fairyring: { doc, provider, canvas: c, user, fairies: panel, api } })
+  Object.assign(window, { fairyring: { doc, provider, canvas: c, user, fairies: panel, api, history: historyPanel } })
 }
 
 start().catch(e => {

@@ -79,7 +79,20 @@ export function readPoints (v: unknown): number[] {
 /** Reads one shape. `key` is its key in `shapes` (which wins over an inner `id` that disagrees). */
 export function readShape (key: string, value: unknown): Shape | null {
   if (!(value instanceof Y.Map)) return null
-  const m = value as Y.Map<unknown>
+  return readShapeKeys(key, value as Y.Map<unknown>)
+}
+
+/**
+ * Reads one shape from its JSON form (the `doc.shapes` of `GET /rooms/{room}/versions/{seq}`):
+ * the same keys and defaults as `readShape`; `null` when it is not an object.
+ */
+export function readShapeJson (key: string, value: unknown): Shape | null {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return null
+  const o = value as Record<string, unknown>
+  return readShapeKeys(key, { get: k => (Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined) })
+}
+
+function readShapeKeys (key: string, m: { get: (k: string) => unknown }): Shape {
   const type = str(m.get('type'), 'rectangle')
   const base: ShapeBase = {
     id: key,

@@ -1,0 +1,58 @@
+// The history routes as the page calls them: the timeline (`GET …/history`, page by page), a
+// version (`GET …/versions/{seq}`), the room now (`GET …/doc`), restore and rollback. Each call
+// sends the page's current token and turns a refusal into a sentence (`HistoryApiError`, words
+// from `describeHistoryError`).
+import { roomCall } from './roomcall.js'
+import { describeHistoryError, readHistoryPage, versionShapes, type HistoryPage } from './history.js'
+import type { Shape } from './schema.js'
+
+/** Why a history call failed, with the words to show. */
+export class HistoryApiError extends Error {
+  constructor (readonly status: number, readonly code: string, message: string) { super(message) }
+}
+
+/** Calls the history routes of one room with the page's token (read at each call: it may be renewed). */
+export class HistoryApi {
+  constructor (private readonly room: string, private readonly token: () => string | null, private readonly fetchFn: typeof fetch = (i, o) => fetch(i, o)) {}
+
+  private async call (method: string, path: string, body?: unknown): Promise<unknown> {
+    return await roomCall(this.fetchFn, this.room, this.token(), method, path, body, describeHistoryError,
+      (status, code, message) => new HistoryApiError(status, code, message))
+  }
+
+  /** One page of the timeline: entries after `after` (from the start when `null`), oldest first. */
+  async history (after: number | null, limit: number): Promise<HistoryPage> {
+    const q = new URLSearchParams()
+    if (after !== null) q.set('after', String(after))
+    q.set('limit', String(limit))
+    try {
+      return readHistoryPage(await this.call('GET', `/history?${q.toString()}`))
+    } catch (e) {
+      // A room never written has no history yet: an empty timeline, not a refusal.
+      if (e instanceof HistoryApiError && e.status === 404 && e.code === 'room_not_found') return { entries: [], next: null }
+      throw e
+    }
+  }
+
+  /** The room's shapes as they were just after update `seq`. */
+  async version (seq: number): Promise<{ seq: number | null, shapes: Shape[] }> {
+    return versionShapes(await this.call('GET', `/versions/${seq}`))
+  }
+
+  /** The room's shapes now, as the server has them. */
+  async current (): Promise<{ seq: number | null, shapes: Shape[] }> {
+    return versionShapes(await this.call('GET', '/doc'))
+  }
+
+  /** Makes the room's shapes and pages what they were after `seq` (one new update); its sequence number. */
+  async restore (seq: number): Promise<number | null> {
+    const a = await this.call('POST', '/restore', { seq })
+    const s = typeof a === 'object' && a !== null ? (a as Record<string, unknown>).seq : undefined
+    return typeof s === 'number' ? s : null
+  }
+
+  /** Takes back everything `actor` did after `sinceSeq`, keeping others' later changes; the answer as sent. */
+  async rollback (body: { actor: { kind: string, id: string }, sinceSeq: number }): Promise<unknown> {
+    return await this.call('POST', '/rollback', body)
+  }
+}
