@@ -150,7 +150,11 @@ pub async fn run(settings: HistoryBench, json_out: bool) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("fairyring-history-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let outcome = measure(settings, &dir, json_out).await;
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("FAIRYRING_BENCH_KEEP").is_some() {
+        eprintln!("kept {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     outcome
 }
 

@@ -372,16 +372,29 @@ impl Replay {
     /// Starts from `checkpoint` (None: an empty document) then applies `updates` in order,
     /// unobserved.
     pub fn new<'a>(
-        checkpoint: Option<&[u8]>,
+        checkpoint: Option<&'a [u8]>,
         updates: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<Replay, ReplayError> {
         let doc = Doc::new();
         let roots = PEOPLE_ROOTS.map(|name| doc.get_or_insert_map(name));
-        if let Some(checkpoint) = checkpoint {
-            apply_to(&doc, checkpoint)?;
-        }
-        for bytes in updates {
-            apply_to(&doc, bytes)?;
+        // One transaction for the whole base: a transaction's commit (its delete set, its
+        // cleanup) is most of what applying a small update costs.
+        let decoded = checkpoint
+            .into_iter()
+            .chain(updates)
+            .map(decode)
+            .collect::<Result<Vec<_>, _>>()?;
+        let applied = catch_unwind(AssertUnwindSafe(|| {
+            let mut txn = doc.transact_mut();
+            for update in decoded {
+                txn.apply_update(update)?;
+            }
+            Ok::<(), yrs::error::UpdateError>(())
+        }));
+        match applied {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => return Err(ReplayError::Apply(error.to_string())),
+            Err(_) => return Err(ReplayError::Poisoned),
         }
         let touched = Arc::new(Mutex::new(TouchLog::default()));
         for (index, root) in roots.iter().enumerate() {
