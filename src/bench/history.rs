@@ -175,6 +175,8 @@ async fn measure(
     let mut samples = Histogram::default();
     let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
     let mut json_bytes = 0usize;
+    // Where a version's time goes: the store read, the replay, the JSON (summed over samples).
+    let (mut read, mut replayed, mut converted) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     for _ in 0..SAMPLES {
         let seq = 1 + next_random(&mut rng) % last;
         let started = Instant::now();
@@ -182,6 +184,21 @@ async fn measure(
         let doc = replay.to_json();
         samples.record(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
         json_bytes = json_bytes.max(serde_json::to_vec(&doc).map_or(0, |v| v.len()));
+        let t0 = Instant::now();
+        let stored = store
+            .load_version(&room, seq)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("version {seq} not kept"))?;
+        let t1 = Instant::now();
+        let replay = crate::history::replay::Replay::new(
+            stored.snapshot.as_deref(),
+            stored.updates.iter().map(|u| u.as_ref()),
+        )?;
+        let t2 = Instant::now();
+        let _ = replay.to_json();
+        read += t1 - t0;
+        replayed += t2 - t1;
+        converted += t2.elapsed();
     }
     // The worst case: just before a checkpoint, the farthest from the one before it.
     let mut worst = Duration::ZERO;
@@ -221,6 +238,11 @@ async fn measure(
         },
         "worst_version": {"seq": worst_seq, "ms": ms(worst)},
         "version_json_bytes": json_bytes,
+        "version_parts_ms_mean": {
+            "store_read": ms(read) / SAMPLES as f64,
+            "replay": ms(replayed) / SAMPLES as f64,
+            "json": ms(converted) / SAMPLES as f64,
+        },
     });
     if json_out {
         println!("{report}");
@@ -229,7 +251,8 @@ async fn measure(
             "history: {} updates by {PEOPLE} people, compact every {}, checkpoint every {}\n  \
              store: {:.1} MiB with history, {:.1} MiB log only (+{:.1} %)\n  \
              version (store read + replay + JSON): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; \
-             worst (update {worst_seq}, before a checkpoint) {:.1} ms",
+             worst (update {worst_seq}, before a checkpoint) {:.1} ms\n  \
+             mean parts: store read {:.1} ms, replay {:.1} ms, JSON {:.1} ms",
             settings.updates,
             settings.compact_every,
             settings.checkpoint_every,
@@ -240,6 +263,9 @@ async fn measure(
             q(0.99),
             max,
             ms(worst),
+            ms(read) / SAMPLES as f64,
+            ms(replayed) / SAMPLES as f64,
+            ms(converted) / SAMPLES as f64,
         );
     }
     Ok(())
