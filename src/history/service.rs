@@ -153,20 +153,18 @@ impl History {
         loop {
             let rows = self.store.history(room, cursor, ROWS_PER_READ).await?;
             let exhausted = rows.len() < ROWS_PER_READ;
-            let (back, outcome) = self
+            // The page so far goes with the rows: the first row may continue its last entry,
+            // and the limit counts every entry of the page.
+            let (back, grouped, outcome) = self
                 .replay(move || {
-                    let mut entries = Vec::new();
                     let outcome = group(&mut replay, rows, &mut entries, limit);
-                    Ok((replay, (entries, outcome)))
+                    Ok((replay, entries, outcome))
                 })
                 .await?;
-            replay = back;
-            let (more, outcome) = outcome;
-            merge_pages(&mut entries, more);
+            (replay, entries) = (back, grouped);
             match outcome? {
                 Grouped::Full => {
                     let next = entries.last().map(|e| e.to_seq);
-                    entries.truncate(limit);
                     return Ok(Page { entries, next });
                 }
                 Grouped::Read(last) => {
@@ -335,23 +333,6 @@ fn group(
     Ok(Grouped::Read(last))
 }
 
-/// Appends the entries grouped from the next rows, merging the first into the last one kept
-/// when it continues it.
-fn merge_pages(entries: &mut Vec<Entry>, more: Vec<Entry>) {
-    let mut more = more.into_iter();
-    if let (Some(last), Some(first)) = (entries.last_mut(), more.as_slice().first())
-        && last.actor.same_author(&first.actor)
-        && first.at.saturating_sub(last.until) <= MERGE_WITHIN_MS
-        && first.from_seq == last.to_seq + 1
-    {
-        last.to_seq = first.to_seq;
-        last.until = last.until.max(first.until);
-        last.shapes.merge(&first.shapes);
-        more.next();
-    }
-    entries.extend(more);
-}
-
 /// Writes `edit` into the live room as one transaction of an origin of its own, logged with
 /// `actor`; returns the update's sequence number, or the room's last one when `edit` changed
 /// nothing (it says whether it wrote).
@@ -398,3 +379,69 @@ async fn write_as(
 /// How long a server action waits for its update to be logged before it answers with the
 /// room's last sequence number instead.
 const LOGGED_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Logged;
+    use crate::store::memory::MemoryStore;
+    use yrs::{Map, WriteTxn};
+
+    /// Logs runs of updates, one run per (person, count), each update setting a shape's `x`.
+    async fn log_runs(store: &MemoryStore, room: &RoomName, runs: &[(&str, usize)]) {
+        let doc = yrs::Doc::new();
+        for (who, count) in runs {
+            let actor = Actor::user(*who, None).to_json();
+            let mut logged = Vec::with_capacity(*count);
+            for i in 0..*count {
+                let update = {
+                    let mut txn = doc.transact_mut();
+                    let shapes = txn.get_or_insert_map("shapes");
+                    shapes.insert(&mut txn, format!("{who}-shape"), i as f64);
+                    txn.encode_update_v1()
+                };
+                logged.push(Logged {
+                    update: update.into(),
+                    actor: Some(actor.clone()),
+                    at: 1_000,
+                });
+            }
+            store.append_logged(room, logged).await.unwrap();
+        }
+    }
+
+    /// Pages whose entries span more than one read of the log ([`ROWS_PER_READ`] rows) hold
+    /// `limit` entries each, and the next page starts right after the last one: no entry is
+    /// skipped.
+    #[tokio::test]
+    async fn pages_across_reads_of_the_log_skip_no_entry() {
+        let store = Arc::new(MemoryStore::default());
+        let room = RoomName::parse("paged").unwrap();
+        let runs = [("a", 500), ("b", 1000), ("c", 10), ("d", 10), ("e", 10)];
+        log_runs(&store, &room, &runs).await;
+        let history = History::new(store);
+        let mut seen = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = history.page(&room, after, 2).await.unwrap();
+            assert!(page.entries.len() <= 2);
+            for entry in &page.entries {
+                assert_eq!(entry.from_seq, after + 1, "{entry:?}");
+                after = entry.to_seq;
+                seen.push((
+                    entry.actor.id().to_owned(),
+                    entry.to_seq - entry.from_seq + 1,
+                ));
+            }
+            match page.next {
+                Some(next) => assert_eq!(next, after),
+                None => break,
+            }
+        }
+        let expected: Vec<(String, u64)> = runs
+            .iter()
+            .map(|(who, n)| ((*who).to_owned(), *n as u64))
+            .collect();
+        assert_eq!(seen, expected);
+    }
+}
