@@ -102,10 +102,12 @@ async fn fill(
             let last = store
                 .append_logged(room, std::mem::take(&mut batch))
                 .await?;
-            if since >= settings.compact_every
-                && (bytes_since * 4 >= snapshot_bytes
-                    || since >= settings.compact_every.saturating_mul(16))
-            {
+            if crate::room::compaction_rule(
+                since,
+                bytes_since,
+                snapshot_bytes,
+                settings.compact_every,
+            ) {
                 let snapshot = server
                     .transact()
                     .encode_state_as_update_v1(&StateVector::default());

@@ -364,9 +364,24 @@ async fn append_with_retry(room: &Arc<Room>, updates: Vec<Logged>) -> Result<u64
 /// from the store: in a large room, thousands of small updates do not pay for it); never more
 /// than 16 × `compact_every` updates, which bounds a load's replay.
 fn compaction_due(log: &LogState, compact_every: u64) -> bool {
-    log.since_snapshot >= compact_every
-        && (log.bytes_since_snapshot.saturating_mul(4) >= log.snapshot_bytes
-            || log.since_snapshot >= compact_every.saturating_mul(16))
+    compaction_rule(
+        log.since_snapshot,
+        log.bytes_since_snapshot,
+        log.snapshot_bytes,
+        compact_every,
+    )
+}
+
+/// [`compaction_due`] on plain figures: `since` updates of `bytes` logged after a snapshot of
+/// `snapshot_bytes` (also what `fairyring bench --history-updates` compacts by).
+pub(crate) fn compaction_rule(
+    since: u64,
+    bytes: u64,
+    snapshot_bytes: u64,
+    compact_every: u64,
+) -> bool {
+    since >= compact_every
+        && (bytes.saturating_mul(4) >= snapshot_bytes || since >= compact_every.saturating_mul(16))
 }
 
 /// A compaction running beside the committer: its task, and the updates and bytes the log

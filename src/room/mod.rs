@@ -59,6 +59,7 @@ use yrs::{Doc, ReadTxn, StateVector, Transact, Update};
 
 /// Room names live in the leaf [`crate::ids`] module (the store names rooms too); kept here.
 pub use crate::ids::{InvalidRoomName, MAX_ROOM_NAME, RoomName};
+pub(crate) use commit::compaction_rule;
 pub use peer::{PeerControl, PeerInfo};
 pub use registry::{LoadHook, Rooms};
 
@@ -327,21 +328,15 @@ impl Room {
     }
 
     /// Names the actor logged with every update written with `origin` from now on (a fairy's
-    /// request, a server action on a person's behalf; peers are named when they join).
-    pub fn name_actor(&self, origin: &TxnOrigin, actor: &crate::history::actor::Actor) {
-        self.actors
-            .set(origin.to_string().as_bytes(), actor.to_json());
-    }
-
-    /// Names the actor of the transactions with a raw yrs origin (an undo manager's own, which
-    /// reverts a fairy's tentative versions).
-    pub fn name_actor_of_origin(&self, origin: &yrs::Origin, actor: &crate::history::actor::Actor) {
-        self.actors.set(origin.as_ref(), actor.to_json());
+    /// request — its own origin and its undo manager's, which reverts its tentative versions —
+    /// a server action on a person's behalf; peers are named when they join).
+    pub fn name_actor(&self, origin: impl Into<yrs::Origin>, actor: &crate::history::actor::Actor) {
+        self.actors.set(origin.into().as_ref(), actor.to_json());
     }
 
     /// Forgets the actor of `origin` (its updates are logged without one from now on).
-    pub fn forget_actor(&self, origin: &TxnOrigin) {
-        self.actors.remove(origin.to_string().as_bytes());
+    pub fn forget_actor(&self, origin: impl Into<yrs::Origin>) {
+        self.actors.remove(origin.into().as_ref());
     }
 
     /// Waits for the sequence number under which the next update written with connection id

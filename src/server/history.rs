@@ -169,12 +169,10 @@ async fn version(
     Query(query): Query<HashMap<String, String>>,
     Admitted { room, .. }: Admitted<ReadScope>,
 ) -> Result<Response, ApiError> {
-    let raw = params.get("seq").map(String::as_str).unwrap_or_default();
-    let seq = raw.parse::<u64>().map_err(|_| {
-        invalid(format!(
-            "the version must be an update's sequence number, not '{raw}'"
-        ))
-    })?;
+    let seq = number(
+        "seq",
+        params.get("seq").map(String::as_str).unwrap_or_default(),
+    )?;
     let replay = state.history.version(&room, seq).await?;
     answer(&state, &query, seq, replay, true).await
 }

@@ -27,7 +27,7 @@ use bytes::Bytes;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Row, Transaction};
 
-use super::writer::{Batch, WriteOp, WriteReq, Writer};
+use super::writer::{Batch, WriteOp, WriteReq, Writer, known_actor, to_i64, to_u64};
 use super::{LogRow, Logged, Store, StoreError, StoredRoom, assemble_version};
 use crate::ids::RoomName;
 /// How long a connection attempt may take before the store counts as unreachable.
@@ -95,14 +95,6 @@ impl PostgresStore {
         });
         Ok(PostgresStore { pool, writer })
     }
-}
-
-fn to_i64(seq: u64) -> i64 {
-    i64::try_from(seq).unwrap_or(i64::MAX)
-}
-
-fn to_u64(seq: i64) -> u64 {
-    u64::try_from(seq).unwrap_or(0)
 }
 
 #[async_trait]
@@ -553,11 +545,8 @@ async fn actor_id(
     interned: &mut Vec<(Arc<str>, i64)>,
     actor: &Arc<str>,
 ) -> Result<i64, sqlx::Error> {
-    if let Some(id) = known.get(actor) {
-        return Ok(*id);
-    }
-    if let Some((_, id)) = interned.iter().find(|(a, _)| a == actor) {
-        return Ok(*id);
+    if let Some(id) = known_actor(known, interned, actor) {
+        return Ok(id);
     }
     sqlx::query("INSERT INTO actors (data) VALUES ($1) ON CONFLICT (data) DO NOTHING")
         .bind(actor.as_ref())

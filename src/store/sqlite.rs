@@ -24,7 +24,7 @@ use sqlx::{ConnectOptions, Connection, Row, SqliteConnection, SqlitePool};
 
 use std::sync::Arc;
 
-use super::writer::{Batch, WriteOp, WriteReq, Writer};
+use super::writer::{Batch, WriteOp, WriteReq, Writer, known_actor, to_i64, to_u64};
 use super::{LogRow, Logged, Store, StoreError, StoredRoom, assemble_version};
 use crate::ids::RoomName;
 
@@ -163,7 +163,7 @@ impl Store for SqliteStore {
         Ok(StoredRoom {
             snapshot,
             updates,
-            last_seq: u64::try_from(last_seq).unwrap_or(0),
+            last_seq: to_u64(last_seq),
         })
     }
 
@@ -461,14 +461,6 @@ impl Batch for SqliteBatch {
     }
 }
 
-fn to_i64(seq: u64) -> i64 {
-    i64::try_from(seq).unwrap_or(i64::MAX)
-}
-
-fn to_u64(seq: i64) -> u64 {
-    u64::try_from(seq).unwrap_or(0)
-}
-
 /// One row of the log waiting for its `INSERT`: room, seq, update, time, actor number.
 type PendingRow<'a> = (&'a str, i64, &'a Bytes, i64, Option<i64>);
 
@@ -480,11 +472,8 @@ async fn actor_id(
     interned: &mut Vec<(Arc<str>, i64)>,
     actor: &Arc<str>,
 ) -> Result<i64, sqlx::Error> {
-    if let Some(id) = known.get(actor) {
-        return Ok(*id);
-    }
-    if let Some((_, id)) = interned.iter().find(|(a, _)| a == actor) {
-        return Ok(*id);
+    if let Some(id) = known_actor(known, interned, actor) {
+        return Ok(id);
     }
     sqlx::query("INSERT INTO actors (data) VALUES (?1) ON CONFLICT(data) DO NOTHING")
         .bind(actor.as_ref())
@@ -528,7 +517,7 @@ async fn commit_batch<'a>(
                     rows.push((room.as_str(), seq, &logged.update, to_i64(logged.at), actor));
                 }
                 last.insert(room.as_str(), seq);
-                seqs.push(u64::try_from(seq).unwrap_or(0));
+                seqs.push(to_u64(seq));
             }
             WriteOp::Compact {
                 room,

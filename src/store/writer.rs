@@ -5,6 +5,7 @@
 //! and is answered only after that transaction committed. What a transaction does is the
 //! backend's ([`Batch`]); this module knows no SQL dialect.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -69,6 +70,31 @@ impl WriteOp {
             }
         }
     }
+}
+
+/// A sequence number as the SQL stores keep it (`i64`; past `i64::MAX`, which no log reaches,
+/// the largest).
+pub(crate) fn to_i64(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+/// A sequence number read back from the SQL stores (a negative one, never written, as 0).
+pub(crate) fn to_u64(seq: i64) -> u64 {
+    u64::try_from(seq).unwrap_or(0)
+}
+
+/// The number of an actor's JSON in the SQL stores' `actors` table when already known: from
+/// the writer's cache of committed ones (`known`), or added earlier in the same transaction
+/// (`interned`). `None`: the backend must look it up (and add it).
+pub(crate) fn known_actor(
+    known: &HashMap<Arc<str>, i64>,
+    interned: &[(Arc<str>, i64)],
+    actor: &Arc<str>,
+) -> Option<i64> {
+    known
+        .get(actor)
+        .copied()
+        .or_else(|| interned.iter().find(|(a, _)| a == actor).map(|(_, id)| *id))
 }
 
 /// A backend's transaction over a batch of writes.

@@ -502,12 +502,11 @@ impl FairyRuntime {
             task_id: self.state.project.as_ref().and_then(|m| m.task_id.clone()),
         };
         self.room.name_actor(
-            &crate::origin::TxnOrigin::fairy(self.entity.id.as_str()),
+            crate::origin::TxnOrigin::fairy(self.entity.id.as_str()),
             &actor,
         );
         // Its tentative versions are taken back by their undo manager, under its own origin.
-        self.room
-            .name_actor_of_origin(&self.tentative.revert_origin(), &actor);
+        self.room.name_actor(self.tentative.revert_origin(), &actor);
     }
 
     /// Runs a request to its end (see the module docs). Cancellation is dropping the future
