@@ -420,3 +420,39 @@ impl std::fmt::Display for Retention {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_retention_reads_units_and_zero_keeps_everything() {
+        let days = |d: u64| Some(Duration::from_secs(d * 24 * 3600));
+        assert_eq!("30d".parse::<Retention>().unwrap().duration(), days(30));
+        assert_eq!(Retention::default().duration(), days(30));
+        assert_eq!(
+            "12h".parse::<Retention>().unwrap().duration(),
+            Some(Duration::from_secs(12 * 3600))
+        );
+        assert_eq!(
+            "90m".parse::<Retention>().unwrap().duration(),
+            Some(Duration::from_secs(5400))
+        );
+        for seconds in ["3600", "3600s", " 3600s "] {
+            assert_eq!(
+                seconds.parse::<Retention>().unwrap().duration(),
+                Some(Duration::from_secs(3600)),
+                "{seconds}"
+            );
+        }
+        for forever in ["0", "0d"] {
+            assert_eq!(forever.parse::<Retention>().unwrap().duration(), None);
+        }
+        for bad in ["", "d", "30w", "-1d", "1.5h", "99999999999999999999d"] {
+            assert!(bad.parse::<Retention>().is_err(), "{bad}");
+        }
+        // What --help shows as the default reads back the same.
+        let shown = Retention::default().to_string();
+        assert_eq!(shown.parse::<Retention>().unwrap(), Retention::default());
+    }
+}

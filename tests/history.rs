@@ -228,7 +228,7 @@ async fn people_and_fairies_are_named_in_history_and_the_routes_need_their_scope
     let (status, body) = post(
         &format!("{}/rooms/{room}/fairies/{fairy}/prompt", server.http),
         &alice,
-        json!({"message": "draw a rectangle", "bounds": {"x": 0, "y": 400, "w": 800, "h": 600}}),
+        json!({"message": "draw a house", "bounds": {"x": 0, "y": 400, "w": 800, "h": 600}}),
     )
     .await;
     assert_eq!(status, 202, "{body}");
@@ -277,6 +277,13 @@ async fn people_and_fairies_are_named_in_history_and_the_routes_need_their_scope
     assert_eq!(actor["requestId"], request_id.as_str());
     assert_eq!(actor["promptedBy"], "alice");
     assert_eq!(actor["model"], "offline");
+    // What the fairy streamed and took back to stream again (its undo manager's writes) is the
+    // fairy's too: no shape change is the server's.
+    for entry in entries.iter().filter(|e| e["actor"]["kind"] == "server") {
+        for list in ["added", "updated", "removed"] {
+            assert_eq!(entry["shapes"][list], json!([]), "{entry}");
+        }
+    }
     assert!(
         fairies
             .iter()
