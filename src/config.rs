@@ -178,9 +178,9 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_COMPACT_EVERY", default_value_t = 500)]
     pub compact_every: u64,
 
-    /// Keep a full state of a room as a history checkpoint every this many updates (at a
-    /// compaction); a version materialises from the nearest one. 0: no checkpoints (versions
-    /// then materialise from the room's first update while the log keeps it).
+    /// Take a history checkpoint of a room every this many updates, in the background (a delta
+    /// on the one before); a version materialises from the nearest one. 0: no checkpoints
+    /// (versions then materialise from the room's first update while the log keeps it).
     #[arg(
         long,
         env = "FAIRYRING_HISTORY_CHECKPOINT_EVERY",

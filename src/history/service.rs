@@ -17,7 +17,7 @@ use super::replay::{ActorKey, Replay, ReplayError, Rollback, RollbackOutcome, Sh
 use crate::ids::RoomName;
 use crate::origin::TxnOrigin;
 use crate::room::Room;
-use crate::store::{LogRow, Store, StoreError, StoredRoom};
+use crate::store::{LogRow, Store, StoreError, StoredRoom, StoredVersion, VersionBase};
 
 /// Consecutive updates of one actor merge into one entry while each follows the previous one
 /// within this many milliseconds.
@@ -122,9 +122,18 @@ impl History {
     }
 
     /// The stored version `seq` (0: the empty room), as it is kept.
-    async fn stored_version(&self, room: &RoomName, seq: u64) -> Result<StoredRoom, HistoryError> {
+    async fn stored_version(
+        &self,
+        room: &RoomName,
+        seq: u64,
+    ) -> Result<StoredVersion, HistoryError> {
         if seq == 0 {
-            return Ok(StoredRoom::default());
+            return Ok(StoredVersion {
+                base: VersionBase::Empty,
+                states: Vec::new(),
+                updates: Vec::new(),
+                seq: 0,
+            });
         }
         self.store
             .load_version(room, seq)
@@ -147,7 +156,7 @@ impl History {
             });
         };
         let base = self.stored_version(room, start).await?;
-        let mut replay = self.replay(move || Ok(replay_of(&base)?)).await?;
+        let mut replay = self.replay(move || Ok(version_of(&base)?)).await?;
         let mut entries: Vec<Entry> = Vec::new();
         let mut cursor = start;
         loop {
@@ -197,7 +206,7 @@ impl History {
             return Err(HistoryError::NotKept(0));
         }
         let stored = self.stored_version(room, seq).await?;
-        self.replay(move || Ok(replay_of(&stored)?)).await
+        self.replay(move || Ok(version_of(&stored)?)).await
     }
 
     /// The last update logged at or before `at` (ms since the epoch).
@@ -242,7 +251,7 @@ impl History {
         };
         let base = self.stored_version(&name, since).await?;
         let mut rollback = self
-            .replay(move || Ok(Rollback::new(replay_of(&base)?, target)))
+            .replay(move || Ok(Rollback::new(version_of(&base)?, target)))
             .await?;
         let mut cursor = since;
         loop {
@@ -276,6 +285,11 @@ impl History {
 }
 
 /// Replays a stored room in a private document.
+/// A replay of a stored version: its base's states, then its updates.
+pub fn version_of(stored: &StoredVersion) -> Result<Replay, ReplayError> {
+    Replay::new(None, stored.all())
+}
+
 fn replay_of(stored: &StoredRoom) -> Result<Replay, ReplayError> {
     Replay::new(
         stored.snapshot.as_deref(),

@@ -45,7 +45,7 @@ pub(crate) mod reclaim;
 pub mod registry;
 mod remote;
 pub mod roots;
-mod snapshot;
+pub(crate) mod snapshot;
 pub mod write_budget;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -368,11 +368,18 @@ mod tests {
             room: &RoomName,
             snapshot: Bytes,
             upto: u64,
-            checkpoint_every: u64,
         ) -> Result<(), StoreError> {
-            self.inner
-                .compact(room, snapshot, upto, checkpoint_every)
-                .await
+            self.inner.compact(room, snapshot, upto).await
+        }
+        async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError> {
+            self.inner.newest_checkpoint(room).await
+        }
+        async fn add_checkpoint(
+            &self,
+            room: &RoomName,
+            checkpoint: crate::store::Checkpoint,
+        ) -> Result<bool, StoreError> {
+            self.inner.add_checkpoint(room, checkpoint).await
         }
         async fn history(
             &self,
@@ -386,7 +393,7 @@ mod tests {
             &self,
             room: &RoomName,
             seq: u64,
-        ) -> Result<Option<StoredRoom>, StoreError> {
+        ) -> Result<Option<crate::store::StoredVersion>, StoreError> {
             self.inner.load_version(room, seq).await
         }
         async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
