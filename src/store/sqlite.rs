@@ -243,12 +243,12 @@ impl Store for SqliteStore {
         // from its updates.
         let mut tx = self.pool.begin().await?;
         let upto = to_i64(seq);
-        let meta = checkpoint_meta(&mut *tx, room.as_str(), upto).await?;
+        let meta = checkpoint_meta(&mut tx, room.as_str(), upto).await?;
         let chain = newest_chain(&meta);
         let chain = match chain.last() {
             Some(head) => Some((
                 *head,
-                checkpoint_data(&mut *tx, room.as_str(), &chain).await?,
+                checkpoint_data(&mut tx, room.as_str(), &chain).await?,
             )),
             None => None,
         };
@@ -318,7 +318,7 @@ impl Store for SqliteStore {
             .await?;
             let old = row.try_get::<Option<i64>, _>(0)?.map(to_u64);
             let snapshot = row.try_get::<Option<i64>, _>(1)?.map(to_u64);
-            let meta = checkpoint_meta(&mut *tx, &room, i64::MAX).await?;
+            let meta = checkpoint_meta(&mut tx, &room, i64::MAX).await?;
             let (Some(old), Some(snapshot)) = (old, snapshot) else {
                 continue;
             };
@@ -328,7 +328,7 @@ impl Store for SqliteStore {
             let Some(chain) = chain_to(&meta, keep) else {
                 continue;
             };
-            let states = checkpoint_data(&mut *tx, &room, &chain).await?;
+            let states = checkpoint_data(&mut tx, &room, &chain).await?;
             tx.commit().await?;
             let full = if chain.len() > 1 {
                 match tokio::task::spawn_blocking(move || squash(&states)).await {
