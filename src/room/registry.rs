@@ -351,6 +351,9 @@ mod tests {
 
     #[async_trait]
     impl Store for CountingStore {
+        fn outbox(&self) -> &dyn crate::store::outbox::Outbox {
+            self.inner.outbox()
+        }
         async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
             self.loads.fetch_add(1, Ordering::SeqCst);
             tokio::task::yield_now().await;
