@@ -284,8 +284,22 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
             .fanout
             .as_ref()
             .map(|_| updates.iter().map(|u| u.update.clone()).collect());
+        // Only with webhooks on: the commit's distinct actors, for its `room.updated`.
+        let actors = room
+            .config
+            .webhooks
+            .as_ref()
+            .map(|_| distinct_actors(&updates));
         let last_seq = append_with_retry(room, updates).await?;
         let first_seq = last_seq.saturating_sub(count - 1).max(1);
+        if let (Some(webhooks), Some(actors)) = (&room.config.webhooks, actors) {
+            webhooks.room_committed(
+                &room.name,
+                first_seq,
+                last_seq,
+                actors.iter().map(Option::as_ref),
+            );
+        }
         log.seqs.mark(first_seq, last_seq);
         log.since_snapshot += count;
         room.committed_seq.fetch_max(last_seq, Ordering::SeqCst);
@@ -339,6 +353,22 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
         start_compaction(room, log);
     }
     Ok(())
+}
+
+/// The distinct actors of a commit's updates (few: one per writer in the commit).
+fn distinct_actors(updates: &[Logged]) -> Vec<Option<Arc<str>>> {
+    let mut actors: Vec<Option<Arc<str>>> = Vec::new();
+    for update in updates {
+        let known = actors.iter().any(|a| match (a, &update.actor) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+            _ => false,
+        });
+        if !known && actors.len() < crate::webhooks::MAX_ACTORS {
+            actors.push(update.actor.clone());
+        }
+    }
+    actors
 }
 
 async fn append_with_retry(room: &Arc<Room>, updates: Vec<Logged>) -> Result<u64, RoomError> {
