@@ -268,17 +268,7 @@ async fn debounce_coalesces_100_updates_into_one_event() {
 async fn a_receiver_down_across_a_restart_still_gets_the_event_after_it() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("outbox.db");
-    // A receiver that is down: it accepts and at once drops every connection (so the test
-    // knows when the server tried), then no longer listens at all.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tried, mut tries) = mpsc::unbounded_channel();
-    let down = tokio::spawn(async move {
-        while let Ok((socket, _)) = listener.accept().await {
-            drop(socket);
-            let _ = tried.send(());
-        }
-    });
+    let (addr, mut tries, down) = down_receiver().await;
     let mut config = config(&url_at(addr), 50);
     config.store = format!("sqlite:{}", db.display());
     let server = server::start(config.clone()).await.unwrap();
@@ -304,6 +294,25 @@ async fn a_receiver_down_across_a_restart_still_gets_the_event_after_it() {
     assert_eq!(got.json["room"], "down");
     server.shutdown().await;
     assert_eq!(pending_in(&db).await, 0, "delivered: gone");
+}
+
+/// A receiver that is down: it accepts and at once drops every connection (telling the test
+/// that a server tried); aborting its task stops it listening at all.
+async fn down_receiver() -> (
+    SocketAddr,
+    mpsc::UnboundedReceiver<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tried, tries) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            drop(socket);
+            let _ = tried.send(());
+        }
+    });
+    (addr, tries, task)
 }
 
 /// Events waiting in the outbox of the SQLite file `db` (no server running on it).
@@ -520,6 +529,39 @@ async fn nodes_sharing_a_postgres_outbox_claim_each_event_once() {
     );
     one.close().await;
     two.close().await;
+    drop_schema(&pg).await;
+}
+
+/// Scaled out: an event one node recorded (and failed to deliver) is delivered by another node
+/// sharing the PostgreSQL outbox once the first is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_recorded_on_one_node_is_delivered_by_another() {
+    let Some(pg) = support::services::PgSchema::fresh("hooks2").await else {
+        return;
+    };
+    let (down_addr, mut tries, down) = down_receiver().await;
+    let mut receiver = Receiver::start(&[]).await;
+    let node = |url: String| {
+        let mut config = config(&url, 50);
+        config.store = pg.url.clone();
+        config.store_schema = Some(pg.schema.clone());
+        config
+    };
+    let a = server::start(node(url_at(down_addr))).await.unwrap();
+    let b = server::start(node(receiver.url())).await.unwrap();
+    let mut client = Client::connect(&format!("ws://{}", a.addr()), "shared").await;
+    edit_once(&mut client, "a").await;
+    tokio::time::timeout(WAIT, tries.recv())
+        .await
+        .expect("node a tried")
+        .expect("the down receiver runs");
+    client.close().await;
+    a.shutdown().await;
+    down.abort();
+    let got = receiver.next_of("room.updated").await;
+    assert_signed(&got);
+    assert_eq!(got.json["room"], "shared");
+    b.shutdown().await;
     drop_schema(&pg).await;
 }
 
