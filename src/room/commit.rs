@@ -261,6 +261,8 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
     }
     // One time for the whole commit: the updates of one commit are logged together.
     let at = room.config.clock.unix_millis();
+    // What the webhooks hear of this commit once it is delivered (sequence numbers, actors).
+    let mut reported = None;
     let mut updates: Vec<Logged> = items
         .iter()
         .filter_map(|item| match item {
@@ -292,14 +294,7 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
             .map(|_| distinct_actors(&updates));
         let last_seq = append_with_retry(room, updates).await?;
         let first_seq = last_seq.saturating_sub(count - 1).max(1);
-        if let (Some(webhooks), Some(actors)) = (&room.config.webhooks, actors) {
-            webhooks.room_committed(
-                &room.name,
-                first_seq,
-                last_seq,
-                actors.iter().map(Option::as_ref),
-            );
-        }
+        reported = actors.map(|actors| (first_seq, last_seq, actors));
         log.seqs.mark(first_seq, last_seq);
         log.since_snapshot += count;
         room.committed_seq.fetch_max(last_seq, Ordering::SeqCst);
@@ -349,6 +344,15 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
     }
     group.flush(room);
     room.pending.mark_delivered(upto);
+    if let (Some(webhooks), Some((first_seq, last_seq, actors))) = (&room.config.webhooks, reported)
+    {
+        webhooks.room_committed(
+            &room.name,
+            first_seq,
+            last_seq,
+            actors.iter().map(Option::as_ref),
+        );
+    }
     if log.compacting.is_none() && compaction_due(log, room.config.compact_every) {
         start_compaction(room, log);
     }

@@ -123,19 +123,27 @@ impl Recorder {
         let now = Instant::now();
         let opened = {
             let mut windows = self.lock();
+            // The room's name is cloned only when its window opens, not for every commit.
             let opened = !windows.contains_key(room);
-            let window = windows.entry(room.clone()).or_insert_with(|| Window {
-                from_seq: first_seq,
-                to_seq: last_seq,
-                actors: Vec::new(),
-                first: now,
-                last: now,
-            });
-            window.from_seq = window.from_seq.min(first_seq);
-            window.to_seq = window.to_seq.max(last_seq);
-            window.last = now;
-            for actor in actors {
-                window.add_actor(actor);
+            if opened {
+                windows.insert(
+                    room.clone(),
+                    Window {
+                        from_seq: first_seq,
+                        to_seq: last_seq,
+                        actors: Vec::new(),
+                        first: now,
+                        last: now,
+                    },
+                );
+            }
+            if let Some(window) = windows.get_mut(room) {
+                window.from_seq = window.from_seq.min(first_seq);
+                window.to_seq = window.to_seq.max(last_seq);
+                window.last = now;
+                for actor in actors {
+                    window.add_actor(actor);
+                }
             }
             opened
         };
