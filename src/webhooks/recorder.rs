@@ -6,7 +6,8 @@
 //! the one task that turns due cells and queued events into outbox rows and wakes the delivery.
 //! It must not touch rooms or documents, nor wait on anything in the callers' paths.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -84,9 +85,18 @@ impl Window {
     }
 }
 
+/// The open windows, and when each may fall due: a window's entry is pushed when it opens and
+/// pushed again, later, when it was not due yet at its entry's time (a commit moved it), so a
+/// window costs a few heap operations in its life, never a look per commit or a scan of all.
+#[derive(Default)]
+struct Windows {
+    open: HashMap<RoomName, Window>,
+    due: BinaryHeap<Reverse<(Instant, RoomName)>>,
+}
+
 /// The coalescing cells and the queue (see the module docs).
 pub(crate) struct Recorder {
-    windows: Mutex<HashMap<RoomName, Window>>,
+    windows: Mutex<Windows>,
     /// A window opened (the task may be asleep with none).
     opened: Notify,
     queue: mpsc::Sender<Event>,
@@ -99,7 +109,7 @@ impl Recorder {
         let (queue, rx) = mpsc::channel(QUEUE);
         (
             Recorder {
-                windows: Mutex::new(HashMap::new()),
+                windows: Mutex::new(Windows::default()),
                 opened: Notify::new(),
                 queue,
                 debounce,
@@ -108,7 +118,7 @@ impl Recorder {
         )
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<RoomName, Window>> {
+    fn lock(&self) -> MutexGuard<'_, Windows> {
         self.windows.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -124,9 +134,9 @@ impl Recorder {
         let opened = {
             let mut windows = self.lock();
             // The room's name is cloned only when its window opens, not for every commit.
-            let opened = !windows.contains_key(room);
+            let opened = !windows.open.contains_key(room);
             if opened {
-                windows.insert(
+                windows.open.insert(
                     room.clone(),
                     Window {
                         from_seq: first_seq,
@@ -136,8 +146,11 @@ impl Recorder {
                         last: now,
                     },
                 );
+                windows
+                    .due
+                    .push(Reverse((now + self.debounce, room.clone())));
             }
-            if let Some(window) = windows.get_mut(room) {
+            if let Some(window) = windows.open.get_mut(room) {
                 window.from_seq = window.from_seq.min(first_seq);
                 window.to_seq = window.to_seq.max(last_seq);
                 window.last = now;
@@ -164,31 +177,40 @@ impl Recorder {
         }
     }
 
-    /// Takes the windows due at `now` (all with `everything`); also when the next one is due.
+    /// Takes the windows due at `now` (all with `everything`); also when the next one may be.
     fn take_due(&self, now: Instant, everything: bool) -> (Vec<Event>, Option<Instant>) {
-        let mut windows = self.lock();
-        let due: Vec<RoomName> = windows
-            .iter()
-            .filter(|(_, w)| everything || w.due(self.debounce) <= now)
-            .map(|(room, _)| room.clone())
-            .collect();
-        let events = due
-            .into_iter()
-            .filter_map(|room| windows.remove(&room).map(|w| w.into_event(&room)))
-            .collect();
-        let next = windows.values().map(|w| w.due(self.debounce)).min();
+        let mut guard = self.lock();
+        let windows = &mut *guard;
+        let mut events = Vec::new();
+        if everything {
+            windows.due.clear();
+            events.extend(windows.open.drain().map(|(room, w)| w.into_event(&room)));
+            return (events, None);
+        }
+        while let Some(Reverse((at, _))) = windows.due.peek()
+            && *at <= now
+        {
+            let Some(Reverse((_, room))) = windows.due.pop() else {
+                break;
+            };
+            let Some(due) = windows.open.get(&room).map(|w| w.due(self.debounce)) else {
+                continue;
+            };
+            if due <= now {
+                if let Some(window) = windows.open.remove(&room) {
+                    events.push(window.into_event(&room));
+                }
+            } else {
+                windows.due.push(Reverse((due, room)));
+            }
+        }
+        let next = windows.due.peek().map(|Reverse((at, _))| *at);
         (events, next)
     }
 }
 
 fn count(reason: &str) {
     crate::metrics::Metrics::count(&crate::metrics::global().webhook_deliveries, reason, 1);
-}
-
-/// Least time between two looks at the windows (a thousand rooms falling due at different
-/// instants cost a look per tick, not one each).
-fn tick(debounce: Duration) -> Duration {
-    (debounce / 20).clamp(Duration::from_millis(5), Duration::from_millis(50))
 }
 
 /// Writes due windows and queued events to the outbox until `stop`, then everything left.
@@ -216,7 +238,7 @@ pub(crate) async fn run(
             _ = sleep_until(next) => {}
         }
         let (events, due) = recorder.take_due(Instant::now(), false);
-        next = due.map(|due| due.max(Instant::now() + tick(recorder.debounce)));
+        next = due;
         if !events.is_empty() {
             for event in &events {
                 write(store.as_ref(), event).await;
