@@ -34,6 +34,9 @@ impl Switchable {
 
 #[async_trait]
 impl Store for Switchable {
+    fn outbox(&self) -> &dyn fairyring::store::outbox::Outbox {
+        self.inner.outbox()
+    }
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
         self.check()?;
         self.inner.load(room).await

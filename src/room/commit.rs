@@ -274,6 +274,8 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
     }
     // One time for the whole commit: the updates of one commit are logged together.
     let at = room.config.clock.unix_millis();
+    // What the webhooks hear of this commit once it is delivered (sequence numbers, actors).
+    let mut reported = None;
     let mut updates: Vec<Logged> = items
         .iter()
         .filter_map(|item| match item {
@@ -297,8 +299,15 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
             .fanout
             .as_ref()
             .map(|_| updates.iter().map(|u| u.update.clone()).collect());
+        // Only with webhooks on: the commit's distinct actors, for its `room.updated`.
+        let actors = room
+            .config
+            .webhooks
+            .as_ref()
+            .map(|_| distinct_actors(&updates));
         let last_seq = append_with_retry(room, updates).await?;
         let first_seq = last_seq.saturating_sub(count - 1).max(1);
+        reported = actors.map(|actors| (first_seq, last_seq, actors));
         log.seqs.mark(first_seq, last_seq);
         log.since_snapshot += count;
         room.committed_seq.fetch_max(last_seq, Ordering::SeqCst);
@@ -348,6 +357,15 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
     }
     group.flush(room);
     room.pending.mark_delivered(upto);
+    if let (Some(webhooks), Some((first_seq, last_seq, actors))) = (&room.config.webhooks, reported)
+    {
+        webhooks.room_committed(
+            &room.name,
+            first_seq,
+            last_seq,
+            actors.iter().map(Option::as_ref),
+        );
+    }
     if log.compacting.is_none() && compaction_due(log, room.config.compact_every) {
         start_compaction(room, log);
     }
@@ -382,6 +400,22 @@ async fn checkpoint_done(checkpointing: &mut Option<tokio::task::JoinHandle<u64>
     let from = running.await.unwrap_or(0);
     *checkpointing = None;
     from
+}
+
+/// The distinct actors of a commit's updates (few: one per writer in the commit).
+fn distinct_actors(updates: &[Logged]) -> Vec<Option<Arc<str>>> {
+    let mut actors: Vec<Option<Arc<str>>> = Vec::new();
+    for update in updates {
+        let known = actors.iter().any(|a| match (a, &update.actor) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+            _ => false,
+        });
+        if !known && actors.len() < crate::webhooks::MAX_ACTORS {
+            actors.push(update.actor.clone());
+        }
+    }
+    actors
 }
 
 async fn append_with_retry(room: &Arc<Room>, updates: Vec<Logged>) -> Result<u64, RoomError> {

@@ -152,6 +152,9 @@ pub struct RoomConfig {
     pub fairy_writes_per_sec: u32,
     /// Updates between two history checkpoints (`--history-checkpoint-every`; 0: none).
     pub history_checkpoint_every: u64,
+    /// Where committed updates and fairies' events are reported (`--webhook-url`); `None`:
+    /// nowhere, and nothing is recorded.
+    pub webhooks: Option<crate::webhooks::Webhooks>,
 }
 
 impl RoomConfig {
@@ -170,6 +173,7 @@ impl RoomConfig {
             fanout: None,
             fairy_writes_per_sec: config.fairy_writes_per_sec,
             history_checkpoint_every: config.history_checkpoint_every,
+            webhooks: None,
         }
     }
 }
@@ -370,6 +374,11 @@ impl Room {
     /// an origin from [`TxnOrigin`] (`doc.transact_mut_with(TxnOrigin::fairy(id))`).
     pub fn doc(&self) -> &Doc {
         &self.doc
+    }
+
+    /// Where the room's fairies report their events (`--webhook-url`), if anywhere.
+    pub fn webhooks(&self) -> Option<&crate::webhooks::Webhooks> {
+        self.config.webhooks.as_ref()
     }
 
     /// The store the room lives in (for data kept beside the room's log, such as fairies'

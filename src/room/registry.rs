@@ -159,6 +159,11 @@ impl Rooms {
         &self.inner.config.clock
     }
 
+    /// Where rooms and fairies report events (`--webhook-url`), if anywhere.
+    pub fn webhooks(&self) -> Option<&crate::webhooks::Webhooks> {
+        self.inner.config.webhooks.as_ref()
+    }
+
     /// The store rooms are kept in (for what sits beside documents, such as room instructions).
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
@@ -196,6 +201,10 @@ impl Rooms {
         self.inner.shutdown.cancel();
         self.inner.tracker.close();
         self.inner.tracker.wait().await;
+        // The rooms' last commits are reported before the store closes.
+        if let Some(webhooks) = &self.inner.config.webhooks {
+            webhooks.finish().await;
+        }
         self.inner.store.close().await;
     }
 
@@ -351,6 +360,9 @@ mod tests {
 
     #[async_trait]
     impl Store for CountingStore {
+        fn outbox(&self) -> &dyn crate::store::outbox::Outbox {
+            self.inner.outbox()
+        }
         async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
             self.loads.fetch_add(1, Ordering::SeqCst);
             tokio::task::yield_now().await;

@@ -50,6 +50,7 @@ pub struct MemoryStore {
     fairy_states: Mutex<HashMap<(String, String), Bytes>>,
     instructions: Mutex<HashMap<String, String>>,
     projects: Mutex<HashMap<(String, String), Bytes>>,
+    outbox: super::outbox::memory::MemoryOutbox,
 }
 
 impl MemoryStore {
@@ -70,6 +71,10 @@ fn fairy_key(room: &RoomName, fairy: &str) -> (String, String) {
 
 #[async_trait]
 impl Store for MemoryStore {
+    fn outbox(&self) -> &dyn super::outbox::Outbox {
+        &self.outbox
+    }
+
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
         Ok(self.with(|rooms| match rooms.get(room.as_str()) {
             None => StoredRoom::default(),

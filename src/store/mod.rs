@@ -4,7 +4,7 @@
 //! its actor and time, plus a compacted snapshot and the history's checkpoints; docs/storage.md
 //! "History"; and beside it a table of fairies' private state keyed by room and fairy id, which
 //! is never part of a document nor broadcast, each room's projects, and each room's
-//! instructions for its fairies) and
+//! instructions for its fairies, and the webhook outbox in [`outbox`]) and
 //! its implementations: [`sqlite::SqliteStore`] (the embedded default, WAL, group commit across
 //! rooms), [`postgres::PostgresStore`] (the shared store of the scale-out mode, group commit,
 //! safe with several nodes appending to one room) and [`memory::MemoryStore`] (tests and
@@ -13,6 +13,7 @@
 
 pub mod checkpoints;
 pub mod memory;
+pub mod outbox;
 pub mod postgres;
 pub mod sqlite;
 mod writer;
@@ -229,6 +230,10 @@ pub trait Store: Send + Sync + 'static {
     /// Replaces the room's instructions, durably; an empty text removes them.
     async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError>;
 
+    /// The webhook outbox kept beside the rooms (docs/webhooks.md): a wrapping store must
+    /// hand out its inner store's.
+    fn outbox(&self) -> &dyn outbox::Outbox;
+
     /// Whether the store answers (for `/healthz`).
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
@@ -305,6 +310,7 @@ mod tests {
         fairy_state_contract(store.as_ref(), &room, &other).await;
         instructions_contract(store.as_ref(), &room, &other).await;
         projects_contract(store.as_ref(), &room, &other).await;
+        outbox::tests::outbox_contract(store.outbox()).await;
     }
 
     /// Projects: per room and project, replaced on save, listed per room.

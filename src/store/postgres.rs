@@ -71,6 +71,8 @@ impl Default for SchemaName {
 pub struct PostgresStore {
     pool: PgPool,
     writer: Writer,
+    /// The webhook outbox (its own table, shared by every node).
+    outbox: super::outbox::postgres::PgOutbox,
 }
 
 impl PostgresStore {
@@ -95,12 +97,21 @@ impl PostgresStore {
             pool: pool.clone(),
             actors: HashMap::new(),
         });
-        Ok(PostgresStore { pool, writer })
+        let outbox = super::outbox::postgres::PgOutbox::new(pool.clone());
+        Ok(PostgresStore {
+            pool,
+            writer,
+            outbox,
+        })
     }
 }
 
 #[async_trait]
 impl Store for PostgresStore {
+    fn outbox(&self) -> &dyn super::outbox::Outbox {
+        &self.outbox
+    }
+
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
         self.load_since(room, 0).await
     }

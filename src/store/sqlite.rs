@@ -5,7 +5,8 @@
 //! loads from) and `checkpoints` (the history's states, a chain of deltas; docs/storage.md "History"),
 //! `fairy_states` (each fairy's private
 //! state, keyed by room and fairy id), `projects` (each room's projects, keyed by room and project
-//! id) and `room_instructions` (a room's text for its fairies). The schema is created, or completed for a database made
+//! id), `room_instructions` (a room's text for its fairies) and `webhook_outbox` (in
+//! [`super::outbox::sqlite`]). The schema is created, or completed for a database made
 //! by an earlier version, when the store opens.
 //!
 //! Writes go through the group-commit writer ([`super::writer`]): every write request (log
@@ -89,6 +90,8 @@ pub struct SqliteStore {
     /// writer has its own.
     pool: SqlitePool,
     writer: Writer,
+    /// The webhook outbox (its own table, on the read pool).
+    outbox: super::outbox::sqlite::SqliteOutbox,
 }
 
 impl SqliteStore {
@@ -125,13 +128,18 @@ impl SqliteStore {
                     .await?;
             }
         }
+        let outbox = super::outbox::sqlite::SqliteOutbox::open(pool.clone()).await?;
         let writer = Writer::start(SqliteBatch {
             options,
             conn: None,
             last_seq: HashMap::new(),
             actors: HashMap::new(),
         });
-        Ok(SqliteStore { pool, writer })
+        Ok(SqliteStore {
+            pool,
+            writer,
+            outbox,
+        })
     }
 
     /// Connections the read pool holds open now (tests).
@@ -143,6 +151,10 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
+    fn outbox(&self) -> &dyn super::outbox::Outbox {
+        &self.outbox
+    }
+
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
         let snapshot = sqlx::query("SELECT seq, data FROM snapshots WHERE room = ?")
             .bind(room.as_str())
