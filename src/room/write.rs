@@ -1,0 +1,99 @@
+//! Writes the server makes into a live room on a person's behalf — a REST write, a restore, a
+//! rollback — each as one transaction under an origin of its own (a fresh connection id),
+//! logged with the person's [`Actor`] and answered with the sequence number it was logged under
+//! (docs/storage.md "History").
+//!
+//! Owns only the naming of the writer, the wait for its sequence number and the document size
+//! admission of edits built by the server; the vetting of an update is the peer path's
+//! ([`Room::apply_peer_update`]) and the edit itself the caller's. Touches no socket or store.
+
+use std::sync::Arc;
+
+use yrs::Transact;
+
+use super::{Room, RoomError};
+use crate::history::actor::Actor;
+use crate::origin::TxnOrigin;
+
+/// How long a server write waits for its update to be logged before it answers with the
+/// room's last sequence number instead.
+const LOGGED_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Room {
+    /// Writes `edit` into the room as one transaction logged with `actor`; returns the
+    /// update's sequence number, or the room's last one when `edit` changed nothing (it says
+    /// whether it wrote). `bound` is the most `edit` can add to the document's encoding
+    /// (checked against `--max-doc-bytes` first: refused with [`RoomError::DocTooLarge`] and
+    /// nothing written); `None` skips the check (a rollback, which takes back what an actor
+    /// wrote, is how a room at its cap is brought back).
+    pub async fn write_as(
+        self: &Arc<Self>,
+        actor: &Actor,
+        bound: Option<u64>,
+        edit: impl FnOnce(&mut yrs::TransactionMut<'_>) -> bool,
+    ) -> Result<u64, RoomError> {
+        self.logged_write(actor, |origin| {
+            if let Some(bound) = bound {
+                self.admit_write(bound)?;
+            }
+            let mut txn = self.doc.transact_mut_with(origin);
+            Ok(edit(&mut txn))
+        })
+        .await
+    }
+
+    /// Applies a Yjs v1 update sent through the HTTP API exactly as a peer's (the same vetting
+    /// and refusals, [`Room::apply_peer_update`]), logged with `actor`; returns its sequence
+    /// number, or the room's last one when the update repeated what the room has.
+    pub async fn apply_update_as(
+        self: &Arc<Self>,
+        actor: &Actor,
+        update: &[u8],
+    ) -> Result<u64, RoomError> {
+        self.logged_write(actor, |origin| {
+            self.apply_peer_update(origin.clone(), update)
+        })
+        .await
+    }
+
+    /// Runs `write` (true when it changed the document) under a fresh origin named `actor`, and
+    /// waits until its update is durable and logged.
+    async fn logged_write(
+        self: &Arc<Self>,
+        actor: &Actor,
+        write: impl FnOnce(&TxnOrigin) -> Result<bool, RoomError>,
+    ) -> Result<u64, RoomError> {
+        if self.is_closing() {
+            return Err(RoomError::Closed);
+        }
+        let _lease = self.lease();
+        let conn = super::peer::next_conn_id();
+        let origin = TxnOrigin::Client {
+            conn,
+            sub: actor.id().to_owned(),
+        };
+        self.name_actor(&origin, actor);
+        let logged = self.wait_seq(conn);
+        let wrote = write(&origin);
+        self.forget_actor(&origin);
+        if !matches!(wrote, Ok(true)) {
+            self.forget_seq(conn);
+            wrote?;
+            // A write that changed nothing: once what is queued went out, the room's last
+            // sequence number answers.
+            self.flushed().await;
+            return Ok(self.committed_seq());
+        }
+        match tokio::time::timeout(LOGGED_WITHIN, logged).await {
+            Ok(Ok(seq)) => Ok(seq),
+            // The committer stopped before the update was stored.
+            Ok(Err(_)) => Err(RoomError::Store),
+            Err(_) => {
+                // The transaction turned out to emit no update after all.
+                self.forget_seq(conn);
+                self.flushed().await;
+                Ok(self.committed_seq())
+            }
+        }
+    }
+}
