@@ -24,7 +24,8 @@ use super::ids::normalize_id;
 use super::page::{list_pages, page_exists};
 use super::schema::{MAIN_PAGE, ShapeType, normalize_color, normalize_fill, normalize_text_align};
 use super::shape::{
-    Connector, Shape, ShapeProps, delete_shapes_and_unbind, page_indexes, read_shape, write_shape,
+    Connector, Prop, Shape, ShapeProps, delete_shapes_and_unbind, page_indexes, read_shape,
+    write_shape,
 };
 use super::zorder::index_above;
 
@@ -114,6 +115,35 @@ impl Plan {
     /// The ids the patch touches.
     pub fn applied(&self) -> &Applied {
         &self.applied
+    }
+
+    /// The most writing it can add to the document's encoding, in bytes (checked against
+    /// `--max-doc-bytes` before it is written): per shape written whole, every key and value
+    /// plus what Yjs spends on an item's id, parent and lengths; deletes add a delete-set range.
+    pub fn bound(&self) -> u64 {
+        /// Bytes of ids, origins, parent and lengths one map entry may cost beyond its key and value.
+        const PER_KEY: u64 = 32;
+        /// The shape's own map in `shapes`, and a delete-set range.
+        const PER_SHAPE: u64 = 64;
+        let value = |prop: &Prop| match prop {
+            Prop::Str(s) => s.len() as u64,
+            Prop::Points(p) => 9 * p.len() as u64,
+            Prop::Num(_) => 9,
+            Prop::Bool(_) | Prop::Absent => 1,
+        };
+        let writes: u64 = self
+            .writes
+            .iter()
+            .map(|shape| {
+                let props: u64 = shape
+                    .to_props()
+                    .iter()
+                    .map(|(key, prop)| key.len() as u64 + value(prop) + PER_KEY)
+                    .sum();
+                props + shape.id.len() as u64 + PER_SHAPE
+            })
+            .sum();
+        writes + PER_SHAPE * self.applied.deleted.len() as u64
     }
 }
 

@@ -249,8 +249,9 @@ impl History {
         // bound it (`--max-doc-bytes`).
         let (version, bound) = self.version_sized(room.name(), seq).await?;
         let seq = room
-            .write_as(&by.via(Via::Restore), Some(bound), |txn| {
-                super::replay::restore(txn, &version) > 0
+            .write_as(&by.via(Via::Restore), |txn| {
+                room.admit_in(txn, bound)?;
+                Ok(super::replay::restore(txn, &version) > 0)
             })
             .await?;
         Ok(seq)
@@ -299,9 +300,9 @@ impl History {
         // Not capped: a rollback takes back what an actor wrote, which is how a room at its
         // size cap is brought back (see `room::size`).
         let seq = room
-            .write_as(&by.via(Via::Rollback), None, |txn| {
+            .write_as(&by.via(Via::Rollback), |txn| {
                 outcome = rollback.apply(txn);
-                outcome.reverted > 0
+                Ok(outcome.reverted > 0)
             })
             .await?;
         Ok((outcome, seq))

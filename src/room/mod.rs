@@ -640,7 +640,8 @@ impl Room {
     }
 
     /// Whether a server write that adds at most `bound` bytes keeps the document within
-    /// `--max-doc-bytes` (a fairy's action, a shape patch, a restore; see [`size`]).
+    /// `--max-doc-bytes` (a fairy's action, checked before its transaction; see [`size`] and,
+    /// inside a transaction, [`Room::admit_in`]).
     pub fn admit_write(&self, bound: u64) -> Result<(), size::TooLarge> {
         self.size.admit(bound, || self.measure())
     }

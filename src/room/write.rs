@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use yrs::Transact;
+use yrs::{ReadTxn, StateVector, Transact};
 
 use super::{Room, RoomError};
 use crate::history::actor::Actor;
@@ -22,24 +22,30 @@ const LOGGED_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 impl Room {
     /// Writes `edit` into the room as one transaction logged with `actor`; returns the
     /// update's sequence number, or the room's last one when `edit` changed nothing (it says
-    /// whether it wrote). `bound` is the most `edit` can add to the document's encoding
-    /// (checked against `--max-doc-bytes` first: refused with [`RoomError::DocTooLarge`] and
-    /// nothing written); `None` skips the check (a rollback, which takes back what an actor
-    /// wrote, is how a room at its cap is brought back).
+    /// whether it wrote). An edit that can grow the document checks `--max-doc-bytes` first,
+    /// inside its transaction, with [`Room::admit_in`] (a rollback does not: taking back what
+    /// an actor wrote is how a room at its cap is brought back); an error writes nothing.
     pub async fn write_as(
         self: &Arc<Self>,
         actor: &Actor,
-        bound: Option<u64>,
-        edit: impl FnOnce(&mut yrs::TransactionMut<'_>) -> bool,
+        edit: impl FnOnce(&mut yrs::TransactionMut<'_>) -> Result<bool, RoomError>,
     ) -> Result<u64, RoomError> {
         self.logged_write(actor, |origin| {
-            if let Some(bound) = bound {
-                self.admit_write(bound)?;
-            }
             let mut txn = self.doc.transact_mut_with(origin);
-            Ok(edit(&mut txn))
+            edit(&mut txn)
         })
         .await
+    }
+
+    /// Whether a server write that adds at most `bound` bytes keeps the document within
+    /// `--max-doc-bytes`, checked inside the write's transaction `txn` before it writes
+    /// anything (see [`super::size`]).
+    pub fn admit_in(&self, txn: &impl ReadTxn, bound: u64) -> Result<(), RoomError> {
+        self.size
+            .admit(bound, || {
+                txn.encode_state_as_update_v1(&StateVector::default()).len() as u64
+            })
+            .map_err(RoomError::from)
     }
 
     /// Applies a Yjs v1 update sent through the HTTP API exactly as a peer's (the same vetting

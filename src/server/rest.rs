@@ -24,7 +24,6 @@ use super::access::{Admitted, WriteScope};
 use super::error::ApiError;
 use crate::canvas::patch::{self as shape_patch, Applied, PatchError, ShapePatch};
 use crate::history::actor::{Actor, Via};
-use crate::room::size::json_write_bound;
 
 /// The REST write routes.
 pub fn routes() -> axum::Router<AppState> {
@@ -103,21 +102,19 @@ async fn shapes(
     // Validated and written in one transaction: nothing of a refused patch is applied, and
     // nothing can change between its validation and its writes.
     let seq = loaded
-        .write_as(
-            &api_actor(sub, name),
-            Some(json_write_bound(body.len())),
-            |txn| match shape_patch::plan(txn, &patch, &author) {
-                Ok(plan) => {
-                    let changed = shape_patch::apply(txn, &plan);
-                    outcome = Some(Ok(plan.applied().clone()));
-                    changed
-                }
+        .write_as(&api_actor(sub, name), |txn| {
+            let plan = match shape_patch::plan(txn, &patch, &author) {
+                Ok(plan) => plan,
                 Err(error) => {
                     outcome = Some(Err(error));
-                    false
+                    return Ok(false);
                 }
-            },
-        )
+            };
+            loaded.admit_in(txn, plan.bound())?;
+            let changed = shape_patch::apply(txn, &plan);
+            outcome = Some(Ok(plan.applied().clone()));
+            Ok(changed)
+        })
         .await?;
     let applied = outcome.unwrap_or_else(|| Ok(Applied::default()))?;
     Ok(Json(json!({
