@@ -73,6 +73,8 @@ impl Room {
             return Err(RoomError::Closed);
         }
         let _lease = self.lease();
+        // A producer like a peer: it takes no more input while the room's queue is full.
+        self.pending.wait_for_space().await;
         let conn = super::peer::next_conn_id();
         let origin = TxnOrigin::Client {
             conn,
@@ -101,5 +103,66 @@ impl Room {
                 Ok(self.committed_seq())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ServeConfig;
+    use crate::room::{RoomConfig, RoomName, Rooms};
+    use crate::store::Store;
+    use crate::store::memory::MemoryStore;
+    use yrs::{Doc, Map, WriteTxn};
+
+    fn update_setting(root: &str, key: &str, value: &str) -> Vec<u8> {
+        let doc = Doc::new();
+        let mut txn = doc.transact_mut();
+        txn.get_or_insert_map(root).insert(&mut txn, key, value);
+        txn.encode_update_v1()
+    }
+
+    /// An API update is logged once with its person via `api`; repeating it changes nothing
+    /// and answers the same sequence number; one a peer would be refused, or one past the
+    /// size cap, is refused the same way and logs nothing.
+    #[tokio::test]
+    async fn api_updates_are_logged_via_api_and_refused_like_a_peers() {
+        let store = Arc::new(MemoryStore::default());
+        let config = RoomConfig {
+            max_doc_bytes: 4_096,
+            ..RoomConfig::from_serve(&ServeConfig::for_test())
+        };
+        let rooms = Rooms::new(store.clone() as Arc<dyn Store>, config, 4);
+        let name = RoomName::parse("api").expect("name");
+        let room = rooms.get(&name).await.expect("room");
+        let ada = Actor::user("ada", None).via(crate::history::actor::Via::Api);
+        let update = update_setting("shapes", "s1", "hello");
+        let seq = room.apply_update_as(&ada, &update).await.expect("applied");
+        assert_eq!(
+            room.apply_update_as(&ada, &update).await.expect("again"),
+            seq
+        );
+        let refused = room
+            .apply_update_as(&ada, &update_setting("meta", "schemaVersion", "9"))
+            .await;
+        assert!(
+            matches!(refused, Err(RoomError::ServerOwned(_))),
+            "{refused:?}"
+        );
+        let big = update_setting("shapes", "s2", &"x".repeat(8_192));
+        let refused = room.apply_update_as(&ada, &big).await;
+        assert!(
+            matches!(refused, Err(RoomError::DocTooLarge(_))),
+            "{refused:?}"
+        );
+        let rows = store.history(&name, 0, 100).await.expect("history");
+        let last = rows.last().expect("logged");
+        assert_eq!(last.seq, seq);
+        assert_eq!(
+            last.actor.as_deref(),
+            Some(r#"{"kind":"user","id":"ada","via":"api"}"#)
+        );
+        assert_eq!(rows.iter().filter(|r| r.actor.is_some()).count(), 1);
+        rooms.shutdown().await;
     }
 }
