@@ -185,9 +185,9 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_COMPACT_EVERY", default_value_t = 500)]
     pub compact_every: u64,
 
-    /// Keep a full state of a room as a history checkpoint every this many updates (at a
-    /// compaction); a version materialises from the nearest one. 0: no checkpoints (versions
-    /// then materialise from the room's first update while the log keeps it).
+    /// Take a history checkpoint of a room every this many updates, in the background (a delta
+    /// on the one before); a version materialises from the nearest one. 0: no checkpoints
+    /// (versions then materialise from the room's first update while the log keeps it).
     #[arg(
         long,
         env = "FAIRYRING_HISTORY_CHECKPOINT_EVERY",
@@ -292,6 +292,35 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_RENDER_TIMEOUT_MS", default_value_t = 2000)]
     pub render_timeout_ms: u64,
 
+    /// POST signed events (`room.updated`, `fairy.request.ended`, `project.ended`) to this
+    /// `http(s)` URL (docs/webhooks.md). Unset: no events are recorded.
+    #[arg(long, env = "FAIRYRING_WEBHOOK_URL")]
+    pub webhook_url: Option<String>,
+
+    /// Key of the webhooks' HMAC-SHA256 signatures (`fairyring-signature`); required with
+    /// `--webhook-url`.
+    #[arg(long, env = "FAIRYRING_WEBHOOK_SECRET", hide_env_values = true)]
+    pub webhook_secret: Option<String>,
+
+    /// A room's `room.updated` goes out once it has been this many milliseconds without an
+    /// update (at the latest 10 times this after the first update it covers).
+    #[arg(long, env = "FAIRYRING_WEBHOOK_DEBOUNCE_MS", default_value_t = 1000)]
+    pub webhook_debounce_ms: u64,
+
+    /// Attempts to deliver one event before it is kept as a dead letter.
+    #[arg(long, env = "FAIRYRING_WEBHOOK_MAX_ATTEMPTS", default_value_t = 10)]
+    pub webhook_max_attempts: u32,
+
+    /// Milliseconds before the first retry of a webhook (doubling each time, with jitter);
+    /// a knob for tests.
+    #[arg(
+        long,
+        env = "FAIRYRING_WEBHOOK_BACKOFF_MS",
+        default_value_t = 1000,
+        hide = true
+    )]
+    pub webhook_backoff_ms: u64,
+
     /// Serve `GET /metrics` on this separate address (and no longer on `--listen`), for a
     /// Prometheus that reaches a private interface.
     #[arg(long, env = "FAIRYRING_METRICS_LISTEN")]
@@ -347,6 +376,11 @@ impl ServeConfig {
             fairy_token_budget: 1_000_000,
             fairy_writes_per_sec: crate::room::write_budget::DEFAULT_FAIRY_WRITES_PER_SEC,
             render_timeout_ms: 2000,
+            webhook_url: None,
+            webhook_secret: None,
+            webhook_debounce_ms: 1000,
+            webhook_max_attempts: 10,
+            webhook_backoff_ms: 1000,
             metrics_listen: None,
         }
     }

@@ -23,6 +23,8 @@
 //! - [`agent`]: fairies: actions, modes, requests (the agent runtime).
 //! - [`llm`]: language-model providers (streaming clients, failover, offline model).
 //! - [`partial_json`]: incremental partial-JSON parser and the streamed action splitter.
+//! - [`webhooks`]: signed webhooks (`room.updated`, fairy and project events) delivered at
+//!   least once from an outbox in the store.
 //! - [`bench`]: the `fairyring bench` load generator.
 
 pub mod agent;
@@ -43,3 +45,4 @@ pub mod pubsub;
 pub mod room;
 pub mod server;
 pub mod store;
+pub mod webhooks;

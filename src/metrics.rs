@@ -69,6 +69,9 @@ pub struct Metrics {
     pub renders: Family<ReasonLabel, Counter>,
     /// Wall-clock time of one render, from its start on the pool to its answer.
     pub render_seconds: Histogram,
+    /// Webhook delivery attempts by outcome (`ok`, `retry`, `dead`), and events lost before
+    /// the outbox took them (`dropped`).
+    pub webhook_deliveries: Family<ReasonLabel, Counter>,
 }
 
 /// How a render ended, for [`Metrics::count_render`].
@@ -126,6 +129,7 @@ impl Metrics {
             fairy_lease_moves: Counter::default(),
             renders: Family::default(),
             render_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
+            webhook_deliveries: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -242,6 +246,11 @@ impl Metrics {
             "render_seconds",
             "Wall-clock time of one render",
             m.render_seconds.clone(),
+        );
+        registry.register(
+            "webhook_deliveries",
+            "Webhook delivery attempts by outcome (ok, retry, dead; dropped: never recorded)",
+            m.webhook_deliveries.clone(),
         );
         Metrics { registry, ..m }
     }

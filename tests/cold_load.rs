@@ -245,10 +245,7 @@ async fn cold_answer_of_a_room_loaded_from_snapshot_and_log() {
             .transact()
             .encode_state_as_update_v1(&StateVector::default()),
     );
-    store
-        .compact(&name, snapshot, seq, 1000)
-        .await
-        .expect("compact");
+    store.compact(&name, snapshot, seq).await.expect("compact");
     let log = vec![
         edit(&|txn| {
             txn.get_or_insert_map("shapes").remove(txn, "a3");

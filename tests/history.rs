@@ -15,6 +15,7 @@ use fairyring::server::{self, ServerHandle};
 use serde_json::{Value, json};
 use support::Client;
 use support::fairy_http::read_events;
+use yrs::types::ToJson;
 use yrs::updates::decoder::Decode;
 use yrs::{Map, Transact};
 
@@ -628,22 +629,44 @@ async fn history_survives_compaction_and_a_restart_on_postgres() {
 
 #[tokio::test]
 async fn old_history_is_dropped_but_every_kept_version_still_reads() {
-    use fairyring::store::Logged;
-    use yrs::ReadTxn;
     let dir = tempfile::tempdir().expect("dir");
     let store =
         fairyring::store::open(&format!("sqlite:{}", dir.path().join("prune.db").display()))
             .await
             .expect("store");
+    pruning(store).await;
+}
+
+#[tokio::test]
+async fn old_history_is_dropped_but_every_kept_version_still_reads_on_postgres() {
+    let Some(pg) = support::services::PgSchema::fresh("prune").await else {
+        return;
+    };
+    let store = fairyring::store::open_in(&pg.url, Some(&pg.schema))
+        .await
+        .expect("store");
+    pruning(store).await;
+}
+
+/// Checkpoints as a chain of deltas, pruned twice: versions read the same before and after.
+async fn pruning(store: Arc<dyn fairyring::store::Store>) {
+    use fairyring::store::Logged;
+    use yrs::ReadTxn;
     let room = fairyring::room::RoomName::parse("pruned").expect("name");
-    // 30 updates logged at t = 1..=30 s, a snapshot and checkpoint every 10.
+    // 30 updates logged at t = 1..=30 s, a snapshot and a checkpoint every 10: the first full,
+    // the others deltas on the one before.
     let doc = yrs::Doc::new();
     let shapes = doc.get_or_insert_map("shapes");
     let mut states = Vec::new();
+    let mut checkpointed = yrs::StateVector::default();
     for i in 1..=30u64 {
         let update = {
             let mut txn = doc.transact_mut();
             shapes.insert(&mut txn, format!("s{i}"), i as f64);
+            if i > 1 {
+                // Overwritten keys leave tombstones that the deltas must carry.
+                shapes.insert(&mut txn, format!("s{}", i - 1), -(i as f64));
+            }
             txn.encode_update_v1()
         };
         let seq = store
@@ -658,18 +681,55 @@ async fn old_history_is_dropped_but_every_kept_version_still_reads() {
             .await
             .expect("append");
         assert_eq!(seq, i);
-        states.push(
-            doc.transact()
-                .encode_state_as_update_v1(&yrs::StateVector::default()),
-        );
+        states.push(shapes.to_json(&doc.transact()));
         if i % 10 == 0 {
+            let full = doc
+                .transact()
+                .encode_state_as_update_v1(&yrs::StateVector::default());
             store
-                .compact(&room, states[i as usize - 1].clone().into(), i, 10)
+                .compact(&room, full.clone().into(), i)
                 .await
                 .expect("compact");
+            let (base, data) = if i == 10 {
+                (None, full)
+            } else {
+                (Some(i - 10), doc.transact().encode_diff_v1(&checkpointed))
+            };
+            let kept = store
+                .add_checkpoint(
+                    &room,
+                    fairyring::store::Checkpoint {
+                        seq: i,
+                        base,
+                        data: data.into(),
+                        extends: i.saturating_sub(10),
+                    },
+                )
+                .await
+                .expect("checkpoint");
+            assert!(kept);
+            checkpointed = doc.transact().state_vector();
         }
     }
-    // Older than 15 s: the newest checkpoint at or before update 14 is 10.
+    // A checkpoint that does not extend the newest one is refused (another builder won).
+    let stale = fairyring::store::Checkpoint {
+        seq: 25,
+        base: Some(10),
+        data: Vec::new().into(),
+        extends: 10,
+    };
+    assert!(!store.add_checkpoint(&room, stale).await.expect("refused"));
+    let shapes_at = |version: fairyring::store::StoredVersion| {
+        let doc = yrs::Doc::new();
+        let shapes = doc.get_or_insert_map("shapes");
+        for update in version.all() {
+            doc.transact_mut()
+                .apply_update(yrs::Update::decode_v1(update).expect("decode"))
+                .expect("apply");
+        }
+        shapes.to_json(&doc.transact())
+    };
+    // Older than 15 s: the newest checkpoint at or before update 14 is 10 (full already).
     let dropped = store.prune_history(15_000).await.expect("prune");
     assert_eq!(dropped, 10);
     assert!(store.load_version(&room, 9).await.expect("read").is_none());
@@ -679,10 +739,32 @@ async fn old_history_is_dropped_but_every_kept_version_still_reads() {
             .await
             .expect("read")
             .expect("kept");
-        assert_eq!(version.last_seq, seq);
+        assert_eq!(version.seq, seq);
+        assert_eq!(
+            shapes_at(version),
+            states[seq as usize - 1],
+            "version {seq}"
+        );
+    }
+    // Older than 25 s: the kept checkpoint (20) is a delta, made full before 10 goes.
+    let dropped = store.prune_history(25_000).await.expect("prune");
+    assert_eq!(dropped, 10);
+    assert!(store.load_version(&room, 19).await.expect("read").is_none());
+    for seq in [20, 21, 29, 30] {
+        let version = store
+            .load_version(&room, seq)
+            .await
+            .expect("read")
+            .expect("kept");
+        assert_eq!(
+            shapes_at(version),
+            states[seq as usize - 1],
+            "version {seq}"
+        );
     }
     assert_eq!(store.load(&room).await.expect("load").last_seq, 30);
-    assert_eq!(store.seq_at(&room, 20_500).await.expect("seq"), Some(20));
-    assert_eq!(store.history(&room, 0, 5).await.expect("rows")[0].seq, 11);
+    assert_eq!(store.seq_at(&room, 20_500).await.expect("seq"), None);
+    assert_eq!(store.seq_at(&room, 21_500).await.expect("seq"), Some(21));
+    assert_eq!(store.history(&room, 0, 5).await.expect("rows")[0].seq, 21);
     store.close().await;
 }

@@ -34,6 +34,9 @@ impl Switchable {
 
 #[async_trait]
 impl Store for Switchable {
+    fn outbox(&self) -> &dyn fairyring::store::outbox::Outbox {
+        self.inner.outbox()
+    }
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
         self.check()?;
         self.inner.load(room).await
@@ -46,17 +49,21 @@ impl Store for Switchable {
         self.check()?;
         self.inner.append_logged(room, updates).await
     }
-    async fn compact(
+    async fn compact(&self, room: &RoomName, snapshot: Bytes, upto: u64) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.compact(room, snapshot, upto).await
+    }
+    async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError> {
+        self.check()?;
+        self.inner.newest_checkpoint(room).await
+    }
+    async fn add_checkpoint(
         &self,
         room: &RoomName,
-        snapshot: Bytes,
-        upto: u64,
-        checkpoint_every: u64,
-    ) -> Result<(), StoreError> {
+        checkpoint: fairyring::store::Checkpoint,
+    ) -> Result<bool, StoreError> {
         self.check()?;
-        self.inner
-            .compact(room, snapshot, upto, checkpoint_every)
-            .await
+        self.inner.add_checkpoint(room, checkpoint).await
     }
     async fn history(
         &self,
@@ -71,7 +78,7 @@ impl Store for Switchable {
         &self,
         room: &RoomName,
         seq: u64,
-    ) -> Result<Option<StoredRoom>, StoreError> {
+    ) -> Result<Option<fairyring::store::StoredVersion>, StoreError> {
         self.check()?;
         self.inner.load_version(room, seq).await
     }

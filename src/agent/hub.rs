@@ -230,7 +230,8 @@ impl FairyHub {
         let scaled = leases.is_some();
         // One clock for the rooms, the budget and the fairies: the rooms' (crate::clock).
         let budget = TokenBudget::with_clock(limits.token_budget, rooms.clock().clone());
-        let projects = ProjectBooks::new(rooms.store().clone());
+        let projects =
+            ProjectBooks::new(rooms.store().clone()).with_webhooks(rooms.webhooks().cloned());
         let hub = FairyHub {
             inner: Arc::new(Inner {
                 rooms,

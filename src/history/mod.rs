@@ -3,10 +3,12 @@
 //! Owns the reading side of the attributed log: [`actor`] (who wrote an update, as logged),
 //! [`replay`] (a room's stored log replayed in a private document: what each update did,
 //! versions as JSON, restore and rollback edits) and [`service`] (history pages, versions,
-//! restore and rollback of a room through the store and the live room). The writing side —
+//! restore and rollback of a room through the store and the live room), and [`checkpoint`]
+//! (building the checkpoints versions start from, off the live room). The writing side —
 //! naming the actor of each transaction and logging it with the update — belongs to the room
 //! (`room::actors`, the committer) and the store. Must not touch sockets or HTTP.
 
 pub mod actor;
+pub mod checkpoint;
 pub mod replay;
 pub mod service;

@@ -368,6 +368,30 @@ fn apply_to(doc: &Doc, bytes: &[u8]) -> Result<(), ReplayError> {
     }
 }
 
+/// Applies `updates` to `doc` in order, in one transaction: a transaction's commit (its
+/// delete set, its cleanup) is most of what applying a small update costs.
+pub(crate) fn apply_all<'a>(
+    doc: &Doc,
+    updates: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<(), ReplayError> {
+    let decoded = updates
+        .into_iter()
+        .map(decode)
+        .collect::<Result<Vec<_>, _>>()?;
+    let applied = catch_unwind(AssertUnwindSafe(|| {
+        let mut txn = doc.transact_mut();
+        for update in decoded {
+            txn.apply_update(update)?;
+        }
+        Ok::<(), yrs::error::UpdateError>(())
+    }));
+    match applied {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(error)) => Err(ReplayError::Apply(error.to_string())),
+        Err(_) => Err(ReplayError::Poisoned),
+    }
+}
+
 impl Replay {
     /// Starts from `checkpoint` (None: an empty document) then applies `updates` in order,
     /// unobserved.
@@ -377,25 +401,7 @@ impl Replay {
     ) -> Result<Replay, ReplayError> {
         let doc = Doc::new();
         let roots = PEOPLE_ROOTS.map(|name| doc.get_or_insert_map(name));
-        // One transaction for the whole base: a transaction's commit (its delete set, its
-        // cleanup) is most of what applying a small update costs.
-        let decoded = checkpoint
-            .into_iter()
-            .chain(updates)
-            .map(decode)
-            .collect::<Result<Vec<_>, _>>()?;
-        let applied = catch_unwind(AssertUnwindSafe(|| {
-            let mut txn = doc.transact_mut();
-            for update in decoded {
-                txn.apply_update(update)?;
-            }
-            Ok::<(), yrs::error::UpdateError>(())
-        }));
-        match applied {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => return Err(ReplayError::Apply(error.to_string())),
-            Err(_) => return Err(ReplayError::Poisoned),
-        }
+        apply_all(&doc, checkpoint.into_iter().chain(updates))?;
         let touched = Arc::new(Mutex::new(TouchLog::default()));
         for (index, root) in roots.iter().enumerate() {
             let log = Arc::clone(&touched);

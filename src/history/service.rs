@@ -15,7 +15,7 @@ use super::actor::{Actor, Via};
 use super::replay::{ActorKey, Replay, ReplayError, Rollback, RollbackOutcome, ShapeChanges};
 use crate::ids::RoomName;
 use crate::room::{Room, RoomError};
-use crate::store::{LogRow, Store, StoreError, StoredRoom};
+use crate::store::{LogRow, Store, StoreError, StoredRoom, StoredVersion, VersionBase};
 
 /// Consecutive updates of one actor merge into one entry while each follows the previous one
 /// within this many milliseconds.
@@ -132,9 +132,18 @@ impl History {
     }
 
     /// The stored version `seq` (0: the empty room), as it is kept.
-    async fn stored_version(&self, room: &RoomName, seq: u64) -> Result<StoredRoom, HistoryError> {
+    async fn stored_version(
+        &self,
+        room: &RoomName,
+        seq: u64,
+    ) -> Result<StoredVersion, HistoryError> {
         if seq == 0 {
-            return Ok(StoredRoom::default());
+            return Ok(StoredVersion {
+                base: VersionBase::Empty,
+                states: Vec::new(),
+                updates: Vec::new(),
+                seq: 0,
+            });
         }
         self.store
             .load_version(room, seq)
@@ -157,7 +166,7 @@ impl History {
             });
         };
         let base = self.stored_version(room, start).await?;
-        let mut replay = self.replay(move || Ok(replay_of(&base)?)).await?;
+        let mut replay = self.replay(move || Ok(version_of(&base)?)).await?;
         let mut entries: Vec<Entry> = Vec::new();
         let mut cursor = start;
         loop {
@@ -218,13 +227,8 @@ impl History {
             return Err(HistoryError::NotKept(0));
         }
         let stored = self.stored_version(room, seq).await?;
-        let bytes = stored
-            .snapshot
-            .iter()
-            .chain(stored.updates.iter())
-            .map(|b| b.len() as u64)
-            .sum();
-        let replay = self.replay(move || Ok(replay_of(&stored)?)).await?;
+        let bytes = stored.all().map(|b| b.len() as u64).sum();
+        let replay = self.replay(move || Ok(version_of(&stored)?)).await?;
         Ok((replay, bytes))
     }
 
@@ -274,7 +278,7 @@ impl History {
         };
         let base = self.stored_version(&name, since).await?;
         let mut rollback = self
-            .replay(move || Ok(Rollback::new(replay_of(&base)?, target)))
+            .replay(move || Ok(Rollback::new(version_of(&base)?, target)))
             .await?;
         let mut cursor = since;
         loop {
@@ -310,6 +314,11 @@ impl History {
 }
 
 /// Replays a stored room in a private document.
+/// A replay of a stored version: its base's states, then its updates.
+pub fn version_of(stored: &StoredVersion) -> Result<Replay, ReplayError> {
+    Replay::new(None, stored.all())
+}
+
 fn replay_of(stored: &StoredRoom) -> Result<Replay, ReplayError> {
     Replay::new(
         stored.snapshot.as_deref(),

@@ -118,6 +118,11 @@ pub(crate) struct LogState {
     compacting: Option<Compaction>,
     /// When the room last checked the store for missed updates.
     pub reconciled: Instant,
+    /// The history checkpoint being taken beside the committer, if any (see
+    /// [`start_checkpoint`]).
+    checkpointing: Option<tokio::task::JoinHandle<u64>>,
+    /// The sequence number the next checkpoint counts from (0 until the first check tells).
+    checkpoint_from: u64,
 }
 
 impl LogState {
@@ -133,6 +138,8 @@ impl LogState {
             catchup_at: None,
             compacting: None,
             reconciled: now,
+            checkpointing: None,
+            checkpoint_from: 0,
         }
     }
 
@@ -206,6 +213,9 @@ pub(crate) async fn run(
             snapshot = compaction_done(&mut log.compacting) => {
                 compacted(&room, &mut log, snapshot);
             }
+            from = checkpoint_done(&mut log.checkpointing) => {
+                log.checkpoint_from = from;
+            }
             _ = sweep.tick() => {
                 room.sweep_awareness();
                 let now = room.now();
@@ -237,6 +247,9 @@ async fn finish(room: &Arc<Room>, log: &mut LogState, stop: Stop) -> Stop {
         let snapshot = compaction_done(&mut log.compacting).await;
         compacted(room, log, snapshot);
     }
+    if log.checkpointing.is_some() {
+        log.checkpoint_from = checkpoint_done(&mut log.checkpointing).await;
+    }
     if log.since_snapshot > 0 {
         compact(room, log).await;
     }
@@ -261,6 +274,8 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
     }
     // One time for the whole commit: the updates of one commit are logged together.
     let at = room.config.clock.unix_millis();
+    // What the webhooks hear of this commit once it is delivered (sequence numbers, actors).
+    let mut reported = None;
     let mut updates: Vec<Logged> = items
         .iter()
         .filter_map(|item| match item {
@@ -284,8 +299,15 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
             .fanout
             .as_ref()
             .map(|_| updates.iter().map(|u| u.update.clone()).collect());
+        // Only with webhooks on: the commit's distinct actors, for its `room.updated`.
+        let actors = room
+            .config
+            .webhooks
+            .as_ref()
+            .map(|_| distinct_actors(&updates));
         let last_seq = append_with_retry(room, updates).await?;
         let first_seq = last_seq.saturating_sub(count - 1).max(1);
+        reported = actors.map(|actors| (first_seq, last_seq, actors));
         log.seqs.mark(first_seq, last_seq);
         log.since_snapshot += count;
         room.committed_seq.fetch_max(last_seq, Ordering::SeqCst);
@@ -335,10 +357,65 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
     }
     group.flush(room);
     room.pending.mark_delivered(upto);
+    if let (Some(webhooks), Some((first_seq, last_seq, actors))) = (&room.config.webhooks, reported)
+    {
+        webhooks.room_committed(
+            &room.name,
+            first_seq,
+            last_seq,
+            actors.iter().map(Option::as_ref),
+        );
+    }
     if log.compacting.is_none() && compaction_due(log, room.config.compact_every) {
         start_compaction(room, log);
     }
+    start_checkpoint(room, log);
     Ok(())
+}
+
+/// Starts taking a history checkpoint beside the committer when none runs and the log is
+/// `--history-checkpoint-every` updates past the last one (docs/storage.md "History"): built
+/// from the store on the snapshot thread, never from the live document
+/// ([`crate::history::checkpoint`]). Only up to what the document is known to hold, as a
+/// compaction.
+fn start_checkpoint(room: &Arc<Room>, log: &mut LogState) {
+    let every = room.config.history_checkpoint_every;
+    let upto = log.seqs.contiguous();
+    if every == 0 || log.checkpointing.is_some() || upto < log.checkpoint_from.saturating_add(every)
+    {
+        return;
+    }
+    let (store, name) = (room.store.clone(), room.name.clone());
+    log.checkpointing = Some(tokio::spawn(async move {
+        crate::history::checkpoint::take(&store, &name, upto, every).await
+    }));
+}
+
+/// Resolves when the running checkpoint ends (never while none runs) with the sequence number
+/// the next one counts from; takes it.
+async fn checkpoint_done(checkpointing: &mut Option<tokio::task::JoinHandle<u64>>) -> u64 {
+    let Some(running) = checkpointing.as_mut() else {
+        return std::future::pending().await;
+    };
+    let from = running.await.unwrap_or(0);
+    *checkpointing = None;
+    from
+}
+
+/// The distinct actors of a commit's updates (few: one per writer in the commit).
+fn distinct_actors(updates: &[Logged]) -> Vec<Option<Arc<str>>> {
+    let mut actors: Vec<Option<Arc<str>>> = Vec::new();
+    for update in updates {
+        let known = actors.iter().any(|a| match (a, &update.actor) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+            _ => false,
+        });
+        if !known && actors.len() < crate::webhooks::MAX_ACTORS {
+            actors.push(update.actor.clone());
+        }
+    }
+    actors
 }
 
 async fn append_with_retry(room: &Arc<Room>, updates: Vec<Logged>) -> Result<u64, RoomError> {
@@ -456,12 +533,7 @@ async fn compact_from_store(room: Arc<Room>) -> Option<u64> {
 /// store failed.
 async fn write_snapshot(room: &Room, snapshot: Bytes, upto: u64) -> Option<u64> {
     let bytes = snapshot.len() as u64;
-    let checkpoint_every = room.config.history_checkpoint_every;
-    match room
-        .store
-        .compact(&room.name, snapshot, upto, checkpoint_every)
-        .await
-    {
+    match room.store.compact(&room.name, snapshot, upto).await {
         Ok(()) => {
             tracing::debug!(room = %room.name, upto, "compacted update log");
             Some(bytes)

@@ -49,7 +49,7 @@ pub mod registry;
 mod remote;
 pub mod roots;
 pub mod size;
-mod snapshot;
+pub(crate) mod snapshot;
 mod write;
 pub mod write_budget;
 
@@ -162,6 +162,9 @@ pub struct RoomConfig {
     pub history_checkpoint_every: u64,
     /// Largest encoded document a room may hold (`--max-doc-bytes`; 0: no cap).
     pub max_doc_bytes: u64,
+    /// Where committed updates and fairies' events are reported (`--webhook-url`); `None`:
+    /// nowhere, and nothing is recorded.
+    pub webhooks: Option<crate::webhooks::Webhooks>,
 }
 
 impl RoomConfig {
@@ -181,6 +184,7 @@ impl RoomConfig {
             fairy_writes_per_sec: config.fairy_writes_per_sec,
             history_checkpoint_every: config.history_checkpoint_every,
             max_doc_bytes: config.max_doc_bytes,
+            webhooks: None,
         }
     }
 }
@@ -397,6 +401,11 @@ impl Room {
     /// an origin from [`TxnOrigin`] (`doc.transact_mut_with(TxnOrigin::fairy(id))`).
     pub fn doc(&self) -> &Doc {
         &self.doc
+    }
+
+    /// Where the room's fairies report their events (`--webhook-url`), if anywhere.
+    pub fn webhooks(&self) -> Option<&crate::webhooks::Webhooks> {
+        self.config.webhooks.as_ref()
     }
 
     /// The store the room lives in (for data kept beside the room's log, such as fairies'

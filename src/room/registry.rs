@@ -159,6 +159,11 @@ impl Rooms {
         &self.inner.config.clock
     }
 
+    /// Where rooms and fairies report events (`--webhook-url`), if anywhere.
+    pub fn webhooks(&self) -> Option<&crate::webhooks::Webhooks> {
+        self.inner.config.webhooks.as_ref()
+    }
+
     /// The store rooms are kept in (for what sits beside documents, such as room instructions).
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
@@ -196,6 +201,10 @@ impl Rooms {
         self.inner.shutdown.cancel();
         self.inner.tracker.close();
         self.inner.tracker.wait().await;
+        // The rooms' last commits are reported before the store closes.
+        if let Some(webhooks) = &self.inner.config.webhooks {
+            webhooks.finish().await;
+        }
         self.inner.store.close().await;
     }
 
@@ -351,6 +360,9 @@ mod tests {
 
     #[async_trait]
     impl Store for CountingStore {
+        fn outbox(&self) -> &dyn crate::store::outbox::Outbox {
+            self.inner.outbox()
+        }
         async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
             self.loads.fetch_add(1, Ordering::SeqCst);
             tokio::task::yield_now().await;
@@ -368,11 +380,18 @@ mod tests {
             room: &RoomName,
             snapshot: Bytes,
             upto: u64,
-            checkpoint_every: u64,
         ) -> Result<(), StoreError> {
-            self.inner
-                .compact(room, snapshot, upto, checkpoint_every)
-                .await
+            self.inner.compact(room, snapshot, upto).await
+        }
+        async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError> {
+            self.inner.newest_checkpoint(room).await
+        }
+        async fn add_checkpoint(
+            &self,
+            room: &RoomName,
+            checkpoint: crate::store::Checkpoint,
+        ) -> Result<bool, StoreError> {
+            self.inner.add_checkpoint(room, checkpoint).await
         }
         async fn history(
             &self,
@@ -386,7 +405,7 @@ mod tests {
             &self,
             room: &RoomName,
             seq: u64,
-        ) -> Result<Option<StoredRoom>, StoreError> {
+        ) -> Result<Option<crate::store::StoredVersion>, StoreError> {
             self.inner.load_version(room, seq).await
         }
         async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {

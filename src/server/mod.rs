@@ -126,6 +126,8 @@ pub async fn start_with(
     store: Arc<dyn crate::store::Store>,
 ) -> anyhow::Result<ServerHandle> {
     let auth = authenticator(&config)?;
+    // A webhook URL that is not http(s), or without a secret, is refused before anything starts.
+    let webhooks = crate::webhooks::WebhookSettings::from_serve(&config)?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let pubsub = match &config.pubsub {
@@ -139,6 +141,11 @@ pub async fn start_with(
     };
     let mut rooms_config = room_config(&config);
     rooms_config.fanout = pubsub.as_ref().map(|p| p.fanout().clone());
+    // Webhooks record into the store's outbox; the rooms stop them after their last flush.
+    rooms_config.webhooks = match webhooks {
+        Some(settings) => Some(crate::webhooks::Webhooks::start(settings, store.clone())?),
+        None => None,
+    };
     // Every room load moves fairies' private state out of documents of earlier versions.
     let rooms = Rooms::with_load_hook(
         store.clone(),

@@ -7,7 +7,8 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{LogRow, Logged, Store, StoreError, StoredRoom, assemble_version};
+use super::checkpoints::{assemble_version, chain_to, newest_chain, prune_keep, squash};
+use super::{Checkpoint, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
 
 #[derive(Default)]
@@ -16,14 +17,29 @@ struct Log {
     snapshot: Option<(u64, Bytes)>,
     /// Every kept update, oldest first.
     updates: Vec<LogRow>,
-    /// History checkpoints by sequence number.
-    checkpoints: BTreeMap<u64, Bytes>,
+    /// History checkpoints by sequence number: base (`None`: full) and data.
+    checkpoints: BTreeMap<u64, (Option<u64>, Bytes)>,
     last_seq: u64,
 }
 
 impl Log {
     fn snapshot_seq(&self) -> u64 {
         self.snapshot.as_ref().map_or(0, |(seq, _)| *seq)
+    }
+
+    /// `(seq, base)` of the checkpoints at or below `upto`.
+    fn checkpoint_meta(&self, upto: u64) -> Vec<(u64, Option<u64>)> {
+        self.checkpoints
+            .range(..=upto)
+            .map(|(seq, (base, _))| (*seq, *base))
+            .collect()
+    }
+
+    /// The data of the checkpoints `seqs`.
+    fn checkpoint_data(&self, seqs: &[u64]) -> Vec<Bytes> {
+        seqs.iter()
+            .filter_map(|seq| self.checkpoints.get(seq).map(|(_, data)| data.clone()))
+            .collect()
     }
 }
 
@@ -34,6 +50,7 @@ pub struct MemoryStore {
     fairy_states: Mutex<HashMap<(String, String), Bytes>>,
     instructions: Mutex<HashMap<String, String>>,
     projects: Mutex<HashMap<(String, String), Bytes>>,
+    outbox: super::outbox::memory::MemoryOutbox,
 }
 
 impl MemoryStore {
@@ -54,6 +71,10 @@ fn fairy_key(room: &RoomName, fairy: &str) -> (String, String) {
 
 #[async_trait]
 impl Store for MemoryStore {
+    fn outbox(&self) -> &dyn super::outbox::Outbox {
+        &self.outbox
+    }
+
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
         Ok(self.with(|rooms| match rooms.get(room.as_str()) {
             None => StoredRoom::default(),
@@ -98,22 +119,39 @@ impl Store for MemoryStore {
         room: &RoomName,
         snapshot: Bytes,
         upto_seq: u64,
-        checkpoint_every: u64,
     ) -> Result<(), StoreError> {
         self.with(|rooms| {
             let log = rooms.entry(room.as_str().to_owned()).or_default();
-            if log.snapshot_seq() > upto_seq {
-                return;
+            if log.snapshot_seq() <= upto_seq {
+                log.snapshot = Some((upto_seq, snapshot));
             }
-            let newest = log.checkpoints.keys().next_back().copied();
-            if checkpoint_every > 0
-                && newest.is_none_or(|seq| upto_seq.saturating_sub(seq) >= checkpoint_every)
-            {
-                log.checkpoints.insert(upto_seq, snapshot.clone());
-            }
-            log.snapshot = Some((upto_seq, snapshot));
         });
         Ok(())
+    }
+
+    async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError> {
+        Ok(self.with(|rooms| {
+            rooms
+                .get(room.as_str())
+                .and_then(|log| log.checkpoints.keys().next_back().copied())
+        }))
+    }
+
+    async fn add_checkpoint(
+        &self,
+        room: &RoomName,
+        checkpoint: Checkpoint,
+    ) -> Result<bool, StoreError> {
+        Ok(self.with(|rooms| {
+            let log = rooms.entry(room.as_str().to_owned()).or_default();
+            let newest = log.checkpoints.keys().next_back().copied();
+            if newest.is_some_and(|seq| seq > checkpoint.extends || seq >= checkpoint.seq) {
+                return false;
+            }
+            log.checkpoints
+                .insert(checkpoint.seq, (checkpoint.base, checkpoint.data));
+            true
+        }))
     }
 
     async fn history(
@@ -138,28 +176,22 @@ impl Store for MemoryStore {
         &self,
         room: &RoomName,
         seq: u64,
-    ) -> Result<Option<StoredRoom>, StoreError> {
+    ) -> Result<Option<StoredVersion>, StoreError> {
         Ok(self.with(|rooms| {
             let log = rooms.get(room.as_str())?;
-            let mut base = log
-                .checkpoints
-                .range(..=seq)
-                .next_back()
-                .map(|(s, data)| (*s, data.clone()));
-            if let Some((s, data)) = &log.snapshot
-                && *s <= seq
-                && base.as_ref().is_none_or(|(b, _)| b < s)
-            {
-                base = Some((*s, data.clone()));
-            }
-            let (base_seq, base) = base.map_or((0, None), |(s, d)| (s, Some(d)));
+            let chain = newest_chain(&log.checkpoint_meta(seq));
+            let chain = chain
+                .last()
+                .map(|head| (*head, log.checkpoint_data(&chain)));
+            let snapshot = log.snapshot.clone().filter(|(s, _)| *s <= seq);
+            let from = chain.as_ref().map_or(0, |(head, _)| *head);
             let rows = log
                 .updates
                 .iter()
-                .filter(|row| row.seq > base_seq && row.seq <= seq)
+                .filter(|row| row.seq > from && row.seq <= seq)
                 .map(|row| (row.seq, row.update.clone()))
                 .collect();
-            assemble_version(seq, base_seq, base, rows)
+            assemble_version(seq, chain, snapshot, rows)
         }))
     }
 
@@ -186,10 +218,19 @@ impl Store for MemoryStore {
                     .map(|row| row.seq)
                     .next_back();
                 let Some(old) = old else { continue };
-                let Some(keep) = log.checkpoints.range(..=old).next_back().map(|(s, _)| *s) else {
+                let meta = log.checkpoint_meta(u64::MAX);
+                let Some(keep) = prune_keep(&meta, old, log.snapshot_seq()) else {
                     continue;
                 };
-                let keep = keep.min(log.snapshot_seq());
+                let Some(chain) = chain_to(&meta, keep) else {
+                    continue;
+                };
+                if chain.len() > 1 {
+                    let Some(full) = squash(&log.checkpoint_data(&chain)) else {
+                        continue;
+                    };
+                    log.checkpoints.insert(keep, (None, full));
+                }
                 let len = log.updates.len();
                 log.updates.retain(|row| row.seq > keep);
                 dropped += (len - log.updates.len()) as u64;

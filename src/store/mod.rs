@@ -4,14 +4,16 @@
 //! its actor and time, plus a compacted snapshot and the history's checkpoints; docs/storage.md
 //! "History"; and beside it a table of fairies' private state keyed by room and fairy id, which
 //! is never part of a document nor broadcast, each room's projects, and each room's
-//! instructions for its fairies) and
+//! instructions for its fairies, and the webhook outbox in [`outbox`]) and
 //! its implementations: [`sqlite::SqliteStore`] (the embedded default, WAL, group commit across
 //! rooms), [`postgres::PostgresStore`] (the shared store of the scale-out mode, group commit,
 //! safe with several nodes appending to one room) and [`memory::MemoryStore`] (tests and
 //! `--store memory:`). Only this module touches databases; it knows nothing about sockets, peers
 //! or the Yjs protocol.
 
+pub mod checkpoints;
 pub mod memory;
+pub mod outbox;
 pub mod postgres;
 pub mod sqlite;
 mod writer;
@@ -22,6 +24,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::ids::RoomName;
+
+pub use checkpoints::{Checkpoint, StoredVersion, VersionBase};
 
 /// Errors of the storage layer.
 #[derive(Debug, thiserror::Error)]
@@ -136,16 +140,25 @@ pub trait Store: Send + Sync + 'static {
 
     /// Replaces the room's snapshot by `snapshot`, which holds every update up to `upto_seq`
     /// (a room loads from it and the updates after it). The log itself is kept for history
-    /// ([`Store::prune_history`] drops it). The snapshot is also kept as a history checkpoint
-    /// when the room's newest checkpoint is `checkpoint_every` updates or more behind it, or
-    /// the room has none (0: no checkpoints).
+    /// ([`Store::prune_history`] drops it).
     async fn compact(
         &self,
         room: &RoomName,
         snapshot: Bytes,
         upto_seq: u64,
-        checkpoint_every: u64,
     ) -> Result<(), StoreError>;
+
+    /// The sequence number of the room's newest history checkpoint (`None`: none).
+    async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError>;
+
+    /// Keeps a history checkpoint, durably, unless the room already has a checkpoint newer
+    /// than the state it extends ([`Checkpoint::extends`]: another builder got there first)
+    /// or one at its sequence number; whether it was kept.
+    async fn add_checkpoint(
+        &self,
+        room: &RoomName,
+        checkpoint: Checkpoint,
+    ) -> Result<bool, StoreError>;
 
     /// Up to `limit` logged updates after sequence number `after`, oldest first, with their
     /// actors and times.
@@ -156,23 +169,25 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<LogRow>, StoreError>;
 
-    /// The room as it was just after update `seq`: the nearest checkpoint (or snapshot) at or
-    /// before it and the updates from there up to `seq` (`last_seq` = `seq`). `None` when the
-    /// room has not reached `seq` or no longer keeps what it takes (`seq` 0 included).
+    /// The room as it was just after update `seq`: the newest checkpoint chain at or below it
+    /// (else the empty document, else the snapshot) and the updates from there up to `seq`
+    /// ([`checkpoints::assemble_version`]), read in one transaction. `None` when the room has
+    /// not reached `seq` or no longer keeps what it takes (`seq` 0 included).
     async fn load_version(
         &self,
         room: &RoomName,
         seq: u64,
-    ) -> Result<Option<StoredRoom>, StoreError>;
+    ) -> Result<Option<StoredVersion>, StoreError>;
 
     /// The sequence number of the last kept update logged at or before `at` (milliseconds since
     /// the epoch); `None` when there is none.
     async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError>;
 
     /// Drops, in every room, the history older than `before` (milliseconds since the epoch):
-    /// the updates and checkpoints no version logged at or after `before` needs (everything up
-    /// to the newest checkpoint at or before the room's last update older than `before`, never
-    /// past its snapshot). Returns how many updates were dropped.
+    /// the updates and checkpoints no version logged at or after `before` needs. The kept
+    /// checkpoint is the newest one at or before the room's last update older than `before`
+    /// and at or before its snapshot; it is made a full state ([`checkpoints::squash`]) when it
+    /// was a delta, then everything below it goes. Returns how many updates were dropped.
     async fn prune_history(&self, before: u64) -> Result<u64, StoreError>;
 
     /// A fairy's private state (mode, model-facing history, todo list, tasks), as last saved
@@ -215,6 +230,10 @@ pub trait Store: Send + Sync + 'static {
     /// Replaces the room's instructions, durably; an empty text removes them.
     async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError>;
 
+    /// The webhook outbox kept beside the rooms (docs/webhooks.md): a wrapping store must
+    /// hand out its inner store's.
+    fn outbox(&self) -> &dyn outbox::Outbox;
+
     /// Whether the store answers (for `/healthz`).
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
@@ -228,28 +247,6 @@ pub trait Store: Send + Sync + 'static {
 
     /// Flushes and closes the store (called once at shutdown).
     async fn close(&self) {}
-}
-
-/// A version from its base (a checkpoint or snapshot at `base_seq`, or the empty document at 0)
-/// and the logged updates after it up to `seq`, oldest first; `None` when one is missing.
-fn assemble_version(
-    seq: u64,
-    base_seq: u64,
-    base: Option<Bytes>,
-    rows: Vec<(u64, Bytes)>,
-) -> Option<StoredRoom> {
-    let consecutive = rows
-        .iter()
-        .enumerate()
-        .all(|(i, (s, _))| *s == base_seq + 1 + i as u64);
-    if seq == 0 || base_seq > seq || rows.len() as u64 != seq - base_seq || !consecutive {
-        return None;
-    }
-    Some(StoredRoom {
-        snapshot: base,
-        updates: rows.into_iter().map(|(_, u)| u).collect(),
-        last_seq: seq,
-    })
 }
 
 /// Opens the store named by a `--store` URL: `sqlite:PATH`, `memory:` or
@@ -302,7 +299,7 @@ mod tests {
         assert_eq!(loaded.updates, vec![&b"a"[..], &b"b"[..], &b"c"[..]]);
         assert_eq!(loaded.last_seq, s2);
         store
-            .compact(&room, Bytes::from_static(b"snap"), s1, 1000)
+            .compact(&room, Bytes::from_static(b"snap"), s1)
             .await
             .unwrap();
         let loaded = store.load(&room).await.unwrap();
@@ -313,6 +310,7 @@ mod tests {
         fairy_state_contract(store.as_ref(), &room, &other).await;
         instructions_contract(store.as_ref(), &room, &other).await;
         projects_contract(store.as_ref(), &room, &other).await;
+        outbox::tests::outbox_contract(store.outbox()).await;
     }
 
     /// Projects: per room and project, replaced on save, listed per room.

@@ -10,8 +10,9 @@
 //! and is locked by every append (rows are taken in room order inside a batch, so two nodes'
 //! batches cannot deadlock), which hands out gap-free sequence numbers that become visible in
 //! order. Compaction never moves a snapshot backwards and deletes nothing (the log is history,
-//! docs/storage.md "History"), so it is safe while other nodes append; pruning old history only
-//! deletes what a kept checkpoint and the snapshot cover. Tables live in one schema
+//! docs/storage.md "History"), so it is safe while other nodes append; a checkpoint is kept only
+//! while none newer than the state it extends exists (nodes never fork the chain); pruning old
+//! history only deletes what a kept checkpoint and the snapshot cover. Tables live in one schema
 //! (`--store-schema`), set as the connections' `search_path`.
 //!
 //! This module knows nothing of sockets, peers or Yjs; it must not be used by anything but the
@@ -27,8 +28,9 @@ use bytes::Bytes;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Row, Transaction};
 
+use super::checkpoints::{assemble_version, chain_to, newest_chain, prune_keep, squash};
 use super::writer::{Batch, WriteOp, WriteReq, Writer, known_actor, to_i64, to_u64};
-use super::{LogRow, Logged, Store, StoreError, StoredRoom, assemble_version};
+use super::{Checkpoint, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
 /// How long a connection attempt may take before the store counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -69,6 +71,8 @@ impl Default for SchemaName {
 pub struct PostgresStore {
     pool: PgPool,
     writer: Writer,
+    /// The webhook outbox (its own table, shared by every node).
+    outbox: super::outbox::postgres::PgOutbox,
 }
 
 impl PostgresStore {
@@ -93,12 +97,21 @@ impl PostgresStore {
             pool: pool.clone(),
             actors: HashMap::new(),
         });
-        Ok(PostgresStore { pool, writer })
+        let outbox = super::outbox::postgres::PgOutbox::new(pool.clone());
+        Ok(PostgresStore {
+            pool,
+            writer,
+            outbox,
+        })
     }
 }
 
 #[async_trait]
 impl Store for PostgresStore {
+    fn outbox(&self) -> &dyn super::outbox::Outbox {
+        &self.outbox
+    }
+
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
         self.load_since(room, 0).await
     }
@@ -155,11 +168,24 @@ impl Store for PostgresStore {
         room: &RoomName,
         snapshot: Bytes,
         upto_seq: u64,
-        checkpoint_every: u64,
     ) -> Result<(), StoreError> {
-        self.writer
-            .compact(room, snapshot, upto_seq, checkpoint_every)
-            .await
+        self.writer.compact(room, snapshot, upto_seq).await
+    }
+
+    async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError> {
+        let row = sqlx::query("SELECT MAX(seq) FROM checkpoints WHERE room = $1")
+            .bind(room.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get::<Option<i64>, _>(0)?.map(to_u64))
+    }
+
+    async fn add_checkpoint(
+        &self,
+        room: &RoomName,
+        checkpoint: Checkpoint,
+    ) -> Result<bool, StoreError> {
+        self.writer.add_checkpoint(room, checkpoint).await
     }
 
     async fn history(
@@ -193,34 +219,39 @@ impl Store for PostgresStore {
         &self,
         room: &RoomName,
         seq: u64,
-    ) -> Result<Option<StoredRoom>, StoreError> {
+    ) -> Result<Option<StoredVersion>, StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             .execute(&mut *tx)
             .await?;
         let upto = to_i64(seq);
-        let base = sqlx::query(
-            "SELECT seq, data FROM (
-                 SELECT seq, data FROM checkpoints WHERE room = $1 AND seq <= $2
-                 UNION ALL SELECT seq, data FROM snapshots WHERE room = $1 AND seq <= $2
-             ) AS bases ORDER BY seq DESC LIMIT 1",
-        )
-        .bind(room.as_str())
-        .bind(upto)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let (base_seq, base) = match base {
-            Some(row) => (
-                row.try_get::<i64, _>(0)?,
-                Some(Bytes::from(row.try_get::<Vec<u8>, _>(1)?)),
-            ),
-            None => (0, None),
+        let meta = checkpoint_meta(&mut tx, room.as_str(), upto).await?;
+        let chain = newest_chain(&meta);
+        let chain = match chain.last() {
+            Some(head) => Some((
+                *head,
+                checkpoint_data(&mut tx, room.as_str(), &chain).await?,
+            )),
+            None => None,
         };
+        let snapshot = sqlx::query("SELECT seq, data FROM snapshots WHERE room = $1 AND seq <= $2")
+            .bind(room.as_str())
+            .bind(upto)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|row| {
+                Ok::<_, sqlx::Error>((
+                    to_u64(row.try_get::<i64, _>(0)?),
+                    Bytes::from(row.try_get::<Vec<u8>, _>(1)?),
+                ))
+            })
+            .transpose()?;
+        let from = chain.as_ref().map_or(0, |(head, _)| *head);
         let rows = sqlx::query(
             "SELECT seq, data FROM updates WHERE room = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
         )
         .bind(room.as_str())
-        .bind(base_seq)
+        .bind(to_i64(from))
         .bind(upto)
         .fetch_all(&mut *tx)
         .await?;
@@ -234,7 +265,7 @@ impl Store for PostgresStore {
                 ))
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
-        Ok(assemble_version(seq, to_u64(base_seq), base, rows))
+        Ok(assemble_version(seq, chain, snapshot, rows))
     }
 
     async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
@@ -246,8 +277,10 @@ impl Store for PostgresStore {
         Ok(row.try_get::<Option<i64>, _>(0)?.map(to_u64))
     }
 
-    /// Room by room, each in its own transaction outside the group-commit writer; safe beside
-    /// other nodes (it deletes only what a kept checkpoint and the snapshot cover).
+    /// Room by room, each in its own transactions outside the group-commit writer; safe beside
+    /// other nodes (it deletes only what a kept checkpoint and the snapshot cover). A kept
+    /// delta checkpoint is made full (read, squashed off the async threads, written) before
+    /// anything below it goes.
     async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
         let rooms: Vec<String> = sqlx::query("SELECT DISTINCT room FROM checkpoints")
             .fetch_all(&self.pool)
@@ -259,36 +292,58 @@ impl Store for PostgresStore {
         for room in rooms {
             let mut tx = self.pool.begin().await?;
             let row = sqlx::query(
-                "SELECT
-                     (SELECT MAX(c.seq) FROM checkpoints c WHERE c.room = $1 AND c.seq <= (
-                         SELECT MAX(u.seq) FROM updates u
-                         WHERE u.room = $1 AND (u.at IS NULL OR u.at < $2))),
-                     (SELECT seq FROM snapshots WHERE room = $1)",
+                "SELECT (SELECT MAX(seq) FROM updates WHERE room = $1 AND (at IS NULL OR at < $2)),
+                        (SELECT seq FROM snapshots WHERE room = $1)",
             )
             .bind(&room)
             .bind(to_i64(before))
             .fetch_one(&mut *tx)
             .await?;
-            let checkpoint = row.try_get::<Option<i64>, _>(0)?;
-            let snapshot = row.try_get::<Option<i64>, _>(1)?;
-            // Without a checkpoint (or a snapshot) to start from, nothing can be dropped.
-            let keep = match (checkpoint, snapshot) {
-                (Some(c), Some(s)) => Some(c.min(s)),
-                _ => None,
+            let old = row.try_get::<Option<i64>, _>(0)?.map(to_u64);
+            let snapshot = row.try_get::<Option<i64>, _>(1)?.map(to_u64);
+            let meta = checkpoint_meta(&mut tx, &room, i64::MAX).await?;
+            // Without a checkpoint (and a snapshot) to start from, nothing can be dropped.
+            let (Some(old), Some(snapshot)) = (old, snapshot) else {
+                continue;
             };
-            if let Some(keep) = keep {
-                dropped += sqlx::query("DELETE FROM updates WHERE room = $1 AND seq <= $2")
-                    .bind(&room)
-                    .bind(keep)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                sqlx::query("DELETE FROM checkpoints WHERE room = $1 AND seq < $2")
-                    .bind(&room)
-                    .bind(keep)
-                    .execute(&mut *tx)
-                    .await?;
+            let Some(keep) = prune_keep(&meta, old, snapshot) else {
+                continue;
+            };
+            let Some(chain) = chain_to(&meta, keep) else {
+                continue;
+            };
+            let states = checkpoint_data(&mut tx, &room, &chain).await?;
+            tx.commit().await?;
+            let full = if chain.len() > 1 {
+                match tokio::task::spawn_blocking(move || squash(&states)).await {
+                    Ok(Some(full)) => Some(full),
+                    _ => continue,
+                }
+            } else {
+                None
+            };
+            let mut tx = self.pool.begin().await?;
+            if let Some(full) = full {
+                sqlx::query(
+                    "UPDATE checkpoints SET data = $1, base = NULL WHERE room = $2 AND seq = $3",
+                )
+                .bind(full.as_ref())
+                .bind(&room)
+                .bind(to_i64(keep))
+                .execute(&mut *tx)
+                .await?;
             }
+            dropped += sqlx::query("DELETE FROM updates WHERE room = $1 AND seq <= $2")
+                .bind(&room)
+                .bind(to_i64(keep))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            sqlx::query("DELETE FROM checkpoints WHERE room = $1 AND seq < $2")
+                .bind(&room)
+                .bind(to_i64(keep))
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
         }
         Ok(dropped)
@@ -416,6 +471,44 @@ impl Batch for PgBatch {
     }
 }
 
+/// `(seq, base)` of a room's checkpoints at or below `upto`.
+async fn checkpoint_meta(
+    tx: &mut Transaction<'_, Postgres>,
+    room: &str,
+    upto: i64,
+) -> Result<Vec<(u64, Option<u64>)>, sqlx::Error> {
+    sqlx::query("SELECT seq, base FROM checkpoints WHERE room = $1 AND seq <= $2")
+        .bind(room)
+        .bind(upto)
+        .fetch_all(&mut **tx)
+        .await?
+        .iter()
+        .map(|row| {
+            Ok((
+                to_u64(row.try_get::<i64, _>(0)?),
+                row.try_get::<Option<i64>, _>(1)?.map(to_u64),
+            ))
+        })
+        .collect()
+}
+
+/// The data of a room's checkpoints `chain` (ascending sequence numbers), in that order.
+async fn checkpoint_data(
+    tx: &mut Transaction<'_, Postgres>,
+    room: &str,
+    chain: &[u64],
+) -> Result<Vec<Bytes>, sqlx::Error> {
+    let seqs: Vec<i64> = chain.iter().map(|seq| to_i64(*seq)).collect();
+    sqlx::query("SELECT data FROM checkpoints WHERE room = $1 AND seq = ANY($2) ORDER BY seq")
+        .bind(room)
+        .bind(&seqs)
+        .fetch_all(&mut **tx)
+        .await?
+        .iter()
+        .map(|row| Ok(Bytes::from(row.try_get::<Vec<u8>, _>(0)?)))
+        .collect()
+}
+
 /// Commits a (lock-ordered) batch in one transaction; returns, per request, the last sequence
 /// number written (appends) or 0.
 async fn commit_batch(
@@ -435,9 +528,7 @@ async fn commit_batch(
                 room,
                 snapshot,
                 upto_seq,
-                checkpoint_every,
             } => {
-                let upto = to_i64(*upto_seq);
                 // A snapshot never replaces a newer one (another node compacted further).
                 sqlx::query(
                     "INSERT INTO snapshots (room, seq, data) VALUES ($1, $2, $3)
@@ -445,26 +536,26 @@ async fn commit_batch(
                      WHERE snapshots.seq < excluded.seq",
                 )
                 .bind(room)
-                .bind(upto)
+                .bind(to_i64(*upto_seq))
                 .bind(snapshot.as_ref())
                 .execute(&mut *tx)
                 .await?;
-                if *checkpoint_every > 0 {
-                    sqlx::query(
-                        "INSERT INTO checkpoints (room, seq, data)
-                         SELECT $1, $2, $3 WHERE NOT EXISTS (
-                             SELECT 1 FROM checkpoints WHERE room = $1 AND seq > $2 - $4)
-                         ON CONFLICT (room, seq) DO NOTHING",
-                    )
-                    .bind(room)
-                    .bind(upto)
-                    .bind(snapshot.as_ref())
-                    .bind(to_i64(*checkpoint_every))
-                    .execute(&mut *tx)
-                    .await?;
-                }
                 *upto_seq
             }
+            WriteOp::Checkpoint { room, checkpoint } => sqlx::query(
+                "INSERT INTO checkpoints (room, seq, base, data)
+                     SELECT $1, $2, $3, $4 WHERE NOT EXISTS (
+                         SELECT 1 FROM checkpoints WHERE room = $1 AND (seq > $5 OR seq >= $2))
+                     ON CONFLICT (room, seq) DO NOTHING",
+            )
+            .bind(room)
+            .bind(to_i64(checkpoint.seq))
+            .bind(checkpoint.base.map(to_i64))
+            .bind(checkpoint.data.as_ref())
+            .bind(to_i64(checkpoint.extends))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected(),
             WriteOp::SaveFairy { room, fairy, state } => {
                 sqlx::query(
                     "INSERT INTO fairy_states (room, fairy, data) VALUES ($1, $2, $3)
@@ -597,7 +688,7 @@ mod tests {
             tokio::spawn(async move {
                 // Compacts what it has loaded, while appends go on.
                 let seen = a.load(&room).await.unwrap();
-                a.compact(&room, Bytes::from_static(b"snap"), seen.last_seq, 1000)
+                a.compact(&room, Bytes::from_static(b"snap"), seen.last_seq)
                     .await
                     .unwrap();
                 seen.last_seq
@@ -638,10 +729,10 @@ mod tests {
         }
         assert_eq!(since.last_seq, 80);
         // An older snapshot never replaces a newer one.
-        a.compact(&room, Bytes::from_static(b"newer"), 80, 1000)
+        a.compact(&room, Bytes::from_static(b"newer"), 80)
             .await
             .unwrap();
-        b.compact(&room, Bytes::from_static(b"older"), 40, 1000)
+        b.compact(&room, Bytes::from_static(b"older"), 40)
             .await
             .unwrap();
         let loaded = b.load(&room).await.unwrap();

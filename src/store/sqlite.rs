@@ -2,10 +2,11 @@
 //!
 //! Tables: `updates` (each room's log, every update with its time and actor), `actors` (each
 //! distinct actor's JSON once, named by number from `updates`), `snapshots` (the state a room
-//! loads from) and `checkpoints` (the history's full states; docs/storage.md "History"),
+//! loads from) and `checkpoints` (the history's states, a chain of deltas; docs/storage.md "History"),
 //! `fairy_states` (each fairy's private
 //! state, keyed by room and fairy id), `projects` (each room's projects, keyed by room and project
-//! id) and `room_instructions` (a room's text for its fairies). The schema is created, or completed for a database made
+//! id), `room_instructions` (a room's text for its fairies) and `webhook_outbox` (in
+//! [`super::outbox::sqlite`]). The schema is created, or completed for a database made
 //! by an earlier version, when the store opens.
 //!
 //! Writes go through the group-commit writer ([`super::writer`]): every write request (log
@@ -24,8 +25,9 @@ use sqlx::{ConnectOptions, Connection, Row, SqliteConnection, SqlitePool};
 
 use std::sync::Arc;
 
+use super::checkpoints::{assemble_version, chain_to, newest_chain, prune_keep, squash};
 use super::writer::{Batch, WriteOp, WriteReq, Writer, known_actor, to_i64, to_u64};
-use super::{LogRow, Logged, Store, StoreError, StoredRoom, assemble_version};
+use super::{Checkpoint, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
 
 const SCHEMA: &[&str] = &[
@@ -69,9 +71,14 @@ const SCHEMA: &[&str] = &[
     ) WITHOUT ROWID",
 ];
 
-/// Columns of `updates` added after the first release, with their declarations: a database
-/// made before gets them on open (its old rows have neither: no time, no known actor).
-const ADDED_UPDATE_COLUMNS: [(&str, &str); 2] = [("at", "INTEGER"), ("actor", "INTEGER")];
+/// Columns added after the first release, as (table, column, declaration): a database made
+/// before gets them on open. Old `updates` rows have neither a time nor a known actor; old
+/// checkpoints have no `base` (they are full states).
+const ADDED_COLUMNS: [(&str, &str, &str); 3] = [
+    ("updates", "at", "INTEGER"),
+    ("updates", "actor", "INTEGER"),
+    ("checkpoints", "base", "INTEGER"),
+];
 
 /// Rows of one multi-row `INSERT` into the log: a batch's rows go out in chunks of these sizes
 /// (largest first), so a batch of any size costs a few statements, and only these few statement
@@ -83,6 +90,8 @@ pub struct SqliteStore {
     /// writer has its own.
     pool: SqlitePool,
     writer: Writer,
+    /// The webhook outbox (its own table, on the read pool).
+    outbox: super::outbox::sqlite::SqliteOutbox,
 }
 
 impl SqliteStore {
@@ -104,27 +113,33 @@ impl SqliteStore {
                 .execute(&pool)
                 .await?;
         }
-        let columns: Vec<String> = sqlx::query("SELECT name FROM pragma_table_info('updates')")
-            .fetch_all(&pool)
-            .await?
-            .iter()
-            .map(|row| row.try_get::<String, _>(0))
-            .collect::<Result<_, _>>()?;
-        for (column, declaration) in ADDED_UPDATE_COLUMNS {
-            if !columns.iter().any(|c| c == column) {
-                let alter = format!("ALTER TABLE updates ADD COLUMN {column} {declaration}");
+        for (table, column, declaration) in ADDED_COLUMNS {
+            let present: i64 =
+                sqlx::query("SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2")
+                    .bind(table)
+                    .bind(column)
+                    .fetch_one(&pool)
+                    .await?
+                    .try_get(0)?;
+            if present == 0 {
+                let alter = format!("ALTER TABLE {table} ADD COLUMN {column} {declaration}");
                 sqlx::query(sqlx::AssertSqlSafe(alter))
                     .execute(&pool)
                     .await?;
             }
         }
+        let outbox = super::outbox::sqlite::SqliteOutbox::open(pool.clone()).await?;
         let writer = Writer::start(SqliteBatch {
             options,
             conn: None,
             last_seq: HashMap::new(),
             actors: HashMap::new(),
         });
-        Ok(SqliteStore { pool, writer })
+        Ok(SqliteStore {
+            pool,
+            writer,
+            outbox,
+        })
     }
 
     /// Connections the read pool holds open now (tests).
@@ -136,6 +151,10 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
+    fn outbox(&self) -> &dyn super::outbox::Outbox {
+        &self.outbox
+    }
+
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
         let snapshot = sqlx::query("SELECT seq, data FROM snapshots WHERE room = ?")
             .bind(room.as_str())
@@ -180,11 +199,24 @@ impl Store for SqliteStore {
         room: &RoomName,
         snapshot: Bytes,
         upto_seq: u64,
-        checkpoint_every: u64,
     ) -> Result<(), StoreError> {
-        self.writer
-            .compact(room, snapshot, upto_seq, checkpoint_every)
-            .await
+        self.writer.compact(room, snapshot, upto_seq).await
+    }
+
+    async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError> {
+        let row = sqlx::query("SELECT MAX(seq) FROM checkpoints WHERE room = ?")
+            .bind(room.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get::<Option<i64>, _>(0)?.map(to_u64))
+    }
+
+    async fn add_checkpoint(
+        &self,
+        room: &RoomName,
+        checkpoint: Checkpoint,
+    ) -> Result<bool, StoreError> {
+        self.writer.add_checkpoint(room, checkpoint).await
     }
 
     async fn history(
@@ -218,33 +250,38 @@ impl Store for SqliteStore {
         &self,
         room: &RoomName,
         seq: u64,
-    ) -> Result<Option<StoredRoom>, StoreError> {
+    ) -> Result<Option<StoredVersion>, StoreError> {
         // One read transaction: a compaction or a pruning in between cannot split the base
         // from its updates.
         let mut tx = self.pool.begin().await?;
         let upto = to_i64(seq);
-        let base = sqlx::query(
-            "SELECT seq, data FROM (
-                 SELECT seq, data FROM checkpoints WHERE room = ?1 AND seq <= ?2
-                 UNION ALL SELECT seq, data FROM snapshots WHERE room = ?1 AND seq <= ?2
-             ) ORDER BY seq DESC LIMIT 1",
-        )
-        .bind(room.as_str())
-        .bind(upto)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let (base_seq, base) = match base {
-            Some(row) => (
-                row.try_get::<i64, _>(0)?,
-                Some(Bytes::from(row.try_get::<Vec<u8>, _>(1)?)),
-            ),
-            None => (0, None),
+        let meta = checkpoint_meta(&mut tx, room.as_str(), upto).await?;
+        let chain = newest_chain(&meta);
+        let chain = match chain.last() {
+            Some(head) => Some((
+                *head,
+                checkpoint_data(&mut tx, room.as_str(), &chain).await?,
+            )),
+            None => None,
         };
+        let snapshot = sqlx::query("SELECT seq, data FROM snapshots WHERE room = ? AND seq <= ?")
+            .bind(room.as_str())
+            .bind(upto)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|row| {
+                Ok::<_, sqlx::Error>((
+                    to_u64(row.try_get::<i64, _>(0)?),
+                    Bytes::from(row.try_get::<Vec<u8>, _>(1)?),
+                ))
+            })
+            .transpose()?;
+        let from = chain.as_ref().map_or(0, |(head, _)| *head);
         let rows = sqlx::query(
             "SELECT seq, data FROM updates WHERE room = ? AND seq > ? AND seq <= ? ORDER BY seq",
         )
         .bind(room.as_str())
-        .bind(base_seq)
+        .bind(to_i64(from))
         .bind(upto)
         .fetch_all(&mut *tx)
         .await?;
@@ -258,7 +295,7 @@ impl Store for SqliteStore {
                 ))
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
-        Ok(assemble_version(seq, to_u64(base_seq), base, rows))
+        Ok(assemble_version(seq, chain, snapshot, rows))
     }
 
     async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
@@ -270,7 +307,9 @@ impl Store for SqliteStore {
         Ok(row.try_get::<Option<i64>, _>(0)?.map(to_u64))
     }
 
-    /// Room by room, each in its own short transaction outside the group-commit writer.
+    /// Room by room, each in its own short transaction outside the group-commit writer; a
+    /// kept delta checkpoint is made full (read, squashed off the async threads, written)
+    /// before anything below it goes.
     async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
         let rooms: Vec<String> = sqlx::query("SELECT DISTINCT room FROM checkpoints")
             .fetch_all(&self.pool)
@@ -281,31 +320,58 @@ impl Store for SqliteStore {
         let mut dropped = 0;
         for room in rooms {
             let mut tx = self.pool.begin().await?;
-            let keep = sqlx::query(
-                "SELECT MIN(
-                     (SELECT MAX(c.seq) FROM checkpoints c WHERE c.room = ?1 AND c.seq <= (
-                         SELECT MAX(u.seq) FROM updates u
-                         WHERE u.room = ?1 AND (u.at IS NULL OR u.at < ?2))),
-                     (SELECT seq FROM snapshots WHERE room = ?1))",
+            let row = sqlx::query(
+                "SELECT (SELECT MAX(seq) FROM updates WHERE room = ?1 AND (at IS NULL OR at < ?2)),
+                        (SELECT seq FROM snapshots WHERE room = ?1)",
             )
             .bind(&room)
             .bind(to_i64(before))
             .fetch_one(&mut *tx)
-            .await?
-            .try_get::<Option<i64>, _>(0)?;
-            if let Some(keep) = keep {
-                dropped += sqlx::query("DELETE FROM updates WHERE room = ? AND seq <= ?")
-                    .bind(&room)
-                    .bind(keep)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                sqlx::query("DELETE FROM checkpoints WHERE room = ? AND seq < ?")
-                    .bind(&room)
-                    .bind(keep)
-                    .execute(&mut *tx)
-                    .await?;
+            .await?;
+            let old = row.try_get::<Option<i64>, _>(0)?.map(to_u64);
+            let snapshot = row.try_get::<Option<i64>, _>(1)?.map(to_u64);
+            let meta = checkpoint_meta(&mut tx, &room, i64::MAX).await?;
+            let (Some(old), Some(snapshot)) = (old, snapshot) else {
+                continue;
+            };
+            let Some(keep) = prune_keep(&meta, old, snapshot) else {
+                continue;
+            };
+            let Some(chain) = chain_to(&meta, keep) else {
+                continue;
+            };
+            let states = checkpoint_data(&mut tx, &room, &chain).await?;
+            tx.commit().await?;
+            let full = if chain.len() > 1 {
+                match tokio::task::spawn_blocking(move || squash(&states)).await {
+                    Ok(Some(full)) => Some(full),
+                    _ => continue,
+                }
+            } else {
+                None
+            };
+            let mut tx = self.pool.begin().await?;
+            if let Some(full) = full {
+                sqlx::query(
+                    "UPDATE checkpoints SET data = ?, base = NULL WHERE room = ? AND seq = ?",
+                )
+                .bind(full.as_ref())
+                .bind(&room)
+                .bind(to_i64(keep))
+                .execute(&mut *tx)
+                .await?;
             }
+            dropped += sqlx::query("DELETE FROM updates WHERE room = ? AND seq <= ?")
+                .bind(&room)
+                .bind(to_i64(keep))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            sqlx::query("DELETE FROM checkpoints WHERE room = ? AND seq < ?")
+                .bind(&room)
+                .bind(to_i64(keep))
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
         }
         Ok(dropped)
@@ -461,6 +527,53 @@ impl Batch for SqliteBatch {
     }
 }
 
+/// `(seq, base)` of a room's checkpoints at or below `upto`.
+async fn checkpoint_meta(
+    conn: &mut SqliteConnection,
+    room: &str,
+    upto: i64,
+) -> Result<Vec<(u64, Option<u64>)>, sqlx::Error> {
+    sqlx::query("SELECT seq, base FROM checkpoints WHERE room = ? AND seq <= ?")
+        .bind(room)
+        .bind(upto)
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(|row| {
+            Ok((
+                to_u64(row.try_get::<i64, _>(0)?),
+                row.try_get::<Option<i64>, _>(1)?.map(to_u64),
+            ))
+        })
+        .collect()
+}
+
+/// The data of a room's checkpoints `chain` (ascending sequence numbers), in that order.
+async fn checkpoint_data(
+    conn: &mut SqliteConnection,
+    room: &str,
+    chain: &[u64],
+) -> Result<Vec<Bytes>, sqlx::Error> {
+    let (Some(first), Some(last)) = (chain.first(), chain.last()) else {
+        return Ok(Vec::new());
+    };
+    let rows = sqlx::query(
+        "SELECT seq, data FROM checkpoints WHERE room = ? AND seq >= ? AND seq <= ? ORDER BY seq",
+    )
+    .bind(room)
+    .bind(to_i64(*first))
+    .bind(to_i64(*last))
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut data = Vec::with_capacity(chain.len());
+    for row in rows {
+        if chain.contains(&to_u64(row.try_get::<i64, _>(0)?)) {
+            data.push(Bytes::from(row.try_get::<Vec<u8>, _>(1)?));
+        }
+    }
+    Ok(data)
+}
+
 /// One row of the log waiting for its `INSERT`: room, seq, update, time, actor number.
 type PendingRow<'a> = (&'a str, i64, &'a Bytes, i64, Option<i64>);
 
@@ -523,39 +636,36 @@ async fn commit_batch<'a>(
                 room,
                 snapshot,
                 upto_seq,
-                checkpoint_every,
             } => {
                 // The log rows before it in the batch go in first: the snapshot covers them.
                 insert_rows(&mut tx, &mut rows).await?;
-                let upto = to_i64(*upto_seq);
                 sqlx::query(
                     "INSERT INTO snapshots (room, seq, data) VALUES (?1, ?2, ?3)
                      ON CONFLICT(room) DO UPDATE SET seq = excluded.seq, data = excluded.data
                      WHERE snapshots.seq <= excluded.seq",
                 )
                 .bind(room)
-                .bind(upto)
+                .bind(to_i64(*upto_seq))
                 .bind(snapshot.as_ref())
                 .execute(&mut *tx)
                 .await?;
-                if *checkpoint_every > 0 {
-                    let newest = sqlx::query("SELECT MAX(seq) FROM checkpoints WHERE room = ?")
-                        .bind(room)
-                        .fetch_one(&mut *tx)
-                        .await?
-                        .try_get::<Option<i64>, _>(0)?;
-                    if newest.is_none_or(|seq| upto - seq >= to_i64(*checkpoint_every)) {
-                        sqlx::query(
-                            "INSERT OR REPLACE INTO checkpoints (room, seq, data) VALUES (?, ?, ?)",
-                        )
-                        .bind(room)
-                        .bind(upto)
-                        .bind(snapshot.as_ref())
-                        .execute(&mut *tx)
-                        .await?;
-                    }
-                }
                 seqs.push(*upto_seq);
+            }
+            WriteOp::Checkpoint { room, checkpoint } => {
+                let kept = sqlx::query(
+                    "INSERT INTO checkpoints (room, seq, base, data)
+                     SELECT ?1, ?2, ?3, ?4 WHERE NOT EXISTS (
+                         SELECT 1 FROM checkpoints WHERE room = ?1 AND (seq > ?5 OR seq >= ?2))",
+                )
+                .bind(room)
+                .bind(to_i64(checkpoint.seq))
+                .bind(checkpoint.base.map(to_i64))
+                .bind(checkpoint.data.as_ref())
+                .bind(to_i64(checkpoint.extends))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                seqs.push(kept);
             }
             WriteOp::SaveFairy { room, fairy, state } => {
                 sqlx::query(
@@ -685,7 +795,7 @@ mod tests {
             .collect();
         assert_eq!(store.load(&room("r2")).await.unwrap().updates, expected);
         store
-            .compact(&room("r2"), Bytes::from_static(b"snap"), 223, 1000)
+            .compact(&room("r2"), Bytes::from_static(b"snap"), 223)
             .await
             .unwrap();
         store.close().await;

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use super::{Logged, StoreError};
+use super::{Checkpoint, Logged, StoreError};
 use crate::ids::RoomName;
 
 /// Most requests the writer folds into one transaction.
@@ -34,13 +34,16 @@ pub(crate) struct WriteReq {
 pub(crate) enum WriteOp {
     /// Appends updates, with their actors and times, to a room's log.
     Append { room: String, updates: Vec<Logged> },
-    /// Replaces the room's snapshot, keeping it as a checkpoint when the last one is
-    /// `checkpoint_every` updates behind (see [`super::Store::compact`]).
+    /// Replaces the room's snapshot (see [`super::Store::compact`]).
     Compact {
         room: String,
         snapshot: Bytes,
         upto_seq: u64,
-        checkpoint_every: u64,
+    },
+    /// Keeps a history checkpoint (see [`super::Store::add_checkpoint`]); answers 1 when kept.
+    Checkpoint {
+        room: String,
+        checkpoint: Checkpoint,
     },
     /// Replaces a fairy's private state.
     SaveFairy {
@@ -59,12 +62,13 @@ impl WriteOp {
         !matches!(self, WriteOp::Append { .. })
     }
 
-    /// The order in which a batch may take its locks: appends by room, then compactions by
-    /// room, then fairy states by (room, fairy). A stable sort keeps one key's writes in order.
+    /// The order in which a batch may take its locks: appends by room, then compactions and
+    /// checkpoints by room, then fairy states by (room, fairy). A stable sort keeps one key's
+    /// writes in order.
     pub fn lock_key(&self) -> (u8, &str, &str) {
         match self {
             WriteOp::Append { room, .. } => (0, room, ""),
-            WriteOp::Compact { room, .. } => (1, room, ""),
+            WriteOp::Compact { room, .. } | WriteOp::Checkpoint { room, .. } => (1, room, ""),
             WriteOp::SaveFairy { room, fairy, .. } | WriteOp::DeleteFairy { room, fairy } => {
                 (2, room, fairy)
             }
@@ -161,17 +165,27 @@ impl Writer {
         room: &RoomName,
         snapshot: Bytes,
         upto_seq: u64,
-        checkpoint_every: u64,
     ) -> Result<(), StoreError> {
         let room = room.as_str().to_owned();
         self.write(WriteOp::Compact {
             room,
             snapshot,
             upto_seq,
-            checkpoint_every,
         })
         .await
         .map(|_| ())
+    }
+
+    /// Keeps a history checkpoint (see [`super::Store::add_checkpoint`]); whether it was kept.
+    pub async fn add_checkpoint(
+        &self,
+        room: &RoomName,
+        checkpoint: Checkpoint,
+    ) -> Result<bool, StoreError> {
+        let room = room.as_str().to_owned();
+        self.write(WriteOp::Checkpoint { room, checkpoint })
+            .await
+            .map(|kept| kept == 1)
     }
 
     /// Replaces a fairy's private state.

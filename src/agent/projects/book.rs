@@ -75,6 +75,8 @@ pub struct RoomProjects {
     entries: Mutex<BTreeMap<ProjectId, Entry>>,
     writer: Arc<Writer>,
     store: Arc<dyn Store>,
+    /// Where a project's end is reported (`project.ended`), if anywhere.
+    webhooks: Option<crate::webhooks::Webhooks>,
 }
 
 impl RoomProjects {
@@ -157,6 +159,7 @@ impl RoomProjects {
             tracing::warn!(project = %id, "unknown project not written");
             return;
         };
+        self.report_end(id, entry.project.status, project.status);
         entry.project = project.clone();
         entry.project.id = Some(id.clone());
         self.writer.hand_over(&self.room, id, entry.record(id));
@@ -185,6 +188,7 @@ impl RoomProjects {
         let Some(entry) = entries.get_mut(id) else {
             return;
         };
+        self.report_end(id, entry.project.status, project.status);
         entry.project = project.clone();
         entry.project.id = Some(id.clone());
         let mut handed_back = Vec::new();
@@ -199,6 +203,21 @@ impl RoomProjects {
         doc::write_project(doc, origin.clone(), id, project);
         for task in &handed_back {
             doc::write_task(doc, origin.clone(), task);
+        }
+    }
+
+    /// Reports `project.ended` when a live project's status becomes an end.
+    fn report_end(&self, id: &ProjectId, was: ProjectStatus, now: ProjectStatus) {
+        if let Some(webhooks) = &self.webhooks
+            && was.is_live()
+            && !now.is_live()
+        {
+            let status = match now {
+                ProjectStatus::Done => "done",
+                ProjectStatus::Aborted => "aborted",
+                ProjectStatus::Planning | ProjectStatus::Active => return,
+            };
+            webhooks.project_ended(&self.room, id.as_str(), status);
         }
     }
 
@@ -298,6 +317,8 @@ fn free_color(entries: &BTreeMap<ProjectId, Entry>) -> String {
 /// The books of every room with fairies on this node, and their writer.
 pub struct ProjectBooks {
     store: Arc<dyn Store>,
+    /// Where the rooms' projects report their end, if anywhere.
+    webhooks: Option<crate::webhooks::Webhooks>,
     books: Mutex<HashMap<RoomName, Arc<OnceCell<Arc<RoomProjects>>>>>,
     writer: Arc<Writer>,
     /// The writer's task is spawned by the first [`ProjectBooks::of`] (on a Tokio runtime).
@@ -309,10 +330,17 @@ impl ProjectBooks {
     pub fn new(store: Arc<dyn Store>) -> Self {
         ProjectBooks {
             store,
+            webhooks: None,
             books: Mutex::new(HashMap::new()),
             writer: Arc::new(Writer::default()),
             writing: std::sync::Once::new(),
         }
+    }
+
+    /// Books that report each project's end to `webhooks` (`project.ended`).
+    pub fn with_webhooks(mut self, webhooks: Option<crate::webhooks::Webhooks>) -> Self {
+        self.webhooks = webhooks;
+        self
     }
 
     /// The book of `room`, loaded from the store the first time.
@@ -343,6 +371,7 @@ impl ProjectBooks {
                     entries: Mutex::new(BTreeMap::new()),
                     writer: self.writer.clone(),
                     store: self.store.clone(),
+                    webhooks: self.webhooks.clone(),
                 });
                 book.complete_from_store().await?;
                 Ok::<_, StoreError>(book)

@@ -16,6 +16,7 @@
 //!   (keeping the history in budget; the request loop compacts through it before each turn).
 //! - [`interrupt`]: `interrupt({input, mode})` (the [`Interrupt`](crate::agent::state::Interrupt)
 //!   data and its merge rule live in [`super::state`]).
+//! - `report`: what a request reports to the webhooks when it ends (`fairy.request.ended`).
 //! - [`project`]: the fairy's part in a project (project actions, joining and leaving,
 //!   what a member sees). The project data it works with is [`super::projects`]', a lower
 //!   module that never names the runtime: dependencies go runtime → projects only.
@@ -26,6 +27,7 @@
 
 pub mod interrupt;
 pub mod project;
+mod report;
 mod turn;
 
 use std::sync::Arc;
@@ -123,6 +125,8 @@ pub struct FairyRuntime {
     persisted_at: Option<std::time::Instant>,
     /// The state changed since it was last handed to the store (see [`FairyRuntime::persist`]).
     unsaved: bool,
+    /// The running request's tally for the webhooks (kept only with webhooks on).
+    report: std::sync::Mutex<report::RequestReport>,
 }
 
 /// Least time between two states handed to the store while the fairy works (see
@@ -185,6 +189,7 @@ impl FairyRuntime {
             clock,
             persisted_at: None,
             unsaved: false,
+            report: std::sync::Mutex::default(),
         })
     }
 
@@ -292,6 +297,22 @@ impl FairyRuntime {
     }
 
     pub(super) fn emit(&self, event: AgentEvent) {
+        if let Some(webhooks) = self.room.webhooks() {
+            let ended = self
+                .report
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .observe(&event);
+            if let Some(ended) = ended {
+                webhooks.fairy_request_ended(
+                    self.room.name(),
+                    self.entity.id.as_str(),
+                    &ended.request_id,
+                    ended.reason,
+                    ended.usage,
+                );
+            }
+        }
         // No observer is fine.
         let _ = self.events.send(event);
     }

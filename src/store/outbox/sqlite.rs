@@ -1,0 +1,189 @@
+//! The webhook outbox in the SQLite store: the table `webhook_outbox`, created (if missing)
+//! when the store opens, and its SQL.
+//!
+//! Owns only that table; it must not touch the rooms' tables nor go through the group-commit
+//! writer (an outbox write is one small row a debounce window, on the read pool's
+//! connections, which wait for the writer's transaction like any other SQLite writer).
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use sqlx::{Row, SqlitePool};
+
+use super::{Claimed, DeadLetter, Outbox, OutboxEvent, attempts_from, in_due_order};
+use crate::store::StoreError;
+use crate::store::writer::{to_i64, to_u64};
+
+/// The table and its index, created when the store opens.
+const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS webhook_outbox (
+        id TEXT PRIMARY KEY NOT NULL,
+        body BLOB NOT NULL,
+        created_at INTEGER NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at INTEGER NOT NULL,
+        claimed_until INTEGER NOT NULL DEFAULT 0,
+        dead_at INTEGER,
+        last_error TEXT
+    )",
+    "CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (next_at)
+        WHERE dead_at IS NULL",
+];
+
+/// The outbox of a SQLite store.
+pub struct SqliteOutbox {
+    pool: SqlitePool,
+}
+
+impl SqliteOutbox {
+    /// Creates the outbox's table if missing.
+    pub async fn open(pool: SqlitePool) -> Result<Self, StoreError> {
+        for statement in SCHEMA {
+            sqlx::query(sqlx::AssertSqlSafe(*statement))
+                .execute(&pool)
+                .await?;
+        }
+        Ok(SqliteOutbox { pool })
+    }
+}
+
+/// Records a failed attempt: due again at `?3` (next_at).
+const RETRY: &str = "UPDATE webhook_outbox SET attempts = ?2, next_at = ?3, claimed_until = 0,
+                 last_error = ?4
+             WHERE id = ?1";
+/// Records the last failed attempt: dead at `?3` (dead_at).
+const DEAD: &str = "UPDATE webhook_outbox SET attempts = ?2, dead_at = ?3, claimed_until = 0,
+                 last_error = ?4
+             WHERE id = ?1";
+
+impl SqliteOutbox {
+    /// Runs [`RETRY`] or [`DEAD`] for one event.
+    async fn outcome(
+        &self,
+        sql: &'static str,
+        id: &str,
+        attempts: u32,
+        at: u64,
+        error: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(sql)
+            .bind(id)
+            .bind(i64::from(attempts))
+            .bind(to_i64(at))
+            .bind(error)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Outbox for SqliteOutbox {
+    async fn push(&self, event: OutboxEvent) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO webhook_outbox (id, body, created_at, next_at) VALUES (?1, ?2, ?3, ?3)
+             ON CONFLICT(id) DO NOTHING",
+        )
+        .bind(&event.id)
+        .bind(event.body.as_ref())
+        .bind(to_i64(event.created_at))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn claim(
+        &self,
+        now: u64,
+        lease_until: u64,
+        limit: usize,
+    ) -> Result<Vec<Claimed>, StoreError> {
+        // One statement: SQLite has one writer at a time, so no other claim interleaves.
+        let rows = sqlx::query(
+            "UPDATE webhook_outbox SET claimed_until = ?1
+             WHERE id IN (SELECT id FROM webhook_outbox
+                          WHERE dead_at IS NULL AND next_at <= ?2 AND claimed_until <= ?2
+                          ORDER BY next_at, id LIMIT ?3)
+             RETURNING id, body, attempts, next_at",
+        )
+        .bind(to_i64(lease_until))
+        .bind(to_i64(now))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await?;
+        let claimed = rows
+            .iter()
+            .map(|row| {
+                Ok((
+                    row.try_get::<i64, _>(3)?,
+                    Claimed {
+                        id: row.try_get(0)?,
+                        body: Bytes::from(row.try_get::<Vec<u8>, _>(1)?),
+                        attempts: attempts_from(row.try_get(2)?),
+                    },
+                ))
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        Ok(in_due_order(claimed))
+    }
+
+    async fn delivered(&self, id: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM webhook_outbox WHERE id = ?1")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn retry_at(
+        &self,
+        id: &str,
+        attempts: u32,
+        next_at: u64,
+        error: &str,
+    ) -> Result<(), StoreError> {
+        self.outcome(RETRY, id, attempts, next_at, error).await
+    }
+
+    async fn dead(&self, id: &str, attempts: u32, at: u64, error: &str) -> Result<(), StoreError> {
+        self.outcome(DEAD, id, attempts, at, error).await
+    }
+
+    async fn next_due(&self) -> Result<Option<u64>, StoreError> {
+        let due: Option<i64> = sqlx::query_scalar(
+            "SELECT MIN(MAX(next_at, claimed_until)) FROM webhook_outbox WHERE dead_at IS NULL",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(due.map(to_u64))
+    }
+
+    async fn pending(&self) -> Result<u64, StoreError> {
+        let count: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM webhook_outbox WHERE dead_at IS NULL")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(to_u64(count))
+    }
+
+    async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, body, attempts, COALESCE(last_error, ''), dead_at FROM webhook_outbox
+             WHERE dead_at IS NOT NULL ORDER BY dead_at DESC, id LIMIT ?1",
+        )
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(DeadLetter {
+                    id: row.try_get(0)?,
+                    body: Bytes::from(row.try_get::<Vec<u8>, _>(1)?),
+                    attempts: attempts_from(row.try_get(2)?),
+                    error: row.try_get(3)?,
+                    dead_at: to_u64(row.try_get(4)?),
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::from)
+    }
+}
