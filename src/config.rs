@@ -170,6 +170,13 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_MAX_AWARENESS_BYTES", default_value_t = 16 * 1024)]
     pub max_awareness_bytes: usize,
 
+    /// Largest encoded document a room may hold, in bytes: an update (from a peer, a fairy,
+    /// the REST API or a restore) that would take it past this is refused and the room stays as
+    /// it was (a peer's socket closes with 1009, the API answers 413). See docs/protocol.md
+    /// "Document size".
+    #[arg(long, env = "FAIRYRING_MAX_DOC_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_doc_bytes: u64,
+
     /// Outbound frames queued per peer before that peer is closed as too slow.
     #[arg(long, env = "FAIRYRING_OUTBOUND_QUEUE", default_value_t = 1024)]
     pub outbound_queue: usize,
@@ -347,6 +354,7 @@ impl ServeConfig {
             rate_burst: 1000,
             rate_bytes_per_sec: 1024 * 1024,
             max_awareness_bytes: 16 * 1024,
+            max_doc_bytes: 64 * 1024 * 1024,
             outbound_queue: 1024,
             compact_every: 500,
             history_checkpoint_every: 2000,

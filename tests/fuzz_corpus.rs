@@ -66,3 +66,11 @@ mod render;
 fn render_corpus_replays() {
     replay("render", render::check);
 }
+
+#[path = "../fuzz/checks/shape_patch.rs"]
+mod shape_patch;
+
+#[test]
+fn shape_patch_corpus_replays() {
+    replay("shape_patch", shape_patch::check);
+}

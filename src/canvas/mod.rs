@@ -11,6 +11,8 @@
 //! - [`live`]: one live view of a document's shapes and a feed of their changes, shared by its
 //!   readers (fairies), so that they neither walk nor observe the document each.
 //! - [`page`]: pages (`page:main`, create, list).
+//! - [`patch`]: shape patches (the REST `PATCH …/shapes` body): validated whole, applied in
+//!   one transaction.
 //! - [`zorder`]: fractional `index` strings (z-order) via the `fractional_index` crate.
 //! - [`geometry`]: bounds per shape (arrows and pen strokes included) and queries by bounds.
 //! - [`format`]: the model-facing formats: simple (full detail), blurry, peripheral clusters.
@@ -25,6 +27,7 @@ pub mod geometry;
 pub mod ids;
 pub mod live;
 pub mod page;
+pub mod patch;
 pub mod render;
 pub mod schema;
 pub mod shape;

@@ -543,6 +543,28 @@ pub fn delete_shape(txn: &mut TransactionMut<'_>, id: &str) -> bool {
     root.remove(txn, id).is_some()
 }
 
+/// Removes the shapes `ids` and the bindings of arrows and lines to them (their ends stay
+/// where they are), so that no reference points at a missing shape; one pass over the other
+/// shapes however many are removed. Returns how many shapes were removed.
+pub fn delete_shapes_and_unbind(txn: &mut TransactionMut<'_>, ids: &[&str]) -> usize {
+    let removed = ids.iter().filter(|id| delete_shape(txn, id)).count();
+    for mut s in list_shapes(txn) {
+        if let ShapeProps::Connector(c) = &mut s.props {
+            let mut changed = false;
+            for end in [&mut c.from_id, &mut c.to_id] {
+                if end.as_deref().is_some_and(|bound| ids.contains(&bound)) {
+                    *end = None;
+                    changed = true;
+                }
+            }
+            if changed {
+                write_shape(txn, &s);
+            }
+        }
+    }
+    removed
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

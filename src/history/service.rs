@@ -10,13 +10,11 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use tokio::sync::Semaphore;
-use yrs::Transact;
 
 use super::actor::{Actor, Via};
 use super::replay::{ActorKey, Replay, ReplayError, Rollback, RollbackOutcome, ShapeChanges};
 use crate::ids::RoomName;
-use crate::origin::TxnOrigin;
-use crate::room::Room;
+use crate::room::{Room, RoomError};
 use crate::store::{LogRow, Store, StoreError, StoredRoom, StoredVersion, VersionBase};
 
 /// Consecutive updates of one actor merge into one entry while each follows the previous one
@@ -47,6 +45,18 @@ pub enum HistoryError {
     /// The room could not be written (closing, store failure).
     #[error("the room is not available: {0}")]
     Room(String),
+    /// The write would take the room's document past `--max-doc-bytes`.
+    #[error(transparent)]
+    DocTooLarge(crate::room::size::TooLarge),
+}
+
+impl From<RoomError> for HistoryError {
+    fn from(error: RoomError) -> Self {
+        match error {
+            RoomError::DocTooLarge(too_large) => HistoryError::DocTooLarge(too_large),
+            other => HistoryError::Room(other.to_string()),
+        }
+    }
 }
 
 /// One entry of a room's history: consecutive updates of one actor.
@@ -202,11 +212,24 @@ impl History {
 
     /// The room just after update `seq`.
     pub async fn version(&self, room: &RoomName, seq: u64) -> Result<Replay, HistoryError> {
+        self.version_sized(room, seq)
+            .await
+            .map(|(replay, _)| replay)
+    }
+
+    /// [`History::version`] and the bytes it was stored in (which bound its encoding).
+    async fn version_sized(
+        &self,
+        room: &RoomName,
+        seq: u64,
+    ) -> Result<(Replay, u64), HistoryError> {
         if seq == 0 {
             return Err(HistoryError::NotKept(0));
         }
         let stored = self.stored_version(room, seq).await?;
-        self.replay(move || Ok(version_of(&stored)?)).await
+        let bytes = stored.all().map(|b| b.len() as u64).sum();
+        let replay = self.replay(move || Ok(version_of(&stored)?)).await?;
+        Ok((replay, bytes))
     }
 
     /// The last update logged at or before `at` (ms since the epoch).
@@ -226,12 +249,16 @@ impl History {
         seq: u64,
         by: Actor,
     ) -> Result<u64, HistoryError> {
-        let version = self.version(room.name(), seq).await?;
-        let _lease = room.lease();
-        write_as(room, by.via(Via::Restore), |txn| {
-            super::replay::restore(txn, &version) > 0
-        })
-        .await
+        // What a restore writes is the version's shapes and pages at most: its stored bytes
+        // bound it (`--max-doc-bytes`).
+        let (version, bound) = self.version_sized(room.name(), seq).await?;
+        let seq = room
+            .write_as(&by.via(Via::Restore), |txn| {
+                room.admit_in(txn, bound)?;
+                Ok(super::replay::restore(txn, &version) > 0)
+            })
+            .await?;
+        Ok(seq)
     }
 
     /// Takes back what `target` changed after update `since` (default: from the oldest kept
@@ -273,13 +300,15 @@ impl History {
                 break;
             }
         }
-        let _lease = room.lease();
         let mut outcome = RollbackOutcome::default();
-        let seq = write_as(room, by.via(Via::Rollback), |txn| {
-            outcome = rollback.apply(txn);
-            outcome.reverted > 0
-        })
-        .await?;
+        // Not capped: a rollback takes back what an actor wrote, which is how a room at its
+        // size cap is brought back (see `room::size`).
+        let seq = room
+            .write_as(&by.via(Via::Rollback), |txn| {
+                outcome = rollback.apply(txn);
+                Ok(outcome.reverted > 0)
+            })
+            .await?;
         Ok((outcome, seq))
     }
 }
@@ -347,59 +376,12 @@ fn group(
     Ok(Grouped::Read(last))
 }
 
-/// Writes `edit` into the live room as one transaction of an origin of its own, logged with
-/// `actor`; returns the update's sequence number, or the room's last one when `edit` changed
-/// nothing (it says whether it wrote).
-async fn write_as(
-    room: &Arc<Room>,
-    actor: Actor,
-    edit: impl FnOnce(&mut yrs::TransactionMut<'_>) -> bool,
-) -> Result<u64, HistoryError> {
-    if room.is_closing() {
-        return Err(HistoryError::Room("the room is closing".into()));
-    }
-    let conn = crate::room::peer::next_conn_id();
-    let origin = TxnOrigin::Client {
-        conn,
-        sub: actor.id().to_owned(),
-    };
-    room.name_actor(&origin, &actor);
-    let logged = room.wait_seq(conn);
-    let wrote = {
-        let mut txn = room.doc().transact_mut_with(&origin);
-        edit(&mut txn)
-    };
-    room.forget_actor(&origin);
-    if !wrote {
-        room.forget_seq(conn);
-        room.flushed().await;
-        return Ok(room.committed_seq());
-    }
-    // A write that turned out to change nothing in the document emits no update: after the
-    // room's queue went out, the room's last sequence number answers.
-    match tokio::time::timeout(LOGGED_WITHIN, logged).await {
-        Ok(Ok(seq)) => Ok(seq),
-        Ok(Err(_)) => Err(HistoryError::Room(
-            "the room stopped before the update was stored".into(),
-        )),
-        Err(_) => {
-            room.forget_seq(conn);
-            room.flushed().await;
-            Ok(room.committed_seq())
-        }
-    }
-}
-
-/// How long a server action waits for its update to be logged before it answers with the
-/// room's last sequence number instead.
-const LOGGED_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::Logged;
     use crate::store::memory::MemoryStore;
-    use yrs::{Map, WriteTxn};
+    use yrs::{Map, Transact, WriteTxn};
 
     /// Logs runs of updates, one run per (person, count), each update setting a shape's `x`.
     async fn log_runs(store: &MemoryStore, room: &RoomName, runs: &[(&str, usize)]) {

@@ -467,6 +467,8 @@ struct Compaction {
     task: tokio::task::JoinHandle<Option<u64>>,
     covered: u64,
     covered_bytes: u64,
+    /// The room's document size estimate when it started (see [`super::size`]).
+    size_mark: u64,
 }
 
 /// Snapshots below this size are encoded from the live document (a millisecond or two under
@@ -482,6 +484,7 @@ const LIVE_ENCODE_MAX: u64 = 256 * 1024;
 /// 15–22 to 50–72 ms (docs/storage.md "Compaction"). The price is memory: while it runs, the
 /// room's document exists twice (one room at a time: the snapshot thread builds one).
 fn start_compaction(room: &Arc<Room>, log: &mut LogState) {
+    let size_mark = room.size.mark();
     let task = if log.snapshot_bytes.max(log.loaded_snapshot_bytes) < LIVE_ENCODE_MAX {
         // Only up to what the document is known to hold: with several nodes appending, a
         // later sequence number of this node's may lie beyond one it has not received yet.
@@ -500,6 +503,7 @@ fn start_compaction(room: &Arc<Room>, log: &mut LogState) {
         task,
         covered: log.since_snapshot,
         covered_bytes: log.bytes_since_snapshot,
+        size_mark,
     });
 }
 
@@ -542,21 +546,28 @@ async fn write_snapshot(room: &Room, snapshot: Bytes, upto: u64) -> Option<u64> 
 }
 
 /// Resolves when the running compaction ends (never while none runs); takes it.
-async fn compaction_done(compacting: &mut Option<Compaction>) -> (Option<u64>, u64, u64) {
+async fn compaction_done(compacting: &mut Option<Compaction>) -> (Option<u64>, u64, u64, u64) {
     let Some(running) = compacting.as_mut() else {
         return std::future::pending().await;
     };
     let snapshot = (&mut running.task).await.ok().flatten();
     let (covered, covered_bytes) = (running.covered, running.covered_bytes);
+    let size_mark = running.size_mark;
     *compacting = None;
-    (snapshot, covered, covered_bytes)
+    (snapshot, covered, covered_bytes, size_mark)
 }
 
-/// Counts what a finished compaction took out of the log.
-fn compacted(room: &Room, log: &mut LogState, (snapshot, covered, bytes): (Option<u64>, u64, u64)) {
+/// Counts what a finished compaction took out of the log, and rebases the room's document
+/// size estimate on the snapshot (see [`super::size`]).
+fn compacted(
+    room: &Room,
+    log: &mut LogState,
+    (snapshot, covered, bytes, size_mark): (Option<u64>, u64, u64, u64),
+) {
     let Some(snapshot_bytes) = snapshot else {
         return;
     };
+    room.size.rebase(snapshot_bytes, size_mark);
     log.since_snapshot = log.since_snapshot.saturating_sub(covered);
     log.bytes_since_snapshot = log.bytes_since_snapshot.saturating_sub(bytes);
     log.snapshot_bytes = snapshot_bytes;

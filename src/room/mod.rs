@@ -13,6 +13,9 @@
 //! - [`roots`]: the server-owned roots and where each item of the document lives (root,
 //!   nesting), against which peers' updates are checked.
 //! - [`registry`]: loading each room once, unloading idle rooms, flushing all at shutdown.
+//! - [`size`]: the document size cap (`--max-doc-bytes`) and the room's estimate of its size.
+//! - `write`: writes the server makes on a person's behalf (REST, restore, rollback), each
+//!   logged with that person and answered with its sequence number.
 //! - `reclaim`: giving the memory of unloaded rooms back to the operating system.
 //!
 //! Rooms never touch sockets (the server gives them frames and takes frames from a queue) nor
@@ -45,7 +48,9 @@ pub(crate) mod reclaim;
 pub mod registry;
 mod remote;
 pub mod roots;
+pub mod size;
 pub(crate) mod snapshot;
+mod write;
 pub mod write_budget;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -120,6 +125,9 @@ pub enum RoomError {
     /// The room is unloading or the server shutting down.
     #[error("room closed")]
     Closed,
+    /// The update would take the room's document past `--max-doc-bytes`.
+    #[error(transparent)]
+    DocTooLarge(#[from] size::TooLarge),
 }
 
 /// Limits and timings of rooms (from [`crate::config::ServeConfig`]).
@@ -152,6 +160,8 @@ pub struct RoomConfig {
     pub fairy_writes_per_sec: u32,
     /// Updates between two history checkpoints (`--history-checkpoint-every`; 0: none).
     pub history_checkpoint_every: u64,
+    /// Largest encoded document a room may hold (`--max-doc-bytes`; 0: no cap).
+    pub max_doc_bytes: u64,
     /// Where committed updates and fairies' events are reported (`--webhook-url`); `None`:
     /// nowhere, and nothing is recorded.
     pub webhooks: Option<crate::webhooks::Webhooks>,
@@ -173,6 +183,7 @@ impl RoomConfig {
             fanout: None,
             fairy_writes_per_sec: config.fairy_writes_per_sec,
             history_checkpoint_every: config.history_checkpoint_every,
+            max_doc_bytes: config.max_doc_bytes,
             webhooks: None,
         }
     }
@@ -202,6 +213,8 @@ pub struct Room {
     actors: Arc<actors::Actors>,
     /// The sequence number of the last update this room logged or received (0: none yet).
     committed_seq: std::sync::atomic::AtomicU64,
+    /// The estimate of its encoded document, against `--max-doc-bytes` (see [`size`]).
+    size: Arc<size::DocSize>,
 }
 
 impl Room {
@@ -214,6 +227,13 @@ impl Room {
     ) -> Result<Arc<Self>, RoomError> {
         let doc = Doc::with_client_id(SERVER_CLIENT_ID);
         let is_new = stored.snapshot.is_none() && stored.updates.is_empty();
+        // What it was built from bounds its encoding (see `size`); the schema is added below.
+        let stored_bytes: u64 = stored
+            .snapshot
+            .iter()
+            .chain(stored.updates.iter())
+            .map(|b| b.len() as u64)
+            .sum();
         let mut all_applied = true;
         {
             let mut txn = doc.transact_mut_with(TxnOrigin::System);
@@ -254,6 +274,11 @@ impl Room {
         } else {
             None
         };
+        let size = Arc::new(size::DocSize::new(
+            config.max_doc_bytes,
+            stored_bytes + unwritten_schema.as_ref().map_or(0, |s| s.len() as u64),
+        ));
+        let grown = size.clone();
         let cold = Arc::new(cold::ColdCache::default());
         if all_applied {
             const EMPTY_DOC: &[u8] = &[0, 0];
@@ -281,6 +306,7 @@ impl Room {
                     _ => None,
                 };
                 let update = Bytes::from(event.update.clone());
+                grown.grow(update.len() as u64);
                 tail.extend(&update);
                 let mut index = indexed.lock().unwrap_or_else(|p| p.into_inner());
                 if index.is_built()
@@ -328,6 +354,7 @@ impl Room {
             unwritten_schema: Mutex::new(unwritten_schema),
             actors,
             committed_seq: std::sync::atomic::AtomicU64::new(stored.last_seq),
+            size,
         }))
     }
 
@@ -533,36 +560,11 @@ impl Room {
                     );
                     return Ok(());
                 }
-                // Lock order: the document, then the index (the update observer, inside a write
-                // transaction, takes the index too). The read transaction keeps the document as
-                // the index and the state vector describe it until the update is vetted.
-                let (update, server_end, room_state) = {
-                    let txn = self.doc.transact();
-                    let room_state = txn.state_vector();
-                    let mut index = self.roots.lock().unwrap_or_else(|p| p.into_inner());
-                    if !index.is_built() {
-                        let full = txn.encode_state_as_update_v1(&StateVector::default());
-                        if let Some(walked) = decode::walk_emitted(&full) {
-                            walked.record_in(&mut index);
-                        }
-                        index.mark_built();
-                    }
-                    let (update, server_end) = decode_peer_update(&update, &room_state, &index)?;
-                    (update, server_end, room_state)
-                };
-                // Only the server writes as its own client id: a peer's update may repeat
-                // server blocks the room has, never add some (see `decode_peer_update`).
-                let known = room_state.get(&yrs::block::ClientID::new(SERVER_CLIENT_ID));
-                if server_end > known {
-                    return Err(RoomError::BadUpdate(format!(
-                        "update carries blocks of the server's client id {SERVER_CLIENT_ID} up to clock {server_end}; the room has {known}"
-                    )));
-                }
                 let origin = TxnOrigin::Client {
                     conn: info.conn,
                     sub: info.sub.clone(),
                 };
-                self.apply_client_update(origin, update)?;
+                self.apply_peer_update(origin, &update)?;
                 crate::metrics::global().updates_in.inc();
             }
             Message::Awareness(update) => {
@@ -583,6 +585,76 @@ impl Room {
 }
 
 impl Room {
+    /// Vets and applies a writer's v1 update exactly as a peer's (a REST write goes through
+    /// here too): decoded and checked against the room ([`decode_peer_update`]: server-owned
+    /// roots, nesting, hostile encodings), refused when it carries the server's own client id
+    /// beyond what the room has or would take the document past `--max-doc-bytes`, then
+    /// integrated with `origin`. Returns whether the document changed (an update that repeats
+    /// what the room has changes nothing and emits nothing).
+    pub(crate) fn apply_peer_update(
+        &self,
+        origin: TxnOrigin,
+        update: &[u8],
+    ) -> Result<bool, RoomError> {
+        // Lock order: the document, then the index (the update observer, inside a write
+        // transaction, takes the index too). The read transaction keeps the document as
+        // the index and the state vector describe it until the update is vetted.
+        let (decoded, server_end, room_state) = {
+            let txn = self.doc.transact();
+            let room_state = txn.state_vector();
+            let mut index = self.roots.lock().unwrap_or_else(|p| p.into_inner());
+            if !index.is_built() {
+                let full = txn.encode_state_as_update_v1(&StateVector::default());
+                if let Some(walked) = decode::walk_emitted(&full) {
+                    walked.record_in(&mut index);
+                }
+                index.mark_built();
+            }
+            let (decoded, server_end) = decode_peer_update(update, &room_state, &index)?;
+            (decoded, server_end, room_state)
+        };
+        // Only the server writes as its own client id: a peer's update may repeat
+        // server blocks the room has, never add some (see `decode_peer_update`).
+        let known = room_state.get(&yrs::block::ClientID::new(SERVER_CLIENT_ID));
+        if server_end > known {
+            return Err(RoomError::BadUpdate(format!(
+                "update carries blocks of the server's client id {SERVER_CLIENT_ID} up to clock {server_end}; the room has {known}"
+            )));
+        }
+        // An update adds at most its own length to the encoding; near the cap, only what the
+        // room lacks of it counts (a sync step 2 may repeat what the room has).
+        self.size.admit_refined(
+            update.len() as u64,
+            || self.measure(),
+            || {
+                let sv = yrs::updates::encoder::Encode::encode_v1(&room_state);
+                std::panic::catch_unwind(|| yrs::diff_updates_v1(update, &sv))
+                    .ok()
+                    .and_then(Result::ok)
+                    .map_or(update.len() as u64, |diff| diff.len() as u64)
+            },
+        )?;
+        self.apply_client_update(origin, decoded)
+    }
+
+    /// The room's document size estimate and cap (see [`size`]).
+    pub fn doc_size(&self) -> &size::DocSize {
+        &self.size
+    }
+
+    /// The exact size of the document's full-state encoding.
+    fn measure(&self) -> u64 {
+        let txn = self.doc.transact();
+        txn.encode_state_as_update_v1(&StateVector::default()).len() as u64
+    }
+
+    /// Whether a server write that adds at most `bound` bytes keeps the document within
+    /// `--max-doc-bytes` (a fairy's action, checked before its transaction; see [`size`] and,
+    /// inside a transaction, [`Room::admit_in`]).
+    pub fn admit_write(&self, bound: u64) -> Result<(), size::TooLarge> {
+        self.size.admit(bound, || self.measure())
+    }
+
     /// The answer to a sync step 1: the diff against the peer's state vector or, for a peer
     /// that knows nothing of this document (a cold load), the ready full-state answer of
     /// [`cold::ColdCache`], rebuilt from the document only when it was dropped.
@@ -606,6 +678,7 @@ impl Room {
             return vec![only.clone()];
         }
         let full = txn.encode_state_as_update_v1(&StateVector::default());
+        self.size.measured(full.len() as u64);
         vec![self.cold.install(full, Vec::new()).0]
     }
 
@@ -614,18 +687,20 @@ impl Room {
     pub(crate) fn encode_and_install_cold(&self) -> Bytes {
         let txn = self.doc.transact();
         let full = txn.encode_state_as_update_v1(&StateVector::default());
+        self.size.measured(full.len() as u64);
         self.cold.install(full, Vec::new()).1
     }
 
     /// Applies a peer's decoded update. yrs is not panic-free on hostile input; a panic while
     /// integrating is contained here, logged and answered like any invalid update.
-    fn apply_client_update(&self, origin: TxnOrigin, update: Update) -> Result<(), RoomError> {
+    /// Returns whether the document changed.
+    fn apply_client_update(&self, origin: TxnOrigin, update: Update) -> Result<bool, RoomError> {
         let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut txn = self.doc.transact_mut_with(origin);
-            txn.apply_update(update)
+            txn.apply_update(update).map(|()| txn.has_changes())
         }));
         match applied {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(changed)) => Ok(changed),
             Ok(Err(error)) => Err(RoomError::BadUpdate(error.to_string())),
             Err(_) => {
                 tracing::error!(room = %self.name, "yrs panicked while applying a peer's update");

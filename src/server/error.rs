@@ -43,6 +43,8 @@ pub struct ApiError {
     detail: String,
     /// Seconds for a `retry-after` header.
     retry_after: Option<u64>,
+    /// Fields answered beside `error` and `detail` (a patch's refused items).
+    extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ApiError {
@@ -53,7 +55,16 @@ impl ApiError {
             code,
             detail: detail.into(),
             retry_after: None,
+            extra: serde_json::Map::new(),
         }
+    }
+
+    /// Adds a field to the JSON body beside `error` and `detail` (never one of those two).
+    pub fn with_field(mut self, key: &str, value: serde_json::Value) -> Self {
+        if key != "error" && key != "detail" {
+            self.extra.insert(key.to_owned(), value);
+        }
+        self
     }
 
     /// Adds a `retry-after` header (whole seconds, at least 1).
@@ -97,11 +108,10 @@ impl IntoResponse for ApiError {
             } else {
                 self.detail
             };
-        let mut response = (
-            self.status,
-            Json(json!({ "error": self.code, "detail": detail })),
-        )
-            .into_response();
+        let mut body = self.extra;
+        body.insert("error".into(), json!(self.code));
+        body.insert("detail".into(), json!(detail));
+        let mut response = (self.status, Json(body)).into_response();
         if let Some(seconds) = self.retry_after {
             response
                 .headers_mut()
@@ -172,6 +182,11 @@ impl From<RoomError> for ApiError {
             RoomError::TooManyRooms => (StatusCode::SERVICE_UNAVAILABLE, "too_many_rooms"),
             RoomError::Closed => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
             RoomError::Store => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+            RoomError::DocTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "doc_too_large"),
+            RoomError::BadUpdate(_) | RoomError::Protocol(_) => {
+                (StatusCode::BAD_REQUEST, "invalid_update")
+            }
+            RoomError::ServerOwned(_) => (StatusCode::BAD_REQUEST, "server_owned_root"),
             _ => (StatusCode::BAD_REQUEST, "bad_request"),
         };
         ApiError::new(status, code, error.to_string())
@@ -193,6 +208,7 @@ pub fn close_for(error: &RoomError) -> (u16, &'static str, String) {
         RoomError::RoomFull | RoomError::TooManyRooms => (close::TRY_AGAIN_LATER, "full"),
         RoomError::Store => (close::INTERNAL, "store_failure"),
         RoomError::Closed => (close::GOING_AWAY, "room_closed"),
+        RoomError::DocTooLarge(_) => (close::TOO_BIG, "doc_too_large"),
     };
     // Close reasons are limited to 123 bytes by RFC 6455.
     (code, reason, truncate(&error.to_string(), 120))

@@ -55,6 +55,11 @@ impl From<HistoryError> for ApiError {
                 "replay_failed",
                 error.to_string(),
             ),
+            HistoryError::DocTooLarge(_) => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "doc_too_large",
+                error.to_string(),
+            ),
             HistoryError::Room(_) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "room_unavailable",

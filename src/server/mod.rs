@@ -3,7 +3,8 @@
 //! Owns the HTTP router (`/rooms/{room}` WebSocket upgrade, `/healthz`, `/metrics` — or a
 //! listener of its own for it with `--metrics-listen` —, JSON `404 not_found` for any other
 //! path, the web demo, the fairy API in [`fairies`], image exports in [`export`], room instructions in
-//! [`instructions`], history, versions, restore and rollback in [`history`]), connection admission, the WebSocket handshake
+//! [`instructions`], history, versions, restore and rollback in [`history`], REST writes in
+//! [`rest`]), connection admission, the WebSocket handshake
 //! ([`upgrade`]), request-body limits ([`body`]), per-socket tasks ([`ws`]), the mapping of
 //! errors to HTTP and close codes ([`error`]), logging set-up ([`logging`]) and graceful
 //! shutdown (SIGINT/SIGTERM flush every room). Rooms, stores and auth are used through their module APIs.
@@ -19,6 +20,7 @@ pub mod history;
 pub mod instructions;
 pub mod logging;
 pub mod projects;
+pub mod rest;
 pub mod upgrade;
 pub mod web_demo;
 pub mod ws;
@@ -311,6 +313,7 @@ pub fn router(state: AppState) -> Router {
         .merge(projects::routes())
         .merge(export::routes())
         .merge(history::routes())
+        .merge(rest::routes())
         .merge(instructions::routes());
     if state.config.dev {
         router = router.route("/auth/dev-token", axum::routing::post(access::dev_token));

@@ -6,7 +6,7 @@ use yrs::TransactionMut;
 
 use super::common::{schema, shape_ref};
 use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
-use crate::canvas::shape::{ShapeProps, delete_shape, list_shapes, write_shape};
+use crate::canvas::shape::delete_shapes_and_unbind;
 use crate::ids::ShapeId;
 
 /// The `delete` action.
@@ -50,22 +50,7 @@ pub fn apply(
     args: &DeleteArgs,
     _ctx: &mut ActionCtx,
 ) -> Result<(), ActionError> {
-    let id = args.shape.as_str();
-    delete_shape(txn, id);
-    for mut s in list_shapes(txn) {
-        if let ShapeProps::Connector(c) = &mut s.props {
-            let mut changed = false;
-            for end in [&mut c.from_id, &mut c.to_id] {
-                if end.as_deref() == Some(id) {
-                    *end = None;
-                    changed = true;
-                }
-            }
-            if changed {
-                write_shape(txn, &s);
-            }
-        }
-    }
+    delete_shapes_and_unbind(txn, &[args.shape.as_str()]);
     Ok(())
 }
 

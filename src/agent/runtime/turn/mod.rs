@@ -316,6 +316,24 @@ impl FairyRuntime {
         }
     }
 
+    /// `Err(correction)` when a canvas action could take the room's document past
+    /// `--max-doc-bytes` (docs/protocol.md "Document size"): it is bounded by its JSON
+    /// ([`crate::room::size::json_write_bound`]). Deleting is always allowed: it is how a room
+    /// at its cap makes room.
+    fn size_check(&self, kind: &str, action: &Value) -> Result<(), String> {
+        if matches!(kind, "delete" | "clear") {
+            return Ok(());
+        }
+        let json = serde_json::to_vec(action).map_or(0, |v| v.len());
+        self.room
+            .admit_write(crate::room::size::json_write_bound(json))
+            .map_err(|too_large| {
+                format!(
+                    "{too_large}: the room's document is full; nothing can be added or grown until shapes are deleted"
+                )
+            })
+    }
+
     /// Charges the room's fairy write budget with the shapes the complete action just changed
     /// (streamed versions before it are previews: they wait while the budget is spent, but
     /// cost nothing).
@@ -348,6 +366,15 @@ impl FairyRuntime {
                 action,
                 until: tokio::time::Instant::now() + BUDGET_RETRY,
             });
+            return;
+        }
+        // Nor is one that could take the document past its size cap (the complete action is
+        // refused with a correction).
+        let kind = action
+            .get("_type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if self.size_check(kind, &action).is_err() {
             return;
         }
         self.beacon.update_if_changed(|p| p.pose = Pose::Working);
@@ -429,6 +456,11 @@ impl FairyRuntime {
             return;
         }
         if canvas && let Err(why) = self.task_bounds_check(&a.action, &turn.ctx.transform) {
+            self.tentative.revert_tentative();
+            self.reject(&a.action, &kind, why, level);
+            return;
+        }
+        if canvas && let Err(why) = self.size_check(&kind, &a.action) {
             self.tentative.revert_tentative();
             self.reject(&a.action, &kind, why, level);
             return;

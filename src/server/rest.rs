@@ -1,0 +1,127 @@
+//! The REST writes into a live room (docs/rest.md), for a team's own backend that does not
+//! speak y-sync:
+//! - `POST /rooms/{room}/update` (scope `write`), a Yjs v1 update as the body → `{"seq"}`;
+//! - `PATCH /rooms/{room}/shapes` (scope `write`), `{"create", "update", "delete"}` in the
+//!   document schema's JSON form → `{"seq", "created", "updated", "deleted"}`.
+//!
+//! Both are written like a person's edit, logged with the token's `sub` via `api`, durable
+//! before any peer sees them. Owns only the parsing of bodies and the mapping of
+//! [`PatchError`] to HTTP; the vetting of an update is the peer path's
+//! ([`crate::room::Room::apply_update_as`]), the validation of a patch the canvas model's
+//! ([`crate::canvas::patch`]).
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{patch, post};
+use serde_json::json;
+
+use super::AppState;
+use super::access::{Admitted, WriteScope};
+use super::error::ApiError;
+use crate::canvas::patch::{self as shape_patch, Applied, PatchError, ShapePatch};
+use crate::history::actor::{Actor, Via};
+
+/// The REST write routes.
+pub fn routes() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route("/rooms/{room}/update", post(update))
+        .route("/rooms/{room}/shapes", patch(shapes))
+}
+
+impl From<PatchError> for ApiError {
+    fn from(error: PatchError) -> Self {
+        match &error {
+            PatchError::Invalid(items) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_patch", error.to_string())
+                    .with_field("items", json!(items))
+            }
+            PatchError::NotFound(ids) => {
+                ApiError::new(StatusCode::NOT_FOUND, "shape_not_found", error.to_string())
+                    .with_field("ids", json!(ids))
+            }
+            PatchError::TooManyItems(_) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_patch", error.to_string())
+            }
+        }
+    }
+}
+
+/// The person a REST write is logged with.
+fn api_actor(sub: String, name: Option<String>) -> Actor {
+    Actor::user(sub, name).via(Via::Api)
+}
+
+async fn update(
+    State(state): State<AppState>,
+    Admitted {
+        room, sub, name, ..
+    }: Admitted<WriteScope>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body?;
+    if body.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_update",
+            "the body must be a Yjs v1 update (application/octet-stream)",
+        ));
+    }
+    // The same limit as a peer's message.
+    if body.len() > state.config.max_message_bytes {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!(
+                "an update is limited to {} bytes (--max-message-bytes)",
+                state.config.max_message_bytes
+            ),
+        ));
+    }
+    let loaded = state.rooms.get(&room).await?;
+    let seq = loaded.apply_update_as(&api_actor(sub, name), &body).await?;
+    Ok(Json(json!({ "seq": seq })).into_response())
+}
+
+async fn shapes(
+    State(state): State<AppState>,
+    Admitted {
+        room, sub, name, ..
+    }: Admitted<WriteScope>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body?;
+    let patch: ShapePatch = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))?;
+    let loaded = state.rooms.get(&room).await?;
+    let author = format!("user:{sub}");
+    let mut outcome: Option<Result<Applied, PatchError>> = None;
+    // Validated and written in one transaction: nothing of a refused patch is applied, and
+    // nothing can change between its validation and its writes.
+    let seq = loaded
+        .write_as(&api_actor(sub, name), |txn| {
+            let plan = match shape_patch::plan(txn, &patch, &author) {
+                Ok(plan) => plan,
+                Err(error) => {
+                    outcome = Some(Err(error));
+                    return Ok(false);
+                }
+            };
+            loaded.admit_in(txn, plan.bound())?;
+            let changed = shape_patch::apply(txn, &plan);
+            outcome = Some(Ok(plan.applied().clone()));
+            Ok(changed)
+        })
+        .await?;
+    let applied = outcome.unwrap_or_else(|| Ok(Applied::default()))?;
+    Ok(Json(json!({
+        "seq": seq,
+        "created": applied.created,
+        "updated": applied.updated,
+        "deleted": applied.deleted,
+    }))
+    .into_response())
+}
