@@ -556,3 +556,58 @@ async fn a_fairy_past_the_size_cap_is_refused_with_a_correction() {
     assert!(support::shape_ids(&other).iter().all(|s| s != "huge"));
     handle.shutdown().await;
 }
+
+/// A measurement, not a check (`cargo test --release --test rest -- --ignored --nocapture
+/// rest_write_latency`): 200 `POST …/update` writes, one at a time, on a SQLite file store;
+/// for each, the time from sending the request to a y-sync peer holding the write, and to the
+/// request's answer (durable by then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement; run it alone, in release"]
+async fn rest_write_latency() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut config = ServeConfig::for_test();
+    config.store = format!("sqlite:{}", dir.path().join("rest.db").display());
+    let server = Server::start(config).await;
+    let room = "rest-latency";
+    let token = server.tokens.mint("ada", "write");
+    let mut peer = server.peer(room, &token).await;
+    peer.drain(std::time::Duration::from_millis(200)).await;
+    let url = server.url(room, "update");
+    // One writer document, so that each write follows the one before (not concurrent with it).
+    let writer = Doc::new();
+    let (mut receipt, mut answer) = (Vec::new(), Vec::new());
+    for i in 0..200u32 {
+        let x = f64::from(i) + 0.5;
+        let update = {
+            let mut txn = writer.transact_mut();
+            put_shape(&mut txn, "lat", x);
+            txn.encode_update_v1()
+        };
+        let started = std::time::Instant::now();
+        let write = {
+            let (url, token) = (url.clone(), token.clone());
+            tokio::spawn(async move {
+                let answered = post_update(&url, &token, update).await;
+                (answered, started.elapsed())
+            })
+        };
+        peer.until("the REST write", |c| shape_x(&c.doc, "lat") == Some(x))
+            .await;
+        receipt.push(started.elapsed());
+        let ((status, body), took) = write.await.expect("write task");
+        assert_eq!(status, 200, "{body}");
+        answer.push(took);
+    }
+    let q = |v: &mut Vec<std::time::Duration>, q: f64| {
+        v.sort();
+        v[((v.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1000.0
+    };
+    println!(
+        "REST write -> peer receipt: p50 {:.2} ms, p99 {:.2} ms; answer (durable): p50 {:.2} ms, p99 {:.2} ms",
+        q(&mut receipt, 0.5),
+        q(&mut receipt, 0.99),
+        q(&mut answer, 0.5),
+        q(&mut answer, 0.99),
+    );
+    server.handle.shutdown().await;
+}
