@@ -182,4 +182,100 @@ mod tests {
             assert_eq!(x_of(&version, key), Some(x), "version {seq}");
         }
     }
+
+    /// One edit of the random logs: which writer, which key, set or delete.
+    #[derive(Debug, Clone)]
+    struct Edit {
+        writer: usize,
+        key: u8,
+        value: Option<i32>,
+        /// Whether the writer first catches up with everything logged so far (else it edits
+        /// concurrently with what it has not seen).
+        synced: bool,
+    }
+
+    fn edits() -> impl proptest::strategy::Strategy<Value = Vec<Edit>> {
+        use proptest::prelude::*;
+        proptest::collection::vec(
+            (
+                0..3usize,
+                0..5u8,
+                proptest::option::weighted(0.8, -50..50i32),
+                any::<bool>(),
+            )
+                .prop_map(|(writer, key, value, synced)| Edit {
+                    writer,
+                    key,
+                    value,
+                    synced,
+                }),
+            1..80,
+        )
+    }
+
+    fn shapes_json(doc: &Doc) -> yrs::Any {
+        use yrs::types::ToJson;
+        let shapes = doc.get_or_insert_map("shapes");
+        shapes.to_json(&doc.transact())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 128, ..Default::default() })]
+        /// Whatever the interleaving of writers and wherever checkpoints fall, every version
+        /// read through the checkpoint chain is the log replayed up to it.
+        #[test]
+        fn every_version_through_the_chain_is_the_log_replayed(
+            edits in edits(),
+            every in 2..12u64,
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+                let room = RoomName::parse("chains").unwrap();
+                let writers: Vec<Doc> = (0..3).map(|i| Doc::with_client_id(10 + i)).collect();
+                let server = Doc::new();
+                let mut log: Vec<Vec<u8>> = Vec::new();
+                let mut from = 0;
+                for edit in &edits {
+                    let doc = &writers[edit.writer];
+                    if edit.synced {
+                        let sv = doc.transact().state_vector();
+                        let missing = server.transact().encode_diff_v1(&sv);
+                        apply_all(doc, [missing.as_slice()]).unwrap();
+                    }
+                    let update = {
+                        let shapes = doc.get_or_insert_map("shapes");
+                        let mut txn = doc.transact_mut();
+                        let key = format!("k{}", edit.key);
+                        match edit.value {
+                            Some(v) => {
+                                shapes.insert(&mut txn, key, f64::from(v));
+                            }
+                            None => {
+                                shapes.remove(&mut txn, &key);
+                            }
+                        }
+                        txn.encode_update_v1()
+                    };
+                    apply_all(&server, [update.as_slice()]).unwrap();
+                    log.push(update.clone());
+                    let seq = store.append(&room, vec![update.into()]).await.unwrap();
+                    if seq >= from + every {
+                        from = take(&store, &room, seq, every).await;
+                    }
+                }
+                for seq in 1..=log.len() as u64 {
+                    let version = store.load_version(&room, seq).await.unwrap().unwrap();
+                    let through_chain = Doc::new();
+                    apply_all(&through_chain, version.all()).unwrap();
+                    let replayed = Doc::new();
+                    apply_all(&replayed, log[..seq as usize].iter().map(|u| u.as_slice())).unwrap();
+                    assert_eq!(shapes_json(&through_chain), shapes_json(&replayed), "version {seq}");
+                }
+            });
+        }
+    }
 }
