@@ -106,16 +106,23 @@ pub fn newest_chain(meta: &[(u64, Option<u64>)]) -> Vec<u64> {
         .unwrap_or_default()
 }
 
-/// The checkpoint pruning keeps in a room (see [`super::Store::prune_history`]): the newest one
-/// at or below both `old` (the room's last update older than the cut) and `snapshot` (a room
-/// loads from its snapshot and the updates after it: none of those may go); `None`: nothing
-/// can be dropped.
-pub fn prune_keep(meta: &[(u64, Option<u64>)], old: u64, snapshot: u64) -> Option<u64> {
-    let limit = old.min(snapshot);
-    meta.iter()
+/// The chain pruning keeps in a room (see [`super::Store::prune_history`]), as [`chain_to`] gives
+/// it: up to the newest checkpoint at or below both `old` (the room's last update older than the
+/// cut) and `snapshot` (a room loads from its snapshot and the updates after it: none of those
+/// may go). Its last element is the checkpoint kept; `None`: nothing can be dropped (no old
+/// update, no snapshot, no such checkpoint, or its chain is broken).
+pub fn prune_chain(
+    meta: &[(u64, Option<u64>)],
+    old: Option<u64>,
+    snapshot: Option<u64>,
+) -> Option<Vec<u64>> {
+    let limit = old?.min(snapshot?);
+    let keep = meta
+        .iter()
         .map(|(seq, _)| *seq)
         .filter(|seq| *seq <= limit)
-        .max()
+        .max()?;
+    chain_to(meta, keep)
 }
 
 /// Assembles the version at `seq` from what a backend read in one transaction: the chain's
@@ -174,6 +181,14 @@ pub fn squash(states: &[Bytes]) -> Option<Bytes> {
         .map(Bytes::from)
 }
 
+/// [`squash`] on a blocking thread (the SQL stores' pruning runs on the async threads).
+pub async fn squash_off_thread(states: Vec<Bytes>) -> Option<Bytes> {
+    tokio::task::spawn_blocking(move || squash(&states))
+        .await
+        .ok()
+        .flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,6 +218,20 @@ mod tests {
             newest_chain(&[(10, None), (20, Some(10)), (30, None)]),
             vec![30]
         );
+    }
+
+    #[test]
+    fn pruning_keeps_the_chain_below_both_the_cut_and_the_snapshot() {
+        let meta = [(10, None), (20, Some(10)), (30, Some(20))];
+        assert_eq!(prune_chain(&meta, Some(25), Some(40)), Some(vec![10, 20]));
+        // Never past the snapshot: a load needs every update after it.
+        assert_eq!(prune_chain(&meta, Some(35), Some(15)), Some(vec![10]));
+        // Nothing old, no snapshot, or nothing at or below them: nothing goes.
+        assert_eq!(prune_chain(&meta, None, Some(40)), None);
+        assert_eq!(prune_chain(&meta, Some(35), None), None);
+        assert_eq!(prune_chain(&meta, Some(5), Some(40)), None);
+        // A broken chain is not pruned to.
+        assert_eq!(prune_chain(&[(20, Some(10))], Some(25), Some(40)), None);
     }
 
     #[test]

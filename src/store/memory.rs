@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::checkpoints::{assemble_version, chain_to, newest_chain, prune_keep, squash};
+use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash};
 use super::{Checkpoint, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
 
@@ -217,12 +217,12 @@ impl Store for MemoryStore {
                     .filter(|row| row.at.is_none_or(|t| t < before))
                     .map(|row| row.seq)
                     .next_back();
-                let Some(old) = old else { continue };
                 let meta = log.checkpoint_meta(u64::MAX);
-                let Some(keep) = prune_keep(&meta, old, log.snapshot_seq()) else {
+                let snapshot = log.snapshot.as_ref().map(|(seq, _)| *seq);
+                let Some(chain) = prune_chain(&meta, old, snapshot) else {
                     continue;
                 };
-                let Some(chain) = chain_to(&meta, keep) else {
+                let Some(&keep) = chain.last() else {
                     continue;
                 };
                 if chain.len() > 1 {

@@ -25,7 +25,7 @@ use sqlx::{ConnectOptions, Connection, Row, SqliteConnection, SqlitePool};
 
 use std::sync::Arc;
 
-use super::checkpoints::{assemble_version, chain_to, newest_chain, prune_keep, squash};
+use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash_off_thread};
 use super::writer::{Batch, WriteOp, WriteReq, Writer, known_actor, to_i64, to_u64};
 use super::{Checkpoint, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
@@ -331,21 +331,18 @@ impl Store for SqliteStore {
             let old = row.try_get::<Option<i64>, _>(0)?.map(to_u64);
             let snapshot = row.try_get::<Option<i64>, _>(1)?.map(to_u64);
             let meta = checkpoint_meta(&mut tx, &room, i64::MAX).await?;
-            let (Some(old), Some(snapshot)) = (old, snapshot) else {
+            let Some(chain) = prune_chain(&meta, old, snapshot) else {
                 continue;
             };
-            let Some(keep) = prune_keep(&meta, old, snapshot) else {
-                continue;
-            };
-            let Some(chain) = chain_to(&meta, keep) else {
+            let Some(&keep) = chain.last() else {
                 continue;
             };
             let states = checkpoint_data(&mut tx, &room, &chain).await?;
             tx.commit().await?;
             let full = if chain.len() > 1 {
-                match tokio::task::spawn_blocking(move || squash(&states)).await {
-                    Ok(Some(full)) => Some(full),
-                    _ => continue,
+                match squash_off_thread(states).await {
+                    Some(full) => Some(full),
+                    None => continue,
                 }
             } else {
                 None
