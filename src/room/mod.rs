@@ -637,11 +637,6 @@ impl Room {
         self.apply_client_update(origin, decoded)
     }
 
-    /// The room's document size estimate and cap (see [`size`]).
-    pub fn doc_size(&self) -> &size::DocSize {
-        &self.size
-    }
-
     /// The exact size of the document's full-state encoding.
     fn measure(&self) -> u64 {
         let txn = self.doc.transact();

@@ -95,7 +95,7 @@ async fn shapes(
 ) -> Result<Response, ApiError> {
     let body = body?;
     let patch: ShapePatch = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))?;
+        .map_err(|e| ApiError::body(StatusCode::BAD_REQUEST, e.to_string()))?;
     let loaded = state.rooms.get(&room).await?;
     let author = format!("user:{sub}");
     let mut outcome: Option<Result<Applied, PatchError>> = None;
