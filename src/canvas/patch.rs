@@ -118,9 +118,14 @@ impl Plan {
     }
 
     /// The most writing it can add to the document's encoding, in bytes (checked against
-    /// `--max-doc-bytes` before it is written): per shape written whole, every key and value
-    /// plus what Yjs spends on an item's id, parent and lengths; deletes add a delete-set range.
+    /// `--max-doc-bytes` before it is written): the update's own framing (client and
+    /// delete-set counts, the writer's client id and first clock, even for a patch that
+    /// changes nothing); per shape written whole, every key and value plus what Yjs spends on
+    /// an item's id, parent and lengths; deletes add a delete-set range.
     pub fn bound(&self) -> u64 {
+        /// Counts of clients and of delete-set entries, a client id (up to 53 bits as a
+        /// varint) and a clock: what an update of one writer costs before its first item.
+        const FRAME: u64 = 24;
         /// Bytes of ids, origins, parent and lengths one map entry may cost beyond its key and value.
         const PER_KEY: u64 = 32;
         /// The shape's own map in `shapes`, and a delete-set range.
@@ -143,7 +148,7 @@ impl Plan {
                 props + shape.id.len() as u64 + PER_SHAPE
             })
             .sum();
-        writes + PER_SHAPE * self.applied.deleted.len() as u64
+        FRAME + writes + PER_SHAPE * self.applied.deleted.len() as u64
     }
 }
 
