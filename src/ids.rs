@@ -81,7 +81,10 @@ pub fn random_id(prefix: &str) -> String {
 macro_rules! plain_id {
     ($(#[$doc:meta])* $id:ident, $(#[$edoc:meta])* $error:ident, $message:literal) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(
+            Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+            utoipa::ToSchema,
+        )]
         #[serde(try_from = "String", into = "String")]
         pub struct $id(String);
 

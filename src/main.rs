@@ -26,6 +26,9 @@ enum Command {
     Token(fairyring::auth::TokenArgs),
     /// Serve scripted model answers (Anthropic and OpenAI wire formats) for tests and demos.
     MockModel(fairyring::llm::mock::MockModelArgs),
+    /// Print the OpenAPI 3.1 description of the HTTP API (what `GET /openapi.json` serves
+    /// with `--dev`), to generate clients without running a server.
+    Openapi,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -42,6 +45,11 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Bench(args) => runtime()?.block_on(fairyring::bench::run(args)),
         Command::MockModel(args) => runtime()?.block_on(fairyring::llm::mock::run(args)),
+        Command::Openapi => {
+            let description = fairyring::server::openapi_description().to_pretty_json()?;
+            println!("{description}");
+            Ok(())
+        }
         Command::Token(args) => {
             let token = fairyring::auth::mint_from_args(&args, fairyring::auth::unix_now())?;
             println!("{token}");

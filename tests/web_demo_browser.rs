@@ -81,6 +81,15 @@ async fn ensure_node_modules() {
 async fn web_demo_typechecks_and_its_unit_tests_pass() {
     let _one = NPM.lock().await;
     ensure_node_modules().await;
+    // The API types the page compiles against are those of the committed description
+    // (tests/openapi.rs checks that description against the server).
+    run(
+        "npm",
+        &["run", "check-api-types"],
+        &[],
+        Duration::from_secs(180),
+    )
+    .await;
     run("npm", &["run", "typecheck"], &[], Duration::from_secs(180)).await;
     run("npm", &["test"], &[], Duration::from_secs(180)).await;
 }

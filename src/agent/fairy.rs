@@ -64,7 +64,7 @@ pub enum FairyError {
 pub use crate::ids::{FairyId, InvalidFairyId};
 
 /// The persistent description of a fairy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FairyEntity {
     /// Its id (the key in `fairies`).

@@ -146,7 +146,7 @@ struct Hosted {
 }
 
 /// A fairy as listed by the API.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FairyView {
     /// The entity.

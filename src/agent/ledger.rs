@@ -81,7 +81,7 @@ impl ShapeRecord {
 
 /// How a revert went: shapes whose every change was taken back, and shapes where at least one
 /// change stayed because someone changed the same thing afterwards.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RevertOutcome {
     /// Shapes taken back entirely.
     pub reverted: usize,

@@ -19,7 +19,7 @@ pub const MAX_ITEM_CHARS: usize = 4_000;
 
 /// Whether a person accepted a fairy's work (only rejections are written today: a request
 /// taken back, docs/fairies.md "Overrule").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Acceptance {
     /// Kept.
@@ -39,7 +39,7 @@ impl Acceptance {
 }
 
 /// One history item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum HistoryItem {
     /// A request: the user's (or the runtime's) message.

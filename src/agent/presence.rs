@@ -35,7 +35,7 @@ pub enum Pose {
 }
 
 /// One item of the fairy's personal todo list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TodoItem {
     /// Stable id (the model's, or a generated one).
     pub id: String,

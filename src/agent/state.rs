@@ -46,7 +46,7 @@ impl Default for RuntimeConfig {
 }
 
 /// A solo task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SoloTask {
     /// Task id.
     pub id: String,

@@ -68,7 +68,7 @@ impl ProjectStatus {
 }
 
 /// Where a project task stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TaskStatus {
     /// Created, not started.

@@ -39,7 +39,7 @@ pub struct MintRequest {
 }
 
 /// A token handed out by `POST /auth/dev-token`, serialized as the route's JSON answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct DevToken {
     /// The signed JWT.
     pub token: String,

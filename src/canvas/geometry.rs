@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::shape::{NOTE_SIZE, Shape, ShapeProps};
 
 /// An axis-aligned rectangle in page px.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default, utoipa::ToSchema)]
 pub struct Bounds {
     /// Left.
     pub x: f64,

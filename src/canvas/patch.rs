@@ -37,22 +37,26 @@ const MAX_KEY_CHARS: usize = 256;
 
 /// A shape patch as sent; each item stays JSON until it is validated, so that every bad item
 /// can be named.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShapePatch {
-    /// New shapes.
+    /// New shapes, in the document schema's JSON form (`id`, `type`, `x`, `y`, … as in
+    /// docs/document-schema.md; `pageId` defaults to the first page, `index` to the top).
     #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
     pub create: Vec<Value>,
     /// Changes: `{"id", …keys}`, each key set to its new value.
     #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
     pub update: Vec<Value>,
     /// Ids of shapes to remove.
     #[serde(default)]
+    #[schema(value_type = Vec<String>)]
     pub delete: Vec<Value>,
 }
 
 /// The part of a patch an item is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Section {
     /// `create`.
@@ -64,7 +68,7 @@ pub enum Section {
 }
 
 /// A refused item of a patch.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ItemError {
     /// Its section.
     pub op: Section,
@@ -92,7 +96,7 @@ pub enum PatchError {
 }
 
 /// What a patch did: the ids created, updated and deleted, in the patch's order.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Applied {
     /// Ids of the shapes created (a `shape:` prefix is dropped, as for every shape id).
     pub created: Vec<String>,

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 /// How the server wrote an update on a person's behalf.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Via {
     /// `POST /rooms/{room}/restore`.
@@ -20,7 +20,7 @@ pub enum Via {
 }
 
 /// The author of a logged update.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(
     tag = "kind",
     rename_all = "lowercase",

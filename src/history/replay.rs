@@ -48,7 +48,9 @@ pub const PEOPLE_ROOTS: [&str; 2] = [SHAPES, PAGES];
 const OBSERVER_KEY: &str = "fairyring.history.replay";
 
 /// Who wrote an update, as far as rollback needs it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 pub struct ActorKey {
     /// A person, a fairy or the server itself.
     pub kind: ActorKind,
@@ -57,7 +59,9 @@ pub struct ActorKey {
 }
 
 /// The kinds of writers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ActorKind {
     /// A person (a peer's update).
@@ -87,7 +91,7 @@ pub enum ReplayError {
 /// `added`: the key did not exist before and exists after; `removed`: existed before, not
 /// after; `updated`: exists before and after and something under it changed (a property at
 /// any depth, or the whole value replaced by a new map).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct ShapeChanges {
     /// Ids that appeared.
     pub added: Vec<String>,

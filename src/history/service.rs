@@ -60,7 +60,7 @@ impl From<RoomError> for HistoryError {
 }
 
 /// One entry of a room's history: consecutive updates of one actor.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
     /// Its first update's sequence number.
@@ -78,7 +78,8 @@ pub struct Entry {
 }
 
 /// One page of history.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = HistoryPage)]
 pub struct Page {
     /// Entries, oldest first.
     pub entries: Vec<Entry>,

@@ -33,7 +33,7 @@ pub struct Admission {
 }
 
 /// Body of `POST /auth/dev-token`.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 pub struct DevTokenRequest {
     /// Display name for the token's `name` claim.
     pub name: String,
@@ -42,8 +42,21 @@ pub struct DevTokenRequest {
 /// The cookie naming the browser that asks for dev tokens ([`crate::auth::DevBrowser`]).
 pub const DEV_BROWSER_COOKIE: &str = "fairyring_dev_browser";
 
-/// `POST /auth/dev-token` (only with `--dev`): a short-lived token for every room, whose `sub`
-/// is the asking browser's: the id in its [`DEV_BROWSER_COOKIE`], or a new one set in it.
+/// A short-lived token for every room (only with `--dev`).
+///
+/// Its `sub` is the asking browser's: the id in its [`DEV_BROWSER_COOKIE`], or a new one set in
+/// it.
+#[utoipa::path(
+    post,
+    operation_id = "devToken",
+    path = "/auth/dev-token",
+    tag = "server",
+    request_body = DevTokenRequest,
+    responses(
+        (status = 200, description = "A token for every room, scopes `read write fairies` (only served with `--dev`); sets the `fairyring_dev_browser` cookie", body = crate::auth::DevToken),
+        (status = 400, description = "`invalid_request` (the name), `invalid_json`", body = super::error::ErrorBody),
+    ),
+)]
 pub async fn dev_token(
     State(state): State<AppState>,
     headers: HeaderMap,

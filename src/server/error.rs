@@ -8,7 +8,6 @@ use axum::Json;
 use axum::extract::rejection::{BytesRejection, JsonRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 use crate::room::RoomError;
 
@@ -98,6 +97,18 @@ impl ApiError {
     }
 }
 
+/// The body of every error answer (the `ErrorBody` of `/openapi.json`).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// A stable snake_case code (`fairy_not_found`, `doc_too_large`, …).
+    pub error: &'static str,
+    /// What went wrong, for a person (5xx other than 503: `internal error`).
+    pub detail: String,
+    /// Fields some errors add (a refused patch's `items`, a missing shape's `ids`).
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         crate::metrics::global().refuse(self.code);
@@ -108,9 +119,11 @@ impl IntoResponse for ApiError {
             } else {
                 self.detail
             };
-        let mut body = self.extra;
-        body.insert("error".into(), json!(self.code));
-        body.insert("detail".into(), json!(detail));
+        let body = ErrorBody {
+            error: self.code,
+            detail,
+            extra: self.extra,
+        };
         let mut response = (self.status, Json(body)).into_response();
         if let Some(seconds) = self.retry_after {
             response

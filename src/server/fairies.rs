@@ -22,21 +22,25 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use futures_util::Stream;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 use super::access::{Admitted, FairyAccess};
 use super::body::OptionalJson;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
+use super::openapi::{FairyPath, RoomPath, TokenRefusals};
 use crate::agent::fairy::{ChatItem, FairyError, MAX_TEXT_CHARS, append_chat};
-use crate::agent::hub::HubError;
+use crate::agent::hub::{FairyView, HubError};
 use crate::agent::interrupt::Interrupt;
+use crate::agent::ledger::RevertOutcome;
 use crate::agent::modes::Mode;
 use crate::agent::revert::RevertError;
 use crate::agent::runtime::Request;
@@ -81,19 +85,16 @@ pub(super) fn limit(state: &AppState, sub: &str) -> Result<(), ApiError> {
     })
 }
 
-/// The fairy routes.
-pub fn routes() -> axum::Router<AppState> {
-    axum::Router::new()
-        .route("/rooms/{room}/fairies", post(invite).get(list))
-        .route("/rooms/{room}/fairies/{id}", axum::routing::delete(dismiss))
-        .route("/rooms/{room}/fairies/{id}/prompt", post(prompt))
-        .route("/rooms/{room}/fairies/{id}/cancel", post(cancel))
-        .route("/rooms/{room}/fairies/{id}/history", get(history))
-        .route("/rooms/{room}/fairies/{id}/events", get(events))
-        .route(
-            "/rooms/{room}/fairies/{id}/requests/{request}/revert",
-            post(revert),
-        )
+/// The fairy routes, described.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(invite, list))
+        .routes(routes!(dismiss))
+        .routes(routes!(prompt))
+        .routes(routes!(cancel))
+        .routes(routes!(history))
+        .routes(routes!(events))
+        .routes(routes!(revert))
 }
 
 impl From<HubError> for ApiError {
@@ -173,15 +174,36 @@ pub(super) fn json_body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, Ap
     Ok(body.map(|Json(b)| b)?)
 }
 
-/// Body of an invitation (everything optional).
-#[derive(Debug, Default, Deserialize)]
+/// Body of an invitation (everything optional; the body itself may be empty).
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InviteBody {
+    /// Display name (random when missing).
     name: Option<String>,
+    /// A short description its system prompt uses (random when missing).
     personality: Option<String>,
+    /// Its hat (random when missing).
     hat: Option<String>,
 }
 
+/// Invites a fairy.
+#[utoipa::path(
+    post,
+    operation_id = "inviteFairy",
+    path = "/rooms/{room}/fairies",
+    tag = "fairies",
+    params(RoomPath),
+    request_body(content = Option<InviteBody>, description = "Optional: an empty body invites a fairy with random traits"),
+    security(("bearer" = ["fairies"]), ("token" = ["fairies"])),
+    responses(
+        (status = 201, description = "The fairy, hosted in the room", body = FairyView),
+        (status = 400, description = "`invalid_fairy`, `invalid_json`", body = ErrorBody),
+        TokenRefusals,
+        (status = 409, description = "`too_many_fairies`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, `shutting_down`", body = ErrorBody),
+    ),
+)]
 async fn invite(
     State(state): State<AppState>,
     Admitted { room, sub, .. }: FairyAccess,
@@ -203,30 +225,73 @@ async fn invite(
     Ok((StatusCode::CREATED, Json(view)).into_response())
 }
 
+/// The answer of `GET /rooms/{room}/fairies`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FairyList {
+    /// The room's fairies.
+    fairies: Vec<FairyView>,
+}
+
+/// The room's fairies.
+#[utoipa::path(
+    get,
+    operation_id = "listFairies",
+    path = "/rooms/{room}/fairies",
+    tag = "fairies",
+    params(RoomPath),
+    security(("bearer" = ["fairies"]), ("token" = ["fairies"])),
+    responses(
+        (status = 200, description = "The room's fairies", body = FairyList),
+        TokenRefusals,
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+)]
 async fn list(
     State(state): State<AppState>,
     Admitted { room, .. }: FairyAccess,
-) -> Result<Response, ApiError> {
+) -> Result<Json<FairyList>, ApiError> {
     let fairies = state.fairies.list(&room).await?;
-    Ok(Json(json!({ "fairies": fairies })).into_response())
+    Ok(Json(FairyList { fairies }))
 }
 
 /// Body of a prompt.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PromptBody {
+    /// What the person asks, 1 to 2,000 characters.
     message: String,
+    /// The person's viewport, in page coordinates.
     bounds: Option<Bounds>,
+    /// The shapes the person has selected (at most 1,000).
     #[serde(default)]
     selected_shape_ids: Vec<String>,
+    /// Switches the fairy to a solo mode first: `idling` or `soloing`.
     mode: Option<String>,
 }
 
 /// Body of a cancel (optional).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CancelBody {
+    /// Switches the fairy to a solo mode: `idling` or `soloing`.
     mode: Option<String>,
+}
+
+/// The answer to an accepted prompt.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptAccepted {
+    /// Always `accepted`.
+    status: &'static str,
+    /// The request the prompt started (for its revert, and in the fairy's events).
+    request_id: RequestId,
+}
+
+/// The answer to a cancel.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Cancelling {
+    /// Always `cancelling`.
+    status: &'static str,
 }
 
 /// The modes a person may switch a fairy to with a prompt or a cancel: the solo ones that need
@@ -253,10 +318,29 @@ fn parse_mode(name: Option<&str>, code: &'static str) -> Result<Option<Mode>, Ap
     .transpose()
 }
 
+/// Asks the fairy for something.
+#[utoipa::path(
+    post,
+    operation_id = "promptFairy",
+    path = "/rooms/{room}/fairies/{id}/prompt",
+    tag = "fairies",
+    params(FairyPath),
+    request_body = PromptBody,
+    security(("bearer" = ["fairies"]), ("token" = ["fairies"])),
+    responses(
+        (status = 202, description = "Accepted: the fairy interrupts what it does and takes the request", body = PromptAccepted),
+        (status = 400, description = "`invalid_prompt`, `invalid_json`", body = ErrorBody),
+        TokenRefusals,
+        (status = 404, description = "`fairy_not_found`", body = ErrorBody),
+        (status = 409, description = "`fairy_in_project`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
+        (status = 503, description = "`fairy_moving` (`retry-after`), `fairy_not_started`, `store_unavailable`, `shutting_down`", body = ErrorBody),
+    ),
+)]
 async fn prompt(
     State(state): State<AppState>,
     Admitted { room, sub, .. }: FairyAccess,
-    Path((_, id)): Path<(String, String)>,
+    Path(FairyPath { id, .. }): Path<FairyPath>,
     body: Result<Json<PromptBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     limit(&state, &sub)?;
@@ -291,7 +375,10 @@ async fn prompt(
     state.fairies.interrupt(&room, &id, interrupt).await?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({ "status": "accepted", "requestId": request_id })),
+        Json(PromptAccepted {
+            status: "accepted",
+            request_id,
+        }),
     )
         .into_response())
 }
@@ -343,10 +430,29 @@ pub(super) fn user_request(
     })
 }
 
+/// Stops what the fairy does.
+#[utoipa::path(
+    post,
+    operation_id = "cancelFairy",
+    path = "/rooms/{room}/fairies/{id}/cancel",
+    tag = "fairies",
+    params(FairyPath),
+    request_body(content = Option<CancelBody>, description = "Optional"),
+    security(("bearer" = ["fairies"]), ("token" = ["fairies"])),
+    responses(
+        (status = 202, description = "The fairy stops (its request ends `interrupted`)", body = Cancelling),
+        (status = 400, description = "`invalid_mode`, `invalid_json`", body = ErrorBody),
+        TokenRefusals,
+        (status = 404, description = "`fairy_not_found`", body = ErrorBody),
+        (status = 409, description = "`fairy_in_project`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
+        (status = 503, description = "`fairy_moving`, `fairy_not_started`, `shutting_down`", body = ErrorBody),
+    ),
+)]
 async fn cancel(
     State(state): State<AppState>,
     Admitted { room, sub, .. }: FairyAccess,
-    Path((_, id)): Path<(String, String)>,
+    Path(FairyPath { id, .. }): Path<FairyPath>,
     body: Result<OptionalJson<CancelBody>, ApiError>,
 ) -> Result<Response, ApiError> {
     limit(&state, &sub)?;
@@ -359,25 +465,71 @@ async fn cancel(
     state.fairies.interrupt(&room, &id, interrupt).await?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({ "status": "cancelling" })),
+        Json(Cancelling {
+            status: "cancelling",
+        }),
     )
         .into_response())
 }
 
+/// Dismisses the fairy.
+#[utoipa::path(
+    delete,
+    operation_id = "dismissFairy",
+    path = "/rooms/{room}/fairies/{id}",
+    tag = "fairies",
+    params(FairyPath),
+    security(("bearer" = ["fairies"]), ("token" = ["fairies"])),
+    responses(
+        (status = 204, description = "Gone from the room"),
+        TokenRefusals,
+        (status = 404, description = "`fairy_not_found`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
+        (status = 503, description = "`fairy_moving`, `store_unavailable`, `shutting_down`", body = ErrorBody),
+    ),
+)]
 async fn dismiss(
     State(state): State<AppState>,
     Admitted { room, sub, .. }: FairyAccess,
-    Path((_, id)): Path<(String, String)>,
+    Path(FairyPath { id, .. }): Path<FairyPath>,
 ) -> Result<Response, ApiError> {
     limit(&state, &sub)?;
     state.fairies.dismiss(&room, &fairy_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
+/// `{room}`, `{id}` and `{request}`: one request of a fairy.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct RequestPath {
+    /// The room's name.
+    pub room: String,
+    /// The fairy's id.
+    pub id: String,
+    /// The request's id (a prompt's `requestId`).
+    pub request: String,
+}
+
+/// Takes a request back.
+#[utoipa::path(
+    post,
+    operation_id = "revertRequest",
+    path = "/rooms/{room}/fairies/{id}/requests/{request}/revert",
+    tag = "fairies",
+    params(RequestPath),
+    security(("bearer" = ["fairies"]), ("token" = ["fairies"])),
+    responses(
+        (status = 200, description = "Taken back, except where someone changed the same thing since", body = RevertOutcome),
+        TokenRefusals,
+        (status = 404, description = "`fairy_not_found`, `request_not_found`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
+        (status = 503, description = "`fairy_moving`, `fairy_busy`, `store_unavailable`, `shutting_down`", body = ErrorBody),
+    ),
+)]
 async fn revert(
     State(state): State<AppState>,
     Admitted { room, sub, .. }: FairyAccess,
-    Path((_, id, request)): Path<(String, String, String)>,
+    Path(RequestPath { id, request, .. }): Path<RequestPath>,
 ) -> Result<Response, ApiError> {
     limit(&state, &sub)?;
     let id = fairy_id(&id)?;
@@ -388,10 +540,25 @@ async fn revert(
     Ok(Json(outcome).into_response())
 }
 
+/// The fairy's private state.
+#[utoipa::path(
+    get,
+    operation_id = "fairyHistory",
+    path = "/rooms/{room}/fairies/{id}/history",
+    tag = "fairies",
+    params(FairyPath),
+    security(("bearer" = ["fairies"]), ("token" = ["fairies"])),
+    responses(
+        (status = 200, description = "Its mode, chat history, todo list and tasks (from the store)", body = HistoryView),
+        TokenRefusals,
+        (status = 404, description = "`fairy_not_found`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+)]
 async fn history(
     State(state): State<AppState>,
     Admitted { room, .. }: FairyAccess,
-    Path((_, id)): Path<(String, String)>,
+    Path(FairyPath { id, .. }): Path<FairyPath>,
 ) -> Result<Response, ApiError> {
     // The fairy's private state, read from the store (it is not in the document).
     let stored = state.fairies.state(&room, &fairy_id(&id)?).await?;
@@ -400,11 +567,19 @@ async fn history(
 
 /// The body of `GET …/fairies/{id}/history`: the parts of the fairy's private state a client
 /// may read, borrowed from the state type.
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, ToSchema)]
+#[schema(as = FairyHistory)]
 struct HistoryView<'a> {
+    /// Its mode.
     mode: crate::agent::modes::Mode,
+    /// What it remembers: prompts, its actions, carried data, summaries.
+    #[schema(value_type = Vec<crate::agent::memory::HistoryItem>)]
     history: &'a [crate::agent::memory::HistoryItem],
+    /// Its todo list.
+    #[schema(value_type = Vec<crate::agent::presence::TodoItem>)]
     todo: &'a [crate::agent::presence::TodoItem],
+    /// Its solo tasks.
+    #[schema(value_type = Vec<crate::agent::state::SoloTask>)]
     tasks: &'a [crate::agent::state::SoloTask],
 }
 
@@ -428,12 +603,26 @@ enum StreamEnd {
     Expired,
 }
 
+/// The fairy's events as they happen.
+#[utoipa::path(
+    get,
+    operation_id = "fairyEvents",
+    path = "/rooms/{room}/fairies/{id}/events",
+    tag = "fairies",
+    params(FairyPath),
+    security(("bearer" = ["fairies"]), ("token" = ["fairies"])),
+    responses(
+        (status = 200, description = "Server-sent events: each event's name is its type (docs/fairies.md \"Events\"), its data the event as JSON; `lagged` `{missed}` when the reader fell behind; `auth-expired` last when the token expires", content_type = "text/event-stream", body = String),
+        TokenRefusals,
+        (status = 404, description = "`fairy_not_found`", body = ErrorBody),
+    ),
+)]
 async fn events(
     State(state): State<AppState>,
     Admitted {
         room, expires_at, ..
     }: FairyAccess,
-    Path((_, id)): Path<(String, String)>,
+    Path(FairyPath { id, .. }): Path<FairyPath>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let rx = state.fairies.subscribe(&room, &fairy_id(&id)?).await?;
     let shutdown = state.shutdown.clone();

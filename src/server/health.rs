@@ -17,7 +17,7 @@ use super::AppState;
 const STORE_PROBE: Duration = Duration::from_secs(2);
 
 /// Reachability of one dependency.
-#[derive(Debug, Serialize, PartialEq, Eq, Clone, Copy)]
+#[derive(Debug, Serialize, PartialEq, Eq, Clone, Copy, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Reach {
     /// It answered.
@@ -29,7 +29,7 @@ pub enum Reach {
 }
 
 /// The body of `/healthz`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Health {
     /// `ok`, `degraded` (pub/sub down: serving, with catch-ups) or `unavailable` (store down).
     pub status: &'static str,
@@ -39,7 +39,17 @@ pub struct Health {
     pub pubsub: Reach,
 }
 
-/// `GET /healthz`.
+/// Whether this node can do its work.
+#[utoipa::path(
+    get,
+    operation_id = "health",
+    path = "/healthz",
+    tag = "server",
+    responses(
+        (status = 200, description = "`ok`, or `degraded` (pub/sub down: serving, rooms catch up from the store)", body = Health),
+        (status = 503, description = "`unavailable`: the store does not answer", body = Health),
+    ),
+)]
 pub async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
     let store = match tokio::time::timeout(STORE_PROBE, state.store.ping()).await {
         Ok(Ok(())) => Reach::Ok,

@@ -19,14 +19,16 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 use super::access::{Admitted, ReadScope, WriteScope};
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::export::Format;
+use super::openapi::{RoomPath, SeqAnswer, TokenRefusals};
 use crate::history::actor::Actor;
 use crate::history::replay::{ActorKey, Replay};
 use crate::history::service::{HistoryError, MAX_PAGE};
@@ -69,15 +71,36 @@ impl From<HistoryError> for ApiError {
     }
 }
 
-/// The history routes.
-pub fn routes() -> axum::Router<AppState> {
-    axum::Router::new()
-        .route("/rooms/{room}/history", get(history))
-        .route("/rooms/{room}/doc", get(doc))
-        .route("/rooms/{room}/versions", get(version_at))
-        .route("/rooms/{room}/versions/{seq}", get(version))
-        .route("/rooms/{room}/restore", post(restore))
-        .route("/rooms/{room}/rollback", post(rollback))
+/// The history routes, described.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(history))
+        .routes(routes!(doc))
+        .routes(routes!(version_at))
+        .routes(routes!(version))
+        .routes(routes!(restore))
+        .routes(routes!(rollback))
+}
+
+/// A room as JSON: `{"seq", "doc"}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DocAnswer {
+    /// The last update it includes.
+    seq: u64,
+    /// Every root map of the document schema as JSON (`doc.shapes.ID.x`, docs/document-schema.md).
+    #[schema(value_type = Object)]
+    doc: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The answer of a rollback.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RollbackAnswer {
+    /// Shapes whose every change by the actor was taken back.
+    reverted: u64,
+    /// Shapes kept, wholly or in part, because someone changed them afterwards.
+    kept: u64,
+    /// The room's last update once the rollback is written.
+    seq: u64,
 }
 
 fn invalid(detail: impl Into<String>) -> ApiError {
@@ -91,6 +114,26 @@ fn number(name: &str, raw: &str) -> Result<u64, ApiError> {
         .map_err(|_| invalid(format!("'{name}' must be a whole number ≥ 0, not '{raw}'")))
 }
 
+/// Who changed what, oldest first.
+#[utoipa::path(
+    get,
+    operation_id = "roomHistory",
+    path = "/rooms/{room}/history",
+    tag = "history",
+    params(
+        RoomPath,
+        ("after" = Option<u64>, Query, description = "Entries after this update (default 0)"),
+        ("limit" = Option<u32>, Query, description = "Entries in the page: 1 to 200 (default 50)"),
+    ),
+    security(("bearer" = ["read"]), ("token" = ["read"])),
+    responses(
+        (status = 200, description = "One page of entries: consecutive updates of one actor, merged", body = crate::history::service::Page),
+        (status = 400, description = "`invalid_query`, `invalid_room_name`", body = ErrorBody),
+        TokenRefusals,
+        (status = 404, description = "`room_not_found`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+)]
 async fn history(
     State(state): State<AppState>,
     Query(query): Query<HashMap<String, String>>,
@@ -156,9 +199,31 @@ async fn answer(
     let doc = tokio::task::spawn_blocking(move || replay.to_json())
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
-    Ok(Json(json!({ "seq": seq, "doc": doc })).into_response())
+    Ok(Json(DocAnswer { seq, doc }).into_response())
 }
 
+/// The room now.
+#[utoipa::path(
+    get,
+    operation_id = "roomDoc",
+    path = "/rooms/{room}/doc",
+    tag = "rooms",
+    params(
+        RoomPath,
+        ("format" = Option<String>, Query, description = "`json` (default) or `yjs`: the whole document as one Yjs v1 update, its seq in `x-fairyring-seq`"),
+    ),
+    security(("bearer" = ["read"]), ("token" = ["read"])),
+    responses(
+        (status = 200, description = "The room as JSON, or as a Yjs update", content(
+            (DocAnswer = "application/json"),
+            ("application/octet-stream"),
+        )),
+        (status = 400, description = "`invalid_query`, `invalid_room_name`", body = ErrorBody),
+        TokenRefusals,
+        (status = 404, description = "`room_not_found`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+)]
 async fn doc(
     State(state): State<AppState>,
     Query(query): Query<HashMap<String, String>>,
@@ -168,40 +233,111 @@ async fn doc(
     answer(&state, &query, seq, replay, false).await
 }
 
+/// `{room}` and `{seq}`: a version of a room.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct VersionPath {
+    /// The room's name.
+    pub room: String,
+    /// The update after which the room is shown (read as text, so that a malformed one is
+    /// named in a 400 `invalid_query`).
+    #[param(value_type = u64)]
+    pub seq: String,
+}
+
+/// The room as it was just after update `seq`.
+#[utoipa::path(
+    get,
+    operation_id = "version",
+    path = "/rooms/{room}/versions/{seq}",
+    tag = "history",
+    params(
+        VersionPath,
+        ("format" = Option<String>, Query, description = "`json` (default), `yjs`, `svg` or `png` (images take the export query: `page`, `x`, `y`, `w`, `h`, `scale`)"),
+    ),
+    security(("bearer" = ["read"]), ("token" = ["read"])),
+    responses(
+        (status = 200, description = "The version as JSON, a Yjs update or an image", content(
+            (DocAnswer = "application/json"),
+            ("application/octet-stream"),
+            ("image/svg+xml"),
+            ("image/png"),
+        )),
+        (status = 400, description = "`invalid_query`, `invalid_room_name`", body = ErrorBody),
+        TokenRefusals,
+        (status = 404, description = "`room_not_found`, `version_not_found` (not reached, or no longer kept), `page_not_found`, `empty_page`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, `busy`, `render_timeout`", body = ErrorBody),
+    ),
+)]
 async fn version(
     State(state): State<AppState>,
-    Path(params): Path<HashMap<String, String>>,
+    Path(VersionPath { seq, .. }): Path<VersionPath>,
     Query(query): Query<HashMap<String, String>>,
     Admitted { room, .. }: Admitted<ReadScope>,
 ) -> Result<Response, ApiError> {
-    let seq = number(
-        "seq",
-        params.get("seq").map(String::as_str).unwrap_or_default(),
-    )?;
+    let seq = number("seq", &seq)?;
     let replay = state.history.version(&room, seq).await?;
     answer(&state, &query, seq, replay, true).await
 }
 
+/// The last update at or before a time.
+#[utoipa::path(
+    get,
+    operation_id = "versionAt",
+    path = "/rooms/{room}/versions",
+    tag = "history",
+    params(
+        RoomPath,
+        ("at" = u64, Query, description = "Milliseconds since the epoch"),
+    ),
+    security(("bearer" = ["read"]), ("token" = ["read"])),
+    responses(
+        (status = 200, description = "The last update at or before `at`", body = SeqAnswer),
+        (status = 400, description = "`invalid_query`, `invalid_room_name`", body = ErrorBody),
+        TokenRefusals,
+        (status = 404, description = "`room_not_found`, `version_not_found`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+)]
 async fn version_at(
     State(state): State<AppState>,
     Query(query): Query<HashMap<String, String>>,
     Admitted { room, .. }: Admitted<ReadScope>,
-) -> Result<Response, ApiError> {
+) -> Result<Json<SeqAnswer>, ApiError> {
     let raw = query
         .get("at")
         .ok_or_else(|| invalid("give 'at': milliseconds since the epoch"))?;
     let at = number("at", raw)?;
     let seq = state.history.seq_at(&room, at).await?;
-    Ok(Json(json!({ "seq": seq })).into_response())
+    Ok(Json(SeqAnswer { seq }))
 }
 
 /// Body of `POST /rooms/{room}/restore`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct RestoreBody {
+    /// The version to bring back.
     seq: u64,
 }
 
+/// Brings back a version as one new update.
+#[utoipa::path(
+    post,
+    operation_id = "restore",
+    path = "/rooms/{room}/restore",
+    tag = "history",
+    params(RoomPath),
+    request_body = RestoreBody,
+    security(("bearer" = ["write"]), ("token" = ["write"])),
+    responses(
+        (status = 200, description = "The update the restore became", body = SeqAnswer),
+        (status = 400, description = "`invalid_json`, `invalid_room_name`", body = ErrorBody),
+        TokenRefusals,
+        (status = 404, description = "`room_not_found`, `version_not_found`", body = ErrorBody),
+        (status = 413, description = "`doc_too_large`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
+    ),
+)]
 async fn restore(
     State(state): State<AppState>,
     Admitted {
@@ -215,18 +351,38 @@ async fn restore(
         .history
         .restore(&loaded, body.seq, Actor::user(sub, name))
         .await?;
-    Ok(Json(json!({ "seq": seq })).into_response())
+    Ok(Json(SeqAnswer { seq }).into_response())
 }
 
 /// Body of `POST /rooms/{room}/rollback`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RollbackBody {
+    /// Whose changes to take back: a person (`user`, the token's `sub`) or a fairy.
     actor: ActorKey,
+    /// Only their changes after this update (default: all of them).
     #[serde(default)]
     since_seq: Option<u64>,
 }
 
+/// Takes back one actor's changes, as one new update.
+#[utoipa::path(
+    post,
+    operation_id = "rollback",
+    path = "/rooms/{room}/rollback",
+    tag = "history",
+    params(RoomPath),
+    request_body = RollbackBody,
+    security(("bearer" = ["write"]), ("token" = ["write"])),
+    responses(
+        (status = 200, description = "What was taken back, and the update it became", body = RollbackAnswer),
+        (status = 400, description = "`invalid_body`, `invalid_json`, `invalid_room_name`", body = ErrorBody),
+        TokenRefusals,
+        (status = 404, description = "`room_not_found`, `version_not_found`", body = ErrorBody),
+        (status = 413, description = "`doc_too_large`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
+    ),
+)]
 async fn rollback(
     State(state): State<AppState>,
     Admitted {
@@ -247,8 +403,10 @@ async fn rollback(
         .history
         .rollback(&loaded, body.actor, body.since_seq, Actor::user(sub, name))
         .await?;
-    Ok(
-        Json(json!({ "reverted": outcome.reverted, "kept": outcome.kept, "seq": seq }))
-            .into_response(),
-    )
+    Ok(Json(RollbackAnswer {
+        reverted: outcome.reverted,
+        kept: outcome.kept,
+        seq,
+    })
+    .into_response())
 }

@@ -13,19 +13,21 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 use super::access::{AdminScope, Admitted, FairyAccess};
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
+use super::openapi::{RoomPath, TokenRefusals};
 use crate::store::StoreError;
 
 /// Longest instructions accepted, in characters.
 pub const MAX_INSTRUCTION_CHARS: usize = 50_000;
 
-/// The instructions route.
-pub fn routes() -> axum::Router<AppState> {
-    axum::Router::new().route("/rooms/{room}/instructions", get(read).put(write))
+/// The instructions route, described.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(read, write))
 }
 
 fn store_error(error: StoreError) -> ApiError {
@@ -56,6 +58,20 @@ pub fn instructions_text(body: &[u8]) -> Result<&str, ApiError> {
     Ok(text)
 }
 
+/// The room's instructions for its fairies.
+#[utoipa::path(
+    get,
+    operation_id = "readInstructions",
+    path = "/rooms/{room}/instructions",
+    tag = "fairies",
+    params(RoomPath),
+    security(("bearer" = ["fairies"]), ("token" = ["fairies"])),
+    responses(
+        (status = 200, description = "The instructions (empty when none are set)", content_type = "text/plain", body = String),
+        TokenRefusals,
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+)]
 async fn read(
     State(state): State<AppState>,
     Admitted { room: name, .. }: FairyAccess,
@@ -75,6 +91,23 @@ async fn read(
     Ok(response)
 }
 
+/// Sets the room's instructions (an empty body removes them).
+#[utoipa::path(
+    put,
+    operation_id = "writeInstructions",
+    path = "/rooms/{room}/instructions",
+    tag = "fairies",
+    params(RoomPath),
+    request_body(content = String, content_type = "text/plain", description = "At most 50,000 characters of UTF-8"),
+    security(("bearer" = ["admin"]), ("token" = ["admin"])),
+    responses(
+        (status = 204, description = "Set: every fairy of the room reads them at its next turn"),
+        (status = 400, description = "`invalid_text`", body = ErrorBody),
+        TokenRefusals,
+        (status = 413, description = "`instructions_too_long`, `body_too_large`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ),
+)]
 async fn write(
     State(state): State<AppState>,
     Admitted {

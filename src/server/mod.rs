@@ -4,7 +4,7 @@
 //! listener of its own for it with `--metrics-listen` —, JSON `404 not_found` for any other
 //! path, the web demo, the fairy API in [`fairies`], image exports in [`export`], room instructions in
 //! [`instructions`], history, versions, restore and rollback in [`history`], REST writes in
-//! [`rest`]), connection admission, the WebSocket handshake
+//! [`rest`], the OpenAPI description of all of them in [`openapi`]), connection admission, the WebSocket handshake
 //! ([`upgrade`]), request-body limits ([`body`]), per-socket tasks ([`ws`]), the mapping of
 //! errors to HTTP and close codes ([`error`]), logging set-up ([`logging`]) and graceful
 //! shutdown (SIGINT/SIGTERM flush every room). Rooms, stores and auth are used through their module APIs.
@@ -19,6 +19,7 @@ pub mod health;
 pub mod history;
 pub mod instructions;
 pub mod logging;
+pub mod openapi;
 pub mod projects;
 pub mod rest;
 pub mod upgrade;
@@ -38,6 +39,8 @@ use axum::serve::ListenerExt;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::config::ServeConfig;
 use crate::room::{RoomConfig, Rooms};
@@ -296,35 +299,82 @@ fn authenticator(config: &ServeConfig) -> anyhow::Result<Option<Arc<crate::auth:
 
 /// The HTTP routes.
 pub fn router(state: AppState) -> Router {
-    let mut router = Router::new()
-        .route("/rooms/{room}", get(ws::upgrade))
-        .route("/healthz", get(health::healthz));
-    // With `--metrics-listen`, /metrics is served there only ([`start_metrics`]).
-    if state.config.metrics_listen.is_none() {
-        router = router.route("/metrics", get(metrics));
-    }
-    let mut router = router
-        .merge(
-            fairies::routes().route_layer(axum::middleware::from_fn_with_state(
-                state.clone(),
-                forward::forward,
-            )),
-        )
-        .merge(projects::routes())
-        .merge(export::routes())
-        .merge(history::routes())
-        .merge(rest::routes())
-        .merge(instructions::routes());
-    if state.config.dev {
-        router = router.route("/auth/dev-token", axum::routing::post(access::dev_token));
-    }
-    router
+    let Api { fairies, others } = api(state.config.dev, state.config.metrics_listen.is_none());
+    let (fairies, fairy_ops) = fairies.split_for_parts();
+    let (others, mut described) = others.split_for_parts();
+    join(&mut described, fairy_ops);
+    others
+        .merge(fairies.route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            forward::forward,
+        )))
+        .layer(axum::Extension(openapi::Described::new(&described)))
         .with_state(state)
         .merge(web_demo::routes())
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(error::MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(body::limit))
         .layer(axum::middleware::map_response(error::json_errors))
+}
+
+/// Every API route with its description: the fairy routes apart, since they take the layer
+/// that forwards a call to the node hosting the fairy, which needs the state.
+struct Api {
+    fairies: OpenApiRouter<AppState>,
+    others: OpenApiRouter<AppState>,
+}
+
+/// The API as served with `--dev` (`POST /auth/dev-token`) or not, and with `/metrics` on the
+/// main listener or not (`--metrics-listen`). Every route goes through `routes!`: served and
+/// described in one step.
+fn api(dev: bool, metrics_here: bool) -> Api {
+    let mut others = OpenApiRouter::with_openapi(openapi::frame())
+        .routes(routes!(ws::upgrade))
+        .routes(routes!(health::healthz))
+        .routes(routes!(openapi::describe));
+    if metrics_here {
+        others = others.routes(routes!(metrics));
+    }
+    if dev {
+        others = others.routes(routes!(access::dev_token));
+    }
+    let others = others
+        .merge(projects::routes())
+        .merge(export::routes())
+        .merge(history::routes())
+        .merge(rest::routes())
+        .merge(instructions::routes());
+    Api {
+        fairies: fairies::routes(),
+        others,
+    }
+}
+
+/// Adds `other`'s operations and schemas to `doc` (operations of a path both describe are
+/// merged, unlike [`utoipa::openapi::OpenApi::merge`], which keeps only one of them).
+fn join(doc: &mut utoipa::openapi::OpenApi, other: utoipa::openapi::OpenApi) {
+    for (path, item) in other.paths.paths {
+        match doc.paths.paths.get_mut(&path) {
+            Some(existing) => existing.merge_operations(item),
+            None => {
+                doc.paths.paths.insert(path, item);
+            }
+        }
+    }
+    if let Some(components) = other.components {
+        let into = doc.components.get_or_insert_with(Default::default);
+        into.schemas.extend(components.schemas);
+    }
+}
+
+/// The OpenAPI description of every route this build can serve (`--dev`'s token route and
+/// `/metrics` on the main listener included), as `fairyring openapi` prints it and the web
+/// demo's API types are generated from.
+pub fn openapi_description() -> utoipa::openapi::OpenApi {
+    let Api { fairies, others } = api(true, true);
+    let mut doc = others.into_openapi();
+    join(&mut doc, fairies.into_openapi());
+    doc
 }
 
 /// Unknown routes: JSON like every other error.
@@ -359,6 +409,14 @@ async fn start_metrics(
     Ok(bound)
 }
 
+/// The server's metrics.
+#[utoipa::path(
+    get,
+    operation_id = "metrics",
+    path = "/metrics",
+    tag = "server",
+    responses((status = 200, description = "Prometheus/OpenMetrics text (on its own listener with `--metrics-listen`)", content_type = "application/openmetrics-text", body = String)),
+)]
 async fn metrics() -> impl IntoResponse {
     (
         [(

@@ -11,39 +11,66 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, post};
 use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 use super::access::{Admitted, FairyAccess};
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::fairies::{fairy_id, json_body, limit, user_request};
-use crate::agent::hub::group::GroupPrompt;
+use super::openapi::{RoomPath, TokenRefusals};
+use crate::agent::hub::group::{GroupPrompt, ProjectStarted};
 use crate::canvas::geometry::Bounds;
 use crate::ids::ProjectId;
 
 /// Most fairies one group prompt may name.
 const MAX_GROUP: usize = 32;
 
-/// The project routes.
-pub fn routes() -> axum::Router<AppState> {
-    axum::Router::new()
-        .route("/rooms/{room}/group-prompt", post(group_prompt))
-        .route("/rooms/{room}/projects/{project}", delete(disband))
+/// The project routes, described.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(group_prompt))
+        .routes(routes!(disband))
 }
 
 /// Body of a group prompt.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct GroupPromptBody {
+    /// What the people ask of the group, 1 to 2,000 characters.
     message: String,
+    /// The fairies of the project (2 to 32), hosted in this room.
     fairy_ids: Vec<String>,
+    /// The one that leads (default: the first of `fairyIds`).
     orchestrator_id: Option<String>,
+    /// The person's viewport, in page coordinates.
     bounds: Option<Bounds>,
+    /// The shapes the person has selected (at most 1,000).
     #[serde(default)]
     selected_shape_ids: Vec<String>,
 }
 
+/// Starts a project of several fairies.
+#[utoipa::path(
+    post,
+    operation_id = "groupPrompt",
+    path = "/rooms/{room}/group-prompt",
+    tag = "projects",
+    params(RoomPath),
+    request_body = GroupPromptBody,
+    security(("bearer" = ["fairies"]), ("token" = ["fairies"])),
+    responses(
+        (status = 202, description = "The project started: its leader plans, then directs the others", body = ProjectStarted),
+        (status = 400, description = "`invalid_group_prompt`, `invalid_json`", body = ErrorBody),
+        TokenRefusals,
+        (status = 404, description = "`fairy_not_found`", body = ErrorBody),
+        (status = 409, description = "`fairy_in_project`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
+        (status = 503, description = "`fairy_moving`, `fairy_not_started`, `store_unavailable`, `shutting_down`", body = ErrorBody),
+    ),
+)]
 async fn group_prompt(
     State(state): State<AppState>,
     Admitted { room, sub, .. }: FairyAccess,
@@ -80,10 +107,36 @@ async fn group_prompt(
     Ok((StatusCode::ACCEPTED, Json(started)).into_response())
 }
 
+/// `{room}` and `{project}`: a project of a room.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ProjectPath {
+    /// The room's name.
+    pub room: String,
+    /// The project's id (a group prompt's `projectId`).
+    pub project: String,
+}
+
+/// Disbands a project.
+#[utoipa::path(
+    delete,
+    operation_id = "disbandProject",
+    path = "/rooms/{room}/projects/{project}",
+    tag = "projects",
+    params(ProjectPath),
+    security(("bearer" = ["fairies"]), ("token" = ["fairies"])),
+    responses(
+        (status = 204, description = "Disbanded: its fairies stop and go back to idling"),
+        TokenRefusals,
+        (status = 404, description = "`project_not_found`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, `shutting_down`", body = ErrorBody),
+    ),
+)]
 async fn disband(
     State(state): State<AppState>,
     Admitted { room, sub, .. }: FairyAccess,
-    Path((_, project)): Path<(String, String)>,
+    Path(ProjectPath { project, .. }): Path<ProjectPath>,
 ) -> Result<Response, ApiError> {
     limit(&state, &sub)?;
     let project = ProjectId::parse(&project)

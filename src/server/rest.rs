@@ -16,20 +16,34 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{patch, post};
+use serde::Serialize;
 use serde_json::json;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 use super::access::{Admitted, WriteScope};
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
+use super::openapi::{RoomPath, SeqAnswer, TokenRefusals};
 use crate::canvas::patch::{self as shape_patch, Applied, PatchError, ShapePatch};
 use crate::history::actor::{Actor, Via};
 
-/// The REST write routes.
-pub fn routes() -> axum::Router<AppState> {
-    axum::Router::new()
-        .route("/rooms/{room}/update", post(update))
-        .route("/rooms/{room}/shapes", patch(shapes))
+/// The REST write routes, described.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(update))
+        .routes(routes!(shapes))
+}
+
+/// The answer of a shape patch.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PatchAnswer {
+    /// The update the patch became (the room's last one when it changed nothing).
+    seq: u64,
+    /// The ids it created, updated and deleted.
+    #[serde(flatten)]
+    applied: Applied,
 }
 
 impl From<PatchError> for ApiError {
@@ -55,6 +69,23 @@ fn api_actor(sub: String, name: Option<String>) -> Actor {
     Actor::user(sub, name).via(Via::Api)
 }
 
+/// Applies a Yjs v1 update, as a peer's.
+#[utoipa::path(
+    post,
+    operation_id = "applyUpdate",
+    path = "/rooms/{room}/update",
+    tag = "rooms",
+    params(RoomPath),
+    request_body(content(("application/octet-stream")), description = "A Yjs v1 update, at most `--max-message-bytes`"),
+    security(("bearer" = ["write"]), ("token" = ["write"])),
+    responses(
+        (status = 200, description = "Durable, and sent to every peer", body = SeqAnswer),
+        (status = 400, description = "`invalid_update`, `server_owned_root`, `invalid_room_name`", body = ErrorBody),
+        TokenRefusals,
+        (status = 413, description = "`body_too_large`, `doc_too_large`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, `too_many_rooms`, `shutting_down`", body = ErrorBody),
+    ),
+)]
 async fn update(
     State(state): State<AppState>,
     Admitted {
@@ -83,9 +114,27 @@ async fn update(
     }
     let loaded = state.rooms.get(&room).await?;
     let seq = loaded.apply_update_as(&api_actor(sub, name), &body).await?;
-    Ok(Json(json!({ "seq": seq })).into_response())
+    Ok(Json(SeqAnswer { seq }).into_response())
 }
 
+/// Creates, updates and deletes shapes in one transaction.
+#[utoipa::path(
+    patch,
+    operation_id = "patchShapes",
+    path = "/rooms/{room}/shapes",
+    tag = "rooms",
+    params(RoomPath),
+    request_body = ShapePatch,
+    security(("bearer" = ["write"]), ("token" = ["write"])),
+    responses(
+        (status = 200, description = "Applied whole, durable, sent to every peer", body = PatchAnswer),
+        (status = 400, description = "`invalid_patch` (each refused item in `items`: `{op, index, id?, detail}`; nothing applied), `invalid_json`, `invalid_room_name`", body = ErrorBody),
+        TokenRefusals,
+        (status = 404, description = "`shape_not_found` (the missing ids in `ids`; nothing applied)", body = ErrorBody),
+        (status = 413, description = "`body_too_large`, `doc_too_large`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`, `too_many_rooms`, `shutting_down`", body = ErrorBody),
+    ),
+)]
 async fn shapes(
     State(state): State<AppState>,
     Admitted {
@@ -117,11 +166,5 @@ async fn shapes(
         })
         .await?;
     let applied = outcome.unwrap_or_else(|| Ok(Applied::default()))?;
-    Ok(Json(json!({
-        "seq": seq,
-        "created": applied.created,
-        "updated": applied.updated,
-        "deleted": applied.deleted,
-    }))
-    .into_response())
+    Ok(Json(PatchAnswer { seq, applied }).into_response())
 }

@@ -47,9 +47,26 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// while it waits for the peer to close.
 pub const CLOSE_DRAIN: Duration = Duration::from_secs(1);
 
-/// `GET /rooms/{room}`: validates the name (400), the token (401/403) and capacity (503),
-/// in that order, before the upgrade (name and token through [`Admitted`]); a plain GET that
+/// Joins a room: the Yjs WebSocket.
+///
+/// Validates the name (400), the token (401/403) and capacity (503), in that order, before the
+/// upgrade (name and token through [`Admitted`]); a plain GET that
 /// passes them is answered 426.
+#[utoipa::path(
+    get,
+    operation_id = "joinRoom",
+    path = "/rooms/{room}",
+    tag = "rooms",
+    params(super::openapi::RoomPath),
+    security(("bearer" = ["read"]), ("token" = ["read"])),
+    responses(
+        (status = 101, description = "The Yjs WebSocket (y-protocols sync and awareness, binary frames; docs/protocol.md). A token without `write` joins read-only."),
+        (status = 400, description = "`invalid_room_name`", body = super::error::ErrorBody),
+        super::openapi::TokenRefusals,
+        (status = 426, description = "`websocket_upgrade_required`: a plain GET", body = super::error::ErrorBody),
+        (status = 503, description = "`too_many_connections`, `room_full`, `too_many_rooms`, `shutting_down`", body = super::error::ErrorBody),
+    ),
+)]
 pub async fn upgrade(
     State(state): State<AppState>,
     admission: Admitted<ReadScope>,

@@ -2,8 +2,13 @@
 // the revert of one request, and the project routes (docs/fairies.md "Projects": the group
 // prompt and disbanding a project). Each call sends the page's current token and turns a refusal
 // into a sentence for the panel (`FairyApiError`); `describeFairyError` is pure and tested.
+// Bodies and answers are the server's own types, generated from its OpenAPI description
+// (src/api.gen.ts, `npm run api-types`): a changed handler fails this file's type check.
 import { roomCall } from './roomcall.js'
 import type { Box } from './geometry.js'
+import type { components } from './api.gen.js'
+
+type Schemas = components['schemas']
 
 /** Why a fairy call failed, with the words to show. */
 export class FairyApiError extends Error {
@@ -11,7 +16,7 @@ export class FairyApiError extends Error {
 }
 
 /** The body of `POST …/prompt`: the message, the page's viewport and its selected shapes. */
-export interface PromptBody { message: string, bounds: Box, selectedShapeIds: string[] }
+export type PromptBody = Schemas['PromptBody']
 
 /** Builds a prompt body; `null` when the message is blank. Bounds are rounded page coordinates. */
 export function promptBody (message: string, viewport: Box, selection: readonly string[]): PromptBody | null {
@@ -30,10 +35,10 @@ export function promptBody (message: string, viewport: Box, selection: readonly 
  * fairies (`fairyIds`, the leader first) and the leader (`orchestratorId`), the viewport as
  * `bounds` and the selected shapes.
  */
-export interface GroupPromptBody extends PromptBody { fairyIds: string[], orchestratorId: string }
+export type GroupPromptBody = Schemas['GroupPromptBody']
 
 /** What the server answers a group prompt with (`202`). */
-export interface GroupStarted { projectId: string, orchestratorId: string, mode: string }
+export type GroupStarted = Schemas['ProjectStarted']
 
 /**
  * Builds a group prompt body for the selected fairies (in selection order: the first selected
@@ -90,14 +95,18 @@ export class FairyApi {
   /** Invites a fairy (`name` optional); resolves with its id. */
   async invite (name: string): Promise<string> {
     const trimmed = name.trim()
-    const answer = await this.call('POST', '/fairies', trimmed !== '' ? { name: trimmed } : {})
-    const id = typeof answer === 'object' && answer !== null ? (answer as Record<string, unknown>).id : undefined
+    const body: Schemas['InviteBody'] = trimmed !== '' ? { name: trimmed } : {}
+    const answer = await this.call('POST', '/fairies', body) as Partial<Schemas['FairyView']> | null
+    const id: unknown = typeof answer === 'object' && answer !== null ? answer.id : undefined
     if (typeof id !== 'string') throw new FairyApiError(500, 'bad_answer', 'The server did not say which fairy it invited.')
     return id
   }
 
-  async prompt (id: string, body: PromptBody): Promise<void> {
-    await this.call('POST', `/fairies/${encodeURIComponent(id)}/prompt`, body)
+  /** Prompts a fairy; resolves with the request it started. */
+  async prompt (id: string, body: PromptBody): Promise<Schemas['RequestId'] | null> {
+    const answer = await this.call('POST', `/fairies/${encodeURIComponent(id)}/prompt`, body) as Partial<Schemas['PromptAccepted']> | null
+    const requestId: unknown = typeof answer === 'object' && answer !== null ? answer.requestId : undefined
+    return typeof requestId === 'string' ? requestId : null
   }
 
   async cancel (id: string): Promise<void> {
@@ -109,18 +118,20 @@ export class FairyApi {
   }
 
   /** Takes back what the fairy changed during request `requestId`. */
-  async revert (id: string, requestId: string): Promise<void> {
-    await this.call('POST', `/fairies/${encodeURIComponent(id)}/requests/${encodeURIComponent(requestId)}/revert`)
+  async revert (id: string, requestId: string): Promise<Schemas['RevertOutcome'] | null> {
+    const answer = await this.call('POST', `/fairies/${encodeURIComponent(id)}/requests/${encodeURIComponent(requestId)}/revert`) as Partial<Schemas['RevertOutcome']> | null
+    const a = typeof answer === 'object' && answer !== null ? answer : {}
+    return typeof a.reverted === 'number' && typeof a.kept === 'number' ? { reverted: a.reverted, kept: a.kept } : null
   }
 
   /** Starts a project: the fairies of `body.fairyIds` work together on the message. */
   async groupPrompt (body: GroupPromptBody): Promise<GroupStarted> {
-    const answer = await this.call('POST', '/group-prompt', body)
-    const a = typeof answer === 'object' && answer !== null ? answer as Record<string, unknown> : {}
-    if (typeof a.projectId !== 'string' || typeof a.orchestratorId !== 'string') {
+    const answer = await this.call('POST', '/group-prompt', body) as Partial<GroupStarted> | null
+    const a = typeof answer === 'object' && answer !== null ? answer : {}
+    if (typeof a.projectId !== 'string' || typeof a.orchestratorId !== 'string' || typeof a.mode !== 'string') {
       throw new FairyApiError(500, 'bad_answer', 'The server did not say which project it started.')
     }
-    return { projectId: a.projectId, orchestratorId: a.orchestratorId, mode: typeof a.mode === 'string' ? a.mode : '' }
+    return { projectId: a.projectId, orchestratorId: a.orchestratorId, mode: a.mode }
   }
 
   /** Disbands a project: it is aborted and its members stop at once. */

@@ -8,6 +8,7 @@ import * as Y from 'yjs'
 import { colorForId } from './palette.js'
 import { MAIN_PAGE, readShapeJson, type Shape } from './schema.js'
 import { compareZ } from './zorder.js'
+import type { components } from './api.gen.js'
 
 /**
  * Who wrote an update: a person (`user`, `id` = their token's sub), a fairy (`fairy`, with the
@@ -416,9 +417,10 @@ export function restoreBody (seq: number): { seq: number } {
  * the row's actor (kind and id) and the sequence number just before the row; `null` for the
  * server's own updates.
  */
-export function rollbackBody (g: Pick<HistoryGroup, 'actor' | 'fromSeq'>): { actor: { kind: string, id: string }, sinceSeq: number } | null {
-  if (g.actor.kind !== 'user' && g.actor.kind !== 'fairy') return null
-  return { actor: { kind: g.actor.kind, id: g.actor.id }, sinceSeq: Math.max(0, g.fromSeq - 1) }
+export function rollbackBody (g: Pick<HistoryGroup, 'actor' | 'fromSeq'>): components['schemas']['RollbackBody'] | null {
+  const kind = g.actor.kind === 'user' ? 'user' : g.actor.kind === 'fairy' ? 'fairy' : null
+  if (kind === null) return null
+  return { actor: { kind, id: g.actor.id }, sinceSeq: Math.max(0, g.fromSeq - 1) }
 }
 
 /** The shapes of a version (`GET …/versions/{seq}` or `…/doc`) on the main page, in z-order. */

@@ -1,8 +1,10 @@
 // The history routes as the page calls them: the timeline (`GET …/history`, page by page), a
 // version (`GET …/versions/{seq}`), the room now (`GET …/doc`), restore and rollback. Each call
 // sends the page's current token and turns a refusal into a sentence (`HistoryApiError`, words
-// from `describeHistoryError`).
+// from `describeHistoryError`). Bodies and answers are the server's own types, generated from
+// its OpenAPI description (src/api.gen.ts).
 import { roomCall } from './roomcall.js'
+import type { components } from './api.gen.js'
 import { describeHistoryError, readHistoryPage, versionShapes, type HistoryPage } from './history.js'
 import type { Shape } from './schema.js'
 
@@ -46,13 +48,14 @@ export class HistoryApi {
 
   /** Makes the room's shapes and pages what they were after `seq` (one new update); its sequence number. */
   async restore (seq: number): Promise<number | null> {
-    const a = await this.call('POST', '/restore', { seq })
-    const s = typeof a === 'object' && a !== null ? (a as Record<string, unknown>).seq : undefined
+    const body: components['schemas']['RestoreBody'] = { seq }
+    const a = await this.call('POST', '/restore', body) as Partial<components['schemas']['SeqAnswer']> | null
+    const s: unknown = typeof a === 'object' && a !== null ? a.seq : undefined
     return typeof s === 'number' ? s : null
   }
 
   /** Takes back everything `actor` did after `sinceSeq`, keeping others' later changes; the answer as sent. */
-  async rollback (body: { actor: { kind: string, id: string }, sinceSeq: number }): Promise<unknown> {
+  async rollback (body: components['schemas']['RollbackBody']): Promise<unknown> {
     return await this.call('POST', '/rollback', body)
   }
 }

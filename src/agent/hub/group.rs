@@ -32,7 +32,7 @@ pub struct GroupPrompt {
 }
 
 /// A project a group prompt started.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProjectStarted {
     /// The project.

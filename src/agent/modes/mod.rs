@@ -22,7 +22,7 @@ mod hooks;
 pub use hooks::{HookCtx, ModeEffect, ModeHooks};
 
 /// How far back a mode's prompt sees the chat history (the seed's `FairyMemoryLevel`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MemoryLevel {
     /// Long-term: everything said outside projects and tasks.
@@ -34,7 +34,7 @@ pub enum MemoryLevel {
 }
 
 /// Every mode of the seed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// Waiting for a prompt.

@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use super::AppState;
 use super::access::{Admitted, ReadScope};
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
+use super::openapi::{RoomPath, TokenRefusals};
 use crate::canvas::geometry::Bounds;
 use crate::canvas::render::pool::{PoolError, RenderPool, SlotWait};
 use crate::canvas::render::{self, Budget, Caps, RenderError, View};
@@ -29,7 +30,8 @@ use crate::canvas::schema::MAIN_PAGE;
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Renders running at once (each may hold ~128 MB while rasterizing).
 pub const MAX_RENDERS: usize = 2;
@@ -110,22 +112,90 @@ impl ExportQuery {
     }
 }
 
-/// The export routes.
-pub fn routes() -> axum::Router<AppState> {
-    axum::Router::new()
-        .route(
-            "/rooms/{room}/export.svg",
-            get(|state, query, access| export(state, query, access, Format::Svg)),
-        )
-        .route(
-            "/rooms/{room}/export.png",
-            get(|state, query, access| export(state, query, access, Format::Png)),
-        )
-        .route(
-            "/rooms/{room}/export.jpg",
-            get(|state, query, access| export(state, query, access, Format::Jpeg)),
-        )
+/// The export routes, described.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(export_svg))
+        .routes(routes!(export_png))
+        .routes(routes!(export_jpg))
 }
+
+/// The query of an export, as described ([`ExportQuery::parse`] reads it, so that a bad value
+/// is named in a 400 `invalid_query`); unknown keys (such as `token`) are ignored.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExportParams {
+    /// The page (default `page:main`).
+    pub page: Option<String>,
+    /// Left of the area, in page coordinates (`x`, `y`, `w`, `h`: all four or none; none: the
+    /// page's content with a margin).
+    pub x: Option<f64>,
+    /// Top of the area.
+    pub y: Option<f64>,
+    /// Width of the area (> 0).
+    pub w: Option<f64>,
+    /// Height of the area (> 0).
+    pub h: Option<f64>,
+    /// Pixels per page unit (default 1, at most 8; lowered so the image fits 8000 px a side and
+    /// 32 M pixels).
+    pub scale: Option<f64>,
+}
+
+/// One export route per image format: the same handler and description, its own path and
+/// content type.
+macro_rules! export_route {
+    ($handler:ident, $id:literal, $path:literal, $content_type:literal, $summary:literal, $format:expr) => {
+        #[doc = $summary]
+        #[utoipa::path(
+            get,
+            operation_id = $id,
+            summary = $summary,
+            path = $path,
+            tag = "exports",
+            params(RoomPath, ExportParams),
+            security(("bearer" = ["read"]), ("token" = ["read"])),
+            responses(
+                (status = 200, description = "The image (the scale used in `x-fairyring-scale`)", content_type = $content_type, body = Vec<u8>),
+                (status = 400, description = "`invalid_query`, `invalid_room_name`", body = ErrorBody),
+                TokenRefusals,
+                (status = 404, description = "`room_not_found`, `page_not_found`, `empty_page`", body = ErrorBody),
+                (status = 503, description = "`busy` (`retry-after`), `render_timeout`, `store_unavailable`", body = ErrorBody),
+            ),
+        )]
+        async fn $handler(
+            state: State<AppState>,
+            query: Query<HashMap<String, String>>,
+            access: Admitted<ReadScope>,
+        ) -> Result<Response, ApiError> {
+            export(state, query, access, $format).await
+        }
+    };
+}
+
+export_route!(
+    export_svg,
+    "exportSvg",
+    "/rooms/{room}/export.svg",
+    "image/svg+xml",
+    "A page drawn as SVG.",
+    Format::Svg
+);
+export_route!(
+    export_png,
+    "exportPng",
+    "/rooms/{room}/export.png",
+    "image/png",
+    "A page drawn as PNG.",
+    Format::Png
+);
+export_route!(
+    export_jpg,
+    "exportJpg",
+    "/rooms/{room}/export.jpg",
+    "image/jpeg",
+    "A page drawn as JPEG.",
+    Format::Jpeg
+);
 
 impl From<RenderError> for ApiError {
     fn from(error: RenderError) -> Self {
