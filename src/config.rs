@@ -89,6 +89,12 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_PUBSUB_PREFIX")]
     pub pubsub_prefix: Option<String>,
 
+    /// Carry room messages over sharded pub/sub (`SSUBSCRIBE`/`SPUBLISH`, Redis 7 or later)
+    /// instead of `SUBSCRIBE`/`PUBLISH`: in a Redis Cluster a room's messages then stay on the
+    /// shard that owns its channel. Every node of a deployment must use the same setting.
+    #[arg(long, env = "FAIRYRING_PUBSUB_SHARDED")]
+    pub pubsub_sharded: bool,
+
     /// Scaled out: `HOST:PORT` the other nodes reach this one at over HTTP, to forward the
     /// API calls of the fairies it hosts; defaults to the bound `--listen` address.
     #[arg(long, env = "FAIRYRING_ADVERTISE")]
@@ -336,6 +342,7 @@ impl ServeConfig {
             store_schema: None,
             pubsub: None,
             pubsub_prefix: None,
+            pubsub_sharded: false,
             advertise: None,
             jwt_secret: None,
             jwt_public_key: None,
@@ -392,6 +399,15 @@ impl ServeConfig {
             .as_deref()
             .or(self.store_schema.as_deref())
             .unwrap_or("fairyring")
+    }
+
+    /// How room messages travel between nodes (`--pubsub-sharded`).
+    pub fn pubsub_mode(&self) -> crate::pubsub::Mode {
+        if self.pubsub_sharded {
+            crate::pubsub::Mode::Sharded
+        } else {
+            crate::pubsub::Mode::Plain
+        }
     }
 
     /// The budget of one render (`--render-timeout-ms`, at least 1 ms).

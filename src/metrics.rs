@@ -59,8 +59,13 @@ pub struct Metrics {
     pub model_tokens: Family<ReasonLabel, Counter>,
     /// Fairy model calls that failed after their retries.
     pub model_errors: Counter,
-    /// Pub/sub messages between nodes, by direction (`in`, `out`, `dropped`).
+    /// Room messages between nodes (updates, awareness), by direction (`in`, `out`,
+    /// `dropped`).
     pub pubsub_messages: Family<ReasonLabel, Counter>,
+    /// Payload bytes of room messages between nodes, by direction (`in`, `out`).
+    pub pubsub_bytes: Family<ReasonLabel, Counter>,
+    /// Node heartbeats (and leavings), by direction (`in`, `out`, `dropped`).
+    pub pubsub_heartbeats: Family<ReasonLabel, Counter>,
     /// Catch-ups of a room from the store after missed pub/sub messages.
     pub pubsub_catchups: Counter,
     /// Fairy leases this node took over from another node (docs/scaling.md "Fairies").
@@ -125,6 +130,8 @@ impl Metrics {
             model_tokens: Family::default(),
             model_errors: Counter::default(),
             pubsub_messages: Family::default(),
+            pubsub_bytes: Family::default(),
+            pubsub_heartbeats: Family::default(),
             pubsub_catchups: Counter::default(),
             fairy_lease_moves: Counter::default(),
             renders: Family::default(),
@@ -224,8 +231,18 @@ impl Metrics {
         );
         registry.register(
             "pubsub_messages",
-            "Pub/sub messages between nodes, by direction",
+            "Room messages between nodes (updates, awareness), by direction",
             m.pubsub_messages.clone(),
+        );
+        registry.register(
+            "pubsub_bytes",
+            "Payload bytes of room messages between nodes, by direction",
+            m.pubsub_bytes.clone(),
+        );
+        registry.register(
+            "pubsub_heartbeats",
+            "Node heartbeats between nodes, by direction",
+            m.pubsub_heartbeats.clone(),
         );
         registry.register(
             "pubsub_catchups",

@@ -1,18 +1,22 @@
 //! The Redis transport of the fan-out (the `redis` crate, tokio, RESP3).
 //!
 //! Owns three tasks: the publisher (drains the fan-out's bounded queue into pipelined
-//! `PUBLISH`es over an auto-reconnecting connection, and publishes this node's heartbeat), the
-//! subscriber (one connection named `PREFIX:sub:NODE`, pattern-subscribed to every room channel
-//! of the prefix and to the nodes channel; when it drops, or its push queue overflows, it
-//! reconnects and marks every room lagged so rooms catch up from the store), and the node
-//! sweeper. It decodes messages and hands them to [`Fanout`]; it knows nothing of rooms'
-//! contents.
+//! `PUBLISH`es, or `SPUBLISH`es in [`Mode::Sharded`], over an auto-reconnecting connection, and
+//! publishes this node's heartbeat), the subscriber (one connection named `PREFIX:sub:NODE`,
+//! subscribed to the nodes channel and to the channel of each room loaded here, kept in step
+//! with the fan-out's [`Plan`](super::Plan) as rooms load and unload; when it drops it
+//! reconnects, subscribes to every loaded room's channel again, and each room catches up from
+//! the store once its channel is back; when its push queue overflows every room catches up),
+//! and the node sweeper. It decodes messages and hands them to [`Fanout`]; it knows nothing of
+//! rooms' contents.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redis::{
     AsyncConnectionConfig, Client, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Value,
@@ -20,12 +24,17 @@ use redis::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Envelope, Fanout, HEARTBEAT_EVERY, NodeId, Prefix, PubSubError};
+use super::{Envelope, Fanout, HEARTBEAT_EVERY, Mode, NodeId, Prefix, PubSubError};
+use crate::room::RoomName;
 
 /// Push messages queued from the subscriber connection before it counts as overflowing.
 const PUSH_QUEUE: usize = 16 * 1024;
 /// Messages published in one pipeline.
 const PUBLISH_BATCH: usize = 256;
+/// Room channel (un)subscriptions in flight at once on the subscriber connection.
+const SUBSCRIBE_CONCURRENCY: usize = 64;
+/// How often the subscriber retries (un)subscriptions that failed, when rooms change nothing.
+const RESUBSCRIBE_EVERY: Duration = Duration::from_secs(1);
 /// Delays between reconnection attempts of the subscriber.
 const RECONNECT_DELAYS: [Duration; 4] = [
     Duration::from_millis(50),
@@ -44,7 +53,8 @@ pub struct RedisFanout {
 impl RedisFanout {
     /// Connects to `url` (`redis://HOST:PORT`), starts the tasks and returns at once the
     /// fan-out (its subscription comes up in the background; rooms catch up when it does).
-    pub async fn start(url: &str, prefix: Prefix) -> Result<Self, PubSubError> {
+    /// `mode` says how room channels are carried (the nodes channel is always plain).
+    pub async fn start(url: &str, prefix: Prefix, mode: Mode) -> Result<Self, PubSubError> {
         if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
             return Err(PubSubError::UnsupportedUrl(url.to_owned()));
         }
@@ -56,7 +66,7 @@ impl RedisFanout {
         let client = Client::open(info.set_redis_settings(resp3))?;
         let publisher = client.get_connection_manager().await?;
         let node = NodeId::random();
-        let (fanout, out) = Fanout::new(node, prefix);
+        let (fanout, out) = Fanout::new(node, prefix, mode);
         let stop = CancellationToken::new();
         tokio::spawn(publish_loop(
             fanout.clone(),
@@ -66,7 +76,7 @@ impl RedisFanout {
         ));
         tokio::spawn(subscribe_loop(fanout.clone(), client, stop.clone()));
         tokio::spawn(sweep_loop(fanout.clone(), stop.clone()));
-        tracing::info!(%node, prefix = fanout.prefix.as_str(), "pub/sub fan-out started");
+        tracing::info!(%node, prefix = fanout.prefix.as_str(), ?mode, "pub/sub fan-out started");
         Ok(RedisFanout {
             fanout,
             publisher,
@@ -110,7 +120,8 @@ impl RedisFanout {
     }
 }
 
-/// Drains the outbound queue into pipelined `PUBLISH`es; publishes heartbeats.
+/// Drains the outbound queue into pipelined `PUBLISH`es (`SPUBLISH`es when sharded);
+/// publishes heartbeats.
 async fn publish_loop(
     fanout: Arc<Fanout>,
     mut publisher: ConnectionManager,
@@ -120,11 +131,13 @@ async fn publish_loop(
     let mut heartbeat = tokio::time::interval(HEARTBEAT_EVERY);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let beat = Envelope::Heartbeat { node: fanout.node }.encode();
+    let publish = fanout.mode.publish_command();
     let mut batch = Vec::with_capacity(PUBLISH_BATCH);
     loop {
+        let mut beating = false;
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = heartbeat.tick() => batch.push((fanout.prefix.nodes_channel(), beat.clone())),
+            _ = heartbeat.tick() => beating = true,
             taken = out.recv_many(&mut batch, PUBLISH_BATCH) => {
                 if taken == 0 {
                     return;
@@ -132,28 +145,39 @@ async fn publish_loop(
             }
         }
         let mut pipe = redis::pipe();
-        for (channel, payload) in &batch {
+        if beating {
             pipe.cmd("PUBLISH")
+                .arg(fanout.prefix.nodes_channel())
+                .arg(beat.as_ref())
+                .ignore();
+        }
+        for (channel, payload) in &batch {
+            pipe.cmd(publish)
                 .arg(channel)
                 .arg(payload.as_ref())
                 .ignore();
         }
         let count = batch.len() as u64;
+        let bytes: u64 = batch.iter().map(|(_, payload)| payload.len() as u64).sum();
+        let beats = u64::from(beating);
         match pipe.query_async::<()>(&mut publisher).await {
             Ok(()) => {
-                super::count("out", count);
+                super::count("out", count, bytes);
+                super::count_heartbeats("out", beats);
             }
             Err(error) => {
                 // Lost messages are caught up by the other nodes from the store.
                 tracing::warn!(%error, count, "publishing to redis failed; dropped");
-                super::count("dropped", count);
+                super::count("dropped", count, 0);
+                super::count_heartbeats("dropped", beats);
             }
         }
         batch.clear();
     }
 }
 
-/// Keeps the subscription up: connects, subscribes, reads until it drops, and again.
+/// Keeps the subscription up: connects, subscribes to the nodes channel and to the loaded
+/// rooms' channels, follows rooms loading and unloading, reads until it drops, and again.
 async fn subscribe_loop(fanout: Arc<Fanout>, client: Client, stop: CancellationToken) {
     let mut failures = 0usize;
     loop {
@@ -172,15 +196,27 @@ async fn subscribe_loop(fanout: Arc<Fanout>, client: Client, stop: CancellationT
             c = subscribe(&fanout, &client, config) => c,
         };
         match connected {
-            Ok(_connection) => {
+            Ok(connection) => {
                 failures = 0;
+                // Every loaded room's channel first: each room catches up from the store once
+                // its channel is confirmed (what was published while it was down is missing).
+                let mut rooms = HashSet::new();
+                sync_rooms(&fanout, &connection, &mut rooms).await;
                 fanout.connected.store(true, Ordering::SeqCst);
-                // Anything published while the subscription was down is missing.
-                fanout.lag_all();
-                tracing::info!("pub/sub subscription up");
+                tracing::info!(rooms = rooms.len(), "pub/sub subscription up");
+                let mut retry = tokio::time::interval(RESUBSCRIBE_EVERY);
+                retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     let info = tokio::select! {
                         _ = stop.cancelled() => return,
+                        _ = fanout.rooms_changed() => {
+                            sync_rooms(&fanout, &connection, &mut rooms).await;
+                            continue;
+                        }
+                        _ = retry.tick() => {
+                            sync_rooms(&fanout, &connection, &mut rooms).await;
+                            continue;
+                        }
                         info = rx.recv() => info,
                     };
                     if overflow.swap(false, Ordering::SeqCst) {
@@ -190,15 +226,15 @@ async fn subscribe_loop(fanout: Arc<Fanout>, client: Client, stop: CancellationT
                     let Some(info) = info else { break };
                     match info.kind {
                         PushKind::Disconnection => break,
-                        PushKind::PMessage | PushKind::Message => handle_push(&fanout, info.data),
+                        PushKind::Message | PushKind::SMessage => handle_push(&fanout, info.data),
                         _ => {}
                     }
                 }
-                fanout.connected.store(false, Ordering::SeqCst);
+                fanout.disconnected();
                 tracing::warn!("pub/sub subscription dropped; reconnecting");
             }
             Err(error) => {
-                fanout.connected.store(false, Ordering::SeqCst);
+                fanout.disconnected();
                 tracing::warn!(%error, "pub/sub subscription failed; retrying");
             }
         }
@@ -211,7 +247,84 @@ async fn subscribe_loop(fanout: Arc<Fanout>, client: Client, stop: CancellationT
     }
 }
 
-/// Opens the subscriber connection, names it and subscribes.
+/// Brings the connection's room channels (`subscribed`) in step with the rooms loaded here.
+/// A command that fails is logged and tried again at the next change or retry tick (each one
+/// is bounded by the connection's response timeout); a broken connection shows up as its
+/// disconnection.
+async fn sync_rooms(
+    fanout: &Fanout,
+    connection: &MultiplexedConnection,
+    subscribed: &mut HashSet<RoomName>,
+) {
+    let plan = fanout.plan(subscribed);
+    if plan.is_empty() {
+        return;
+    }
+    let mode = fanout.mode;
+    let mut failed = Vec::new();
+    let unsubscribed = each_room(
+        connection,
+        &fanout.prefix,
+        mode.unsubscribe_command(),
+        plan.unsubscribe,
+    );
+    for (room, done) in unsubscribed.await {
+        match done {
+            Ok(_) => {
+                subscribed.remove(&room);
+            }
+            Err(error) => failed.push((room, error)),
+        }
+    }
+    let subscribed_now = each_room(
+        connection,
+        &fanout.prefix,
+        mode.subscribe_command(),
+        plan.subscribe,
+    );
+    for (room, done) in subscribed_now.await {
+        match done {
+            Ok(_) => {
+                fanout.confirmed(&room);
+                subscribed.insert(room);
+            }
+            Err(error) => failed.push((room, error)),
+        }
+    }
+    if let Some((room, error)) = failed.first() {
+        tracing::warn!(
+            %room, %error, failed = failed.len(),
+            "changing room channel subscriptions failed; retrying"
+        );
+    }
+}
+
+/// Sends `command ROOM-CHANNEL` for each room, [`SUBSCRIBE_CONCURRENCY`] at once (one channel
+/// per command: the client matches one confirmation to each).
+async fn each_room(
+    connection: &MultiplexedConnection,
+    prefix: &Prefix,
+    command: &'static str,
+    rooms: Vec<RoomName>,
+) -> Vec<(RoomName, redis::RedisResult<Value>)> {
+    futures_util::stream::iter(rooms)
+        .map(|room| {
+            let mut connection = connection.clone();
+            let channel = prefix.room_channel(&room);
+            async move {
+                let done = redis::cmd(command)
+                    .arg(channel)
+                    .query_async::<Value>(&mut connection)
+                    .await;
+                (room, done)
+            }
+        })
+        .buffer_unordered(SUBSCRIBE_CONCURRENCY)
+        .collect()
+        .await
+}
+
+/// Opens the subscriber connection, names it and subscribes to the nodes channel.
 async fn subscribe(
     fanout: &Fanout,
     client: &Client,
@@ -226,37 +339,35 @@ async fn subscribe(
         .arg(&name)
         .query_async::<()>(&mut connection)
         .await?;
-    connection.psubscribe(fanout.prefix.room_pattern()).await?;
     connection.subscribe(fanout.prefix.nodes_channel()).await?;
     Ok(connection)
 }
 
-/// Decodes one pushed message (`[pattern,] channel, payload`) and dispatches it.
+/// Decodes one pushed message (`channel, payload`) and dispatches it.
 fn handle_push(fanout: &Fanout, data: Vec<Value>) {
     let mut strings = data.into_iter().filter_map(|value| match value {
         Value::BulkString(bytes) => Some(bytes),
         _ => None,
     });
-    let (channel, payload) = match (strings.next(), strings.next(), strings.next()) {
-        (Some(_pattern), Some(channel), Some(payload)) => (channel, payload),
-        (Some(channel), Some(payload), None) => (channel, payload),
-        _ => return,
+    let (Some(channel), Some(payload)) = (strings.next(), strings.next()) else {
+        return;
     };
     let Ok(channel) = String::from_utf8(channel) else {
         return;
     };
+    let bytes = payload.len();
     let envelope = match Envelope::decode(Bytes::from(payload)) {
         Ok(envelope) => envelope,
         Err(error) => {
             tracing::warn!(%error, channel, "unreadable pub/sub message dropped");
-            super::count("dropped", 1);
+            super::count("dropped", 1, 0);
             return;
         }
     };
     if channel == fanout.prefix.nodes_channel() {
         fanout.dispatch_node(envelope);
     } else if let Some(room) = fanout.prefix.room_of(&channel) {
-        fanout.dispatch_room(&room, envelope);
+        fanout.dispatch_room(&room, envelope, bytes);
     }
 }
 

@@ -243,12 +243,10 @@ impl Rooms {
     async fn load(&self, name: &RoomName) -> Result<Arc<Room>, RoomError> {
         // Subscribed before loading: what other nodes publish meanwhile waits in the
         // subscription, and what the load already holds is skipped by sequence number.
-        let subscription = self
-            .inner
-            .config
-            .fanout
-            .as_ref()
-            .map(|fanout| fanout.subscribe(name));
+        let subscription = match &self.inner.config.fanout {
+            Some(fanout) => Some(fanout.subscribe(name).await),
+            None => None,
+        };
         let stored = self.inner.store.load(name).await.map_err(|error| {
             tracing::error!(room = %name, %error, "loading room failed");
             RoomError::Store

@@ -137,7 +137,7 @@ pub async fn start_with(
         Some(url) => {
             let prefix = crate::pubsub::Prefix::parse(config.pubsub_prefix())?;
             Some(Arc::new(
-                crate::pubsub::redis::RedisFanout::start(url, prefix).await?,
+                crate::pubsub::redis::RedisFanout::start(url, prefix, config.pubsub_mode()).await?,
             ))
         }
         None => None,
