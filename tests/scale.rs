@@ -1,8 +1,9 @@
-//! Scale-out: two `fairyring serve` processes sharing one PostgreSQL schema and one Redis
-//! prefix (docs/scaling.md). Official y-websocket clients on both nodes converge; awareness
-//! crosses nodes and leaves with its peer or its node; kill -9 of one node loses nothing any
-//! peer saw and does not disturb the other node's peers; a dropped Redis subscription is
-//! caught up from the store. Skipped when PostgreSQL or Redis is down, unless
+//! Scale-out: two or three `fairyring serve` processes sharing one PostgreSQL schema and one
+//! Redis prefix (docs/scaling.md). Official y-websocket clients on both nodes converge;
+//! awareness crosses nodes and leaves with its peer or its node; kill -9 of one node loses
+//! nothing any peer saw and does not disturb the other node's peers; a dropped Redis
+//! subscription is caught up from the store; a node hears only the rooms it has loaded (plain
+//! and sharded pub/sub). Skipped when PostgreSQL or Redis is down, unless
 //! `FAIRYRING_REQUIRE_SERVICES=1`.
 
 mod support;
@@ -10,7 +11,7 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use support::services::{Node, PgSchema, kill_subscriptions, node_args, redis_prefix};
+use support::services::{Node, PgSchema, kill_subscriptions, node_args, redis_prefix, redis_url};
 use support::{Client, metrics_text, put_shape, shape_count, shape_ids};
 
 /// Two nodes of one deployment, or `None` when a service is down.
@@ -189,6 +190,193 @@ async fn a_dropped_subscription_is_caught_up_from_the_store() {
         catchups >= 1.0,
         "node B caught up from the store:\n{metrics}"
     );
+}
+
+/// A node hears only the rooms it has loaded: while peers of nodes A and B write to a room,
+/// node C, with no room loaded, receives no room message (only heartbeats); a peer that then
+/// opens the room on C finds everything (C's load reads the store) and sees the next writes
+/// live, through C's subscription; once that peer leaves and C unloads the room, C's channel
+/// subscription is gone and C receives nothing more of the room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_hears_only_the_rooms_it_has_loaded() {
+    hears_only_loaded_rooms("rooms", false).await;
+}
+
+/// [`a_node_hears_only_the_rooms_it_has_loaded`] over sharded pub/sub (`SSUBSCRIBE` and
+/// `SPUBLISH`, Redis 7 or later; skipped on an older Redis).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_hears_only_the_rooms_it_has_loaded_sharded() {
+    if redis_older_than_7().await {
+        eprintln!("skipping: sharded pub/sub needs Redis 7");
+        return;
+    }
+    hears_only_loaded_rooms("shards", true).await;
+}
+
+async fn hears_only_loaded_rooms(tag: &str, sharded: bool) {
+    let mut extra = vec!["--idle-unload", "1"];
+    if sharded {
+        extra.push("--pubsub-sharded");
+    }
+    let Some((pg, prefix, a, b)) = two_nodes_with(tag, &extra).await else {
+        return;
+    };
+    let mut args = node_args(&pg, &prefix);
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let c = Node::spawn(&args);
+    // Every node's subscriber connection is up (it hears the others' heartbeats), so C would
+    // hear room traffic now if it were sent to it.
+    for node in [&a, &b, &c] {
+        until_metric(
+            node,
+            "fairyring_pubsub_heartbeats_total{reason=\"in\"}",
+            |n| n >= 2.0,
+        )
+        .await;
+    }
+    let room = tag;
+    let channel = format!("{prefix}:room:{room}");
+    let mut writer_a = Client::connect(&a.ws(), room).await;
+    let mut writer_b = Client::connect(&b.ws(), room).await;
+    for i in 0..50 {
+        writer_a
+            .edit(|txn| put_shape(txn, &format!("a{i:03}"), i as f64))
+            .await;
+        writer_b
+            .edit(|txn| put_shape(txn, &format!("b{i:03}"), i as f64))
+            .await;
+    }
+    for writer in [&mut writer_a, &mut writer_b] {
+        writer
+            .until("both nodes' writes", |c| shape_count(c) == 100)
+            .await;
+    }
+    assert_eq!(
+        subscribers(&channel, sharded).await,
+        2,
+        "A and B hold the room"
+    );
+    let heard_by_a = metric(&a, ROOM_MESSAGES_IN).await;
+    assert!(heard_by_a > 0.0, "A heard B's writes: {heard_by_a}");
+    assert_eq!(
+        metric(&c, ROOM_MESSAGES_IN).await,
+        0.0,
+        "node C, with no room loaded, received room messages"
+    );
+    // The room opened on C after the traffic: C subscribes, loads, and has it all.
+    let mut on_c = Client::connect(&c.ws(), room).await;
+    on_c.until("everything written before C loaded the room", |c| {
+        shape_count(c) == 100
+    })
+    .await;
+    assert_eq!(subscribers(&channel, sharded).await, 3, "C subscribed");
+    // Then C hears the room live.
+    for i in 0..20 {
+        writer_a
+            .edit(|txn| put_shape(txn, &format!("c{i:03}"), i as f64))
+            .await;
+    }
+    on_c.until("A's later writes on C", |c| shape_count(c) == 120)
+        .await;
+    let live = metric(&c, ROOM_MESSAGES_IN).await;
+    assert!(
+        live > 0.0,
+        "C received A's later writes through pub/sub: {live}"
+    );
+    // C's peer leaves; C unloads the room and drops its subscription.
+    on_c.close().await;
+    until_metric(&c, "fairyring_rooms_loaded", |n| n == 0.0).await;
+    let deadline = tokio::time::Instant::now() + support::TIMEOUT;
+    while subscribers(&channel, sharded).await != 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "C kept the channel of a room it unloaded"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let before = metric(&c, ROOM_MESSAGES_IN).await;
+    for i in 0..20 {
+        writer_a
+            .edit(|txn| put_shape(txn, &format!("d{i:03}"), i as f64))
+            .await;
+    }
+    // B hears them through Redis; C, which Redis would have sent them to at the same time,
+    // received none.
+    writer_b
+        .until("A's last writes on B", |c| shape_count(c) == 140)
+        .await;
+    assert_eq!(
+        metric(&c, ROOM_MESSAGES_IN).await,
+        before,
+        "C received messages of a room it unloaded"
+    );
+    assert_eq!(metric(&c, "fairyring_rooms_loaded").await, 0.0);
+}
+
+/// Room messages a node received from the others.
+const ROOM_MESSAGES_IN: &str = "fairyring_pubsub_messages_total{reason=\"in\"}";
+
+/// A metric of a node (`0` when it has no sample yet).
+async fn metric(node: &Node, name: &str) -> f64 {
+    let text = metrics_text(&node.http()).await;
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Polls a metric of a node until `ok` holds ([`support::TIMEOUT`] at most).
+async fn until_metric(node: &Node, name: &str, ok: impl Fn(f64) -> bool) {
+    let deadline = tokio::time::Instant::now() + support::TIMEOUT;
+    loop {
+        let value = metric(node, name).await;
+        if ok(value) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} of {} stayed at {value}",
+            node.addr
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How many connections Redis has subscribed to a channel (`PUBSUB NUMSUB`, or
+/// `SHARDNUMSUB`).
+async fn subscribers(channel: &str, sharded: bool) -> i64 {
+    let client = redis::Client::open(redis_url().as_str()).expect("redis url");
+    let mut connection = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let (_, count): (String, i64) = redis::cmd("PUBSUB")
+        .arg(if sharded { "SHARDNUMSUB" } else { "NUMSUB" })
+        .arg(channel)
+        .query_async(&mut connection)
+        .await
+        .expect("PUBSUB NUMSUB");
+    count
+}
+
+/// Whether the test Redis is older than version 7 (no sharded pub/sub). An unreachable Redis
+/// is not: the test then skips or fails as every scale-out test does.
+async fn redis_older_than_7() -> bool {
+    let Ok(client) = redis::Client::open(redis_url().as_str()) else {
+        return false;
+    };
+    let Ok(mut connection) = client.get_multiplexed_async_connection().await else {
+        return false;
+    };
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut connection)
+        .await
+        .unwrap_or_default();
+    info.lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .and_then(|version| version.split('.').next()?.trim().parse::<u32>().ok())
+        .is_some_and(|major| major < 7)
 }
 
 /// A fairy invited through node A and prompted through node B (offline model) draws shapes
