@@ -2,8 +2,8 @@
 //! Redis prefix (docs/scaling.md). Official y-websocket clients on both nodes converge;
 //! awareness crosses nodes and leaves with its peer or its node; kill -9 of one node loses
 //! nothing any peer saw and does not disturb the other node's peers; a dropped Redis
-//! subscription is caught up from the store; a node hears only the rooms it has loaded (plain
-//! and sharded pub/sub). Skipped when PostgreSQL or Redis is down, unless
+//! subscription is caught up from the store and subscribed again; a node hears only the rooms
+//! it has loaded (plain and sharded pub/sub). Skipped when PostgreSQL or Redis is down, unless
 //! `FAIRYRING_REQUIRE_SERVICES=1`.
 
 mod support;
@@ -180,16 +180,20 @@ async fn a_dropped_subscription_is_caught_up_from_the_store() {
     observer
         .until("every shape after the drop", |c| shape_count(c) == 201)
         .await;
-    let metrics = metrics_text(&b.http()).await;
-    let catchups = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("fairyring_pubsub_catchups_total "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .unwrap_or(0.0);
+    let catchups = metric(&b, "fairyring_pubsub_catchups_total").await;
     assert!(
         catchups >= 1.0,
-        "node B caught up from the store:\n{metrics}"
+        "node B caught up from the store: {catchups}"
     );
+    // Both nodes subscribed to the room's channel again when they reconnected: B hears A's
+    // next writes through Redis.
+    until_subscribers(&format!("{prefix}:room:{room}"), false, 2).await;
+    let heard = metric(&b, ROOM_MESSAGES_IN).await;
+    put_shapes(&mut writer, "x", 0..10).await;
+    observer
+        .until("writes after the reconnection", |c| shape_count(c) == 211)
+        .await;
+    until_metric(&b, ROOM_MESSAGES_IN, |n| n > heard).await;
 }
 
 /// A node hears only the rooms it has loaded: while peers of nodes A and B write to a room,
@@ -239,12 +243,8 @@ async fn hears_only_loaded_rooms(tag: &str, sharded: bool) {
     let mut writer_a = Client::connect(&a.ws(), room).await;
     let mut writer_b = Client::connect(&b.ws(), room).await;
     for i in 0..50 {
-        writer_a
-            .edit(|txn| put_shape(txn, &format!("a{i:03}"), i as f64))
-            .await;
-        writer_b
-            .edit(|txn| put_shape(txn, &format!("b{i:03}"), i as f64))
-            .await;
+        put_shapes(&mut writer_a, "a", i..i + 1).await;
+        put_shapes(&mut writer_b, "b", i..i + 1).await;
     }
     for writer in [&mut writer_a, &mut writer_b] {
         writer
@@ -271,11 +271,7 @@ async fn hears_only_loaded_rooms(tag: &str, sharded: bool) {
     .await;
     assert_eq!(subscribers(&channel, sharded).await, 3, "C subscribed");
     // Then C hears the room live.
-    for i in 0..20 {
-        writer_a
-            .edit(|txn| put_shape(txn, &format!("c{i:03}"), i as f64))
-            .await;
-    }
+    put_shapes(&mut writer_a, "c", 0..20).await;
     on_c.until("A's later writes on C", |c| shape_count(c) == 120)
         .await;
     let live = metric(&c, ROOM_MESSAGES_IN).await;
@@ -286,20 +282,9 @@ async fn hears_only_loaded_rooms(tag: &str, sharded: bool) {
     // C's peer leaves; C unloads the room and drops its subscription.
     on_c.close().await;
     until_metric(&c, "fairyring_rooms_loaded", |n| n == 0.0).await;
-    let deadline = tokio::time::Instant::now() + support::TIMEOUT;
-    while subscribers(&channel, sharded).await != 2 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "C kept the channel of a room it unloaded"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_subscribers(&channel, sharded, 2).await;
     let before = metric(&c, ROOM_MESSAGES_IN).await;
-    for i in 0..20 {
-        writer_a
-            .edit(|txn| put_shape(txn, &format!("d{i:03}"), i as f64))
-            .await;
-    }
+    put_shapes(&mut writer_a, "d", 0..20).await;
     // B hears them through Redis; C, which Redis would have sent them to at the same time,
     // received none.
     writer_b
@@ -311,6 +296,15 @@ async fn hears_only_loaded_rooms(tag: &str, sharded: bool) {
         "C received messages of a room it unloaded"
     );
     assert_eq!(metric(&c, "fairyring_rooms_loaded").await, 0.0);
+}
+
+/// Writes shapes `TAG000`… one update each.
+async fn put_shapes(client: &mut Client, tag: &str, range: std::ops::Range<usize>) {
+    for i in range {
+        client
+            .edit(|txn| put_shape(txn, &format!("{tag}{i:03}"), i as f64))
+            .await;
+    }
 }
 
 /// Room messages a node received from the others.
@@ -357,6 +351,22 @@ async fn subscribers(channel: &str, sharded: bool) -> i64 {
         .await
         .expect("PUBSUB NUMSUB");
     count
+}
+
+/// Polls [`subscribers`] until `count` connections are subscribed to `channel`.
+async fn until_subscribers(channel: &str, sharded: bool, count: i64) {
+    let deadline = tokio::time::Instant::now() + support::TIMEOUT;
+    loop {
+        let now = subscribers(channel, sharded).await;
+        if now == count {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{channel} has {now} subscribers, not {count}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Whether the test Redis is older than version 7 (no sharded pub/sub). An unreachable Redis
@@ -482,12 +492,7 @@ async fn a_fairys_lease_moves_when_its_host_dies() {
         vec![after],
         "the dead host's avatar went"
     );
-    let moves = metrics_text(&survivor.http()).await;
-    let moves: f64 = moves
-        .lines()
-        .find_map(|l| l.strip_prefix("fairyring_fairy_lease_moves_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0);
+    let moves = metric(&survivor, "fairyring_fairy_lease_moves_total").await;
     assert!(moves >= 1.0, "lease moves counted: {moves}");
     // It works on its new host.
     let drawn = fairyring_shapes(&watcher).len();
