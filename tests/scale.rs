@@ -2,8 +2,8 @@
 //! Redis prefix (docs/scaling.md). Official y-websocket clients on both nodes converge;
 //! awareness crosses nodes and leaves with its peer or its node; kill -9 of one node loses
 //! nothing any peer saw and does not disturb the other node's peers; a dropped Redis
-//! subscription is caught up from the store and subscribed again; a node hears only the rooms
-//! it has loaded (plain and sharded pub/sub). Skipped when PostgreSQL or Redis is down, unless
+//! subscription is caught up from the store and subscribed again, and so is a restarted Redis;
+//! a node hears only the rooms it has loaded (plain and sharded pub/sub). Skipped when PostgreSQL or Redis is down, unless
 //! `FAIRYRING_REQUIRE_SERVICES=1`.
 
 mod support;
@@ -196,6 +196,126 @@ async fn a_dropped_subscription_is_caught_up_from_the_store() {
     until_metric(&b, ROOM_MESSAGES_IN, |n| n > heard).await;
 }
 
+/// Redis restarted mid-run (its process killed, then started again, empty): what was written
+/// while it was down reaches the other node from the store, both nodes subscribe to the room's
+/// channel again, and the next writes cross through Redis. A Redis of the test's own (the
+/// machine's `redis-server` on a free port), so that other tests keep theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_redis_loses_nothing() {
+    let Some(pg) = PgSchema::fresh("restart").await else {
+        return;
+    };
+    let Some(mut redis) = OwnRedis::start() else {
+        return;
+    };
+    let prefix = format!("t-restart-{:08x}", rand::random::<u32>());
+    let mut args = pg.store_args();
+    args.extend([
+        "--pubsub".into(),
+        redis.url(),
+        "--pubsub-prefix".into(),
+        prefix.clone(),
+    ]);
+    let a = Node::spawn(&args);
+    let b = Node::spawn(&args);
+    let room = "restart";
+    let channel = format!("{prefix}:room:{room}");
+    let mut writer = Client::connect(&a.ws(), room).await;
+    let mut observer = Client::connect(&b.ws(), room).await;
+    put_shapes(&mut writer, "a", 0..50).await;
+    observer
+        .until("shapes before the restart", |c| shape_count(c) == 50)
+        .await;
+    redis.kill();
+    put_shapes(&mut writer, "b", 0..50).await;
+    redis.restart();
+    observer
+        .until("shapes written while Redis was down", |c| {
+            shape_count(c) == 100
+        })
+        .await;
+    until_subscribers_at(&redis.url(), &channel, false, 2).await;
+    let heard = metric(&b, ROOM_MESSAGES_IN).await;
+    put_shapes(&mut writer, "c", 0..10).await;
+    observer
+        .until("shapes after the restart", |c| shape_count(c) == 110)
+        .await;
+    until_metric(&b, ROOM_MESSAGES_IN, |n| n > heard).await;
+    assert!(observer.closed.is_none() && writer.closed.is_none());
+}
+
+/// A `redis-server` of a test's own on a free port, killed when dropped.
+struct OwnRedis {
+    child: Option<std::process::Child>,
+    port: u16,
+}
+
+impl OwnRedis {
+    /// Starts one, or `None` (after saying why) when the machine has no `redis-server`.
+    fn start() -> Option<OwnRedis> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let mut redis = OwnRedis { child: None, port };
+        if let Err(error) = redis.spawn() {
+            let required = std::env::var("FAIRYRING_REQUIRE_SERVICES").as_deref() == Ok("1");
+            assert!(!required, "redis-server required: {error}");
+            eprintln!("skipping: no redis-server: {error}");
+            return None;
+        }
+        Some(redis)
+    }
+
+    fn spawn(&mut self) -> std::io::Result<()> {
+        let port = self.port.to_string();
+        let child = std::process::Command::new("redis-server")
+            .args([
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                &port,
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()?;
+        self.child = Some(child);
+        // Up when it answers.
+        let deadline = Instant::now() + support::TIMEOUT;
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// kill -9.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port (empty).
+    fn restart(&mut self) {
+        self.spawn().expect("redis-server restarts");
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// A node hears only the rooms it has loaded: while peers of nodes A and B write to a room,
 /// node C, with no room loaded, receives no room message (only heartbeats); a peer that then
 /// opens the room on C finds everything (C's load reads the store) and sees the next writes
@@ -336,10 +456,15 @@ async fn until_metric(node: &Node, name: &str, ok: impl Fn(f64) -> bool) {
     }
 }
 
-/// How many connections Redis has subscribed to a channel (`PUBSUB NUMSUB`, or
+/// How many connections the test Redis has subscribed to a channel (`PUBSUB NUMSUB`, or
 /// `SHARDNUMSUB`).
 async fn subscribers(channel: &str, sharded: bool) -> i64 {
-    let client = redis::Client::open(redis_url().as_str()).expect("redis url");
+    subscribers_at(&redis_url(), channel, sharded).await
+}
+
+/// [`subscribers`] of the Redis at `url`.
+async fn subscribers_at(url: &str, channel: &str, sharded: bool) -> i64 {
+    let client = redis::Client::open(url).expect("redis url");
     let mut connection = client
         .get_multiplexed_async_connection()
         .await
@@ -355,9 +480,14 @@ async fn subscribers(channel: &str, sharded: bool) -> i64 {
 
 /// Polls [`subscribers`] until `count` connections are subscribed to `channel`.
 async fn until_subscribers(channel: &str, sharded: bool, count: i64) {
+    until_subscribers_at(&redis_url(), channel, sharded, count).await;
+}
+
+/// [`until_subscribers`] on the Redis at `url`.
+async fn until_subscribers_at(url: &str, channel: &str, sharded: bool, count: i64) {
     let deadline = tokio::time::Instant::now() + support::TIMEOUT;
     loop {
-        let now = subscribers(channel, sharded).await;
+        let now = subscribers_at(url, channel, sharded).await;
         if now == count {
             return;
         }
