@@ -3,7 +3,8 @@
 //! awareness crosses nodes and leaves with its peer or its node; kill -9 of one node loses
 //! nothing any peer saw and does not disturb the other node's peers; a dropped Redis
 //! subscription is caught up from the store and subscribed again, and so is a restarted Redis;
-//! a node hears only the rooms it has loaded (plain and sharded pub/sub). Skipped when PostgreSQL or Redis is down, unless
+//! a slow Redis holds a room's load one second at most; a node hears only the rooms it has
+//! loaded (plain and sharded pub/sub). Skipped when PostgreSQL or Redis is down, unless
 //! `FAIRYRING_REQUIRE_SERVICES=1`.
 
 mod support;
@@ -244,6 +245,71 @@ async fn a_restarted_redis_loses_nothing() {
     assert!(observer.closed.is_none() && writer.closed.is_none());
 }
 
+/// A Redis that does not answer (`DEBUG SLEEP 5`) holds a room's load one second at most
+/// (the wait for its channel subscription); once Redis answers again the node subscribes to
+/// the room's channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_redis_holds_a_room_load_one_second_at_most() {
+    let Some(pg) = PgSchema::fresh("slow").await else {
+        return;
+    };
+    let Some(redis) = OwnRedis::start() else {
+        return;
+    };
+    let prefix = format!("t-slow-{:08x}", rand::random::<u32>());
+    let mut args = pg.store_args();
+    args.extend([
+        "--pubsub".into(),
+        redis.url(),
+        "--pubsub-prefix".into(),
+        prefix.clone(),
+    ]);
+    let a = Node::spawn(&args);
+    // A's subscriber connection is up.
+    until_subscribers_at(&redis.url(), &format!("{prefix}:nodes"), false, 1).await;
+    let client = redis::Client::open(redis.url()).expect("redis url");
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    let mut sleeper = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("redis");
+    let mut probe = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let sleeping = tokio::spawn(async move {
+        redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(5)
+            .query_async::<()>(&mut sleeper)
+            .await
+    });
+    // Asleep when a PING goes unanswered.
+    let deadline = Instant::now() + support::TIMEOUT;
+    loop {
+        let ping = redis::cmd("PING");
+        let ping = ping.query_async::<String>(&mut probe);
+        if tokio::time::timeout(Duration::from_millis(100), ping)
+            .await
+            .is_err()
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "redis never fell asleep");
+    }
+    let started = Instant::now();
+    let _peer = Client::connect(&a.ws(), "slow").await;
+    until_metric(&a, "fairyring_rooms_loaded", |n| n == 1.0).await;
+    let loaded = started.elapsed();
+    assert!(
+        loaded < Duration::from_millis(3500),
+        "the load waited for Redis: {loaded:?}"
+    );
+    sleeping.await.expect("task").expect("DEBUG SLEEP");
+    until_subscribers_at(&redis.url(), &format!("{prefix}:room:slow"), false, 1).await;
+    println!("room loaded {loaded:?} after its peer connected, Redis asleep for 5 s");
+}
+
 /// A `redis-server` of a test's own on a free port, killed when dropped.
 struct OwnRedis {
     child: Option<std::process::Child>,
@@ -279,6 +345,9 @@ impl OwnRedis {
                 "",
                 "--appendonly",
                 "no",
+                // For DEBUG SLEEP (a Redis that does not answer).
+                "--enable-debug-command",
+                "yes",
             ])
             .stdout(std::process::Stdio::null())
             .spawn()?;

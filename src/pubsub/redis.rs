@@ -167,7 +167,7 @@ async fn publish_loop(
             }
             Err(error) => {
                 // Lost messages are caught up by the other nodes from the store.
-                tracing::warn!(%error, count, "publishing to redis failed; dropped");
+                tracing::warn!(%error, count, beats, "publishing to redis failed; dropped");
                 super::count("dropped", count, 0);
                 super::count_heartbeats("dropped", beats);
             }
