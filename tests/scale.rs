@@ -203,20 +203,9 @@ async fn a_dropped_subscription_is_caught_up_from_the_store() {
 /// machine's `redis-server` on a free port), so that other tests keep theirs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_redis_loses_nothing() {
-    let Some(pg) = PgSchema::fresh("restart").await else {
+    let Some((_pg, mut redis, prefix, args)) = own_redis_deployment("restart").await else {
         return;
     };
-    let Some(mut redis) = OwnRedis::start() else {
-        return;
-    };
-    let prefix = format!("t-restart-{:08x}", rand::random::<u32>());
-    let mut args = pg.store_args();
-    args.extend([
-        "--pubsub".into(),
-        redis.url(),
-        "--pubsub-prefix".into(),
-        prefix.clone(),
-    ]);
     let a = Node::spawn(&args);
     let b = Node::spawn(&args);
     let room = "restart";
@@ -250,20 +239,9 @@ async fn a_restarted_redis_loses_nothing() {
 /// the room's channel.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_redis_holds_a_room_load_one_second_at_most() {
-    let Some(pg) = PgSchema::fresh("slow").await else {
+    let Some((_pg, redis, prefix, args)) = own_redis_deployment("slow").await else {
         return;
     };
-    let Some(redis) = OwnRedis::start() else {
-        return;
-    };
-    let prefix = format!("t-slow-{:08x}", rand::random::<u32>());
-    let mut args = pg.store_args();
-    args.extend([
-        "--pubsub".into(),
-        redis.url(),
-        "--pubsub-prefix".into(),
-        prefix.clone(),
-    ]);
     let a = Node::spawn(&args);
     // A's subscriber connection is up.
     until_subscribers_at(&redis.url(), &format!("{prefix}:nodes"), false, 1).await;
@@ -308,6 +286,22 @@ async fn a_slow_redis_holds_a_room_load_one_second_at_most() {
     sleeping.await.expect("task").expect("DEBUG SLEEP");
     until_subscribers_at(&redis.url(), &format!("{prefix}:room:slow"), false, 1).await;
     println!("room loaded {loaded:?} after its peer connected, Redis asleep for 5 s");
+}
+
+/// A deployment on a Redis of its own: the schema, the Redis, the prefix and the nodes'
+/// arguments; `None` when a service is missing.
+async fn own_redis_deployment(tag: &str) -> Option<(PgSchema, OwnRedis, String, Vec<String>)> {
+    let pg = PgSchema::fresh(tag).await?;
+    let redis = OwnRedis::start()?;
+    let prefix = format!("t-{tag}-{:08x}", rand::random::<u32>());
+    let mut args = pg.store_args();
+    args.extend([
+        "--pubsub".into(),
+        redis.url(),
+        "--pubsub-prefix".into(),
+        prefix.clone(),
+    ]);
+    Some((pg, redis, prefix, args))
 }
 
 /// A `redis-server` of a test's own on a free port, killed when dropped.
