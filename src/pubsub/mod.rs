@@ -350,16 +350,6 @@ impl Fanout {
         }
     }
 
-    /// How the room channels are carried.
-    pub fn mode(&self) -> Mode {
-        self.mode
-    }
-
-    /// The prefix of the deployment's channels.
-    pub fn prefix(&self) -> &Prefix {
-        &self.prefix
-    }
-
     /// What the transport must subscribe and unsubscribe, given the room channels it holds;
     /// rooms whose channel it already holds are marked live.
     pub(crate) fn plan(&self, subscribed: &HashSet<RoomName>) -> Plan {
