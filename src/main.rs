@@ -35,6 +35,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(config) => {
+            fairyring::room::cap_arenas();
             fairyring::server::logging::init(config.log_format);
             let runtime = runtime()?;
             let served = runtime.block_on(fairyring::server::run(*config));

@@ -45,6 +45,7 @@ pub mod peer;
 mod pending;
 mod presence;
 pub(crate) mod reclaim;
+pub use reclaim::cap_arenas;
 pub mod registry;
 mod remote;
 pub mod roots;
