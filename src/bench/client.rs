@@ -16,6 +16,7 @@ use yrs::updates::decoder::Decode;
 use yrs::updates::encoder::Encode;
 use yrs::{Doc, Map, MapPrelim, Out, ReadTxn, StateVector, Transact, Update, WriteTxn};
 
+use super::nodes::Placement;
 use super::stats::Shards;
 use super::wire::{Inbound, Wire, stamp, stamps};
 
@@ -31,10 +32,10 @@ pub struct Shared {
     pub latencies: Shards,
     /// Latencies of measured deliveries between clients on different nodes.
     pub cross_node: Shards,
-    /// Nodes the clients are spread over, and rooms (client `i` is in room `i mod rooms`, on
-    /// node `(i / rooms) mod nodes`).
-    nodes: usize,
-    rooms: usize,
+    /// Latencies of measured deliveries between clients on the same node (with several nodes).
+    pub same_node: Shards,
+    /// Which node each client is on.
+    placement: Placement,
     /// Updates sent inside the window.
     pub sent_in_window: AtomicU64,
 }
@@ -48,24 +49,20 @@ impl Shared {
             window_end: AtomicU64::new(u64::MAX),
             latencies: Shards::new(shards),
             cross_node: Shards::new(shards),
+            same_node: Shards::new(shards),
             sent_in_window: AtomicU64::new(0),
-            nodes: 1,
-            rooms: 1,
+            placement: Placement::single(),
         }
     }
 
-    /// The same, for clients spread over `nodes` nodes and `rooms` rooms.
-    pub fn on_nodes(self, nodes: usize, rooms: usize) -> Self {
-        Shared {
-            nodes: nodes.max(1),
-            rooms: rooms.max(1),
-            ..self
-        }
+    /// The same, for clients placed on nodes by `placement`.
+    pub fn on_nodes(self, placement: Placement) -> Self {
+        Shared { placement, ..self }
     }
 
-    /// The node client `client` connects to: a room's clients alternate over the nodes.
+    /// The node client `client` connects to (see [`Placement`]).
     pub fn node_of(&self, client: usize) -> usize {
-        (client / self.rooms) % self.nodes
+        self.placement.node_of(client)
     }
 
     /// Micros since the epoch.
@@ -231,6 +228,7 @@ impl Client {
         }
         let node = self.shared.node_of(self.id);
         let mut crossed = Vec::new();
+        let mut same = Vec::new();
         {
             let mut shard = self.shared.latencies.shard(self.id);
             for (client, sent) in measured {
@@ -238,14 +236,24 @@ impl Client {
                 shard.record(latency);
                 if self.shared.node_of(client) != node {
                     crossed.push(latency);
+                } else {
+                    same.push(latency);
                 }
             }
         }
-        if !crossed.is_empty() {
-            let mut shard = self.shared.cross_node.shard(self.id);
-            for latency in crossed {
-                shard.record(latency);
-            }
+        // With one node every delivery is a same-node one: the overall histogram says it all.
+        if self.shared.placement.nodes() > 1 {
+            record_all(&self.shared.cross_node, self.id, crossed);
+            record_all(&self.shared.same_node, self.id, same);
+        }
+    }
+}
+
+fn record_all(shards: &Shards, client: usize, latencies: Vec<u64>) {
+    if !latencies.is_empty() {
+        let mut shard = shards.shard(client);
+        for latency in latencies {
+            shard.record(latency);
         }
     }
 }
@@ -261,15 +269,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_room_has_clients_on_every_node() {
-        let shared = Shared::new(1).on_nodes(2, 3);
+    fn clients_follow_the_placement() {
+        let placement = Placement::new(2, 3, None).unwrap_or_else(|e| panic!("{e}"));
+        let shared = Shared::new(1).on_nodes(placement);
         let nodes: Vec<usize> = (0..7).map(|i| shared.node_of(i)).collect();
         assert_eq!(nodes, [0, 0, 0, 1, 1, 1, 0]);
-        // Room 0 (clients 0, 3, 6) spans both nodes; so does every room.
-        for room in 0..3 {
-            let of_room: Vec<usize> = (room..12).step_by(3).map(|i| shared.node_of(i)).collect();
-            assert!(of_room.contains(&0) && of_room.contains(&1), "room {room}");
-        }
         assert_eq!(Shared::new(1).node_of(5), 0, "one node by default");
     }
 }

@@ -11,8 +11,10 @@
 //! `fairyring serve` itself (a child process, SQLite store by default) so that RSS and CPU are
 //! the server's alone; with `--url` it measures any server that speaks y-sync or Hocuspocus's
 //! framing (see `benches/compare/`). Several `--url`s spread each room's clients over the
-//! nodes of a scale-out deployment (client `i` of a room on node `i mod N`), and the report
-//! adds the latency of deliveries that crossed nodes.
+//! nodes of a scale-out deployment (client `i` of a room on node `i mod N`, or with
+//! `--room-nodes K` on K of them, rooms spread over the nodes), and the report adds the
+//! latency of deliveries that crossed nodes beside those that did not and, per node, its CPU,
+//! RSS, pub/sub traffic in and rooms held.
 //!
 //! # Layout
 //! - [`cold`]: `--cold-load N`, the server time of a cold load in a room of N shapes.
@@ -20,6 +22,7 @@
 //! - `wire`: framings (y-sync, Hocuspocus) and the send stamps found without decoding.
 //! - `stats`: the latency histogram.
 //! - `process`: RSS and CPU time from `/proc`.
+//! - `nodes`: which node each client is on, and what each node is sampled for.
 //!
 //! Owns nothing the server uses; talks to it only over loopback.
 
@@ -28,6 +31,7 @@ pub mod cold;
 pub mod exports;
 pub mod fairies;
 pub mod history;
+mod nodes;
 mod process;
 mod stats;
 mod wire;
@@ -55,9 +59,17 @@ pub struct BenchArgs {
     /// Without it, a fairyring server is started for the run.
     #[arg(long, env = "FAIRYRING_BENCH_URL", value_delimiter = ',')]
     pub url: Vec<String>,
-    /// PID of the server given with `--url`, to report its RSS and CPU time.
-    #[arg(long, env = "FAIRYRING_BENCH_SERVER_PID")]
-    pub server_pid: Option<u32>,
+    /// PID of the server given with `--url`, to report its RSS and CPU time; with several
+    /// nodes, one PID per `--url` in the same order (comma-separated): the report then gives
+    /// each node's CPU, RSS, pub/sub traffic in and rooms held, and the server totals are the
+    /// sums over the nodes.
+    #[arg(long, env = "FAIRYRING_BENCH_SERVER_PID", value_delimiter = ',')]
+    pub server_pid: Vec<u32>,
+    /// With several `--url` nodes: put each room's clients on this many of them (room `r` on
+    /// nodes `r mod N` … `r+K-1 mod N`), so that each node holds only its share of the rooms.
+    /// Default: every room on every node.
+    #[arg(long, env = "FAIRYRING_BENCH_ROOM_NODES")]
+    pub room_nodes: Option<usize>,
     /// Number of clients, spread over `--rooms` rooms.
     #[arg(long, default_value_t = 100)]
     pub clients: usize,
@@ -156,7 +168,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         "--exports needs a server the bench starts (its room is seeded in the store first)"
     );
     let exported = exports::room_of(&args.room)?;
-    let (urls_of, pid): (Vec<_>, _) = if args.url.is_empty() {
+    let (urls_of, pid, pids): (Vec<_>, _, _) = if args.url.is_empty() {
         let (store, scratch) = store_of(&args);
         if args.export.exports > 0 {
             exports::seed(&store, &exported, args.export.export_shapes)
@@ -170,18 +182,29 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             scratch,
         });
         spawned_base.clone_from(&base);
-        (vec![url_template(&base)], Some(pid))
+        (vec![url_template(&base)], Some(pid), vec![Some(pid)])
     } else {
-        let templates = args.url.iter().map(|url| url_template(url)).collect();
-        (templates, args.server_pid)
+        let templates: Vec<_> = args.url.iter().map(|url| url_template(url)).collect();
+        let pids = nodes::server_pids(&args.server_pid, templates.len())?;
+        (templates, None, pids)
     };
     let nodes = urls_of.len();
-    let server = pid.map(Target::Pid);
-    let sample_rss = |t: Option<Target>| t.and_then(process::rss_kib);
-    let sample_cpu = |t: Option<Target>| t.and_then(process::cpu_seconds);
-    let rss_before = sample_rss(server);
+    let placement = nodes::Placement::new(nodes, args.rooms, args.room_nodes)?;
+    let node_list: Vec<nodes::Node> = args
+        .url
+        .iter()
+        .zip(&pids)
+        .map(|(url, pid)| nodes::Node::new(url, *pid))
+        .collect();
+    let metrics_http = reqwest::Client::new();
+    // The server totals: the sums over the processes given (every one must answer).
+    let server: Vec<Target> = pids.iter().flatten().map(|&p| Target::Pid(p)).collect();
+    let measured = !server.is_empty();
+    let sample_rss = |t: &[Target]| sum_samples(t, process::rss_kib);
+    let sample_cpu = |t: &[Target]| sum_samples(t, process::cpu_seconds);
+    let rss_before = sample_rss(&server);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let shared = Arc::new(Shared::new(threads * 8).on_nodes(nodes, args.rooms));
+    let shared = Arc::new(Shared::new(threads * 8).on_nodes(placement));
     let quiet = CancellationToken::new();
     let stop = CancellationToken::new();
     let connecting = Arc::new(tokio::sync::Semaphore::new(CONNECTING));
@@ -231,7 +254,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     let connect_secs = connect_started.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss_idle = sample_rss(server);
+    let rss_idle = sample_rss(&server);
     // Fairies start drawing with the warm-up, so that the window measures people beside them.
     let fairy_stop = CancellationToken::new();
     let mut fairy_load = if args.fairy.fairies > 0 {
@@ -285,16 +308,18 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     };
     let (bench_cpu_0, server_cpu_0, wall_0) = (
         process::cpu_seconds(Target::Myself),
-        sample_cpu(server),
+        sample_cpu(&server),
         Instant::now(),
     );
+    let nodes_0 = nodes::sample_all(&node_list, &metrics_http).await;
     tokio::time::sleep_until(until(end).into()).await;
     let (bench_cpu_1, server_cpu_1, wall) = (
         process::cpu_seconds(Target::Myself),
-        sample_cpu(server),
+        sample_cpu(&server),
         wall_0.elapsed().as_secs_f64(),
     );
-    let rss_load = sample_rss(server);
+    let rss_load = sample_rss(&server);
+    let nodes_1 = nodes::sample_all(&node_list, &metrics_http).await;
     fairy_stop.cancel();
     let fairy_report = match (&mut fairy_load, fairies_0) {
         (Some(load), Some(before)) => {
@@ -316,7 +341,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     tokio::time::sleep(GRACE).await;
     quiet.cancel();
     tokio::time::sleep(SETTLE).await;
-    let rss_after = sample_rss(server);
+    let rss_after = sample_rss(&server);
     stop.cancel();
     let mut sent = 0u64;
     let mut failed = Vec::new();
@@ -339,9 +364,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             "{stuck} client(s) still blocked writing to the server when the run ended"
         ));
     }
-    let rss_unloaded = if args.unload_wait > 0 && server.is_some() {
+    let rss_unloaded = if args.unload_wait > 0 && measured {
         tokio::time::sleep(Duration::from_secs(args.unload_wait)).await;
-        sample_rss(server)
+        sample_rss(&server)
     } else {
         None
     };
@@ -350,6 +375,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let latencies = shared.latencies.merged();
     let cross = shared.cross_node.merged();
     let cross_ms = |q: f64| cross.quantile(q).map(|us| us as f64 / 1000.0);
+    let same = shared.same_node.merged();
+    let same_ms = |q: f64| same.quantile(q).map(|us| us as f64 / 1000.0);
     let seconds = duration.as_secs_f64();
     let expected: f64 = per_room
         .iter()
@@ -365,7 +392,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     };
     // With the server on the same machine (started here, or its PID given), the bench's fair
     // share is half the cores.
-    let share = if server.is_some() {
+    let share = if measured {
         (threads as f64 / 2.0).max(1.0)
     } else {
         threads as f64
@@ -395,6 +422,28 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         ));
     }
     warnings.extend(failed.into_iter().take(5));
+    let mut clients_on = vec![0usize; nodes];
+    for client in 0..args.clients {
+        if let Some(n) = clients_on.get_mut(placement.node_of(client)) {
+            *n += 1;
+        }
+    }
+    // One line per `--url` node (none for the server the bench started).
+    let node_lines: Vec<serde_json::Value> = node_list
+        .iter()
+        .zip(nodes_0.iter().zip(&nodes_1))
+        .enumerate()
+        .map(|(i, (node, (before, after)))| {
+            nodes::report(
+                node,
+                before,
+                after,
+                wall,
+                clients_on.get(i).copied().unwrap_or(0),
+                placement.rooms_on(i, args.clients),
+            )
+        })
+        .collect();
     let report = serde_json::json!({
         "clients": args.clients,
         "rooms": args.rooms,
@@ -409,10 +458,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         "expected_deliveries_per_sec": expected,
         "delivered_ratio": if expected > 0.0 { delivered as f64 / (expected * seconds) } else { 0.0 },
         "latency_ms": { "p50": ms(0.50), "p90": ms(0.90), "p99": ms(0.99), "max": ms(1.0) },
-        "nodes": nodes,
+        "room_nodes": args.room_nodes,
+        "nodes": node_lines,
         "cross_node": (nodes > 1).then(|| serde_json::json!({
             "deliveries_per_sec": cross.count() as f64 / seconds,
             "latency_ms": { "p50": cross_ms(0.50), "p90": cross_ms(0.90), "p99": cross_ms(0.99), "max": cross_ms(1.0) },
+        })),
+        "same_node": (nodes > 1).then(|| serde_json::json!({
+            "deliveries_per_sec": same.count() as f64 / seconds,
+            "latency_ms": { "p50": same_ms(0.50), "p90": same_ms(0.90), "p99": same_ms(0.99), "max": same_ms(1.0) },
         })),
         "server_rss_kib": {
             "before": rss_before,
@@ -505,18 +559,27 @@ fn print_report(r: &serde_json::Value) {
         f(&l["p99"]),
         f(&l["max"])
     );
-    let cross = &r["cross_node"];
-    if !cross.is_null() {
-        let l = &cross["latency_ms"];
+    let nodes = r["nodes"].as_array().map_or(0, Vec::len);
+    for (key, what) in [
+        ("cross_node", format!("across {nodes} nodes  ")),
+        ("same_node", "on the same node   ".to_owned()),
+    ] {
+        let split = &r[key];
+        if split.is_null() {
+            continue;
+        }
+        let l = &split["latency_ms"];
         println!(
-            "  across {} nodes       {:.0} deliveries/s, p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2} ms",
-            r["nodes"],
-            f(&cross["deliveries_per_sec"]),
+            "  {what}    {:.0} deliveries/s, p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2} ms",
+            f(&split["deliveries_per_sec"]),
             f(&l["p50"]),
             f(&l["p90"]),
             f(&l["p99"]),
             f(&l["max"])
         );
+    }
+    if nodes > 1 {
+        print_nodes(r);
     }
     let rss = &r["server_rss_kib"];
     println!(
@@ -579,6 +642,51 @@ fn print_report(r: &serde_json::Value) {
             println!("  WARNING: {}", w.as_str().unwrap_or_default());
         }
     }
+}
+
+/// The per-node table of a run over several nodes.
+fn print_nodes(r: &serde_json::Value) {
+    let rooms = r["rooms"].as_f64().unwrap_or(0.0);
+    let cell = |v: &serde_json::Value, scale: f64, digits: usize| match v.as_f64() {
+        Some(x) => format!("{:.*}", digits, x / scale),
+        None => "-".to_owned(),
+    };
+    println!(
+        "  {:<4} {:>7} {:>6} {:>6} {:>8} {:>9} {:>10} {:>12}",
+        "node", "clients", "rooms", "loaded", "CPU", "RSS MiB", "pubsub in/s", "KiB in/s"
+    );
+    for (i, node) in r["nodes"].as_array().into_iter().flatten().enumerate() {
+        let placed = node["rooms_placed"].as_f64().unwrap_or(0.0);
+        println!(
+            "  {:<4} {:>7} {:>6} {:>6} {:>8} {:>9} {:>10} {:>12}",
+            i,
+            node["clients"],
+            format!(
+                "{:.0}%",
+                if rooms > 0.0 {
+                    100.0 * placed / rooms
+                } else {
+                    0.0
+                }
+            ),
+            cell(&node["rooms_loaded"], 1.0, 0),
+            cell(&node["cpu_cores"], 1.0, 2),
+            cell(&node["rss_kib_under_load"], 1024.0, 0),
+            cell(&node["pubsub_messages_in_per_sec"], 1.0, 0),
+            cell(&node["pubsub_bytes_in_per_sec"], 1024.0, 1),
+        );
+    }
+}
+
+/// The sum of one sample over several processes; `None` with none, or if one did not answer.
+fn sum_samples<T: std::iter::Sum<T>>(
+    targets: &[Target],
+    sample: impl Fn(Target) -> Option<T>,
+) -> Option<T> {
+    if targets.is_empty() {
+        return None;
+    }
+    targets.iter().map(|&t| sample(t)).sum()
 }
 
 /// The server started for a run; killed when dropped.
