@@ -11,10 +11,16 @@
 # every node heard every room (all the other nodes' published room messages: the design before
 # per-room subscriptions).
 #
+# MODE=spread instead runs one `fairyring bench` over the four nodes, each room on ROOM_NODES of
+# them (`--room-nodes`: room r on nodes r mod 4 … r+K-1 mod 4) with every node's PID
+# (`--server-pid a,b,c,d`), and prints the bench's report: per node its rooms, CPU, RSS and
+# pub/sub messages and bytes in over the window; same-node and cross-node latency.
+#
 #   scripts/pubsub-figures.sh [BIN]    (BIN: default target/release/fairyring)
 # Env: PG (postgres://postgres@127.0.0.1:5432/test), REDIS (redis://127.0.0.1:6379),
 #      RATE (updates/s per client, 2), DURATION (s, 10), SCALE (rooms multiplier, 1),
 #      EXTRA (more serve flags, e.g. --pubsub-sharded).
+#      MODE=spread: ROOMS (400), ROOM_NODES (2), CLIENTS (2 × ROOMS), BENCH_FLAGS (e.g. --json).
 set -euo pipefail
 BIN=${1:-${CARGO_TARGET_DIR:-target}/release/fairyring}
 PG=${PG:-postgres://postgres@127.0.0.1:5432/test}
@@ -58,6 +64,18 @@ cpu() { # pid: utime+stime in seconds
   awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"
 }
 rss() { awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
+
+if [ "${MODE:-}" = spread ]; then
+  ROOMS=${ROOMS:-400}
+  URLS=$(printf 'ws://%s,' "${ADDRS[@]}")
+  NODE_PIDS=$(IFS=,; echo "${PIDS[*]}")
+  echo "load before the run: $(uptime)" >&2
+  # shellcheck disable=SC2086
+  "$BIN" bench --url "${URLS%,}" --server-pid "$NODE_PIDS" --room spread --rooms "$ROOMS" \
+    --room-nodes "${ROOM_NODES:-2}" --clients "${CLIENTS:-$((ROOMS * 2))}" --rate "$RATE" \
+    --duration "$DURATION" --unload-wait 0 ${BENCH_FLAGS:-}
+  exit 0
+fi
 
 IN='fairyring_pubsub_messages_total{reason="in"}'
 OUT='fairyring_pubsub_messages_total{reason="out"}'

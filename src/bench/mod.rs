@@ -561,8 +561,8 @@ fn print_report(r: &serde_json::Value) {
     );
     let nodes = r["nodes"].as_array().map_or(0, Vec::len);
     for (key, what) in [
-        ("cross_node", format!("across {nodes} nodes  ")),
-        ("same_node", "on the same node   ".to_owned()),
+        ("cross_node", format!("across {nodes} nodes")),
+        ("same_node", "on the same node".to_owned()),
     ] {
         let split = &r[key];
         if split.is_null() {
@@ -570,7 +570,7 @@ fn print_report(r: &serde_json::Value) {
         }
         let l = &split["latency_ms"];
         println!(
-            "  {what}    {:.0} deliveries/s, p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2} ms",
+            "  {what:<22}{:.0} deliveries/s, p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2} ms",
             f(&split["deliveries_per_sec"]),
             f(&l["p50"]),
             f(&l["p90"]),
@@ -660,7 +660,7 @@ fn print_nodes(r: &serde_json::Value) {
         println!(
             "  {:<4} {:>7} {:>6} {:>6} {:>8} {:>9} {:>10} {:>12}",
             i,
-            node["clients"],
+            node["clients"].to_string(),
             format!(
                 "{:.0}%",
                 if rooms > 0.0 {

@@ -123,6 +123,12 @@ pub fn metric_value(exposition: &str, series: &str) -> Option<f64> {
     })
 }
 
+/// The value of counter `series` in an exposition: 0 when absent (a labelled counter appears
+/// only once it has counted; a node that never received a room message has no `in` series).
+pub fn counter_value(exposition: &str, series: &str) -> f64 {
+    metric_value(exposition, series).unwrap_or(0.0)
+}
+
 /// What one node showed at one moment.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeSample {
@@ -175,11 +181,16 @@ impl Node {
                 .as_deref()
                 .and_then(|text| metric_value(text, series))
         };
+        let counter = |series| {
+            exposition
+                .as_deref()
+                .map(|text| counter_value(text, series))
+        };
         NodeSample {
             cpu_seconds: target.and_then(process::cpu_seconds),
             rss_kib: target.and_then(process::rss_kib),
-            messages_in: metric(MESSAGES_IN),
-            bytes_in: metric(BYTES_IN),
+            messages_in: counter(MESSAGES_IN),
+            bytes_in: counter(BYTES_IN),
             rooms_loaded: metric(ROOMS_LOADED),
         }
     }
@@ -348,6 +359,12 @@ mod tests {
             metric_value("fairyring_rooms_loaded x\n", ROOMS_LOADED),
             None
         );
+        // A counter that never counted is not in the exposition: it is 0.
+        assert_eq!(
+            counter_value("fairyring_rooms_loaded 3\n", MESSAGES_IN),
+            0.0
+        );
+        assert_eq!(counter_value(text, MESSAGES_IN), 1234.0);
     }
 
     #[test]
