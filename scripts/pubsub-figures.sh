@@ -69,11 +69,24 @@ if [ "${MODE:-}" = spread ]; then
   ROOMS=${ROOMS:-400}
   URLS=$(printf 'ws://%s,' "${ADDRS[@]}")
   NODE_PIDS=$(IFS=,; echo "${PIDS[*]}")
+  # CPU seconds of PostgreSQL (every postgres process; other clients of the server count too)
+  # and of Redis over the whole bench (connects and warm-up included), on stderr.
+  pg_cpu() {
+    local pid total=0
+    for pid in $(pgrep -x postgres); do
+      total=$(awk -v t="$total" -v hz="$(getconf CLK_TCK)" '{ print t + ($14 + $15) / hz }' "/proc/$pid/stat" 2>/dev/null || echo "$total")
+    done
+    echo "$total"
+  }
+  redis_cpu() { redis-cli -u "$REDIS" info cpu | awk -F: '/^used_cpu_(sys|user):/ { t += $2 } END { print t + 0 }'; }
   echo "load before the run: $(uptime)" >&2
+  pg0=$(pg_cpu); redis0=$(redis_cpu); started=$(date +%s.%N)
   # shellcheck disable=SC2086
   "$BIN" bench --url "${URLS%,}" --server-pid "$NODE_PIDS" --room spread --rooms "$ROOMS" \
     --room-nodes "${ROOM_NODES:-2}" --clients "${CLIENTS:-$((ROOMS * 2))}" --rate "$RATE" \
     --duration "$DURATION" --unload-wait 0 ${BENCH_FLAGS:-}
+  awk -v p0="$pg0" -v p1="$(pg_cpu)" -v r0="$redis0" -v r1="$(redis_cpu)" -v s="$started" -v e="$(date +%s.%N)" \
+    'BEGIN { d = e - s; printf "over the %.0f s of the bench: PostgreSQL %.2f cores, Redis %.2f cores\n", d, (p1 - p0) / d, (r1 - r0) / d }' >&2
   exit 0
 fi
 

@@ -653,7 +653,7 @@ fn print_nodes(r: &serde_json::Value) {
     };
     println!(
         "  {:<4} {:>7} {:>6} {:>6} {:>8} {:>9} {:>10} {:>12}",
-        "node", "clients", "rooms", "loaded", "CPU", "RSS MiB", "pubsub in/s", "KiB in/s"
+        "node", "clients", "share", "loaded", "CPU", "RSS MiB", "pubsub in/s", "KiB in/s"
     );
     for (i, node) in r["nodes"].as_array().into_iter().flatten().enumerate() {
         let placed = node["rooms_placed"].as_f64().unwrap_or(0.0);
