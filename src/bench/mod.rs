@@ -194,7 +194,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         .url
         .iter()
         .zip(&pids)
-        .map(|(url, pid)| nodes::Node::new(url, *pid))
+        .map(|(url, pid)| nodes::Node::new(url, *pid, args.token.clone()))
         .collect();
     let metrics_http = reqwest::Client::new();
     // The server totals: the sums over the processes given (every one must answer).

@@ -153,11 +153,13 @@ pub struct Node {
     pub pid: Option<u32>,
     /// `http://HOST:PORT/metrics`, if the URL has a host.
     metrics: Option<String>,
+    /// Bearer token for `/metrics` (`--token`), for a server that wants one.
+    token: Option<String>,
 }
 
 impl Node {
     /// The node at `url` (a `ws://HOST:PORT` base or template) with process `pid`.
-    pub fn new(url: &str, pid: Option<u32>) -> Self {
+    pub fn new(url: &str, pid: Option<u32>, token: Option<String>) -> Self {
         let metrics = super::fairies::http_base(url)
             .ok()
             .map(|base| format!("{base}/metrics"));
@@ -165,6 +167,7 @@ impl Node {
             url: url.to_owned(),
             pid,
             metrics,
+            token,
         }
     }
 
@@ -173,7 +176,7 @@ impl Node {
     pub async fn sample(&self, http: &reqwest::Client) -> NodeSample {
         let target = self.pid.map(Target::Pid);
         let exposition = match &self.metrics {
-            Some(url) => fetch(http, url).await,
+            Some(url) => fetch(http, url, self.token.as_deref()).await,
             None => None,
         };
         let metric = |series| {
@@ -196,15 +199,12 @@ impl Node {
     }
 }
 
-async fn fetch(http: &reqwest::Client, url: &str) -> Option<String> {
-    let response = http
-        .get(url)
-        .timeout(METRICS_TIMEOUT)
-        .send()
-        .await
-        .ok()?
-        .error_for_status()
-        .ok()?;
+async fn fetch(http: &reqwest::Client, url: &str, token: Option<&str>) -> Option<String> {
+    let mut request = http.get(url).timeout(METRICS_TIMEOUT);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.ok()?.error_for_status().ok()?;
     response.text().await.ok()
 }
 
@@ -369,7 +369,7 @@ mod tests {
 
     #[test]
     fn a_node_line_gives_the_window_deltas() {
-        let node = Node::new("ws://127.0.0.1:9/", Some(1));
+        let node = Node::new("ws://127.0.0.1:9/", Some(1), None);
         assert_eq!(node.metrics.as_deref(), Some("http://127.0.0.1:9/metrics"));
         let before = NodeSample {
             cpu_seconds: Some(10.0),
