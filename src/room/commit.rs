@@ -4,7 +4,8 @@
 //! the store when some of it is missing, and unloads the room when idle.
 //!
 //! People first (docs/fairies.md "People and fairies in one room"): a peer's update, or a
-//! reply to a peer, is committed as soon as the committer is free. What the server and its
+//! reply to a peer, is committed as soon as the committer is free, and another node's update
+//! (already durable) delivered as soon as it arrives. What the server and its
 //! fairies write alone (streamed versions, chat, tasks) waits for the room's [`TICK`] and then
 //! goes out as one commit and one frame per peer, however many fairies wrote; it is committed
 //! earlier, together, when a peer's update arrives behind it. The fairies' awareness states are

@@ -6,8 +6,8 @@
 //! whole queue at once, makes its updates durable in the store (group commit), and only then
 //! delivers every item. The queue is bounded: producers wait for space before taking more input.
 //!
-//! People first: the queue knows whether it holds anything from a peer (an update or a reply).
-//! Only then is the committer in a hurry; what the server and its fairies write alone waits for
+//! People first: the queue knows whether it holds anything from a peer (an update or a reply,
+//! or another node's update). Only then is the committer in a hurry; what the server and its fairies write alone waits for
 //! the room's tick, so that all of it goes out as one commit and one frame per peer (see
 //! `commit`).
 
@@ -33,11 +33,14 @@ pub(crate) enum Pending {
 }
 
 impl Pending {
-    /// Whether a peer is waiting for this item (its update, its reply).
+    /// Whether a peer is waiting for this item (its update, its reply, or another node's
+    /// update, which may be a person's on that node: held for the tick it reached this node's
+    /// peers 50 ms after the same-node ones; the other node already sends its own server and
+    /// fairy writes at most once a tick, so delivering them at once adds no frames).
     fn awaited_by_peer(&self) -> bool {
         match self {
             Pending::Update { from, .. } => from.is_some(),
-            Pending::Remote { .. } => false,
+            Pending::Remote { .. } => true,
             Pending::Reply { .. } => true,
         }
     }
@@ -144,5 +147,47 @@ impl PendingQueue {
             }
             notified.await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_write() -> Pending {
+        Pending::Update {
+            update: Bytes::from_static(&[0, 0]),
+            from: None,
+            actor: None,
+        }
+    }
+
+    #[test]
+    fn what_the_server_writes_alone_waits_for_the_tick_and_peers_do_not() {
+        let queue = PendingQueue::new(8);
+        queue.push(server_write());
+        assert!(
+            !queue.is_urgent(),
+            "a fairy's write alone waits for the tick"
+        );
+        queue.push(Pending::Reply {
+            conn: 1,
+            frame: Bytes::new(),
+        });
+        assert!(queue.is_urgent());
+        let _ = queue.take_all();
+        assert!(!queue.is_urgent());
+    }
+
+    #[test]
+    fn another_nodes_update_is_delivered_at_once() {
+        // A person's edit on another node reaches this node's peers without waiting for the
+        // room's tick (it did: cross-node deliveries were 50 ms behind same-node ones).
+        let queue = PendingQueue::new(8);
+        queue.push(server_write());
+        queue.push(Pending::Remote {
+            update: Bytes::from_static(&[0, 0]),
+        });
+        assert!(queue.is_urgent());
     }
 }
