@@ -279,9 +279,12 @@ async fn forged_renamed_and_deleted_fairies_and_forged_projects_are_refused() {
     let room = "forge";
     let mut observer = Client::connect(&ws, room).await;
     let id = invite(&http, room, "Wren").await;
+    // The room's schema (pages, meta) and the fairy are separate server writes: `before` is
+    // taken once both reached the observer.
     observer
-        .until("the fairy", |c| {
+        .until("the fairy and the room's schema", |c| {
             root_json(c, "fairies")[&id]["name"] == json!("Wren")
+                && root_json(c, "meta")["schemaVersion"].is_number()
         })
         .await;
     let before = observer.state();
