@@ -40,8 +40,7 @@ impl Pending {
     fn awaited_by_peer(&self) -> bool {
         match self {
             Pending::Update { from, .. } => from.is_some(),
-            Pending::Remote { .. } => true,
-            Pending::Reply { .. } => true,
+            Pending::Remote { .. } | Pending::Reply { .. } => true,
         }
     }
 }

@@ -299,16 +299,18 @@ fn authenticator(config: &ServeConfig) -> anyhow::Result<Option<Arc<crate::auth:
 
 /// The HTTP routes.
 pub fn router(state: AppState) -> Router {
-    let Api { fairies, others } = api(state.config.dev, state.config.metrics_listen.is_none());
-    let (fairies, fairy_ops) = fairies.split_for_parts();
-    let (others, mut described) = others.split_for_parts();
-    join(&mut described, fairy_ops);
-    others
-        .merge(fairies.route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            forward::forward,
-        )))
-        .layer(axum::Extension(openapi::Described::new(&described)))
+    // The fairy routes take the layer that forwards a call to the node hosting the fairy.
+    let fairy_routes = fairies::routes().route_layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        forward::forward,
+    ));
+    let (api, described) = api(
+        state.config.dev,
+        state.config.metrics_listen.is_none(),
+        fairy_routes,
+    )
+    .split_for_parts();
+    api.layer(axum::Extension(openapi::Described::new(&described)))
         .with_state(state)
         .merge(web_demo::routes())
         .fallback(not_found)
@@ -317,64 +319,38 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::map_response(error::json_errors))
 }
 
-/// Every API route with its description: the fairy routes apart, since they take the layer
-/// that forwards a call to the node hosting the fairy, which needs the state.
-struct Api {
-    fairies: OpenApiRouter<AppState>,
-    others: OpenApiRouter<AppState>,
-}
-
-/// The API as served with `--dev` (`POST /auth/dev-token`) or not, and with `/metrics` on the
-/// main listener or not (`--metrics-listen`). Every route goes through `routes!`: served and
+/// Every API route with its description, as served with `--dev` (`POST /auth/dev-token`) or
+/// not, and with `/metrics` on the main listener or not (`--metrics-listen`); `fairy_routes`
+/// are [`fairies::routes`], layered or not. Every route goes through `routes!`: served and
 /// described in one step.
-fn api(dev: bool, metrics_here: bool) -> Api {
-    let mut others = OpenApiRouter::with_openapi(openapi::frame())
+fn api(
+    dev: bool,
+    metrics_here: bool,
+    fairy_routes: OpenApiRouter<AppState>,
+) -> OpenApiRouter<AppState> {
+    let mut api = OpenApiRouter::with_openapi(openapi::frame())
         .routes(routes!(ws::upgrade))
         .routes(routes!(health::healthz))
         .routes(routes!(openapi::describe));
     if metrics_here {
-        others = others.routes(routes!(metrics));
+        api = api.routes(routes!(metrics));
     }
     if dev {
-        others = others.routes(routes!(access::dev_token));
+        api = api.routes(routes!(access::dev_token));
     }
-    let others = others
-        .merge(projects::routes())
+    api.merge(projects::routes())
         .merge(export::routes())
         .merge(history::routes())
         .merge(rest::routes())
-        .merge(instructions::routes());
-    Api {
-        fairies: fairies::routes(),
-        others,
-    }
-}
-
-/// Adds `other`'s operations and schemas to `doc` (operations of a path both describe are
-/// merged, unlike [`utoipa::openapi::OpenApi::merge`], which keeps only one of them).
-fn join(doc: &mut utoipa::openapi::OpenApi, other: utoipa::openapi::OpenApi) {
-    for (path, item) in other.paths.paths {
-        match doc.paths.paths.get_mut(&path) {
-            Some(existing) => existing.merge_operations(item),
-            None => {
-                doc.paths.paths.insert(path, item);
-            }
-        }
-    }
-    if let Some(components) = other.components {
-        let into = doc.components.get_or_insert_with(Default::default);
-        into.schemas.extend(components.schemas);
-    }
+        .merge(instructions::routes())
+        .merge(fairy_routes)
 }
 
 /// The OpenAPI description of every route this build can serve (`--dev`'s token route and
 /// `/metrics` on the main listener included), as `fairyring openapi` prints it and the web
 /// demo's API types are generated from.
 pub fn openapi_description() -> utoipa::openapi::OpenApi {
-    let Api { fairies, others } = api(true, true);
-    let mut doc = others.into_openapi();
-    join(&mut doc, fairies.into_openapi());
-    doc
+    api(true, true, fairies::routes()).into_openapi()
 }
 
 /// Unknown routes: JSON like every other error.

@@ -11,11 +11,10 @@
 //! without being described ([`super::router`], and `tests/openapi.rs` checks it against the
 //! running server). The web demo's static files are not API and are not described.
 
-use std::sync::Arc;
-
 use axum::Extension;
 use axum::http::header;
 use axum::response::IntoResponse;
+use bytes::Bytes;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
@@ -116,23 +115,18 @@ pub struct SeqAnswer {
     pub seq: u64,
 }
 
-/// The description as served, JSON text built once.
+/// The description as served, JSON text built once (a clone shares it).
 #[derive(Debug, Clone)]
-pub struct Described(Arc<str>);
+pub struct Described(Bytes);
 
 impl Described {
     /// The JSON text of `doc`.
     pub fn new(doc: &utoipa::openapi::OpenApi) -> Self {
         // A description that does not serialize is a bug in a derive, not input: an empty
         // object is served rather than a panic, and tests/openapi.rs fails on it.
-        Described(Arc::from(
+        Described(Bytes::from(
             doc.to_pretty_json().unwrap_or_else(|_| "{}".to_owned()),
         ))
-    }
-
-    /// The JSON text.
-    pub fn text(&self) -> &str {
-        &self.0
     }
 }
 
@@ -145,8 +139,5 @@ impl Described {
     responses((status = 200, description = "This description (OpenAPI 3.1)", content_type = "application/json", body = Object)),
 )]
 pub async fn describe(Extension(described): Extension<Described>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        described.text().to_owned(),
-    )
+    ([(header::CONTENT_TYPE, "application/json")], described.0)
 }
