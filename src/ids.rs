@@ -195,6 +195,22 @@ impl ProjectId {
     }
 }
 
+plain_id!(
+    /// A suggestion's id in the `suggestions` root (`s-` + 12 hex digits when the server makes
+    /// one; what `/rooms/{room}/suggestions/{id}/accept` takes).
+    SuggestionId,
+    /// A refused suggestion id.
+    InvalidSuggestionId,
+    "invalid suggestion id '{0}'"
+);
+
+impl SuggestionId {
+    /// A fresh random id (`s-` + 12 hex digits).
+    pub fn random() -> Self {
+        SuggestionId(random_hex("s", 12))
+    }
+}
+
 /// Longest shape id accepted (in characters) before a collision suffix (`-1`, `-2`…).
 pub const MAX_SHAPE_ID: usize = 128;
 

@@ -20,6 +20,8 @@
 //! - [`canvas`]: the typed canvas model (schema v1) over the Yrs document.
 //! - [`history`]: who wrote each logged update, and a room as it was: history pages, versions,
 //!   restore and rollback (replayed from the store in private documents).
+//! - [`review`]: review mode: fairies' suggestions in the `suggestions` root and people's
+//!   decisions on them.
 //! - [`agent`]: fairies: actions, modes, requests (the agent runtime).
 //! - [`llm`]: language-model providers (streaming clients, failover, offline model).
 //! - [`partial_json`]: incremental partial-JSON parser and the streamed action splitter.
@@ -42,6 +44,7 @@ pub mod partial_json;
 pub mod priority;
 pub mod protocol;
 pub mod pubsub;
+pub mod review;
 pub mod room;
 pub mod server;
 pub mod store;

@@ -28,7 +28,7 @@ use support::fairy_http::*;
 use yrs::{Doc, Map, MapRef, Out, ReadTxn, StateVector, Transact};
 
 /// The keys of a fairy's map in the document: its public entity.
-const PUBLIC_KEYS: [&str; 5] = ["chat", "createdBy", "hat", "name", "personality"];
+const PUBLIC_KEYS: [&str; 6] = ["apply", "chat", "createdBy", "hat", "name", "personality"];
 
 /// Starts a server on `store` (kept by the test, so it outlives a restart and can be read).
 async fn start_on(store: Arc<MemoryStore>, config: ServeConfig) -> (ServerHandle, String, String) {

@@ -8,36 +8,11 @@ mod support;
 use std::time::{Duration, Instant};
 
 use fairyring::config::ServeConfig;
-use fairyring::llm::mock::{Fault, MockResponse, MockRoute, MockServer};
+use fairyring::llm::mock::{Fault, MockResponse, MockServer};
 use serde_json::{Value, json};
 use support::Client;
 use support::fairy_http::*;
 use yrs::{Any, Map, MapPrelim, WriteTxn};
-
-/// A route for the fairy `name` in `mode`.
-fn route(name: &str, mode: &str, responses: Vec<MockResponse>) -> MockRoute {
-    MockRoute {
-        when: vec![
-            format!("You are {name},"),
-            format!("You are in mode `{mode}`"),
-        ],
-        responses,
-    }
-}
-
-fn actions(list: Vec<Value>) -> MockResponse {
-    ok(&json!({ "actions": list }).to_string())
-}
-
-fn rect(id: &str, x: i64, y: i64, w: i64, h: i64) -> Value {
-    json!({"_type": "create", "intent": id, "shape": {"_type": "rectangle", "shapeId": id,
-        "note": "", "x": x, "y": y, "w": w, "h": h, "color": "blue"}})
-}
-
-fn task(id: &str, title: &str, x: i64) -> Value {
-    json!({"_type": "create-project-task", "taskId": id, "title": title,
-        "text": format!("Draw {title} in your bounds."), "x": x, "y": 0, "w": 400, "h": 400})
-}
 
 /// Every request body the mock got from the fairy `name`, as text.
 fn requests_of(mock: &MockServer, name: &str) -> Vec<String> {

@@ -8,7 +8,6 @@ mod support;
 use std::time::Duration;
 
 use fairyring::config::ServeConfig;
-use fairyring::llm::mock::{Fault, MockResponse};
 use serde_json::{Value, json};
 use support::Client;
 use support::fairy_http::*;
@@ -168,17 +167,6 @@ async fn a_done_request_is_taken_back_except_what_a_person_changed_since() {
     client.until("the fairy idle again", |c| idle(c, &id)).await;
     client.close().await;
     server.shutdown().await;
-}
-
-/// A mock model that creates `a`, then stalls in the middle of `b` (`b` stays half-drawn).
-async fn stalling_in_b() -> fairyring::llm::mock::MockServer {
-    let text = r#"{"actions": [{"_type": "create", "intent": "a", "shape": {"_type": "rectangle", "shapeId": "a", "note": "", "x": 0, "y": 0, "w": 50, "h": 50}}, {"_type": "create", "intent": "b", "shape": {"_type": "rectangle", "shapeId": "b", "note": "", "x": 100, "y": 0, "w": 50, "h": 50, "color": "red"}}]}"#;
-    let stall = text.find("\"color\": \"red\"").expect("marker");
-    mock_server(vec![MockResponse {
-        fault: Some(Fault::Stall { after_chars: stall }),
-        ..ok(text)
-    }])
-    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -329,7 +329,7 @@ async fn read_only_tokens_are_403_and_malformed_bodies_400() {
     let (status, body) = post_update(&update_url, &ada, shape_update("ok", 2.0, None)).await;
     assert_eq!(status, 200, "{body}");
     let doc = doc_json(&server, room, &ada).await;
-    assert_eq!(doc["doc"]["meta"]["schemaVersion"], 1.0);
+    assert_eq!(doc["doc"]["meta"]["schemaVersion"], 2.0);
     assert_eq!(doc["doc"]["shapes"]["ok"]["x"], 2.0);
     server.handle.shutdown().await;
 }

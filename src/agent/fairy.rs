@@ -77,6 +77,9 @@ pub struct FairyEntity {
     pub hat: String,
     /// `user:SUB` of whoever invited it.
     pub created_by: String,
+    /// How its canvas actions land unless a prompt says otherwise (README "Review mode").
+    #[serde(default)]
+    pub apply: crate::review::ApplyMode,
 }
 
 impl FairyEntity {
@@ -123,6 +126,7 @@ impl FairyEntity {
             personality,
             hat,
             created_by: format!("user:{created_by}"),
+            apply: crate::review::ApplyMode::Direct,
         })
     }
 }
@@ -200,6 +204,7 @@ pub fn insert_fairy(doc: &Doc, fairy: &FairyEntity) {
         ("personality".to_owned(), fairy.personality.as_str().into()),
         ("hat".to_owned(), fairy.hat.as_str().into()),
         ("createdBy".to_owned(), fairy.created_by.as_str().into()),
+        ("apply".to_owned(), fairy.apply.name().into()),
         ("chat".to_owned(), ArrayPrelim::default().into()),
     ]);
     root.insert(&mut txn, fairy.id.as_str(), prelim);
@@ -214,6 +219,10 @@ pub fn read_fairy<T: ReadTxn>(txn: &T, id: &FairyId) -> Option<FairyEntity> {
         personality: string_of(txn, &map, "personality"),
         hat: string_of(txn, &map, "hat"),
         created_by: string_of(txn, &map, "createdBy"),
+        apply: match string_of(txn, &map, "apply").as_str() {
+            "suggest" => crate::review::ApplyMode::Suggest,
+            _ => crate::review::ApplyMode::Direct,
+        },
     })
 }
 

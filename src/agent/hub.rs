@@ -107,6 +107,16 @@ pub enum HubError {
     Leases(#[from] crate::pubsub::PubSubError),
 }
 
+/// A request taken back: what happened to its changes of the canvas, and (review mode) the
+/// pending suggestions rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reverted {
+    /// Shapes taken back and kept.
+    pub outcome: RevertOutcome,
+    /// Its suggestions that were pending and are now rejected.
+    pub rejected_suggestions: Vec<crate::ids::SuggestionId>,
+}
+
 /// Bounds on the fairies of a room.
 #[derive(Debug, Clone, Copy)]
 pub struct HubLimits {
@@ -449,8 +459,10 @@ impl FairyHub {
         personality: Option<&str>,
         hat: Option<&str>,
         sub: &str,
+        apply: crate::review::ApplyMode,
     ) -> Result<FairyView, HubError> {
-        let entity = FairyEntity::invite(name, personality, hat, sub)?;
+        let mut entity = FairyEntity::invite(name, personality, hat, sub)?;
+        entity.apply = apply;
         let room = self.room(room).await?;
         let max = self.inner.max_per_room;
         if list_fairies(room.doc()).len() >= max {
@@ -552,25 +564,39 @@ impl FairyHub {
         room: &RoomName,
         id: &FairyId,
         request: RequestId,
-    ) -> Result<RevertOutcome, HubError> {
-        let (_, hosted) = self.hosted(room, id).await?;
+        by: &crate::review::service::Person,
+    ) -> Result<Reverted, HubError> {
+        let (loaded, hosted) = self.hosted(room, id).await?;
         let (reply, answer) = tokio::sync::oneshot::channel();
         hosted
             .inbox
-            .revert(RevertJob { request, reply })
+            .revert(RevertJob {
+                request: request.clone(),
+                reply,
+            })
             .map_err(|refused| match refused {
                 RevertRefused::Closed(_) => HubError::ShuttingDown,
                 RevertRefused::Full => HubError::Busy(refused.to_string()),
             })?;
-        match tokio::time::timeout(REVERT_TIMEOUT, answer).await {
-            Ok(Ok(outcome)) => Ok(outcome?),
+        let outcome = match tokio::time::timeout(REVERT_TIMEOUT, answer).await {
+            Ok(Ok(outcome)) => outcome?,
             // Dismissed (or its task ended) before it got to it.
-            Ok(Err(_)) => Err(FairyError::NotFound(id.to_string()).into()),
-            Err(_) => Err(HubError::Busy(format!(
-                "no answer within {} s",
-                REVERT_TIMEOUT.as_secs()
-            ))),
-        }
+            Ok(Err(_)) => return Err(FairyError::NotFound(id.to_string()).into()),
+            Err(_) => {
+                return Err(HubError::Busy(format!(
+                    "no answer within {} s",
+                    REVERT_TIMEOUT.as_secs()
+                )));
+            }
+        };
+        // A review-mode request: its pending suggestions are rejected (the request stopped
+        // above, so none is being written any more).
+        let rejected_suggestions =
+            crate::review::service::reject_request(&loaded, id, &request, by).await?;
+        Ok(Reverted {
+            outcome,
+            rejected_suggestions,
+        })
     }
 
     /// Dismisses the fairy: its request is cancelled, its awareness state removed for

@@ -6,6 +6,8 @@
 //! - [`tentative`]: applying still-streaming actions revertibly; [`throttle`]: when a streaming
 //!   action is worth re-applying; [`changes`]: the changes that were not a fairy's own.
 //! - [`ledger`]: what each request changed; [`revert`]: taking a request back.
+//! - [`suggest`]: review mode — a turn's canvas actions on a private copy, written as
+//!   suggestion records ([`crate::review`]) instead of changes to `shapes`.
 //! - [`fairy`]: the public entity in the document; [`tasks_doc`]: solo tasks mirrored into
 //!   the `tasks` root.
 //! - [`state_store`]: a fairy's private state (mode, history, todo, tasks) in the store, never
@@ -65,6 +67,7 @@ pub mod screenshot;
 pub mod state;
 pub mod state_migration;
 pub mod state_store;
+pub mod suggest;
 pub mod tasks_doc;
 pub mod tentative;
 pub mod throttle;

@@ -143,6 +143,9 @@ pub fn system_prompt(
     if has_changes {
         sections.push(SECTION_CHANGES.to_owned());
     }
+    if extras.review.as_ref().is_some_and(|r| r.suggesting) {
+        sections.push(prompt_parts::SECTION_SUGGEST.to_owned());
+    }
     // Project modes have their own section (their task is in `currentProject`); the others
     // get the design's soloing/working sections.
     let project_section = super::projects::prompt::mode_section(mode).map(str::to_owned);
@@ -281,6 +284,9 @@ pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> Value 
         parts["currentProject"] = project.to_json(t);
     }
     prompt_parts::add_context_parts(&mut parts, input.extras, input.page_id, t);
+    if let Some(review) = input.extras.review.as_ref().filter(|r| !r.is_empty()) {
+        parts["reviewMode"] = review.to_json(t);
+    }
     tidy_numbers(&mut parts);
     parts
 }
@@ -340,6 +346,7 @@ mod tests {
             personality: "tidy".into(),
             hat: "top".into(),
             created_by: "user:a".into(),
+            apply: Default::default(),
         }
     }
 

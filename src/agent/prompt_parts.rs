@@ -31,6 +31,72 @@ pub struct WorkingTask {
     pub bounds: Option<Bounds>,
 }
 
+/// Review mode in a prompt (README "Review mode"): the fairy's pending suggestions, and
+/// people's decisions on its suggestions since it was last told.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReviewPart {
+    /// Its canvas actions this turn become suggestions.
+    pub suggesting: bool,
+    /// Its suggestions waiting for a decision.
+    pub pending: Vec<crate::review::record::Suggestion>,
+    /// Its suggestions decided since the last prompt that told it.
+    pub decided: Vec<crate::review::record::Suggestion>,
+}
+
+/// Suggestions listed in a prompt at most (pending and decided each).
+pub const MAX_REVIEW_ITEMS: usize = 100;
+
+impl ReviewPart {
+    /// Whether there is anything to say.
+    pub fn is_empty(&self) -> bool {
+        !self.suggesting && self.pending.is_empty() && self.decided.is_empty()
+    }
+
+    /// The `reviewMode` part: `pendingSuggestions` (`{id, op, shapeId, props}`, props in model
+    /// coordinates) and `decisions` (`{id, op, shapeId, status, decidedBy}`).
+    pub fn to_json(&self, t: &mut PromptTransform) -> Value {
+        let pending: Vec<Value> = self
+            .pending
+            .iter()
+            .take(MAX_REVIEW_ITEMS)
+            .map(|s| {
+                let mut props = match s.props_json() {
+                    Value::Object(map) => map,
+                    _ => serde_json::Map::new(),
+                };
+                props.insert("shapeId".into(), json!(s.shape_id));
+                t.shape_to_model(&mut props);
+                props.remove("shapeId");
+                json!({"id": s.id, "op": s.op.name(), "shapeId": s.shape_id, "props": props})
+            })
+            .collect();
+        let decisions: Vec<Value> = self
+            .decided
+            .iter()
+            .take(MAX_REVIEW_ITEMS)
+            .map(|s| {
+                json!({
+                    "id": s.id,
+                    "op": s.op.name(),
+                    "shapeId": s.shape_id,
+                    "status": s.status.name(),
+                    "decidedBy": s.decided_by,
+                })
+            })
+            .collect();
+        json!({"pendingSuggestions": pending, "decisions": decisions})
+    }
+}
+
+/// The review-mode section of a system prompt, while the fairy's actions become suggestions.
+pub const SECTION_SUGGEST: &str = "## Review mode\n\
+Your canvas actions do not change the canvas now: each shape you create, change or delete \
+becomes a suggestion that people accept or reject. The shapes you are shown are the canvas as \
+people see it; `reviewMode.pendingSuggestions` lists your proposals still waiting for a \
+decision, and your actions see the canvas with them applied, so you can refine a proposal by \
+acting on its shape again. `reviewMode.decisions` tells you which of your suggestions were \
+accepted or rejected, and by whom: do not propose a rejected change again unless asked.";
+
 /// What a prompt is built from beside the document's shapes.
 #[derive(Debug, Clone, Default)]
 pub struct PromptExtras {
@@ -48,6 +114,8 @@ pub struct PromptExtras {
     pub screenshot: Option<Screenshot>,
     /// Why the image was left out this turn ([`super::screenshot::Skipped::note`]).
     pub screenshot_note: Option<&'static str>,
+    /// Review mode: pending suggestions and people's decisions, when there are any.
+    pub review: Option<ReviewPart>,
 }
 
 /// The personality, as a section of its own (empty personalities add nothing).
@@ -213,6 +281,7 @@ mod tests {
             personality: personality.into(),
             hat: "top".into(),
             created_by: "user:a".into(),
+            apply: Default::default(),
         }
     }
 

@@ -88,6 +88,7 @@ impl FairyRuntime {
             instructions,
             screenshot,
             screenshot_note,
+            review: None,
         }
     }
 }

@@ -125,6 +125,9 @@ pub struct Request {
     /// The token `sub` of the person who asked (whose viewport the prompt shows); follow-ups
     /// keep the one of the request they follow.
     pub from_user: Option<String>,
+    /// How its canvas actions land (`"apply"` of a prompt); `None`: the fairy's default, or
+    /// its project's.
+    pub apply: Option<crate::review::ApplyMode>,
 }
 
 impl Request {
@@ -137,6 +140,7 @@ impl Request {
             source: "self".into(),
             ids: Vec::new(),
             from_user: None,
+            apply: None,
         }
     }
 
@@ -156,6 +160,9 @@ impl Request {
         }
         if other.from_user.is_some() {
             self.from_user = other.from_user;
+        }
+        if other.apply.is_some() {
+            self.apply = other.apply;
         }
     }
 }
@@ -206,6 +213,7 @@ mod tests {
             selected: vec!["s".into()],
             source: "user".into(),
             ids: Vec::new(),
+            apply: None,
             from_user: Some("ann".into()),
         };
         r.merge(Request::follow_up("b", None));

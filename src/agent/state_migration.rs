@@ -11,6 +11,8 @@
 //!   document: the store holds every project the server made ([`super::projects::book`]), so
 //!   such a record was written by a peer before `projects` became server-owned, or by a
 //!   version that kept projects in the document only. No fairy works on it.
+//! - A room stored at schema version 1 loses what its `suggestions` root holds: only a peer
+//!   could have written it then ([`crate::review::migrate`]).
 //! - The `runtime` key that early versions kept in each fairy's map (its private state as JSON
 //!   text) is deleted and never read: any writer could set it, and migrating it put a peer's
 //!   text into the store as a fairy's model-facing history and todo list (one forged history
@@ -62,6 +64,14 @@ impl LoadHook for LegacyStateMigration {
         }
         super::projects::book::end_unknown_projects(store.as_ref(), room.name(), room.doc())
             .await?;
+        let forged = crate::review::migrate(room.doc());
+        if forged > 0 {
+            tracing::warn!(
+                room = %room.name(),
+                removed = forged,
+                "suggestions written before the root was server-owned removed unread"
+            );
+        }
         let legacy = legacy_runtimes(room.doc());
         if legacy.is_empty() {
             return Ok(());

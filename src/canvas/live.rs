@@ -130,7 +130,7 @@ fn lock(view: &Mutex<View>) -> MutexGuard<'_, View> {
     view.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn touched_ids(txn: &TransactionMut<'_>, event: &Event) -> Vec<Arc<str>> {
+pub(crate) fn touched_ids(txn: &TransactionMut<'_>, event: &Event) -> Vec<Arc<str>> {
     let path = event.path();
     match path.front() {
         Some(PathSegment::Key(id)) => vec![id.clone()],

@@ -185,6 +185,20 @@ fn family_keys(family: ShapeType) -> &'static [&'static str] {
     }
 }
 
+/// Whether `key` is a key of some shape type in the schema (docs/document-schema.md "Shapes").
+pub fn is_shape_key(key: &str) -> bool {
+    COMMON_KEYS.contains(&key)
+        || [
+            ShapeType::Geo,
+            ShapeType::Text,
+            ShapeType::Note,
+            ShapeType::Arrow,
+            ShapeType::Draw,
+        ]
+        .into_iter()
+        .any(|family| family_keys(family).contains(&key))
+}
+
 /// Validates `patch` against the document in `txn`, writing nothing. `author` is the
 /// `createdBy` of created shapes that do not name one (`user:SUB`).
 pub fn plan<T: ReadTxn>(txn: &T, patch: &ShapePatch, author: &str) -> Result<Plan, PatchError> {

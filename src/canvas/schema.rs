@@ -21,12 +21,16 @@ pub const FAIRIES: &str = "fairies";
 pub const PROJECTS: &str = "projects";
 /// Root map of tasks (owned by the agent runtime).
 pub const TASKS: &str = "tasks";
+/// Root map of a fairy's suggestions in review mode (owned by [`crate::review`]).
+pub const SUGGESTIONS: &str = "suggestions";
 /// Root map of document metadata.
 pub const META: &str = "meta";
 /// The page every new room has.
 pub const MAIN_PAGE: &str = "page:main";
-/// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema version this code writes: 2 added the server-owned `suggestions` root (a room
+/// loaded at version 1 loses what a peer may have written there; see
+/// [`crate::review::migrate`]).
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// tldraw's color names, the only colors a shape may carry.
 pub const COLORS: &[&str] = &[
@@ -144,7 +148,7 @@ pub fn init_schema(doc: &Doc, origin: impl Into<yrs::Origin>) {
 /// [`init_schema`] inside an existing transaction.
 pub fn init_schema_in(txn: &mut TransactionMut<'_>) {
     // Root types exist as soon as they are named; creating them costs nothing in the update.
-    for root in [SHAPES, FAIRIES, PROJECTS, TASKS] {
+    for root in [SHAPES, FAIRIES, PROJECTS, TASKS, SUGGESTIONS] {
         txn.get_or_insert_map(root);
     }
     let pages = txn.get_or_insert_map(PAGES);

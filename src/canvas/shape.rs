@@ -526,6 +526,35 @@ pub fn set_props(txn: &mut TransactionMut<'_>, id: &str, props: &[(&str, Prop)])
     changed
 }
 
+/// Makes the shape `id` from exactly `props` (a suggestion's create; absent keys are left out).
+/// False if a shape `id` exists already (nothing is written then).
+pub fn create_from_props(txn: &mut TransactionMut<'_>, id: &str, props: &[(&str, Prop)]) -> bool {
+    let root = shapes_root(txn);
+    if root.get(txn, id).is_some() {
+        return false;
+    }
+    let mut prelim = MapPrelim::default();
+    for (key, prop) in props {
+        match prop {
+            Prop::Points(flat) => {
+                prelim.insert((*key).into(), ArrayPrelim::from(flat.clone()).into());
+            }
+            other => {
+                if let Some(any) = prop_to_any(other) {
+                    prelim.insert((*key).into(), any.into());
+                }
+            }
+        }
+    }
+    root.insert(txn, id, prelim);
+    true
+}
+
+/// Whether the shape `id` exists (as a map).
+pub fn shape_exists<T: ReadTxn>(txn: &T, id: &str) -> bool {
+    shape_map(txn, id).is_some()
+}
+
 /// Sets one boolean key of a shape (used for `locked`); false if the shape is missing.
 pub fn set_locked(txn: &mut TransactionMut<'_>, id: &str, locked: bool) -> bool {
     match shape_map(txn, id) {

@@ -54,6 +54,10 @@ pub enum Actor {
         /// Its task in that project, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         task_id: Option<String>,
+        /// The `sub` of the person who accepted the fairy's suggestion this update applies
+        /// (review mode; README "Review mode").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        accepted_by: Option<String>,
     },
     /// The server on its own (a new room's schema, mirrors of its records, migrations).
     Server {
@@ -172,6 +176,7 @@ mod tests {
             model: "offline".into(),
             project_id: Some("p-1".into()),
             task_id: None,
+            accepted_by: None,
         };
         assert_eq!(
             serde_json::to_value(&fairy).unwrap(),

@@ -31,16 +31,19 @@ pub enum ServerRoot {
     Projects,
     /// `tasks`: the fairies' and projects' tasks.
     Tasks,
+    /// `suggestions`: the fairies' suggestions in review mode and people's decisions.
+    Suggestions,
     /// `meta`: the schema version.
     Meta,
 }
 
 impl ServerRoot {
     /// Every server-owned root.
-    pub const ALL: [ServerRoot; 4] = [
+    pub const ALL: [ServerRoot; 5] = [
         ServerRoot::Fairies,
         ServerRoot::Projects,
         ServerRoot::Tasks,
+        ServerRoot::Suggestions,
         ServerRoot::Meta,
     ];
 
@@ -51,6 +54,7 @@ impl ServerRoot {
             ServerRoot::Fairies => schema::FAIRIES,
             ServerRoot::Projects => schema::PROJECTS,
             ServerRoot::Tasks => schema::TASKS,
+            ServerRoot::Suggestions => schema::SUGGESTIONS,
             ServerRoot::Meta => schema::META,
         }
     }

@@ -40,7 +40,6 @@ use super::openapi::{FairyPath, RoomPath, TokenRefusals};
 use crate::agent::fairy::{ChatItem, FairyError, MAX_TEXT_CHARS, append_chat};
 use crate::agent::hub::{FairyView, HubError};
 use crate::agent::interrupt::Interrupt;
-use crate::agent::ledger::RevertOutcome;
 use crate::agent::modes::Mode;
 use crate::agent::revert::RevertError;
 use crate::agent::runtime::Request;
@@ -184,6 +183,10 @@ pub struct InviteBody {
     personality: Option<String>,
     /// Its hat (random when missing).
     hat: Option<String>,
+    /// How its canvas actions land unless a prompt says otherwise: `direct` (default) or
+    /// `suggest` (README "Review mode").
+    #[serde(default)]
+    apply: crate::review::ApplyMode,
 }
 
 /// Invites a fairy.
@@ -220,6 +223,7 @@ async fn invite(
             body.personality.as_deref(),
             body.hat.as_deref(),
             &sub,
+            body.apply,
         )
         .await?;
     Ok((StatusCode::CREATED, Json(view)).into_response())
@@ -267,6 +271,9 @@ pub struct PromptBody {
     selected_shape_ids: Vec<String>,
     /// Switches the fairy to a solo mode first: `idling` or `soloing`.
     mode: Option<String>,
+    /// How this request's canvas actions land: `direct` or `suggest` (default: the fairy's,
+    /// README "Review mode").
+    apply: Option<crate::review::ApplyMode>,
 }
 
 /// Body of a cancel (optional).
@@ -362,6 +369,7 @@ async fn prompt(
     let mut request = request;
     request.ids = vec![request_id.clone()];
     request.from_user = Some(sub.clone());
+    request.apply = body.apply;
     let message = request.messages.join("\n\n");
     let item = ChatItem {
         request_id: Some(request_id.clone()),
@@ -427,6 +435,7 @@ pub(super) fn user_request(
         source: "user".into(),
         ids: Vec::new(),
         from_user: None,
+        apply: None,
     })
 }
 
@@ -510,6 +519,19 @@ pub struct RequestPath {
     pub request: String,
 }
 
+/// The answer to a revert.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevertAnswer {
+    /// Shapes taken back entirely.
+    reverted: usize,
+    /// Shapes kept, wholly or in part (someone changed the same thing since).
+    kept: usize,
+    /// Its suggestions that were pending, now rejected (review mode; left out when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    rejected_suggestions: Vec<crate::ids::SuggestionId>,
+}
+
 /// Takes a request back.
 #[utoipa::path(
     post,
@@ -519,7 +541,7 @@ pub struct RequestPath {
     params(RequestPath),
     security(("bearer" = ["fairies"]), ("token" = ["fairies"])),
     responses(
-        (status = 200, description = "Taken back, except where someone changed the same thing since", body = RevertOutcome),
+        (status = 200, description = "Taken back, except where someone changed the same thing since; a review-mode request's pending suggestions rejected", body = RevertAnswer),
         TokenRefusals,
         (status = 404, description = "`fairy_not_found`, `request_not_found`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
@@ -528,7 +550,9 @@ pub struct RequestPath {
 )]
 async fn revert(
     State(state): State<AppState>,
-    Admitted { room, sub, .. }: FairyAccess,
+    Admitted {
+        room, sub, name, ..
+    }: FairyAccess,
     Path(RequestPath { id, request, .. }): Path<RequestPath>,
 ) -> Result<Response, ApiError> {
     limit(&state, &sub)?;
@@ -536,8 +560,14 @@ async fn revert(
     // An id that cannot be one of ours names no request.
     let request = RequestId::parse(&request)
         .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "request_not_found", e.to_string()))?;
-    let outcome = state.fairies.revert(&room, &id, request).await?;
-    Ok(Json(outcome).into_response())
+    let by = crate::review::service::Person { sub, name };
+    let reverted = state.fairies.revert(&room, &id, request, &by).await?;
+    Ok(Json(RevertAnswer {
+        reverted: reverted.outcome.reverted,
+        kept: reverted.outcome.kept,
+        rejected_suggestions: reverted.rejected_suggestions,
+    })
+    .into_response())
 }
 
 /// The fairy's private state.

@@ -4,7 +4,7 @@
 //! listener of its own for it with `--metrics-listen` —, JSON `404 not_found` for any other
 //! path, the web demo, the fairy API in [`fairies`], image exports in [`export`], room instructions in
 //! [`instructions`], history, versions, restore and rollback in [`history`], REST writes in
-//! [`rest`], the OpenAPI description of all of them in [`openapi`]), connection admission, the WebSocket handshake
+//! [`rest`], review-mode decisions in [`review`], the OpenAPI description of all of them in [`openapi`]), connection admission, the WebSocket handshake
 //! ([`upgrade`]), request-body limits ([`body`]), per-socket tasks ([`ws`]), the mapping of
 //! errors to HTTP and close codes ([`error`]), logging set-up ([`logging`]) and graceful
 //! shutdown (SIGINT/SIGTERM flush every room). Rooms, stores and auth are used through their module APIs.
@@ -22,6 +22,7 @@ pub mod logging;
 pub mod openapi;
 pub mod projects;
 pub mod rest;
+pub mod review;
 pub mod upgrade;
 pub mod web_demo;
 pub mod ws;
@@ -342,6 +343,7 @@ fn api(
         .merge(export::routes())
         .merge(history::routes())
         .merge(rest::routes())
+        .merge(review::routes())
         .merge(instructions::routes())
         .merge(fairy_routes)
 }

@@ -36,6 +36,7 @@ use utoipa::{Modify, OpenApi};
         (name = "fairies", description = "Fairies: invite, prompt, cancel, revert (scope `fairies`)"),
         (name = "projects", description = "Projects of several fairies (scope `fairies`)"),
         (name = "history", description = "Who changed what, versions, restore and rollback"),
+        (name = "review", description = "Review mode: accepting and rejecting fairies' suggestions (scope `write`)"),
         (name = "exports", description = "A page drawn as an image (scope `read`)"),
         (name = "server", description = "Health, metrics, this description, dev tokens"),
     )

@@ -50,6 +50,9 @@ pub struct GroupPromptBody {
     /// The shapes the person has selected (at most 1,000).
     #[serde(default)]
     selected_shape_ids: Vec<String>,
+    /// How the fairies' canvas actions land: `direct` (default) or `suggest` (README "Review
+    /// mode").
+    apply: Option<crate::review::ApplyMode>,
 }
 
 /// Starts a project of several fairies.
@@ -102,6 +105,7 @@ async fn group_prompt(
         fairy_ids,
         orchestrator_id,
         sub,
+        apply: body.apply.unwrap_or_default(),
     };
     let started = state.fairies.group_prompt(&room, prompt).await?;
     Ok((StatusCode::ACCEPTED, Json(started)).into_response())

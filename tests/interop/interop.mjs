@@ -16,7 +16,7 @@ await until('b synced', () => b.provider.synced, b.provider, 'sync')
 await until('rust shape in a', () => a.shapes.has('rust1'), a.doc, 'update')
 if (a.shapes.get('rust1').get('x') !== 42) throw new Error('rust1.x is not 42')
 // Schema roots of a new room (docs/document-schema.md).
-if (a.doc.getMap('meta').get('schemaVersion') !== 1) throw new Error('meta.schemaVersion is not 1')
+if (a.doc.getMap('meta').get('schemaVersion') !== 2) throw new Error('meta.schemaVersion is not 2')
 if (!a.doc.getMap('pages').has('page:main')) throw new Error('page:main missing')
 
 // 2. A nested Y.Map shape written by one official client reaches the other live.

@@ -2,7 +2,7 @@
 //! and what a yrs client sees of fairies (document roots, awareness).
 
 use fairyring::config::{LlmProvider, ServeConfig};
-use fairyring::llm::mock::{MockResponse, MockScript, MockServer};
+use fairyring::llm::mock::{Fault, MockResponse, MockRoute, MockScript, MockServer};
 use fairyring::server::{self, ServerHandle};
 use serde_json::{Value, json};
 use yrs::Transact;
@@ -198,4 +198,43 @@ pub async fn read_events_until(
     .await;
     assert!(read.is_ok() && done(&seen), "no {what}: {seen}");
     seen
+}
+
+/// A route for the fairy `name` in `mode`.
+pub fn route(name: &str, mode: &str, responses: Vec<MockResponse>) -> MockRoute {
+    MockRoute {
+        when: vec![
+            format!("You are {name},"),
+            format!("You are in mode `{mode}`"),
+        ],
+        responses,
+    }
+}
+
+/// A mock answer made of `list` actions.
+pub fn actions(list: Vec<Value>) -> MockResponse {
+    ok(&json!({ "actions": list }).to_string())
+}
+
+/// A `create` action of a blue rectangle.
+pub fn rect(id: &str, x: i64, y: i64, w: i64, h: i64) -> Value {
+    json!({"_type": "create", "intent": id, "shape": {"_type": "rectangle", "shapeId": id,
+        "note": "", "x": x, "y": y, "w": w, "h": h, "color": "blue"}})
+}
+
+/// A `create-project-task` action of a 400 × 400 task at `x`.
+pub fn task(id: &str, title: &str, x: i64) -> Value {
+    json!({"_type": "create-project-task", "taskId": id, "title": title,
+        "text": format!("Draw {title} in your bounds."), "x": x, "y": 0, "w": 400, "h": 400})
+}
+
+/// A mock model that creates `a`, then stalls in the middle of `b` (`b` stays half-drawn).
+pub async fn stalling_in_b() -> fairyring::llm::mock::MockServer {
+    let text = r#"{"actions": [{"_type": "create", "intent": "a", "shape": {"_type": "rectangle", "shapeId": "a", "note": "", "x": 0, "y": 0, "w": 50, "h": 50}}, {"_type": "create", "intent": "b", "shape": {"_type": "rectangle", "shapeId": "b", "note": "", "x": 100, "y": 0, "w": 50, "h": 50, "color": "red"}}]}"#;
+    let stall = text.find("\"color\": \"red\"").expect("marker");
+    mock_server(vec![MockResponse {
+        fault: Some(Fault::Stall { after_chars: stall }),
+        ..ok(text)
+    }])
+    .await
 }

@@ -317,6 +317,57 @@ export interface paths {
         patch: operations["patchShapes"];
         trace?: never;
     };
+    "/rooms/{room}/suggestions/{id}/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Accepts a suggestion: its keys are written to `shapes`. */
+        post: operations["acceptSuggestion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/rooms/{room}/suggestions/{id}/reject": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Rejects a suggestion: the canvas stays as it is. */
+        post: operations["rejectSuggestion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/rooms/{room}/fairies/{id}/requests/{request}/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Accepts every pending suggestion of one fairy request. */
+        post: operations["acceptRequest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/rooms/{room}/instructions": {
         parameters: {
             query?: never;
@@ -487,6 +538,11 @@ export interface components {
             project_id?: string | null;
             /** @description Its task in that project, if any. */
             task_id?: string | null;
+            /**
+             * @description The `sub` of the person who accepted the fairy's suggestion this update applies
+             *     (review mode; README "Review mode").
+             */
+            accepted_by?: string | null;
             /** @enum {string} */
             kind: "fairy";
         } | {
@@ -516,6 +572,12 @@ export interface components {
             /** @description Ids of the shapes deleted. */
             deleted: string[];
         };
+        /**
+         * @description How a fairy's canvas actions land: on `shapes` (`direct`, the default) or as suggestions
+         *     people decide on (`suggest`).
+         * @enum {string}
+         */
+        ApplyMode: "direct" | "suggest";
         /** @description An axis-aligned rectangle in page px. */
         Bounds: {
             /**
@@ -548,6 +610,23 @@ export interface components {
         Cancelling: {
             /** @description Always `cancelling`. */
             status: string;
+        };
+        /** @description One suggestion an accept-all could not apply (it is rejected). */
+        Conflict: {
+            /** @description The suggestion. */
+            id: components["schemas"]["SuggestionId"];
+            /** @description `shape_gone` or `shape_exists`. */
+            error: string;
+        };
+        /** @description The answer to a decision. */
+        DecisionAnswer: {
+            /** @description `accepted` or `rejected`. */
+            status: components["schemas"]["Status"];
+            /**
+             * Format: int64
+             * @description The update the decision became.
+             */
+            seq: number;
         };
         /** @description A token handed out by `POST /auth/dev-token`, serialized as the route's JSON answer. */
         DevToken: {
@@ -629,6 +708,8 @@ export interface components {
             hat: string;
             /** @description `user:SUB` of whoever invited it. */
             createdBy: string;
+            /** @description How its canvas actions land unless a prompt says otherwise (README "Review mode"). */
+            apply?: components["schemas"]["ApplyMode"];
         };
         /**
          * @description The body of `GET …/fairies/{id}/history`: the parts of the fairy's private state a client
@@ -675,6 +756,7 @@ export interface components {
             bounds?: null | components["schemas"]["Bounds"];
             /** @description The shapes the person has selected (at most 1,000). */
             selectedShapeIds?: string[];
+            apply?: null | components["schemas"]["ApplyMode"];
         };
         /** @description The body of `/healthz`. */
         Health: {
@@ -743,6 +825,11 @@ export interface components {
             personality?: string | null;
             /** @description Its hat (random when missing). */
             hat?: string | null;
+            /**
+             * @description How its canvas actions land unless a prompt says otherwise: `direct` (default) or
+             *     `suggest` (README "Review mode").
+             */
+            apply?: components["schemas"]["ApplyMode"];
         };
         /**
          * @description How far back a mode's prompt sees the chat history (the seed's `FairyMemoryLevel`).
@@ -792,12 +879,25 @@ export interface components {
             selectedShapeIds?: string[];
             /** @description Switches the fairy to a solo mode first: `idling` or `soloing`. */
             mode?: string | null;
+            apply?: null | components["schemas"]["ApplyMode"];
         };
         /**
          * @description Reachability of one dependency.
          * @enum {string}
          */
         Reach: "ok" | "unreachable" | "off";
+        /** @description The answer to accepting a whole request. */
+        RequestAcceptedAnswer: {
+            /** @description The suggestions applied. */
+            accepted: components["schemas"]["SuggestionId"][];
+            /** @description The ones that could not be applied, rejected instead. */
+            conflicts: components["schemas"]["Conflict"][];
+            /**
+             * Format: int64
+             * @description The update it became (the room's last one when nothing was pending).
+             */
+            seq: number;
+        };
         /**
          * @description The id of one fairy request (`r-` + 12 hex digits when the server makes it; what
          *     `…/requests/{requestId}/revert` takes).
@@ -811,15 +911,14 @@ export interface components {
              */
             seq: number;
         };
-        /**
-         * @description How a revert went: shapes whose every change was taken back, and shapes where at least one
-         *     change stayed because someone changed the same thing afterwards.
-         */
-        RevertOutcome: {
+        /** @description The answer to a revert. */
+        RevertAnswer: {
             /** @description Shapes taken back entirely. */
             reverted: number;
-            /** @description Shapes kept, wholly or in part. */
+            /** @description Shapes kept, wholly or in part (someone changed the same thing since). */
             kept: number;
+            /** @description Its suggestions that were pending, now rejected (review mode; left out when none). */
+            rejectedSuggestions?: components["schemas"]["SuggestionId"][];
         };
         /** @description The answer of a rollback. */
         RollbackAnswer: {
@@ -899,6 +998,16 @@ export interface components {
             status: components["schemas"]["TaskStatus"];
             bounds?: null | components["schemas"]["Bounds"];
         };
+        /**
+         * @description Where a suggestion stands.
+         * @enum {string}
+         */
+        Status: "pending" | "accepted" | "rejected";
+        /**
+         * @description A suggestion's id in the `suggestions` root (`s-` + 12 hex digits when the server makes
+         *     one; what `/rooms/{room}/suggestions/{id}/accept` takes).
+         */
+        SuggestionId: string;
         /**
          * @description Where a project task stands.
          * @enum {string}
@@ -2125,6 +2234,254 @@ export interface operations {
             };
         };
     };
+    acceptSuggestion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The room's name. */
+                room: string;
+                /** @description The suggestion's id (its key in the `suggestions` root). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Applied to the canvas */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DecisionAnswer"];
+                };
+            };
+            /** @description `invalid_room_name` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token: `missing_token`, `malformed_token`, `bad_signature`, `token_expired`, … */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `room_not_granted`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `suggestion_not_found`, `room_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `already_decided`, `shape_gone` (its shape was deleted), `shape_exists` (its id was taken) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `doc_too_large` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `store_unavailable`, `room_unavailable` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    rejectSuggestion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The room's name. */
+                room: string;
+                /** @description The suggestion's id (its key in the `suggestions` root). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Turned down */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DecisionAnswer"];
+                };
+            };
+            /** @description `invalid_room_name` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token: `missing_token`, `malformed_token`, `bad_signature`, `token_expired`, … */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `room_not_granted`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `suggestion_not_found`, `room_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `already_decided` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `store_unavailable`, `room_unavailable` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    acceptRequest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The room's name. */
+                room: string;
+                /** @description The fairy's id. */
+                id: string;
+                /** @description The request's id (a prompt's `requestId`). */
+                request: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Applied, except the conflicts (rejected instead) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestAcceptedAnswer"];
+                };
+            };
+            /** @description `invalid_room_name` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token: `missing_token`, `malformed_token`, `bad_signature`, `token_expired`, … */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `room_not_granted`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `fairy_not_found` (an id that cannot be a fairy's), `request_not_found` (likewise), `room_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `doc_too_large` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `store_unavailable`, `room_unavailable` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     readInstructions: {
         parameters: {
             query?: never;
@@ -2760,13 +3117,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Taken back, except where someone changed the same thing since */
+            /** @description Taken back, except where someone changed the same thing since; a review-mode request's pending suggestions rejected */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["RevertOutcome"];
+                    "application/json": components["schemas"]["RevertAnswer"];
                 };
             };
             /** @description The token: `missing_token`, `malformed_token`, `bad_signature`, `token_expired`, … */

@@ -118,8 +118,8 @@ export class FairyApi {
   }
 
   /** Takes back what the fairy changed during request `requestId`. */
-  async revert (id: string, requestId: string): Promise<Schemas['RevertOutcome'] | null> {
-    const answer = await this.call('POST', `/fairies/${encodeURIComponent(id)}/requests/${encodeURIComponent(requestId)}/revert`) as Partial<Schemas['RevertOutcome']> | null
+  async revert (id: string, requestId: string): Promise<Schemas['RevertAnswer'] | null> {
+    const answer = await this.call('POST', `/fairies/${encodeURIComponent(id)}/requests/${encodeURIComponent(requestId)}/revert`) as Partial<Schemas['RevertAnswer']> | null
     const a = typeof answer === 'object' && answer !== null ? answer : {}
     return typeof a.reverted === 'number' && typeof a.kept === 'number' ? { reverted: a.reverted, kept: a.kept } : null
   }

@@ -29,6 +29,8 @@ pub struct GroupPrompt {
     pub orchestrator_id: Option<FairyId>,
     /// Who asked (for the chat item).
     pub sub: String,
+    /// How the members' canvas actions land.
+    pub apply: crate::review::ApplyMode,
 }
 
 /// A project a group prompt started.
@@ -102,6 +104,7 @@ impl FairyHub {
             members,
             color: String::new(),
             status: ProjectStatus::Planning,
+            apply: prompt.apply,
         };
         // Checked and created under the book's lock: two group prompts cannot both take a
         // fairy.

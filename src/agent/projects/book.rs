@@ -504,6 +504,7 @@ mod tests {
                 .collect(),
             color: String::new(),
             status: ProjectStatus::Planning,
+            apply: Default::default(),
         }
     }
 

@@ -64,6 +64,9 @@ pub struct Project {
     pub color: String,
     /// Where it stands.
     pub status: ProjectStatus,
+    /// How its members' canvas actions land (a group prompt's `"apply"`).
+    #[serde(default, skip_serializing_if = "crate::review::ApplyMode::is_direct")]
+    pub apply: crate::review::ApplyMode,
 }
 
 impl Project {
@@ -265,6 +268,7 @@ mod tests {
             }],
             color: PROJECT_COLORS[0].into(),
             status: ProjectStatus::Planning,
+            apply: Default::default(),
         };
         write_project(&doc, TxnOrigin::System, &id, &project);
         let live = live_projects_in(&doc);

@@ -32,5 +32,6 @@ pub fn task_request(task: &ProjectTask) -> Request {
         source: "self".into(),
         ids: Vec::new(),
         from_user: None,
+        apply: None,
     }
 }

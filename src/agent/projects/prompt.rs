@@ -155,6 +155,7 @@ mod tests {
                 members: Vec::new(),
                 color: "blue".into(),
                 status: ProjectStatus::Active,
+                apply: Default::default(),
             },
             tasks: vec![task],
             members: vec![("d".into(), "drone".into(), "working-drone".into())],
@@ -176,6 +177,7 @@ mod tests {
             personality: "calm".into(),
             hat: "top".into(),
             created_by: "user:a".into(),
+            apply: Default::default(),
         };
         let consts = |mode: Mode| -> Vec<String> {
             let s = crate::agent::prompt::system_prompt(

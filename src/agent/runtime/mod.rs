@@ -127,6 +127,12 @@ pub struct FairyRuntime {
     unsaved: bool,
     /// The running request's tally for the webhooks (kept only with webhooks on).
     report: std::sync::Mutex<report::RequestReport>,
+    /// How the running request's canvas actions land (its `apply`, else the fairy's default).
+    apply: crate::review::ApplyMode,
+    /// The turn's review-mode application, while a turn runs in review mode.
+    suggest: Option<super::suggest::Suggester>,
+    /// People's decisions on its suggestions up to this time (Unix ms) were told to it.
+    decisions_told: f64,
 }
 
 /// Least time between two states handed to the store while the fairy works (see
@@ -190,6 +196,9 @@ impl FairyRuntime {
             persisted_at: None,
             unsaved: false,
             report: std::sync::Mutex::default(),
+            apply: crate::review::ApplyMode::Direct,
+            suggest: None,
+            decisions_told: 0.0,
         })
     }
 
@@ -521,6 +530,7 @@ impl FairyRuntime {
                 .as_ref()
                 .map(|m| m.project_id.to_string()),
             task_id: self.state.project.as_ref().and_then(|m| m.task_id.clone()),
+            accepted_by: None,
         };
         self.room.name_actor(
             crate::origin::TxnOrigin::fairy(self.entity.id.as_str()),
@@ -541,6 +551,7 @@ impl FairyRuntime {
         self.tracker.open_request(&ids, &first.messages.join(" "));
         let request_id = ids[0].clone();
         self.request_ids = ids;
+        self.apply = first.apply.unwrap_or(self.entity.apply);
         self.state.working = true;
         self.corrections.clear();
         self.notes.clear();
@@ -579,7 +590,7 @@ impl FairyRuntime {
             self.emit(AgentEvent::TurnStarted { turn });
             crate::metrics::global().fairy_turns.inc();
             if let Err(error) = self.run_turn(&request).await {
-                self.tentative.revert_tentative();
+                self.revert_streamed();
                 self.fail(&error);
                 break EndReason::Error;
             }
@@ -652,7 +663,8 @@ impl FairyRuntime {
     /// [`FairyRuntime::abort`]; `on_prompt_cancel` runs only if `cancel_hook` (a plain cancel,
     /// not an interrupt with new input, which keeps the fairy's mode and task).
     fn abort_with(&mut self, reason: EndReason, cancel_hook: bool) {
-        self.tentative.revert_tentative();
+        self.revert_streamed();
+        self.suggest = None;
         self.scheduled = None;
         if self.state.working {
             if cancel_hook {
@@ -667,12 +679,28 @@ impl FairyRuntime {
     /// The server is stopping mid-request: reverts the incomplete action but keeps the state
     /// marked as working, so that the restarted fairy says its work was interrupted.
     pub fn abort_for_shutdown(&mut self) {
-        self.tentative.revert_tentative();
+        self.revert_streamed();
+        self.suggest = None;
         self.scheduled = None;
         if self.state.working {
             self.persist_now();
         } else {
             self.flush_state();
+        }
+    }
+
+    /// How the current turn's canvas actions land: its project's way in a live project, else
+    /// the request's.
+    pub(super) fn apply_mode(&self) -> crate::review::ApplyMode {
+        self.project_apply().unwrap_or(self.apply)
+    }
+
+    /// Reverts the incomplete streamed version, on the canvas or (in review mode) in the
+    /// turn's suggestions.
+    pub(super) fn revert_streamed(&mut self) {
+        self.tentative.revert_tentative();
+        if let Some(suggest) = &mut self.suggest {
+            suggest.revert_tentative();
         }
     }
 

@@ -24,6 +24,15 @@ impl FairyRuntime {
             .map(|t| t.bounds())
     }
 
+    /// How its project's canvas actions land, while it is in a live project.
+    pub(crate) fn project_apply(&self) -> Option<crate::review::ApplyMode> {
+        let m = self.state.project.as_ref()?;
+        self.projects()?
+            .project(&m.project_id)
+            .filter(|p| p.status.is_live())
+            .map(|p| p.apply)
+    }
+
     /// `Err(correction)` if a canvas action would reach outside its task's bounds.
     pub(crate) fn task_bounds_check(
         &self,

@@ -27,7 +27,8 @@ use crate::agent::events::{AgentEvent, UsagePurpose};
 use crate::agent::memory::HistoryItem;
 use crate::agent::presence::Pose;
 use crate::agent::prompt::{PromptInput, build_request};
-use crate::agent::prompt_parts::PromptExtras;
+use crate::agent::prompt_parts::{PromptExtras, ReviewPart};
+use crate::agent::suggest::{Author, Suggester};
 use crate::agent::throttle::{Decision, StreamThrottle};
 use crate::canvas::transform::PromptTransform;
 use crate::llm::{LlmError, ModelEvent, Usage};
@@ -84,6 +85,81 @@ impl FairyRuntime {
     /// Runs one model turn; `Err` only for a model failure after its retries and, for a
     /// context overflow, after the recovery levels of [`compact`].
     pub(super) async fn run_turn(&mut self, request: &Request) -> Result<(), LlmError> {
+        self.suggest = self.suggester(request);
+        let outcome = self.run_turn_here(request).await;
+        // A turn dropped midway keeps it: the abort reverts what it streamed, then drops it.
+        self.suggest = None;
+        outcome
+    }
+
+    /// Its pending suggestions (in review mode) and people's decisions on its suggestions not
+    /// told yet, for the prompt; marks those decisions told.
+    fn review_part(&mut self) -> Option<ReviewPart> {
+        use crate::review::record::{self, Status};
+        let suggesting = self.suggest.is_some();
+        let mine: Vec<record::Suggestion> = {
+            let txn = yrs::Transact::transact(self.room.doc());
+            let any = yrs::ReadTxn::get_map(&txn, crate::canvas::schema::SUGGESTIONS)
+                .is_some_and(|root| yrs::Map::len(&root, &txn) > 0);
+            if !any {
+                Vec::new()
+            } else {
+                record::list(&txn)
+                    .into_iter()
+                    .filter(|s| s.fairy_id == self.entity.id)
+                    .collect()
+            }
+        };
+        let mut part = ReviewPart {
+            suggesting,
+            ..ReviewPart::default()
+        };
+        for s in mine {
+            match s.status {
+                Status::Pending if suggesting => part.pending.push(s),
+                Status::Pending => {}
+                _ if s.decided_at.unwrap_or(0.0) > self.decisions_told => part.decided.push(s),
+                _ => {}
+            }
+        }
+        part.pending.sort_by(|a, b| a.at.total_cmp(&b.at));
+        part.decided.sort_by(|a, b| {
+            a.decided_at
+                .unwrap_or(0.0)
+                .total_cmp(&b.decided_at.unwrap_or(0.0))
+        });
+        if let Some(newest) = part.decided.last().and_then(|s| s.decided_at) {
+            self.decisions_told = newest;
+        }
+        (!part.is_empty()).then_some(part)
+    }
+
+    /// In review mode, the turn's [`Suggester`] over the room's shapes now.
+    fn suggester(&self, request: &Request) -> Option<Suggester> {
+        if self.apply_mode() != crate::review::ApplyMode::Suggest {
+            return None;
+        }
+        let request_id = self.request_ids.first()?.clone();
+        let creator = self
+            .entity
+            .created_by
+            .strip_prefix("user:")
+            .unwrap_or(&self.entity.created_by);
+        let author = Author {
+            fairy: self.entity.id.clone(),
+            request: request_id,
+            prompted_by: request.from_user.as_deref().unwrap_or(creator).to_owned(),
+            model: self.model.name(),
+        };
+        Some(Suggester::new(
+            self.room.clone(),
+            self.shapes_now(),
+            author,
+            self.clock.clone(),
+        ))
+    }
+
+    async fn run_turn_here(&mut self, request: &Request) -> Result<(), LlmError> {
         let origin = self
             .state
             .chat_origin
@@ -93,7 +169,8 @@ impl FairyRuntime {
         self.tracker.start_request();
         let mut corrections = std::mem::take(&mut self.corrections);
         corrections.append(&mut self.notes);
-        let extras = self.prompt_extras(request).await;
+        let mut extras = self.prompt_extras(request).await;
+        extras.review = self.review_part();
         let mut recovery = OverflowRecovery::default();
         loop {
             let mut transform = transform.clone();
@@ -105,7 +182,7 @@ impl FairyRuntime {
             );
             match self.stream_turn(model_request, transform).await {
                 Err(error) if error.is_context_overflow() => {
-                    self.tentative.revert_tentative();
+                    self.revert_streamed();
                     if !self.recover_overflow(&mut recovery).await {
                         return Err(error);
                     }
@@ -261,7 +338,7 @@ impl FairyRuntime {
                     spent = spent.with_attempt(&usage);
                     usage = Usage::default();
                     if discard {
-                        self.tentative.revert_tentative();
+                        self.revert_streamed();
                         actions = ActionStream::new();
                         turn.skip_below = turn.handled;
                         turn.throttle.reset();
@@ -289,7 +366,7 @@ impl FairyRuntime {
         // without it (a refusal among the final actions must not cut the next answer short).
         self.cut_answer = false;
         // An action still open when the answer ended never completes.
-        self.tentative.revert_tentative();
+        self.revert_streamed();
         if let Some(error) = actions.error() {
             self.corrections.push(format!(
                 "Your JSON was invalid ({error}); the actions after that point were ignored."
@@ -379,11 +456,13 @@ impl FairyRuntime {
         }
         self.beacon.update_if_changed(|p| p.pose = Pose::Working);
         // An incomplete version that cannot be applied yet is simply not shown.
-        if self
-            .tentative
-            .apply_tentative(&self.registry, &action, &mut turn.ctx)
-            .is_ok()
-        {
+        let shown = match &mut self.suggest {
+            Some(suggest) => suggest.apply_tentative(&self.registry, &action, &mut turn.ctx),
+            None => self
+                .tentative
+                .apply_tentative(&self.registry, &action, &mut turn.ctx),
+        };
+        if shown.is_ok() {
             turn.throttle.applied(self.clock.now(), &action);
         }
     }
@@ -436,7 +515,7 @@ impl FairyRuntime {
         turn.held = None;
         let level = mode.memory_level();
         if kind.is_empty() {
-            self.tentative.revert_tentative();
+            self.revert_streamed();
             self.reject(
                 &a.action,
                 "unknown",
@@ -446,7 +525,7 @@ impl FairyRuntime {
             return;
         }
         if !mode.allows(&kind) {
-            self.tentative.revert_tentative();
+            self.revert_streamed();
             let why = format!(
                 "'{kind}' is not allowed in mode {}; allowed actions: {}",
                 mode.name(),
@@ -456,22 +535,42 @@ impl FairyRuntime {
             return;
         }
         if canvas && let Err(why) = self.task_bounds_check(&a.action, &turn.ctx.transform) {
-            self.tentative.revert_tentative();
+            self.revert_streamed();
             self.reject(&a.action, &kind, why, level);
             return;
         }
         if canvas && let Err(why) = self.size_check(&kind, &a.action) {
-            self.tentative.revert_tentative();
+            self.revert_streamed();
+            self.reject(&a.action, &kind, why, level);
+            return;
+        }
+        if canvas
+            && self.suggest.is_some()
+            && matches!(kind.as_str(), "create-page" | "change-page")
+        {
+            self.revert_streamed();
+            let why = "in review mode your changes are suggestions on shapes: pages cannot be created or changed".to_owned();
             self.reject(&a.action, &kind, why, level);
             return;
         }
         if canvas {
             // What the streamed versions wrote is not the action's.
             self.tracker.take_own_writes();
-            let applied = self
-                .tentative
-                .apply_complete(&self.registry, &a.action, &mut turn.ctx);
-            self.charge_writes();
+            let applied = match &mut self.suggest {
+                Some(suggest) => {
+                    let (applied, records) =
+                        suggest.apply_complete(&self.registry, &a.action, &mut turn.ctx);
+                    self.room.fairy_writes().charge(records);
+                    applied
+                }
+                None => {
+                    let applied =
+                        self.tentative
+                            .apply_complete(&self.registry, &a.action, &mut turn.ctx);
+                    self.charge_writes();
+                    applied
+                }
+            };
             // What the request changed survives a crash within half a second (its ledger
             // is stored).
             self.persist();
@@ -485,7 +584,7 @@ impl FairyRuntime {
             }
             return;
         }
-        self.tentative.revert_tentative();
+        self.revert_streamed();
         self.apply_runtime(&a.action, &turn.ctx.transform);
         let saves = self
             .registry

@@ -1,0 +1,407 @@
+//! Review mode over HTTP (real server, yrs client, mock model): a fairy invited with
+//! `"apply": "suggest"` proposes its canvas changes as records in `suggestions` and leaves
+//! `shapes` alone; people accept (the exact keys reach `shapes`, a person's concurrent edit of
+//! another key stays) or reject them one by one or per request; a deleted shape is a conflict;
+//! a second decision is refused; a revert rejects what is pending; an interrupted request
+//! leaves no half-streamed record; the model is told its pending suggestions and people's
+//! decisions; history names the fairy with `acceptedBy`; scopes are checked.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::Client;
+use support::fairy_http::*;
+use yrs::{Map, Out, ReadTxn};
+
+const TWO_BOXES: &str = r#"{"actions": [{"_type": "create", "intent": "a", "shape": {"_type": "rectangle", "shapeId": "a", "note": "", "x": 0, "y": 0, "w": 50, "h": 50, "color": "blue"}}, {"_type": "create", "intent": "b", "shape": {"_type": "rectangle", "shapeId": "b", "note": "", "x": 100, "y": 0, "w": 50, "h": 50, "color": "blue"}}]}"#;
+/// Recolours `a`, deletes `b`, creates `c`.
+const REWORK: &str = r#"{"actions": [{"_type": "update", "intent": "green", "update": {"shapeId": "a", "color": "green"}}, {"_type": "delete", "intent": "away", "shapeId": "b"}, {"_type": "create", "intent": "c", "shape": {"_type": "ellipse", "shapeId": "c", "note": "", "x": 200, "y": 0, "w": 50, "h": 50}}, {"_type": "message", "text": "reworked"}]}"#;
+const DONE: &str = r#"{"actions": [{"_type": "message", "text": "ok"}]}"#;
+
+fn idle(c: &Client, id: &str) -> bool {
+    fairy_presence(c, id).is_some_and(|p| p["fairy"]["mode"] == json!("idling"))
+}
+
+fn suggestions(c: &Client) -> Value {
+    root_json(c, "suggestions")
+}
+
+/// The records of `request` on `shape`.
+fn record_of<'a>(all: &'a Value, request: &str, shape: &str) -> Option<&'a Value> {
+    all.as_object()?
+        .values()
+        .find(|r| r["requestId"] == json!(request) && r["shapeId"] == json!(shape))
+}
+
+fn pending_count(c: &Client, request: &str) -> usize {
+    suggestions(c).as_object().map_or(0, |m| {
+        m.values()
+            .filter(|r| r["requestId"] == json!(request) && r["status"] == json!("pending"))
+            .count()
+    })
+}
+
+async fn invite_suggesting(http: &str, room: &str, name: &str) -> String {
+    let (status, body) = post(
+        &format!("{http}/rooms/{room}/fairies"),
+        json!({"name": name, "apply": "suggest"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["apply"], json!("suggest"), "{body}");
+    body["id"].as_str().expect("id").to_owned()
+}
+
+async fn prompt_id(http: &str, room: &str, id: &str, message: &str) -> String {
+    let (status, body) = post(
+        &format!("{http}/rooms/{room}/fairies/{id}/prompt"),
+        json!({"message": message, "bounds": {"x": 0, "y": 0, "w": 800, "h": 600}}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    body["requestId"].as_str().expect("requestId").to_owned()
+}
+
+async fn decide(http: &str, room: &str, id: &str, verdict: &str) -> (u16, Value) {
+    post(
+        &format!("{http}/rooms/{room}/suggestions/{id}/{verdict}"),
+        json!({}),
+    )
+    .await
+}
+
+fn remove_shape(txn: &mut yrs::TransactionMut, shape: &str) {
+    if let Some(root) = txn.get_map("shapes") {
+        root.remove(txn, shape);
+    }
+}
+
+fn set_key(txn: &mut yrs::TransactionMut, shape: &str, key: &str, value: yrs::Any) {
+    let root = txn.get_map("shapes").expect("shapes");
+    if let Some(Out::YMap(m)) = root.get(txn, shape) {
+        m.insert(txn, key, value);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suggesting_fairy_proposes_and_people_decide() {
+    let mock = mock_server(vec![ok(TWO_BOXES), ok(REWORK), ok(DONE)]).await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "review").await;
+    let id = invite_suggesting(&http, "review", "Clover").await;
+    let first = prompt_id(&http, "review", &id, "two boxes").await;
+    client
+        .until("two pending creates and the fairy idle", |c| {
+            pending_count(c, &first) == 2 && idle(c, &id)
+        })
+        .await;
+    assert_eq!(shapes(&client), json!({}), "shapes untouched");
+    let all = suggestions(&client);
+    let a = record_of(&all, &first, "a").expect("a's record");
+    assert_eq!(a["op"], json!("create"));
+    assert_eq!(a["fairyId"], json!(id));
+    assert_eq!(a["status"], json!("pending"));
+    assert_eq!(a["props"]["color"], json!("blue"));
+    assert!(a["props"].get("locked").is_none(), "{a}");
+    // The whole request at once.
+    let (status, body) = post(
+        &format!("{http}/rooms/review/fairies/{id}/requests/{first}/accept"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["accepted"].as_array().map(Vec::len), Some(2), "{body}");
+    assert_eq!(body["conflicts"], json!([]));
+    client
+        .until("a and b on the canvas", |c| {
+            let s = shapes(c);
+            s["a"]["createdBy"] == json!(format!("fairy:{id}"))
+                && s["b"]["x"].as_f64() == Some(100.0)
+        })
+        .await;
+    assert_eq!(pending_count(&client, &first), 0);
+
+    let second = prompt_id(&http, "review", &id, "rework them").await;
+    client
+        .until("three pending suggestions", |c| {
+            pending_count(c, &second) == 3 && idle(c, &id)
+        })
+        .await;
+    assert_eq!(shapes(&client)["a"]["color"], json!("blue"), "not applied");
+    let all = suggestions(&client);
+    let update = record_of(&all, &second, "a").expect("update a")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let delete = record_of(&all, &second, "b").expect("delete b").clone();
+    assert_eq!(delete["op"], json!("delete"));
+    let create = record_of(&all, &second, "c").expect("create c")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert_eq!(
+        record_of(&all, &second, "a").expect("a")["props"],
+        json!({"color": "green"})
+    );
+    // The model was told: review mode, its decisions.
+    let seen = mock.requests()[1].body.to_string();
+    assert!(seen.contains("## Review mode"), "{seen}");
+    assert!(
+        seen.contains("reviewMode") && seen.contains("accepted"),
+        "{seen}"
+    );
+
+    // A person moves `a` meanwhile: accepting the recolour keeps the move.
+    client
+        .edit(|txn| set_key(txn, "a", "x", 300.0.into()))
+        .await;
+    client.drain(Duration::from_millis(100)).await;
+    let (status, body) = decide(&http, "review", &update, "accept").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], json!("accepted"));
+    assert!(body["seq"].as_u64().is_some(), "{body}");
+    client
+        .until("a green", |c| shapes(c)["a"]["color"] == json!("green"))
+        .await;
+    assert_eq!(shapes(&client)["a"]["x"].as_f64(), Some(300.0));
+    let (status, body) = decide(&http, "review", &update, "reject").await;
+    assert_eq!(
+        (status, body["error"].clone()),
+        (409, json!("already_decided"))
+    );
+
+    // A person deletes `b`: the fairy's delete of it is a conflict.
+    client.edit(|txn| remove_shape(txn, "b")).await;
+    client.drain(Duration::from_millis(100)).await;
+    let (status, body) = decide(
+        &http,
+        "review",
+        delete["id"].as_str().expect("id"),
+        "accept",
+    )
+    .await;
+    assert_eq!((status, body["error"].clone()), (409, json!("shape_gone")));
+
+    let (status, body) = decide(&http, "review", &create, "reject").await;
+    assert_eq!((status, body["status"].clone()), (200, json!("rejected")));
+    client
+        .until("c rejected", |c| {
+            record_of(&suggestions(c), &second, "c")
+                .is_some_and(|r| r["status"] == json!("rejected"))
+        })
+        .await;
+    assert!(shapes(&client).get("c").is_none());
+
+    // Taking the request back rejects what is still pending (the delete of b).
+    let (status, body) = post(
+        &format!("{http}/rooms/review/fairies/{id}/requests/{second}/revert"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["rejectedSuggestions"], json!([delete["id"]]), "{body}");
+    client
+        .until("nothing pending", |c| pending_count(c, &second) == 0)
+        .await;
+
+    let (status, body) = decide(&http, "review", "s-unknown", "accept").await;
+    assert_eq!(
+        (status, body["error"].clone()),
+        (404, json!("suggestion_not_found"))
+    );
+
+    // History: the accepted recolour is the fairy's, accepted by the person.
+    let history: Value = reqwest::get(format!("{http}/rooms/review/history?limit=100"))
+        .await
+        .expect("history")
+        .json()
+        .await
+        .expect("json");
+    let entries = history["entries"].as_array().cloned().unwrap_or_default();
+    assert!(
+        entries.iter().any(|e| e["actor"]["kind"] == json!("fairy")
+            && e["actor"]["id"] == json!(id)
+            && e["actor"]["acceptedBy"].is_string()),
+        "{history}"
+    );
+    client.close().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_suggesting_request_leaves_no_half_streamed_record() {
+    let mock = stalling_in_b().await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "halfway").await;
+    // A fairy that draws directly by default, asked to suggest for this one prompt.
+    let id = invite(&http, "halfway", "Moss").await;
+    let (status, body) = post(
+        &format!("{http}/rooms/halfway/fairies/{id}/prompt"),
+        json!({"message": "two boxes", "apply": "suggest", "bounds": {"x": 0, "y": 0, "w": 800, "h": 600}}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let request = body["requestId"].as_str().expect("id").to_owned();
+    client
+        .until("a complete and b streaming as suggestions", |c| {
+            let all = suggestions(c);
+            record_of(&all, &request, "a").is_some() && record_of(&all, &request, "b").is_some()
+        })
+        .await;
+    assert_eq!(shapes(&client), json!({}));
+    let (status, body) = post(
+        &format!("{http}/rooms/halfway/fairies/{id}/cancel"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    client
+        .until("b's half-streamed record gone, a's kept", |c| {
+            let all = suggestions(c);
+            record_of(&all, &request, "b").is_none()
+                && record_of(&all, &request, "a").is_some_and(|r| r["status"] == json!("pending"))
+        })
+        .await;
+    assert_eq!(shapes(&client), json!({}));
+    client.close().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_need_the_write_scope_and_peers_cannot_forge_suggestions() {
+    let mock = mock_server(vec![ok(TWO_BOXES), ok(DONE)]).await;
+    let (config, mint) = with_auth(mock_config(&mock));
+    let (server, ws, http) = start(config).await;
+    let all = mint("read write fairies");
+    let read_only = mint("read fairies");
+    let (status, body) = post(
+        &format!("{http}/rooms/scoped/fairies?token={all}"),
+        json!({"apply": "suggest"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_str().expect("id").to_owned();
+    let (status, body) = post(
+        &format!("{http}/rooms/scoped/fairies/{id}/prompt?token={all}"),
+        json!({"message": "two boxes"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let request = body["requestId"].as_str().expect("id").to_owned();
+    let mut client = Client::connect(&ws, &format!("scoped?token={all}")).await;
+    client
+        .until("two pending", |c| pending_count(c, &request) == 2)
+        .await;
+    let one = record_of(&suggestions(&client), &request, "a").expect("a")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let (status, _) = post(
+        &format!("{http}/rooms/scoped/suggestions/{one}/accept?token={read_only}"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, _) = post(
+        &format!("{http}/rooms/scoped/suggestions/{one}/accept"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, body) = post(
+        &format!("{http}/rooms/scoped/suggestions/{one}/accept?token={all}"),
+        json!({}),
+    )
+    .await;
+    assert_eq!((status, body["status"].clone()), (200, json!("accepted")));
+    // A peer that writes a suggestion of its own is refused and closed.
+    client
+        .edit(|txn| {
+            let root = yrs::WriteTxn::get_or_insert_map(txn, "suggestions");
+            root.insert(txn, "s-forged", yrs::MapPrelim::default());
+        })
+        .await;
+    assert_eq!(client.until_closed().await, Some(1008));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_in_review_mode_suggests_inside_each_task() {
+    let mock = mock_server(vec![ok(r#"{"actions": []}"#)]).await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let room = "review-project";
+    let mut client = Client::connect(&ws, room).await;
+    let orla = invite(&http, room, "Orla").await;
+    let dart = invite(&http, room, "Dart").await;
+    let echo = invite(&http, room, "Echo").await;
+    mock.add_route(route(
+        "Orla",
+        "orchestrating-active",
+        vec![
+            actions(vec![
+                json!({"_type": "start-project", "title": "House and tree",
+                       "description": "a house beside a tree", "plan": "house left, tree right"}),
+                task("t-house", "a house", 0),
+                task("t-tree", "a tree", 500),
+                json!({"_type": "direct-to-start-project-task", "taskId": "t-house", "fairyId": dart}),
+                json!({"_type": "direct-to-start-project-task", "taskId": "t-tree", "fairyId": echo}),
+                json!({"_type": "await-tasks-completion", "taskIds": ["t-house", "t-tree"]}),
+            ]),
+            actions(vec![json!({"_type": "end-project", "summary": "A house and a tree."})]),
+        ],
+    ));
+    mock.add_route(route(
+        "Dart",
+        "working-drone",
+        vec![
+            // The second shape is outside the task's bounds: refused, no suggestion.
+            actions(vec![
+                rect("walls", 50, 100, 200, 150),
+                rect("stray", 600, 50, 50, 50),
+            ]),
+            actions(vec![json!({"_type": "mark-drone-task-done"})]),
+        ],
+    ));
+    mock.add_route(route(
+        "Echo",
+        "working-drone",
+        vec![actions(vec![
+            rect("oak", 100, 100, 100, 150),
+            json!({"_type": "mark-drone-task-done"}),
+        ])],
+    ));
+    let (status, started) = post(
+        &format!("{http}/rooms/{room}/group-prompt"),
+        json!({"message": "a house and a tree", "fairyIds": [orla, dart, echo], "apply": "suggest",
+               "bounds": {"x": 0, "y": 0, "w": 1000, "h": 500}}),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let project = started["projectId"].as_str().expect("projectId").to_owned();
+    client
+        .until("the project done and everyone idle", |c| {
+            root_json(c, "projects")[&project]["status"] == json!("done")
+                && [&orla, &dart, &echo].iter().all(|id| idle(c, id))
+        })
+        .await;
+    assert_eq!(shapes(&client), json!({}), "nothing drawn directly");
+    let all = suggestions(&client);
+    let by_shape = |shape: &str| {
+        all.as_object()
+            .and_then(|m| m.values().find(|r| r["shapeId"] == json!(shape)))
+            .cloned()
+    };
+    let walls = by_shape("walls").expect("walls suggested");
+    assert_eq!(walls["fairyId"], json!(dart));
+    assert_eq!(walls["props"]["x"].as_f64(), Some(50.0), "{walls}");
+    let oak = by_shape("oak").expect("oak suggested");
+    assert_eq!(oak["fairyId"], json!(echo));
+    // Inside the tree's task (x 500..900).
+    let x = oak["props"]["x"].as_f64().expect("x");
+    assert!((500.0..=900.0).contains(&x), "{oak}");
+    assert!(by_shape("stray").is_none(), "{all}");
+    client.close().await;
+    server.shutdown().await;
+}
