@@ -405,3 +405,56 @@ async fn a_project_in_review_mode_suggests_inside_each_task() {
     client.close().await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_mid_stream_the_half_streamed_suggestion_is_removed() {
+    use support::services::Node;
+    let mock = stalling_in_b().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("killed.db");
+    let args: Vec<String> = [
+        "--store",
+        &format!("sqlite:{}", db.display()),
+        "--llm",
+        "openai",
+        "--llm-base-url",
+        &mock.base_url(),
+        "--llm-model",
+        "mock",
+        "--fairy-apply-interval-ms",
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut node = Node::spawn(&args);
+    let mut client = Client::connect(&node.ws(), "crash").await;
+    let id = invite_suggesting(&node.http(), "crash", "Fern").await;
+    let request = prompt_id(&node.http(), "crash", &id, "two boxes, slowly").await;
+    client
+        .until("a suggested and b streaming", |c| {
+            let all = suggestions(c);
+            record_of(&all, &request, "a").is_some_and(|r| r["streaming"] == json!(false))
+                && record_of(&all, &request, "b").is_some_and(|r| r["streaming"] == json!(true))
+        })
+        .await;
+    node.kill();
+    client.close().await;
+
+    let node = Node::spawn(&args);
+    let mut client = Client::connect(&node.ws(), "crash").await;
+    client
+        .until(
+            "the fairy back, b's half-streamed record gone, a's kept",
+            |c| {
+                let all = suggestions(c);
+                fairy_presence(c, &id).is_some()
+                    && record_of(&all, &request, "b").is_none()
+                    && record_of(&all, &request, "a")
+                        .is_some_and(|r| r["status"] == json!("pending"))
+            },
+        )
+        .await;
+    assert_eq!(shapes(&client), json!({}));
+    client.close().await;
+}

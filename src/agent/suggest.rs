@@ -181,7 +181,7 @@ impl Suggester {
         ctx: &mut ActionCtx,
     ) -> Result<Sanitized, ActionError> {
         let applied = self.tentative.apply_tentative(registry, action, ctx);
-        self.flush();
+        self.flush(true);
         applied
     }
 
@@ -194,14 +194,14 @@ impl Suggester {
         ctx: &mut ActionCtx,
     ) -> (Result<Sanitized, ActionError>, u32) {
         let applied = self.tentative.apply_complete(registry, action, ctx);
-        let written = self.flush();
+        let written = self.flush(false);
         (applied, written)
     }
 
     /// Reverts the streamed version, and the records it made or changed.
     pub fn revert_tentative(&mut self) {
         self.tentative.revert_tentative();
-        self.flush();
+        self.flush(false);
     }
 
     /// What the scratch copy proposes for shape `id`, against the base.
@@ -219,8 +219,9 @@ impl Suggester {
     }
 
     /// Writes the records of the shapes touched since the last flush, in one transaction with
-    /// the fairy's origin; how many records it wrote or removed.
-    fn flush(&mut self) -> u32 {
+    /// the fairy's origin, marked `streaming` when a streamed version wrote them; how many
+    /// records it wrote or removed.
+    fn flush(&mut self, streaming: bool) -> u32 {
         let touched: Vec<Arc<str>> = {
             let mut set = self.touched.lock().unwrap_or_else(|p| p.into_inner());
             std::mem::take(&mut *set).into_iter().collect()
@@ -247,9 +248,9 @@ impl Suggester {
                 .filter(|r| r.status == Status::Pending);
             match (proposal, current) {
                 (Some((op, props)), current) => {
-                    let unchanged = current
-                        .as_ref()
-                        .is_some_and(|r| r.op == op && r.props == props);
+                    let unchanged = current.as_ref().is_some_and(|r| {
+                        r.op == op && r.props == props && r.streaming == streaming
+                    });
                     if unchanged {
                         continue;
                     }
@@ -266,6 +267,7 @@ impl Suggester {
                         decided_at: None,
                         prompted_by: self.author.prompted_by.clone(),
                         model: self.author.model.clone(),
+                        streaming,
                     };
                     record::write(&mut txn, &record);
                     self.records.insert(shape_id, record.id);
@@ -283,6 +285,23 @@ impl Suggester {
         }
         written
     }
+}
+
+/// Removes the pending records of `fairy` that a streamed version wrote (the server stopped
+/// in the middle of it), in one transaction with the fairy's origin; how many.
+pub fn remove_streaming(room: &Room, fairy: &FairyId) -> usize {
+    let mut txn = room
+        .doc()
+        .transact_mut_with(TxnOrigin::fairy(fairy.as_str()));
+    let stale: Vec<SuggestionId> = record::pending_of(&txn, fairy, None)
+        .into_iter()
+        .filter(|r| r.streaming)
+        .map(|r| r.id)
+        .collect();
+    for id in &stale {
+        record::remove(&mut txn, id);
+    }
+    stale.len()
 }
 
 #[cfg(test)]

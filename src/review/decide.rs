@@ -126,6 +126,7 @@ pub fn decide_in(
     }
     record.decided_by = Some(by.to_owned());
     record.decided_at = Some(at);
+    record.streaming = false;
     record::write(txn, &record);
     Ok(record)
 }
@@ -180,6 +181,7 @@ mod tests {
             decided_at: None,
             prompted_by: "ada".into(),
             model: "offline".into(),
+            streaming: false,
         }
     }
 

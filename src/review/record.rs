@@ -105,6 +105,9 @@ pub struct Suggestion {
     pub prompted_by: String,
     /// The model that answered.
     pub model: String,
+    /// Written by a version the fairy is still streaming (like a shape's `locked`): a record
+    /// found so after a crash is removed when the fairy comes back.
+    pub streaming: bool,
 }
 
 fn prop_to_any(prop: &Prop) -> Any {
@@ -148,6 +151,7 @@ impl Suggestion {
             ("at", Any::from(self.at)),
             ("promptedBy", Any::from(self.prompted_by.as_str())),
             ("model", Any::from(self.model.as_str())),
+            ("streaming", Any::Bool(self.streaming)),
         ];
         if let Some(by) = &self.decided_by {
             fields.push(("decidedBy", Any::from(by.as_str())));
@@ -226,6 +230,7 @@ fn from_map<T: ReadTxn>(txn: &T, key: &str, map: &MapRef) -> Option<Suggestion> 
         decided_at: num(txn, map, "decidedAt"),
         prompted_by: text(txn, map, "promptedBy").unwrap_or_default(),
         model: text(txn, map, "model").unwrap_or_default(),
+        streaming: matches!(map.get(txn, "streaming"), Some(Out::Any(Any::Bool(true)))),
     })
 }
 
@@ -364,6 +369,7 @@ mod tests {
             decided_at: None,
             prompted_by: "ada".into(),
             model: "offline".into(),
+            streaming: false,
         }
     }
 

@@ -244,6 +244,7 @@ impl FairyRuntime {
             // revert of it does not count them as someone else's change.
             self.tracker.reopen_latest_request();
             self.remove_locked_shapes();
+            super::suggest::remove_streaming(&self.room, &self.entity.id);
             self.tracker.close_request();
             if !resumes {
                 self.say("My previous work was interrupted (the server restarted); ask me again to continue.");
