@@ -7,8 +7,15 @@
 import { roomCall } from './roomcall.js'
 import type { Box } from './geometry.js'
 import type { components } from './api.gen.js'
+import type { ApplyMode } from './suggestions.js'
 
 type Schemas = components['schemas']
+
+/**
+ * Review mode's `apply` (`direct`, the default, or `suggest`) on a prompt, a group prompt and an
+ * invitation: local until the server's description (src/api.gen.ts) carries it.
+ */
+type WithApply<T> = T & { apply?: ApplyMode }
 
 /** Why a fairy call failed, with the words to show. */
 export class FairyApiError extends Error {
@@ -16,7 +23,7 @@ export class FairyApiError extends Error {
 }
 
 /** The body of `POST …/prompt`: the message, the page's viewport and its selected shapes. */
-export type PromptBody = Schemas['PromptBody']
+export type PromptBody = WithApply<Schemas['PromptBody']>
 
 /** Builds a prompt body; `null` when the message is blank. Bounds are rounded page coordinates. */
 export function promptBody (message: string, viewport: Box, selection: readonly string[]): PromptBody | null {
@@ -35,7 +42,7 @@ export function promptBody (message: string, viewport: Box, selection: readonly 
  * fairies (`fairyIds`, the leader first) and the leader (`orchestratorId`), the viewport as
  * `bounds` and the selected shapes.
  */
-export type GroupPromptBody = Schemas['GroupPromptBody']
+export type GroupPromptBody = WithApply<Schemas['GroupPromptBody']>
 
 /** What the server answers a group prompt with (`202`). */
 export type GroupStarted = Schemas['ProjectStarted']
@@ -92,10 +99,11 @@ export class FairyApi {
       (status, code, message) => new FairyApiError(status, code, message))
   }
 
-  /** Invites a fairy (`name` optional); resolves with its id. */
-  async invite (name: string): Promise<string> {
+  /** Invites a fairy (`name` optional; `apply`: its default, sent when it is `suggest`); resolves with its id. */
+  async invite (name: string, apply: ApplyMode = 'direct'): Promise<string> {
     const trimmed = name.trim()
-    const body: Schemas['InviteBody'] = trimmed !== '' ? { name: trimmed } : {}
+    const body: WithApply<Schemas['InviteBody']> = trimmed !== '' ? { name: trimmed } : {}
+    if (apply === 'suggest') body.apply = apply
     const answer = await this.call('POST', '/fairies', body) as Partial<Schemas['FairyView']> | null
     const id: unknown = typeof answer === 'object' && answer !== null ? answer.id : undefined
     if (typeof id !== 'string') throw new FairyApiError(500, 'bad_answer', 'The server did not say which fairy it invited.')
