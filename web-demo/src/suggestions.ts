@@ -58,18 +58,23 @@ function keys (v: unknown): { get: (k: string) => unknown, entries: () => Array<
 function str (v: unknown): string | null {
   return typeof v === 'string' ? v : null
 }
-function time (v: unknown): number | null {
+/** A finite number; a Yjs `bigint` (a 64-bit integer the server wrote) as a number when it is safe. */
+function finite (v: unknown): number | null {
+  if (typeof v === 'bigint') return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : null
   return typeof v === 'number' && Number.isFinite(v) ? v : null
 }
 
 /** One suggested value; `undefined` when it is none of the allowed kinds (the key is skipped). */
 export function readPropValue (v: unknown): PropValue | undefined {
   if (v === null) return null
-  if (typeof v === 'number') return Number.isFinite(v) ? v : undefined
+  if (typeof v === 'number' || typeof v === 'bigint') return finite(v) ?? undefined
   if (typeof v === 'string' || typeof v === 'boolean') return v
   const raw: unknown[] | null = v instanceof Y.Array ? v.toArray() : Array.isArray(v) ? v : null
   if (raw === null) return undefined
-  return raw.slice(0, MAX_POINTS).filter((n): n is number => typeof n === 'number' && Number.isFinite(n))
+  return raw.slice(0, MAX_POINTS).flatMap(n => {
+    const x = finite(n)
+    return x !== null ? [x] : []
+  })
 }
 
 /**
@@ -102,9 +107,9 @@ export function readSuggestion (key: string, value: unknown): Suggestion | null 
     shapeId,
     props,
     status: status as SuggestionStatus,
-    at: time(m.get('at')) ?? 0,
+    at: finite(m.get('at')) ?? 0,
     decidedBy: str(m.get('decidedBy')),
-    decidedAt: time(m.get('decidedAt')),
+    decidedAt: finite(m.get('decidedAt')),
     promptedBy: str(m.get('promptedBy')) ?? '',
     model: str(m.get('model')) ?? ''
   }

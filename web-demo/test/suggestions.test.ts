@@ -105,7 +105,10 @@ test('suggestions: malformed records are skipped, bad values dropped, never thro
   assert.deepEqual(json.map(s => [s.id, s.op, s.status, s.props]), [['s', 'update', 'rejected', { x: 1 }]])
   assert.equal(readPropValue({}), undefined)
   assert.equal(readPropValue(null), null)
-  assert.deepEqual(readPropValue([1, null, 2]), [1, 2])
+  assert.deepEqual(readPropValue([1, null, 2, BigInt(3)]), [1, 2, 3])
+  assert.equal(readPropValue(BigInt(-40)), -40, 'a 64-bit integer from the server is a number')
+  assert.equal(readPropValue(BigInt(2) ** BigInt(60)), undefined)
+  assert.equal(readSuggestion('s', { fairyId: 'f', op: 'delete', shapeId: 'a', status: 'pending', at: BigInt(1700000000000) })?.at, 1700000000000)
 })
 
 test('suggestions: an update is its props over the current shape; null removes a key', () => {
