@@ -7,15 +7,8 @@
 import { roomCall } from './roomcall.js'
 import type { Box } from './geometry.js'
 import type { components } from './api.gen.js'
-import type { ApplyMode } from './suggestions.js'
 
 type Schemas = components['schemas']
-
-/**
- * Review mode's `apply` (`direct`, the default, or `suggest`) on a prompt, a group prompt and an
- * invitation: local until the server's description (src/api.gen.ts) carries it.
- */
-type WithApply<T> = T & { apply?: ApplyMode }
 
 /** Why a fairy call failed, with the words to show. */
 export class FairyApiError extends Error {
@@ -23,7 +16,7 @@ export class FairyApiError extends Error {
 }
 
 /** The body of `POST …/prompt`: the message, the page's viewport and its selected shapes. */
-export type PromptBody = WithApply<Schemas['PromptBody']>
+export type PromptBody = Schemas['PromptBody']
 
 /** Builds a prompt body; `null` when the message is blank. Bounds are rounded page coordinates. */
 export function promptBody (message: string, viewport: Box, selection: readonly string[]): PromptBody | null {
@@ -42,7 +35,7 @@ export function promptBody (message: string, viewport: Box, selection: readonly 
  * fairies (`fairyIds`, the leader first) and the leader (`orchestratorId`), the viewport as
  * `bounds` and the selected shapes.
  */
-export type GroupPromptBody = WithApply<Schemas['GroupPromptBody']>
+export type GroupPromptBody = Schemas['GroupPromptBody']
 
 /** What the server answers a group prompt with (`202`). */
 export type GroupStarted = Schemas['ProjectStarted']
@@ -100,9 +93,9 @@ export class FairyApi {
   }
 
   /** Invites a fairy (`name` optional; `apply`: its default, sent when it is `suggest`); resolves with its id. */
-  async invite (name: string, apply: ApplyMode = 'direct'): Promise<string> {
+  async invite (name: string, apply: Schemas['ApplyMode'] = 'direct'): Promise<string> {
     const trimmed = name.trim()
-    const body: WithApply<Schemas['InviteBody']> = trimmed !== '' ? { name: trimmed } : {}
+    const body: Schemas['InviteBody'] = trimmed !== '' ? { name: trimmed } : {}
     if (apply === 'suggest') body.apply = apply
     const answer = await this.call('POST', '/fairies', body) as Partial<Schemas['FairyView']> | null
     const id: unknown = typeof answer === 'object' && answer !== null ? answer.id : undefined
@@ -125,11 +118,13 @@ export class FairyApi {
     await this.call('DELETE', `/fairies/${encodeURIComponent(id)}`)
   }
 
-  /** Takes back what the fairy changed during request `requestId`. */
+  /** Takes back what the fairy changed during request `requestId` (in review mode: rejects what it suggested that waits). */
   async revert (id: string, requestId: string): Promise<Schemas['RevertAnswer'] | null> {
     const answer = await this.call('POST', `/fairies/${encodeURIComponent(id)}/requests/${encodeURIComponent(requestId)}/revert`) as Partial<Schemas['RevertAnswer']> | null
     const a = typeof answer === 'object' && answer !== null ? answer : {}
-    return typeof a.reverted === 'number' && typeof a.kept === 'number' ? { reverted: a.reverted, kept: a.kept } : null
+    if (typeof a.reverted !== 'number' || typeof a.kept !== 'number') return null
+    const rejected = Array.isArray(a.rejectedSuggestions) ? a.rejectedSuggestions.filter((x): x is string => typeof x === 'string') : []
+    return rejected.length > 0 ? { reverted: a.reverted, kept: a.kept, rejectedSuggestions: rejected } : { reverted: a.reverted, kept: a.kept }
   }
 
   /** Starts a project: the fairies of `body.fairyIds` work together on the message. */

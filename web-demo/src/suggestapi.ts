@@ -3,15 +3,19 @@
 // one fairy request (`POST …/fairies/{fid}/requests/{rid}/accept`); *Reject all* is the fairy
 // API's revert of that request. Each call sends the page's current token and turns a refusal
 // into a sentence (`SuggestApiError`); `describeSuggestionError` and the answer readers are pure.
+// Answers are the server's own types, generated from its OpenAPI description (src/api.gen.ts).
 import { roomCall } from './roomcall.js'
 import { describeFairyError } from './fairyapi.js'
+import type { components } from './api.gen.js'
+
+type Schemas = components['schemas']
 
 /** The answer to deciding one suggestion (`200`). */
-export interface Decided { status: 'accepted' | 'rejected', seq: number }
-/** One suggestion of a request that could not be accepted, and why (`shape_gone`, `shape_exists`…). */
-export interface Conflict { id: string, error: string }
+export type Decided = Schemas['DecisionAnswer']
+/** One suggestion of a request that could not be accepted (the server rejected it instead), and why. */
+export type Conflict = Schemas['Conflict']
 /** The answer to accepting a whole request (`200`). */
-export interface RequestAccepted { accepted: string[], conflicts: Conflict[], seq: number }
+export type RequestAccepted = Schemas['RequestAcceptedAnswer']
 
 /** Why a review call failed, with the words to show. */
 export class SuggestApiError extends Error {
@@ -46,7 +50,7 @@ export function describeSuggestionError (status: number, body: unknown): { code:
 /** Reads the answer to deciding one suggestion (`null` when it is not one). */
 export function readDecided (answer: unknown): Decided | null {
   const a = typeof answer === 'object' && answer !== null ? answer as Record<string, unknown> : {}
-  return (a.status === 'accepted' || a.status === 'rejected') && typeof a.seq === 'number' ? { status: a.status, seq: a.seq } : null
+  return (a.status === 'accepted' || a.status === 'rejected' || a.status === 'pending') && typeof a.seq === 'number' ? { status: a.status, seq: a.seq } : null
 }
 
 /** Reads the answer to accepting a request (`null` when it is not one; malformed conflicts are skipped). */
@@ -61,11 +65,15 @@ export function readRequestAccepted (answer: unknown): RequestAccepted | null {
   return { accepted: a.accepted.filter((x): x is string => typeof x === 'string'), conflicts, seq: a.seq }
 }
 
-/** "2 could not be accepted: the shape it changes was deleted meanwhile" (`null` when none). */
+/**
+ * "1 suggestion could not be accepted and was rejected: the shape it changes was deleted
+ * meanwhile" (`null` when none): the server rejects what an accept-all cannot apply.
+ */
 export function describeConflicts (conflicts: readonly Conflict[]): string | null {
   if (conflicts.length === 0) return null
   const why = [...new Set(conflicts.map(c => conflictWords(c.error)))].join('; ')
-  return `${conflicts.length} suggestion${conflicts.length === 1 ? '' : 's'} could not be accepted: ${why}. Reject ${conflicts.length === 1 ? 'it' : 'them'} or ask again.`
+  const one = conflicts.length === 1
+  return `${conflicts.length} suggestion${one ? '' : 's'} could not be accepted and ${one ? 'was' : 'were'} rejected: ${why}.`
 }
 
 /** Calls the review routes of one room with the page's token (read at each call: it may be renewed). */

@@ -7,16 +7,17 @@
 // skipped, never thrown on. Nothing here writes the document or touches the DOM.
 import * as Y from 'yjs'
 import { MAIN_PAGE, readShapeJson, type Shape } from './schema.js'
+import type { components } from './api.gen.js'
 
 /** How a fairy's canvas changes land: made at once (`direct`) or proposed for review (`suggest`). */
-export type ApplyMode = 'direct' | 'suggest'
-export const APPLY_MODES: readonly ApplyMode[] = ['direct', 'suggest']
+export type ApplyMode = components['schemas']['ApplyMode']
 export type SuggestionOp = 'create' | 'update' | 'delete'
-export type SuggestionStatus = 'pending' | 'accepted' | 'rejected'
+/** Where a suggestion stands (the server's `Status`). */
+export type SuggestionStatus = components['schemas']['Status']
 /** A suggested key's value: `null` means "remove this key"; an array is a pen stroke's points. */
 export type PropValue = number | string | boolean | number[] | null
 
-/** One record of `suggestions` (src: the server's review mode). */
+/** One record of `suggestions` (docs/document-schema.md "Suggestions"). */
 export interface Suggestion {
   id: string
   fairyId: string

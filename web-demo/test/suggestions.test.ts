@@ -309,20 +309,26 @@ test('review API: routes, token, answers and the words for refusals', async () =
   assert.equal(readDecided({ status: 'maybe', seq: 1 }), null)
   assert.equal(readRequestAccepted({ accepted: [], seq: 1 }), null)
   assert.equal(describeConflicts([]), null)
-  assert.equal(describeConflicts([{ id: 'a', error: 'shape_gone' }]), '1 suggestion could not be accepted: the shape it changes was deleted meanwhile. Reject it or ask again.')
-  assert.match(describeConflicts([{ id: 'a', error: 'shape_gone' }, { id: 'b', error: 'shape_gone' }, { id: 'c', error: 'odd' }]) ?? '',
-    /^3 suggestions could not be accepted: the shape it changes was deleted meanwhile; the server refused it \(odd\)\. Reject them/)
+  assert.equal(describeConflicts([{ id: 'a', error: 'shape_gone' }]), '1 suggestion could not be accepted and was rejected: the shape it changes was deleted meanwhile.')
+  assert.equal(describeConflicts([{ id: 'a', error: 'shape_gone' }, { id: 'b', error: 'shape_gone' }, { id: 'c', error: 'odd' }]),
+    '3 suggestions could not be accepted and were rejected: the shape it changes was deleted meanwhile; the server refused it (odd).')
   assert.equal(conflictWords('already_decided'), 'someone already decided on it')
 })
 
-test('fairy API: an invitation sends apply only in suggest mode; prompts carry their apply', async () => {
+test('fairy API: an invitation sends apply only in suggest mode; prompts carry their apply; a revert names the suggestions it rejected', async () => {
   const bodies: unknown[] = []
+  const answers = [
+    { id: 'f1' }, { id: 'f2' }, { requestId: 'q1' },
+    { reverted: 0, kept: 0, rejectedSuggestions: ['s-1', 2, 's-2'] }, { reverted: 1, kept: 0 }
+  ]
   const api = new FairyApi('r', () => null, async (_url, init) => {
-    bodies.push(JSON.parse(String(init?.body)))
-    return new Response(JSON.stringify({ id: 'f1', requestId: 'q1' }), { status: 200 })
+    if (init?.body !== undefined) bodies.push(JSON.parse(String(init.body)))
+    return new Response(JSON.stringify(answers.shift()), { status: 200 })
   })
-  await api.invite('Pip')
-  await api.invite('', 'suggest')
-  await api.prompt('f1', { message: 'draw a house', apply: 'suggest' })
+  assert.equal(await api.invite('Pip'), 'f1')
+  assert.equal(await api.invite('', 'suggest'), 'f2')
+  assert.equal(await api.prompt('f1', { message: 'draw a house', apply: 'suggest' }), 'q1')
   assert.deepEqual(bodies, [{ name: 'Pip' }, { apply: 'suggest' }, { message: 'draw a house', apply: 'suggest' }])
+  assert.deepEqual(await api.revert('f1', 'q1'), { reverted: 0, kept: 0, rejectedSuggestions: ['s-1', 's-2'] })
+  assert.deepEqual(await api.revert('f1', 'q1'), { reverted: 1, kept: 0 })
 })
