@@ -10,7 +10,10 @@
 // History panel lists who did what (names, People-list colours, the fairy's prompt), hovering a
 // shape names who made and last changed it, an entry previews the canvas as it was, Restore
 // brings that version back and a take-back removes what Gus did since, keeping Hana's later move;
-// a token without the `fairies` scope gets a clear message; a third in another room sees nothing; the drawing survives a reload and a
+// in another room, Rita invites a fairy in suggest mode and it draws a house as suggestions: both
+// she and Sam see the ghosts and nothing enters the shapes; ✓ on one makes it a shape in both, ✗
+// on another drops it, *Accept all* takes the rest; a token without the `fairies` scope gets a
+// clear message; a third in another room sees nothing; the drawing survives a reload and a
 // server restart; no page logs a console error on load.
 //
 // Env: FAIRYRING_BIN (server binary, required), FAIRYRING_ARTIFACTS (screenshot folder),
@@ -201,6 +204,84 @@ async function hoverTopmost (page, ids) {
   await page.mouse.move(hit.x - 3, hit.y - 3)
   await page.mouse.move(hit.x, hit.y, { steps: 2 })
   return hit.id
+}
+
+/** The records of a page's `suggestions` root made by fairy `fairyId`: `[{id, op, shapeId, status, streaming}]`. */
+const suggestionsOf = (page, fairyId) => page.evaluate(fid => {
+  const out = []
+  window.fairyring.doc.getMap('suggestions').forEach((m, id) => {
+    if (m.get?.('fairyId') !== fid) return
+    out.push({ id, op: m.get('op'), shapeId: m.get('shapeId'), status: m.get('status'), requestId: m.get('requestId'), streaming: m.get('props')?.get?.('locked') === true, at: m.get('at') })
+  })
+  return out.sort((a, b) => a.at - b.at || (a.id < b.id ? -1 : 1))
+}, fairyId)
+
+/** A point where the ghost of one of `ids` is the topmost thing on the page: `{id, x, y}`. */
+async function ghostPoint (page, ids) {
+  return (await page.waitForFunction(ids => {
+    for (const id of ids) {
+      const r = document.querySelector(`[data-suggestion="${id}"][data-op] .ghost-frame`)?.getBoundingClientRect()
+      if (r === undefined || r.width === 0) continue
+      for (const fx of [0.85, 0.5, 0.15, 0.3, 0.7]) {
+        for (const fy of [0.85, 0.5, 0.15, 0.3, 0.7]) {
+          const x = r.x + r.width * fx
+          const y = r.y + r.height * fy
+          if (document.elementFromPoint(x, y)?.closest('[data-suggestion]')?.getAttribute('data-suggestion') === id) return { id, x, y }
+        }
+      }
+    }
+    return null
+  }, ids)).jsonValue()
+}
+
+/** The centre of a shown ✓ (`accept`) or ✗ (`reject`) of ghost `id`, once nothing covers it. */
+async function ghostButton (page, id, action) {
+  return (await page.waitForFunction(([id, action]) => {
+    const r = document.querySelector(`[data-actions-for="${id}"] [data-suggestion-action="${action}"] circle`)?.getBoundingClientRect()
+    if (r === undefined || r.width === 0) return null
+    const x = r.x + r.width / 2
+    const y = r.y + r.height / 2
+    const hit = document.elementFromPoint(x, y)
+    return hit?.closest('[data-suggestion-action]')?.getAttribute('data-suggestion-action') === action &&
+      hit.closest('[data-actions-for]')?.getAttribute('data-actions-for') === id ? { x, y } : null
+  }, [id, action], { timeout: 5000 })).jsonValue()
+}
+
+/**
+ * Hovers the ghost of one of `ids` (its ✓ and ✗ show), clicks it (selected, they stay while the
+ * pointer travels over other ghosts) and presses its `action` button; resolves with the
+ * server's answer and the id. `beforeClick` runs while the buttons show on hover.
+ */
+async function decideOnGhost (page, ids, action, beforeClick = async () => {}) {
+  let left = [...ids]
+  for (;;) {
+    const hit = await ghostPoint(page, left)
+    await page.mouse.move(hit.x - 3, hit.y - 3)
+    await page.mouse.move(hit.x, hit.y, { steps: 2 })
+    await page.waitForSelector(`[data-suggestion="${hit.id}"][data-hovered="true"]`)
+    await page.waitForSelector(`[data-actions-for="${hit.id}"] [data-suggestion-action="accept"]`)
+    await page.waitForSelector(`[data-actions-for="${hit.id}"] [data-suggestion-action="reject"]`)
+    await beforeClick(hit.id)
+    await page.mouse.down()
+    await page.mouse.up()
+    await page.waitForSelector(`[data-suggestion="${hit.id}"][data-selected="true"]`)
+    let at
+    try {
+      at = await ghostButton(page, hit.id, action)
+    } catch {
+      // Something (a fairy's sprite) stays over its button: try another ghost.
+      left = left.filter(id => id !== hit.id)
+      assert(left.length > 0, `no ghost's ${action} button could be reached`)
+      await page.keyboard.press('Escape')
+      continue
+    }
+    await page.mouse.move(at.x, at.y, { steps: 3 })
+    const [response] = await Promise.all([
+      page.waitForResponse(r => r.url().endsWith(`/suggestions/${hit.id}/${action}`)),
+      page.mouse.click(at.x, at.y)
+    ])
+    return { id: hit.id, status: response.status(), body: await response.json() }
+  }
 }
 
 const browser = await chromium.launch({
@@ -819,6 +900,187 @@ try {
     assert(hana.errors.length === 0 && gus.errors.length === 0, `no console errors or refused requests: ${[...hana.errors, ...gus.errors].join('; ')}`)
     await hana.context.close()
     await gus.context.close()
+  })
+
+  // ---- Review mode: in a room of its own.
+  let rita, sam, review
+  await step('review: Rita invites a fairy in suggest mode and asks for a house; both see its suggestions as ghosts, none in the shapes', async () => {
+    const reviewRoom = `${room}-review`
+    rita = await open(browser, server.base, reviewRoom, 'Rita')
+    sam = await open(browser, server.base, reviewRoom, 'Sam')
+    await rita.page.waitForSelector('[data-person]:has-text("Sam")')
+    await sam.page.waitForSelector('[data-person]:has-text("Rita")')
+    await rita.page.fill('[data-fairy-name]', 'Quill')
+    await rita.page.check('[data-invite-apply]')
+    const [invited] = await Promise.all([
+      rita.page.waitForRequest(r => r.method() === 'POST' && r.url().endsWith(`/rooms/${reviewRoom}/fairies`)),
+      rita.page.click('[data-action="invite-fairy"]')
+    ])
+    assert(JSON.parse(invited.postData()).apply === 'suggest', `the invitation asks for suggest mode (got ${invited.postData()})`)
+    const item = await rita.page.waitForSelector('[data-fairy-item][aria-selected="true"]:has-text("Quill")')
+    review = { fairy: await item.getAttribute('data-fairy-item') }
+    // Both toggles start from the fairy's entity: suggest.
+    for (const p of [rita.page, sam.page]) {
+      await p.waitForSelector(`[data-fairy-item="${review.fairy}"] [data-action="toggle-suggest"][aria-pressed="true"]`)
+    }
+    assert(await rita.page.evaluate(id => window.fairyring.doc.getMap('fairies').get(id)?.get('apply'), review.fairy) === 'suggest', 'the entity says apply: suggest')
+    await rita.page.waitForFunction(() => document.querySelector('[data-fairy-apply]')?.value === 'suggest')
+    await rita.page.fill('[data-fairy-input]', 'draw a house')
+    const [prompted] = await Promise.all([
+      rita.page.waitForRequest(r => r.method() === 'POST' && r.url().endsWith(`/fairies/${review.fairy}/prompt`)),
+      rita.page.press('[data-fairy-input]', 'Enter')
+    ])
+    assert(JSON.parse(prompted.postData()).apply === 'suggest', `the prompt is sent in suggest mode (got ${prompted.postData()})`)
+    // The offline house starts at the page's origin: both look a little up and left of it.
+    for (const p of [rita.page, sam.page]) await p.evaluate(() => window.fairyring.canvas.setCamera({ x: -160, y: -90, zoom: 1 }))
+    for (const p of [rita.page, sam.page]) {
+      await p.waitForFunction(id => {
+        let n = 0; let streaming = 0
+        window.fairyring.doc.getMap('suggestions').forEach(m => {
+          if (m.get?.('fairyId') !== id || m.get('status') !== 'pending') return
+          n++
+          if (m.get('props')?.get?.('locked') === true) streaming++
+        })
+        return n >= 4 && streaming === 0
+      }, review.fairy)
+      await p.waitForSelector(`[data-fairy="${review.fairy}"][data-mode="idling"]:not([data-pose="thinking"]):not([data-pose="working"])`)
+    }
+    review.records = await suggestionsOf(sam.page, review.fairy)
+    console.log(`# suggestions: ${JSON.stringify(review.records)}`)
+    assert(review.records.length >= 4 && review.records.every(r => r.op === 'create' && r.status === 'pending' && r.requestId), `four pending creates of one request (got ${JSON.stringify(review.records)})`)
+    review.request = review.records[0].requestId
+    for (const p of [rita.page, sam.page]) {
+      await p.waitForFunction(n => document.querySelectorAll('#layer-suggestions [data-suggestion][data-op="create"]').length === n, review.records.length)
+      const inShapes = await p.evaluate(ids => ids.filter(id => window.fairyring.doc.getMap('shapes').has(id)), review.records.map(r => r.shapeId))
+      assert(inShapes.length === 0, `nothing suggested is in shapes yet (got ${inShapes})`)
+      assert(await p.locator('[data-shape-id]').count() === 0, 'no shape on the canvas: ghosts are not shapes')
+      await p.waitForSelector(`[data-fairy-item="${review.fairy}"] [data-pending="${review.records.length}"]`)
+      await p.waitForSelector(`[data-fairy-chat="${review.fairy}"] [data-request="${review.request}"] [data-action="accept-all"]:has-text("Accept all ${review.records.length}")`)
+    }
+    // The ghosts wear the fairy's colour: the pink edge of its sprite (it is in no project).
+    const stroke = await rita.page.getAttribute(`[data-suggestion="${review.records[0].id}"] .ghost-frame`, 'stroke')
+    const edge = await rita.page.getAttribute(`[data-fairy="${review.fairy}"] .body`, 'stroke')
+    assert(stroke === edge, `a ghost has its fairy's colour (${stroke} vs the sprite's ${edge})`)
+    await rita.page.mouse.move(5, 5)
+    await shot(rita.page, 'suggest-ghosts')
+    await shot(sam.page, 'suggest-ghosts-sam')
+  })
+
+  await step('review: ✓ on a ghost makes its shape in both browsers; ✗ on another drops it', async () => {
+    const ids = review.records.map(r => r.id)
+    const accepted = await decideOnGhost(rita.page, ids, 'accept', () => shot(rita.page, 'suggest-hover'))
+    assert(accepted.status === 200 && accepted.body.status === 'accepted' && typeof accepted.body.seq === 'number',
+      `the server accepted ${accepted.id} (got ${accepted.status} ${JSON.stringify(accepted.body)})`)
+    review.accepted = review.records.find(r => r.id === accepted.id)
+    for (const p of [sam.page, rita.page]) {
+      await p.waitForFunction(id => window.fairyring.doc.getMap('shapes').has(id), review.accepted.shapeId)
+      await p.waitForSelector(`#layer-shapes [data-shape-id="${review.accepted.shapeId}"]`)
+      await p.waitForSelector(`[data-suggestion="${accepted.id}"]`, { state: 'detached' })
+      assert(await p.evaluate(id => window.fairyring.doc.getMap('suggestions').get(id)?.get('status'), accepted.id) === 'accepted', 'the record reads accepted')
+    }
+    const rejected = await decideOnGhost(rita.page, ids.filter(id => id !== accepted.id), 'reject')
+    assert(rejected.status === 200 && rejected.body.status === 'rejected', `the server rejected ${rejected.id} (got ${rejected.status} ${JSON.stringify(rejected.body)})`)
+    review.rejected = review.records.find(r => r.id === rejected.id)
+    for (const p of [sam.page, rita.page]) {
+      await p.waitForSelector(`[data-suggestion="${rejected.id}"]`, { state: 'detached' })
+      const r = await p.evaluate(([id, sid]) => ({ status: window.fairyring.doc.getMap('suggestions').get(id)?.get('status'), inShapes: window.fairyring.doc.getMap('shapes').has(sid) }), [rejected.id, review.rejected.shapeId])
+      assert(r.status === 'rejected' && !r.inShapes, `the rejected suggestion stays out of shapes (got ${JSON.stringify(r)})`)
+      await p.waitForSelector(`[data-fairy-item="${review.fairy}"] [data-pending="${review.records.length - 2}"]`)
+    }
+    assert(await rita.page.locator('#toast:not([hidden])').count() === 0, 'no error notice')
+  })
+
+  await step('review: Accept all in the chat takes the rest; both see the shapes and the request decided', async () => {
+    const rest = review.records.filter(r => r.id !== review.accepted.id && r.id !== review.rejected.id)
+    const button = rita.page.locator(`[data-fairy-chat="${review.fairy}"] [data-request="${review.request}"] [data-action="accept-all"]`)
+    assert((await button.textContent()) === `Accept all ${rest.length}`, `the button counts what waits (got ${await button.textContent()})`)
+    const [response] = await Promise.all([
+      rita.page.waitForResponse(r => r.url().endsWith(`/fairies/${review.fairy}/requests/${review.request}/accept`)),
+      button.click()
+    ])
+    const body = await response.json()
+    assert(response.status() === 200 && JSON.stringify([...body.accepted].sort()) === JSON.stringify(rest.map(r => r.id).sort()) && body.conflicts.length === 0,
+      `the server accepted the ${rest.length} left (got ${response.status()} ${JSON.stringify(body)})`)
+    const want = [review.accepted, ...rest].map(r => r.shapeId).sort()
+    for (const p of [sam.page, rita.page]) {
+      await p.waitForSelector('#layer-suggestions [data-suggestion]', { state: 'detached' })
+      await p.waitForFunction(want => JSON.stringify([...document.querySelectorAll('#layer-shapes [data-shape-id]')].map(e => e.getAttribute('data-shape-id')).sort()) === want, JSON.stringify(want))
+      const review1 = await p.textContent(`[data-fairy-chat="${review.fairy}"] [data-request="${review.request}"] [data-review="decided"]`)
+      assert(review1.includes(`${rest.length + 1} accepted`) && review1.includes('1 rejected'), `the chat says how the request was decided (got ${review1})`)
+      assert(await p.locator(`[data-fairy-chat="${review.fairy}"] [data-action="accept-all"], [data-fairy-chat="${review.fairy}"] [data-action="reject-all"]`).count() === 0, 'nothing left to decide')
+      assert(await p.locator(`[data-fairy-item="${review.fairy}"] [data-pending]`).count() === 0, 'nothing waits')
+    }
+    await rita.page.mouse.move(5, 5)
+    await shot(rita.page, 'suggest-accepted')
+    await shot(sam.page, 'suggest-accepted-sam')
+  })
+
+  await step('review: "direct" beside the input draws at once for one prompt; Reject all drops a whole request in both', async () => {
+    const fairyShapeIds = p => p.evaluate(id => {
+      const out = []
+      window.fairyring.doc.getMap('shapes').forEach((m, k) => { if (m.get?.('createdBy') === `fairy:${id}` && m.get('locked') !== true) out.push(k) })
+      return out.sort()
+    }, review.fairy)
+    const before = await fairyShapeIds(rita.page)
+    const records = (await suggestionsOf(rita.page, review.fairy)).length
+    await rita.page.selectOption('[data-fairy-apply]', 'direct')
+    await rita.page.fill('[data-fairy-input]', 'three boxes in a row')
+    const [direct] = await Promise.all([
+      rita.page.waitForRequest(r => r.method() === 'POST' && r.url().endsWith(`/fairies/${review.fairy}/prompt`)),
+      rita.page.press('[data-fairy-input]', 'Enter')
+    ])
+    assert(JSON.parse(direct.postData()).apply === 'direct', `this prompt is sent direct (got ${direct.postData()})`)
+    // The choice was for that prompt: the fairy's toggle shows again.
+    await rita.page.waitForFunction(() => document.querySelector('[data-fairy-apply]')?.value === 'suggest')
+    for (const p of [rita.page, sam.page]) {
+      await p.waitForFunction(([id, n]) => {
+        let made = 0
+        window.fairyring.doc.getMap('shapes').forEach(m => { if (m.get?.('createdBy') === `fairy:${id}` && m.get('locked') !== true) made++ })
+        return made >= n + 3
+      }, [review.fairy, before.length])
+      await p.waitForSelector(`[data-fairy="${review.fairy}"][data-mode="idling"]:not([data-pose="thinking"]):not([data-pose="working"])`)
+    }
+    assert((await suggestionsOf(rita.page, review.fairy)).length === records, 'a direct prompt suggests nothing')
+    const drawn = await fairyShapeIds(sam.page)
+    await rita.page.fill('[data-fairy-input]', 'flowchart S0 -> S1 -> S2')
+    await rita.page.press('[data-fairy-input]', 'Enter')
+    for (const p of [rita.page, sam.page]) {
+      await p.waitForFunction(([id, n]) => {
+        let pending = 0; let streaming = 0
+        window.fairyring.doc.getMap('suggestions').forEach(m => {
+          if (m.get?.('fairyId') !== id || m.get('status') !== 'pending') return
+          pending++
+          if (m.get('props')?.get?.('locked') === true) streaming++
+        })
+        return pending >= n && streaming === 0
+      }, [review.fairy, 5])
+      await p.waitForSelector(`[data-fairy="${review.fairy}"][data-mode="idling"]:not([data-pose="thinking"]):not([data-pose="working"])`)
+    }
+    const flow = (await suggestionsOf(rita.page, review.fairy)).filter(r => r.status === 'pending')
+    const request = flow[0].requestId
+    assert(flow.every(r => r.requestId === request) && request !== review.request, `one new request's suggestions (got ${JSON.stringify(flow)})`)
+    for (const p of [rita.page, sam.page]) {
+      await p.waitForFunction(n => document.querySelectorAll('#layer-suggestions [data-suggestion][data-op]').length === n, flow.length)
+    }
+    const button = sam.page.locator(`[data-fairy-chat="${review.fairy}"] [data-request="${request}"] [data-action="reject-all"]`)
+    const [response] = await Promise.all([
+      sam.page.waitForResponse(r => r.url().endsWith(`/fairies/${review.fairy}/requests/${request}/revert`)),
+      button.click()
+    ])
+    console.log(`# reject all: ${response.status()} ${await response.text()}`)
+    assert(response.status() === 200, `the server rejected the request's suggestions (got ${response.status()})`)
+    for (const p of [rita.page, sam.page]) {
+      await p.waitForSelector('#layer-suggestions [data-suggestion]', { state: 'detached' })
+      const statuses = await p.evaluate(ids => ids.map(id => window.fairyring.doc.getMap('suggestions').get(id)?.get('status')), flow.map(r => r.id))
+      assert(statuses.every(s => s === 'rejected'), `every suggestion of the request reads rejected (got ${statuses})`)
+      assert(JSON.stringify(await fairyShapeIds(p)) === JSON.stringify(drawn), 'the shapes are as they were')
+      const said = await p.textContent(`[data-fairy-chat="${review.fairy}"] [data-request="${request}"] [data-review="decided"]`)
+      assert(said.includes(`${flow.length} rejected`), `the chat says the request was rejected (got ${said})`)
+    }
+    await shot(sam.page, 'suggest-rejected-all')
+    assert(rita.errors.length === 0 && sam.errors.length === 0, `no console errors or refused requests: ${[...rita.errors, ...sam.errors].join('; ')}`)
+    await rita.context.close()
+    await sam.context.close()
   })
 
   await step('a token without the fairies scope gets a clear message', async () => {

@@ -1,6 +1,8 @@
 // The canvas controller: owns the camera, the current tool, our selection and the gesture in
 // progress; turns pointer and keyboard input into `ops` calls (one transaction per gesture), and
 // redraws the SVG from the document and awareness. It never writes the document except via `ops`.
+// Pending suggestions are drawn as ghosts (`ghosts.ts`): a click selects one, its ✓ / ✗ go to
+// the page's `onDecide` (the review routes); they never become shapes here.
 import * as Y from 'yjs'
 import type { Awareness } from 'y-protocols/awareness'
 import * as ops from './ops.js'
@@ -15,6 +17,7 @@ import { strokeFromPage, type FairySprite } from './overlay.js'
 import { readPeers, type LocalUser } from './presence.js'
 import { drawFairies, drawScene, type Gesture, type Layers } from './scene.js'
 import { glide } from './fairies.js'
+import { ghosts, readSuggestions, shapeKeys, type Suggestion } from './suggestions.js'
 import { CLICK_SLOP, isGeoTool, toolForKey } from './tools.js'
 import { toDom } from './vnode.js'
 
@@ -54,6 +57,8 @@ export interface CanvasDeps {
   onFairyClick: (id: string, additive: boolean) => void
   /** Called after each frame is drawn (the history preview follows the camera). */
   onRender?: () => void
+  /** A ✓ or ✗ on a suggestion's ghost: resolves once the server answered (errors are the page's to show). */
+  onDecide: (id: string, decision: 'accept' | 'reject') => Promise<void>
 }
 
 export class Canvas {
@@ -74,6 +79,12 @@ export class Canvas {
   private readonly layers: Layers
   private shapes: Shape[] = []
   private byId = new Map<string, Shape>()
+  private suggestions: Suggestion[] = []
+  /** The ghost selected (its buttons stay shown) and the one under the pointer. */
+  ghostSelected: string | null = null
+  private ghostHovered: string | null = null
+  /** Suggestions whose decision is on its way to the server. */
+  private deciding = new Set<string>()
   /** Where each fairy sprite is drawn now (it glides towards its awareness position). */
   private spritePos = new Map<string, Point>()
   private spriteAt = 0
@@ -94,6 +105,7 @@ export class Canvas {
       world,
       tasks: mk('layer-tasks', world),
       shapes: mk('layer-shapes', world),
+      suggestions: mk('layer-suggestions', world),
       overlay: mk('layer-overlay', world),
       fairies: mk('layer-fairies', world),
       cursors: mk('layer-cursors', svg)
@@ -101,10 +113,12 @@ export class Canvas {
     const { shapes, tasks } = ops.roots(d.doc)
     shapes.observeDeep(() => { this.reloadShapes(); this.scheduleRender() })
     tasks.observeDeep(() => this.scheduleRender())
+    d.doc.getMap('suggestions').observeDeep(() => { this.reloadSuggestions(); this.scheduleRender() })
     d.awareness.on('change', () => this.scheduleRender())
     this.undo.on('stack-item-popped', () => { this.pruneSelection(); this.d.onUiChange() })
     this.bindInput()
     this.reloadShapes()
+    this.reloadSuggestions()
     this.publishViewport()
     this.scheduleRender()
   }
@@ -115,6 +129,32 @@ export class Canvas {
     this.shapes = readShapes(ops.roots(this.d.doc).shapes).filter(s => s.pageId === MAIN_PAGE).sort(compareZ)
     this.byId = new Map(this.shapes.map(s => [s.id, s]))
     this.pruneSelection()
+  }
+
+  private reloadSuggestions (): void {
+    this.suggestions = readSuggestions(this.d.doc.getMap('suggestions'))
+    const pending = new Set(this.suggestions.filter(s => s.status === 'pending').map(s => s.id))
+    if (this.ghostSelected !== null && !pending.has(this.ghostSelected)) this.ghostSelected = null
+    if (this.ghostHovered !== null && !pending.has(this.ghostHovered)) this.ghostHovered = null
+  }
+
+  /** Selects the ghost of suggestion `id` (`null`: none); a ghost and shapes are never selected together. */
+  selectGhost (id: string | null): void {
+    if (id !== null && this.selection.length > 0) this.select([])
+    if (this.ghostSelected === id) return
+    this.ghostSelected = id
+    this.scheduleRender()
+  }
+
+  /** Accepts or rejects a suggestion (one call at a time per suggestion). */
+  decide (id: string, decision: 'accept' | 'reject'): void {
+    if (this.deciding.has(id)) return
+    this.deciding.add(id)
+    this.scheduleRender()
+    this.d.onDecide(id, decision).finally(() => {
+      this.deciding.delete(id)
+      this.scheduleRender()
+    })
   }
 
   private pruneSelection (): void {
@@ -233,7 +273,11 @@ export class Canvas {
     svg.addEventListener('pointermove', e => this.onPointerMove(e))
     svg.addEventListener('pointerup', e => this.onPointerUp(e))
     svg.addEventListener('pointercancel', () => { this.gesture = null; this.scheduleRender() })
-    svg.addEventListener('pointerleave', () => { this.cursor = null; this.publishCursor() })
+    svg.addEventListener('pointerleave', () => {
+      this.cursor = null
+      this.publishCursor()
+      if (this.ghostHovered !== null) { this.ghostHovered = null; this.scheduleRender() }
+    })
     svg.addEventListener('wheel', e => this.onWheel(e), { passive: false })
     window.addEventListener('keydown', e => this.onKeyDown(e))
     window.addEventListener('keyup', e => { if (e.code === 'Space') this.spaceHeld = false })
@@ -249,11 +293,28 @@ export class Canvas {
 
   private onPointerDown (e: PointerEvent): void {
     if (this.editing !== null) this.commitTextEditor()
-    const fairy = e.target instanceof Element ? e.target.closest('[data-fairy]')?.getAttribute('data-fairy') : null
+    const target = e.target instanceof Element ? e.target : null
+    const fairy = target?.closest('[data-fairy]')?.getAttribute('data-fairy')
     if (fairy != null && e.button === 0 && !this.spaceHeld && this.tool !== 'hand') {
       this.d.onFairyClick(fairy, e.shiftKey)
       return
     }
+    const ghost = target?.closest('[data-suggestion]')?.getAttribute('data-suggestion')
+    if (ghost != null && e.button === 0 && !this.spaceHeld && this.tool !== 'hand') {
+      const action = target?.closest('[data-suggestion-action]')?.getAttribute('data-suggestion-action')
+      if (action === 'accept' || action === 'reject') {
+        e.preventDefault()
+        this.decide(ghost, action)
+        return
+      }
+      // Other tools draw over a ghost as over empty canvas.
+      if (this.tool === 'select') {
+        e.preventDefault()
+        this.selectGhost(ghost)
+        return
+      }
+    }
+    if (this.ghostSelected !== null) this.selectGhost(null)
     const p = this.pagePoint(e)
     if (e.button === 1 || this.tool === 'hand' || this.spaceHeld) {
       this.gesture = { kind: 'pan', startScreen: this.screenPoint(e), startCam: this.cam }
@@ -322,6 +383,9 @@ export class Canvas {
   }
 
   private onPointerMove (e: PointerEvent): void {
+    // Hover shows a ghost's buttons; tracked here too, since each frame redraws the ghosts.
+    const hovered = e.target instanceof Element ? e.target.closest('[data-suggestion]')?.getAttribute('data-suggestion') ?? null : null
+    if (hovered !== this.ghostHovered) { this.ghostHovered = hovered; this.scheduleRender() }
     const p = this.pagePoint(e)
     this.cursor = p
     this.publishCursor()
@@ -424,7 +488,7 @@ export class Canvas {
     if (mod && e.key === '-') { e.preventDefault(); this.zoomBy(0.8); return }
     if (mod) return
     if (e.key === 'Delete' || e.key === 'Backspace') { e.preventDefault(); this.deleteSelection(); return }
-    if (e.key === 'Escape') { this.gesture = null; this.select([]); this.setTool('select'); return }
+    if (e.key === 'Escape') { this.gesture = null; this.select([]); this.selectGhost(null); this.setTool('select'); return }
     if (e.key === ']') { this.reorderSelection('front'); return }
     if (e.key === '[') { this.reorderSelection('back'); return }
     if (e.key === 'Enter' && this.selection.length === 1) {
@@ -485,7 +549,7 @@ export class Canvas {
   }
 
   /** The sprites of this frame, each a glide step closer to its fairy's awareness position. */
-  private sprites (): { sprites: FairySprite[], moving: boolean, names: ReadonlyMap<string, string> } {
+  private sprites (): { sprites: FairySprite[], moving: boolean, look: FairyLook } {
     const now = performance.now()
     const dt = this.spriteAt === 0 ? 16 : Math.min(100, now - this.spriteAt)
     this.spriteAt = now
@@ -506,7 +570,7 @@ export class Canvas {
       }
     })
     this.spritePos = seen
-    return { sprites, moving, names: look.names }
+    return { sprites, moving, look }
   }
 
   /** Keeps redrawing the sprites (only) while one is still gliding. */
@@ -522,12 +586,18 @@ export class Canvas {
     })
   }
 
+  /** The ghosts of the pending suggestions, over the shapes as they are now. */
+  private ghosts (): ReturnType<typeof ghosts> {
+    const { shapes } = ops.roots(this.d.doc)
+    return ghosts(this.suggestions, id => shapeKeys(shapes.get(id)))
+  }
+
   private render (): void {
-    const { sprites, moving, names } = this.sprites()
+    const { sprites, moving, look } = this.sprites()
     this.queueGlide(moving)
     drawScene(this.layers, {
       sprites,
-      names,
+      names: look.names,
       cam: this.cam,
       shapes: this.shapes,
       gesture: this.gesture,
@@ -535,7 +605,16 @@ export class Canvas {
       style: this.style,
       awareness: this.d.awareness,
       tasks: ops.roots(this.d.doc).tasks,
-      projects: this.d.doc.getMap('projects')
+      projects: this.d.doc.getMap('projects'),
+      ghosts: this.ghosts(),
+      ghostLook: {
+        zoom: this.cam.zoom,
+        colors: look.colors,
+        names: look.names,
+        selected: this.ghostSelected,
+        hovered: this.ghostHovered,
+        busy: this.deciding
+      }
     })
     this.d.onRender?.()
   }

@@ -92,10 +92,11 @@ export class FairyApi {
       (status, code, message) => new FairyApiError(status, code, message))
   }
 
-  /** Invites a fairy (`name` optional); resolves with its id. */
-  async invite (name: string): Promise<string> {
+  /** Invites a fairy (`name` optional; `apply`: its default, sent when it is `suggest`); resolves with its id. */
+  async invite (name: string, apply: Schemas['ApplyMode'] = 'direct'): Promise<string> {
     const trimmed = name.trim()
     const body: Schemas['InviteBody'] = trimmed !== '' ? { name: trimmed } : {}
+    if (apply === 'suggest') body.apply = apply
     const answer = await this.call('POST', '/fairies', body) as Partial<Schemas['FairyView']> | null
     const id: unknown = typeof answer === 'object' && answer !== null ? answer.id : undefined
     if (typeof id !== 'string') throw new FairyApiError(500, 'bad_answer', 'The server did not say which fairy it invited.')
@@ -117,11 +118,13 @@ export class FairyApi {
     await this.call('DELETE', `/fairies/${encodeURIComponent(id)}`)
   }
 
-  /** Takes back what the fairy changed during request `requestId`. */
+  /** Takes back what the fairy changed during request `requestId` (in review mode: rejects what it suggested that waits). */
   async revert (id: string, requestId: string): Promise<Schemas['RevertAnswer'] | null> {
     const answer = await this.call('POST', `/fairies/${encodeURIComponent(id)}/requests/${encodeURIComponent(requestId)}/revert`) as Partial<Schemas['RevertAnswer']> | null
     const a = typeof answer === 'object' && answer !== null ? answer : {}
-    return typeof a.reverted === 'number' && typeof a.kept === 'number' ? { reverted: a.reverted, kept: a.kept } : null
+    if (typeof a.reverted !== 'number' || typeof a.kept !== 'number') return null
+    const rejected = Array.isArray(a.rejectedSuggestions) ? a.rejectedSuggestions.filter((x): x is string => typeof x === 'string') : []
+    return rejected.length > 0 ? { reverted: a.reverted, kept: a.kept, rejectedSuggestions: rejected } : { reverted: a.reverted, kept: a.kept }
   }
 
   /** Starts a project: the fairies of `body.fairyIds` work together on the message. */

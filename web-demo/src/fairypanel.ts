@@ -1,18 +1,28 @@
-// The fairy panels (DOM only): the invite control and the fairies list (`data-fairy-item`, with
-// the mode, stop and dismiss buttons), each fairy's chat (`data-chat-role`, a reject button on
-// items tied to a request), the chat input (`data-fairy-input`: Enter prompts the selected
-// fairies with this browser's viewport and shape selection), the group prompt control
+// The fairy panels (DOM only): the invite control (with `data-invite-apply`: invite it in
+// suggest mode) and the fairies list (`data-fairy-item`, with the mode, the suggest toggle
+// `data-action="toggle-suggest"`, how many suggestions wait, stop and dismiss buttons), each
+// fairy's chat (`data-chat-role`, on the first item of a request a reject button, or for a
+// request that made suggestions `data-action="accept-all"` / `"reject-all"` while some wait), the
+// chat input (`data-fairy-input`: Enter prompts the selected fairies with this browser's viewport
+// and shape selection) and its direct / suggest choice (`data-fairy-apply`: each fairy's toggle
+// until the person picks one for the next prompt), the group prompt control
 // (`data-action="group-prompt"`, shown when two or more fairies are selected: they start a project
 // on the chat input's message, the first selected leads), the projects list (`data-project-item`,
 // with `data-action="disband-project"` on live ones) and the selected fairies' todo list.
-// It owns the fairy selection of this browser; the document is only read, all changes go through
-// the fairy HTTP API (`FairyApi`).
+// It owns the fairy selection and the suggest toggles of this browser (remembered in its
+// storage); the document is only read, all changes go through the fairy and review HTTP APIs
+// (`FairyApi`, `SuggestApi`).
 import type * as Y from 'yjs'
 import type { Awareness } from 'y-protocols/awareness'
 import { readPeers, type LocalUser } from './presence.js'
 import { readFairyChats, readProjects, readTasks, type FairyChat } from './fairydoc.js'
 import { chatAuthor, chatRole, isIdle, keepPresent, mergeFairies, nextSelection, requestMarks, type FairyView } from './fairies.js'
 import { FairyApiError, groupPromptBody, promptBody, type FairyApi } from './fairyapi.js'
+import { describeConflicts, SuggestApiError, type SuggestApi } from './suggestapi.js'
+import {
+  applyStorageKey, fairyToggle, pendingByFairy, promptApply, readApply, readFairyApply, readSuggestions, requestKey, tallies,
+  tallyLabel, type ApplyMode, type RequestTally
+} from './suggestions.js'
 import { groupPromptLabel, projectRows } from './projects.js'
 import type { FairyLook } from './canvas.js'
 import type { Box } from './geometry.js'
@@ -23,12 +33,26 @@ export interface FairyPanelDeps {
   awareness: Awareness
   user: LocalUser
   api: FairyApi
+  suggestApi: SuggestApi
+  /** The room (this browser remembers each fairy's suggest toggle per room). */
+  room: string
   /** The page area this browser shows, and its selected shapes (sent with a prompt). */
   viewport: () => Box
   shapeSelection: () => string[]
   /** Called when the fairy selection or the fairies' looks change (the canvas redraws). */
   onChange: () => void
-  nodes: { list: HTMLElement, chat: HTMLElement, input: HTMLInputElement, nameInput: HTMLInputElement, invite: HTMLButtonElement, error: HTMLElement, todo: HTMLElement, todoTitle: HTMLElement, group: HTMLButtonElement, projects: HTMLElement }
+  nodes: {
+    list: HTMLElement, chat: HTMLElement, input: HTMLInputElement, nameInput: HTMLInputElement, invite: HTMLButtonElement, error: HTMLElement,
+    todo: HTMLElement, todoTitle: HTMLElement, group: HTMLButtonElement, projects: HTMLElement, apply: HTMLSelectElement, inviteApply: HTMLInputElement
+  }
+}
+
+/** This browser's storage, when it has one (private windows may refuse it). */
+function stored (key: string): string | null {
+  try { return localStorage.getItem(key) } catch { return null }
+}
+function store (key: string, value: string): void {
+  try { localStorage.setItem(key, value) } catch { /* storage disabled: the toggle lasts until reload */ }
 }
 
 function el<K extends keyof HTMLElementTagNameMap> (tag: K, attrs: Record<string, string> = {}, text?: string): HTMLElementTagNameMap[K] {
@@ -41,10 +65,18 @@ function el<K extends keyof HTMLElementTagNameMap> (tag: K, attrs: Record<string
 export class FairyPanel {
   /** The selected fairies (ids, in click order). */
   selected: string[] = []
-  private pending: string | null = null
+  private invited: string | null = null
   private views: FairyView[] = []
   private chats: FairyChat[] = []
   private keys = { list: '', chat: '', todo: '', projects: '' }
+  /** Each fairy's default apply mode (its entity's `apply`) and this browser's toggles. */
+  private entityApply = new Map<string, ApplyMode>()
+  private toggles = new Map<string, ApplyMode>()
+  /** The direct / suggest choice the person made for the next prompt (`null`: each fairy's toggle). */
+  private choice: ApplyMode | null = null
+  private choiceFor = ''
+  private tallies = new Map<string, RequestTally>()
+  private pending = new Map<string, string[]>()
 
   constructor (private readonly d: FairyPanelDeps) {
     const n = d.nodes
@@ -56,6 +88,10 @@ export class FairyPanel {
       if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); this.send() }
     })
     n.group.addEventListener('click', () => this.sendGroup())
+    n.apply.addEventListener('change', () => {
+      this.choice = readApply(n.apply.value)
+      n.apply.dataset.chosen = 'true'
+    })
     n.projects.addEventListener('click', e => {
       const b = (e.target as Element).closest<HTMLButtonElement>('[data-action="disband-project"]')
       const id = b?.closest<HTMLElement>('[data-project-item]')?.dataset.projectItem
@@ -71,17 +107,26 @@ export class FairyPanel {
       const action = target.closest<HTMLElement>('[data-action]')?.dataset.action
       if (action === 'cancel-fairy') this.run(() => d.api.cancel(id))
       else if (action === 'dismiss-fairy') this.run(() => d.api.dismiss(id))
+      else if (action === 'toggle-suggest') this.toggleSuggest(id)
       else this.click(id, e.shiftKey)
     })
     n.chat.addEventListener('click', e => {
-      const b = (e.target as Element).closest<HTMLElement>('[data-action="reject-request"]')
+      const b = (e.target as Element).closest<HTMLButtonElement>('[data-action="reject-request"], [data-action="reject-all"], [data-action="accept-all"]')
       const item = b?.closest<HTMLElement>('[data-request]')
       const fairy = b?.closest<HTMLElement>('[data-fairy-chat]')?.dataset.fairyChat
       const request = item?.dataset.request
       if (b == null || fairy === undefined || request === undefined) return
-      const button = b as HTMLButtonElement
-      button.disabled = true
-      this.run(() => d.api.revert(fairy, request).catch(err => { button.disabled = false; throw err }))
+      b.disabled = true
+      if (b.dataset.action === 'accept-all') {
+        // Conflicts (a shape deleted or made meanwhile) are not a failure of the call: say which.
+        this.run(() => d.suggestApi.acceptRequest(fairy, request).then(r => {
+          const why = describeConflicts(r.conflicts)
+          if (why !== null) throw new SuggestApiError(409, 'conflicts', why)
+        }).catch(err => { b.disabled = false; throw err }))
+      } else {
+        // *Reject all* is the request's revert: on a suggest-mode request it rejects what waits.
+        this.run(() => d.api.revert(fairy, request).catch(err => { b.disabled = false; throw err }))
+      }
     })
   }
 
@@ -113,16 +158,50 @@ export class FairyPanel {
   }
 
   private run (call: () => Promise<unknown>): void {
-    call().then(() => this.showError(null)).catch(e => this.showError(e instanceof FairyApiError ? e.message : String(e)))
+    call().then(() => this.showError(null)).catch(e => this.showError(e instanceof FairyApiError || e instanceof SuggestApiError ? e.message : String(e)))
+  }
+
+  /** A fairy's suggest toggle in this browser: remembered here, else its entity's default. */
+  toggle (id: string): ApplyMode {
+    return this.toggles.get(id) ?? fairyToggle(stored(applyStorageKey(this.d.room, id)), this.entityApply.get(id))
+  }
+
+  private toggleSuggest (id: string): void {
+    const next: ApplyMode = this.toggle(id) === 'suggest' ? 'direct' : 'suggest'
+    this.toggles.set(id, next)
+    store(applyStorageKey(this.d.room, id), next)
+    this.refresh()
+  }
+
+  /** Who the chat input talks to: the selected fairies, or the only one in the room. */
+  private targets (): string[] {
+    const present = this.views.map(v => v.id)
+    return this.selected.length > 0 ? this.selected : present.length === 1 ? present : []
+  }
+
+  /** The direct / suggest choice shows the first target's toggle until the person picks one. */
+  private renderApplyChoice (): void {
+    const n = this.d.nodes
+    const targets = this.targets()
+    const key = targets.join(' ')
+    if (key !== this.choiceFor) { this.choiceFor = key; this.choice = null }
+    const first = targets[0]
+    const value = this.choice ?? (first !== undefined ? this.toggle(first) : 'direct')
+    if (n.apply.value !== value) n.apply.value = value
+    if (this.choice === null) delete n.apply.dataset.chosen
+    n.apply.disabled = targets.length === 0
+    n.apply.title = this.choice !== null
+      ? 'Chosen for the next prompt: direct draws at once, suggest proposes changes for review'
+      : 'Each fairy\'s suggest toggle; change it for the next prompt only'
   }
 
   private invite (): void {
     const n = this.d.nodes
     n.invite.disabled = true
-    this.d.api.invite(n.nameInput.value).then(id => {
+    this.d.api.invite(n.nameInput.value, n.inviteApply.checked ? 'suggest' : 'direct').then(id => {
       this.showError(null)
       n.nameInput.value = ''
-      this.pending = id
+      this.invited = id
       this.refresh(true)
     }).catch(e => this.showError(e instanceof FairyApiError ? e.message : String(e)))
       .finally(() => { n.invite.disabled = false })
@@ -133,14 +212,16 @@ export class FairyPanel {
     const input = this.d.nodes.input
     const body = promptBody(input.value, this.d.viewport(), this.d.shapeSelection())
     if (body === null) return
-    const present = this.views.map(v => v.id)
-    const to = this.selected.length > 0 ? this.selected : present.length === 1 ? present : []
+    const to = this.targets()
     if (to.length === 0) {
-      this.showError(present.length === 0 ? 'Invite a fairy first, then talk to it here.' : 'Select a fairy (click it) to talk to it.')
+      this.showError(this.views.length === 0 ? 'Invite a fairy first, then talk to it here.' : 'Select a fairy (click it) to talk to it.')
       return
     }
     input.value = ''
-    Promise.all(to.map(id => this.d.api.prompt(id, body))).then(() => this.showError(null)).catch(e => {
+    const choice = this.choice
+    this.choice = null
+    this.renderApplyChoice()
+    Promise.all(to.map(id => this.d.api.prompt(id, { ...body, apply: promptApply(choice, this.toggle(id)) }))).then(() => this.showError(null)).catch(e => {
       if (input.value === '') input.value = body.message
       this.showError(e instanceof FairyApiError ? e.message : String(e))
     })
@@ -154,6 +235,9 @@ export class FairyPanel {
     const { input, group } = this.d.nodes
     const body = groupPromptBody(input.value, this.selected, this.d.viewport(), this.d.shapeSelection())
     if ('refused' in body) { this.showError(body.refused); return }
+    // The leader's toggle, unless the person chose for this prompt.
+    body.apply = promptApply(this.choice, this.toggle(body.orchestratorId ?? this.selected[0] ?? ''))
+    this.choice = null
     group.disabled = true
     input.value = ''
     this.d.api.groupPrompt(body).then(() => this.showError(null)).catch(e => {
@@ -166,15 +250,20 @@ export class FairyPanel {
   refresh (force = false): void {
     const { fairies: peers } = readPeers(this.d.awareness.getStates() as Map<number, unknown>, this.d.awareness.clientID)
     this.chats = readFairyChats(this.d.doc.getMap('fairies'))
+    this.entityApply = readFairyApply(this.d.doc.getMap('fairies'))
+    const suggestions = readSuggestions(this.d.doc.getMap('suggestions'))
+    this.tallies = tallies(suggestions)
+    this.pending = pendingByFairy(suggestions)
     this.views = mergeFairies(this.chats, peers, readProjects(this.d.doc.getMap('projects')))
     const ids = new Set(this.views.map(v => v.id))
-    if (this.pending !== null && ids.has(this.pending)) { this.selected = [this.pending]; this.pending = null }
+    if (this.invited !== null && ids.has(this.invited)) { this.selected = [this.invited]; this.invited = null }
     const before = this.selected
     this.selected = keepPresent(this.selected, ids)
     this.renderList()
     this.renderChat()
     this.renderTodo()
     this.renderProjects()
+    this.renderApplyChoice()
     const n = this.d.nodes
     // In selection order: the first selected leads a group prompt.
     const names = this.selected.flatMap(id => this.views.filter(v => v.id === id).map(v => v.name))
@@ -210,7 +299,8 @@ export class FairyPanel {
   }
 
   private renderList (): void {
-    const key = JSON.stringify([this.views.map(v => [v.id, v.name, v.mode, v.pose, v.color, v.present]), this.selected])
+    const extra = (id: string): [ApplyMode, number] => [this.toggle(id), this.pending.get(id)?.length ?? 0]
+    const key = JSON.stringify([this.views.map(v => [v.id, v.name, v.mode, v.pose, v.color, v.present, extra(v.id)]), this.selected])
     if (key === this.keys.list) return
     this.keys.list = key
     const items = this.views.map(v => {
@@ -219,6 +309,14 @@ export class FairyPanel {
       const dot = el('span', { class: 'dot' })
       dot.style.background = v.color ?? '#f9a8d4'
       li.append(dot, el('span', { class: 'name' }, v.name), el('span', { class: 'mode', 'data-fairy-mode': v.mode }, v.present ? v.mode : 'arriving…'))
+      const [apply, waiting] = extra(v.id)
+      if (waiting > 0) li.append(el('span', { class: 'waiting', 'data-pending': String(waiting), title: `${waiting} suggestion${waiting === 1 ? '' : 's'} waiting for review` }, String(waiting)))
+      li.append(el('button', {
+        type: 'button', 'data-action': 'toggle-suggest', 'aria-pressed': String(apply === 'suggest'), 'data-apply': apply,
+        title: apply === 'suggest'
+          ? 'Suggest mode: its changes wait for your review (click for direct). Remembered in this browser.'
+          : 'Direct mode: it draws at once (click to review its changes first). Remembered in this browser.'
+      }, 'Suggest'))
       if (!isIdle(v.mode, v.pose)) li.append(el('button', { type: 'button', 'data-action': 'cancel-fairy', title: 'Stop what it is doing' }, 'Stop'))
       li.append(el('button', { type: 'button', 'data-action': 'dismiss-fairy', title: 'Send it away' }, 'Dismiss'))
       return li
@@ -232,7 +330,7 @@ export class FairyPanel {
     const { users } = readPeers(this.d.awareness.getStates() as Map<number, unknown>, this.d.awareness.clientID)
     for (const u of users) people.set(u.id, u.name)
     const order = [...this.chats].sort((a, b) => Number(this.selected.includes(b.id)) - Number(this.selected.includes(a.id)))
-    const key = JSON.stringify([order, [...people], this.selected])
+    const key = JSON.stringify([order, [...people], this.selected, [...this.tallies]])
     if (key === this.keys.chat) return
     this.keys.chat = key
     const panel = this.d.nodes.chat
@@ -253,7 +351,16 @@ export class FairyPanel {
         if (rejected) attrs['data-rejected'] = 'true'
         const p = el('p', attrs)
         p.append(el('b', {}, `${chatAuthor(item.from, item.role, this.d.user.id, people, c.name)}: `), document.createTextNode(item.text))
-        if (marks.heads.has(i)) {
+        const review = item.requestId !== null ? this.tallies.get(requestKey(c.id, item.requestId)) : undefined
+        if (marks.heads.has(i) && review !== undefined) {
+          // A suggest-mode request: decide on what waits, or say how it was decided.
+          p.append(el('span', { class: 'review', 'data-review': review.pending.length > 0 ? 'pending' : 'decided' }, ` (${tallyLabel(review)})`))
+          if (review.pending.length > 0) {
+            p.append(
+              el('button', { type: 'button', 'data-action': 'accept-all', title: 'Make every change this request suggests' }, `Accept all ${review.pending.length}`),
+              el('button', { type: 'button', 'data-action': 'reject-all', title: 'Drop every change this request suggests' }, 'Reject all'))
+          }
+        } else if (marks.heads.has(i)) {
           if (rejected) p.append(el('span', { class: 'rejected' }, ' (rejected)'))
           else p.append(el('button', { type: 'button', 'data-action': 'reject-request', title: 'Take back what the fairy did for this request' }, 'Reject'))
         }

@@ -13,6 +13,7 @@ import { TOOLS } from './tools.js'
 import { renderPeople, renderTaskList, setBanner, setStatus } from './panels.js'
 import { FairyApi } from './fairyapi.js'
 import { FairyPanel } from './fairypanel.js'
+import { SuggestApi, SuggestApiError } from './suggestapi.js'
 import { HistoryApi } from './historyapi.js'
 import { HistoryPanel } from './historypanel.js'
 import { readPeers } from './presence.js'
@@ -188,6 +189,14 @@ async function start (): Promise<void> {
   }
   const toastNode = byId<HTMLElement>('toast')
   let toastTimer: ReturnType<typeof setTimeout> | undefined
+  const toast = (msg: string): void => {
+    toastNode.textContent = msg
+    toastNode.hidden = false
+    clearTimeout(toastTimer)
+    toastTimer = setTimeout(() => { toastNode.hidden = true }, 3000)
+  }
+  const currentToken = (): string | null => (typeof provider.params.token === 'string' ? provider.params.token : null)
+  const suggestApi = new SuggestApi(params.room, currentToken)
   canvas = new Canvas({
     doc,
     awareness,
@@ -195,15 +204,11 @@ async function start (): Promise<void> {
     svg: byId<SVGSVGElement>('canvas'),
     textEditor: byId<HTMLTextAreaElement>('text-editor'),
     onUiChange: refreshUi,
-    toast: msg => {
-      toastNode.textContent = msg
-      toastNode.hidden = false
-      clearTimeout(toastTimer)
-      toastTimer = setTimeout(() => { toastNode.hidden = true }, 3000)
-    },
+    toast,
     fairyLook: () => fairyPanel?.look() ?? { hats: new Map(), colors: new Map(), selected: new Set(), names: new Map() },
     onFairyClick: (id, additive) => fairyPanel?.click(id, additive),
-    onRender: () => history?.syncCamera()
+    onRender: () => history?.syncCamera(),
+    onDecide: (id, decision) => suggestApi.decide(id, decision).then(() => undefined, e => toast(e instanceof SuggestApiError ? e.message : String(e)))
   })
   const c = canvas
   c.undo.on('stack-item-added', refreshUi)
@@ -236,12 +241,14 @@ async function start (): Promise<void> {
     if (a !== undefined) actions[a]?.()
   })
   const tasks = byId<HTMLElement>('tasks')
-  const api = new FairyApi(params.room, () => (typeof provider.params.token === 'string' ? provider.params.token : null))
+  const api = new FairyApi(params.room, currentToken)
   const panel = new FairyPanel({
     doc,
     awareness,
     user,
     api,
+    suggestApi,
+    room: params.room,
     viewport: () => c.viewportBox(),
     shapeSelection: () => c.selection,
     onChange: () => c.scheduleRender(),
@@ -255,11 +262,13 @@ async function start (): Promise<void> {
       todo: byId<HTMLElement>('todo'),
       todoTitle: byId<HTMLElement>('todo-title'),
       group: byId<HTMLButtonElement>('group-prompt'),
-      projects: byId<HTMLElement>('projects')
+      projects: byId<HTMLElement>('projects'),
+      apply: byId<HTMLSelectElement>('fairy-apply'),
+      inviteApply: byId<HTMLInputElement>('invite-apply')
     }
   })
   fairyPanel = panel
-  const historyApi = new HistoryApi(params.room, () => (typeof provider.params.token === 'string' ? provider.params.token : null))
+  const historyApi = new HistoryApi(params.room, currentToken)
   const historyPanel = new HistoryPanel({
     doc,
     api: historyApi,
@@ -291,6 +300,7 @@ async function start (): Promise<void> {
   const refreshTasks = (): void => renderTaskList(tasks, doc, panel.look().names)
   awareness.on('change', () => { renderPeople(people, awareness, user); panel.refresh(); historyPanel.renderList() })
   roots(doc).fairies.observeDeep(() => { panel.refresh(true) })
+  doc.getMap('suggestions').observeDeep(() => { panel.refresh(true) })
   doc.getMap('projects').observeDeep(() => { panel.refresh(true); refreshTasks() })
   roots(doc).tasks.observeDeep(() => { refreshTasks(); panel.renderProjects() })
   renderPeople(people, awareness, user)
@@ -299,7 +309,7 @@ async function start (): Promise<void> {
   refreshUi()
 
   // For debugging in the console and for the browser tests.
-  Object.assign(window, { fairyring: { doc, provider, canvas: c, user, fairies: panel, api, history: historyPanel } })
+  Object.assign(window, { fairyring: { doc, provider, canvas: c, user, fairies: panel, api, suggestApi, history: historyPanel } })
 }
 
 start().catch(e => {

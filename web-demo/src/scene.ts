@@ -1,5 +1,6 @@
-// Drawing one frame: the shapes (with the live preview of the gesture in progress), selections,
-// task frames, fairies and cursors, into the canvas layers. Reads state; changes nothing.
+// Drawing one frame: the shapes (with the live preview of the gesture in progress), pending
+// suggestions (ghosts), selections, task frames, fairies and cursors, into the canvas layers.
+// Reads state; changes nothing.
 import type * as Y from 'yjs'
 import type { Awareness } from 'y-protocols/awareness'
 import { MAIN_PAGE, type Shape } from './schema.js'
@@ -11,6 +12,8 @@ import {
 } from './overlay.js'
 import { readPeers } from './presence.js'
 import { readProjects, readTasks } from './fairydoc.js'
+import { renderGhosts, type GhostLook } from './ghosts.js'
+import type { Ghost } from './suggestions.js'
 import { h, toDom, type VNode } from './vnode.js'
 
 /** The pointer gesture in progress; it becomes one transaction when the pointer is released. */
@@ -24,7 +27,9 @@ export type Gesture =
   | { kind: 'draw', points: Point[] }
 
 /** The SVG groups a frame is drawn into (`world` is in page space, `cursors` in screen space). */
-export interface Layers { world: SVGGElement, tasks: SVGGElement, shapes: SVGGElement, overlay: SVGGElement, fairies: SVGGElement, cursors: SVGGElement }
+export interface Layers {
+  world: SVGGElement, tasks: SVGGElement, shapes: SVGGElement, suggestions: SVGGElement, overlay: SVGGElement, fairies: SVGGElement, cursors: SVGGElement
+}
 
 /** What a frame shows. */
 export interface SceneState {
@@ -41,6 +46,9 @@ export interface SceneState {
   sprites: FairySprite[]
   /** Display names by id (fairy ids and people's subs), for task frame labels. */
   names: ReadonlyMap<string, string>
+  /** The pending suggestions, and how to draw them. */
+  ghosts: Ghost[]
+  ghostLook: GhostLook
 }
 
 /** The shapes as they should look now, including the live preview of a move or resize. */
@@ -60,6 +68,7 @@ export function drawScene (layers: Layers, st: SceneState): void {
   const shown = displayShapes(st.shapes, st.gesture)
   const shownById = new Map(shown.map(s => [s.id, s]))
   layers.shapes.replaceChildren(...shown.map(s => toDom(renderShape(s))))
+  layers.suggestions.replaceChildren(toDom(renderGhosts(st.ghosts, st.ghostLook)))
 
   const { users } = readPeers(st.awareness.getStates() as Map<number, unknown>, st.awareness.clientID)
   const overlay: VNode[] = [
