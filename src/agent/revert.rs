@@ -171,24 +171,44 @@ impl FairyRuntime {
                 format!(" {n} shape(s) stayed as they are because someone changed them after you.")
             }
         };
+        // A review-mode request: its suggestions still waiting are rejected by the caller
+        // right after this (`FairyHub::revert`).
+        let waiting = crate::review::record::pending_of(
+            &yrs::Transact::transact(self.room.doc()),
+            &self.entity.id,
+            Some(id),
+        )
+        .len();
+        let suggestions = match waiting {
+            0 => String::new(),
+            n => format!(" Its {n} suggestion(s) still waiting were rejected."),
+        };
         self.state.history.push(HistoryItem::Prompt {
             source: "system".into(),
             agent_facing_message: format!(
-                "The user rejected your work for request {id} (\"{}\"): what you changed for it was taken back ({} shape(s)).{kept} Do not redo it unless you are asked again.",
+                "The user rejected your work for request {id} (\"{}\"): what you changed for it was taken back ({} shape(s)).{kept}{suggestions} Do not redo it unless you are asked again.",
                 record.summary, outcome.reverted
             ),
             memory_level: self.modes.mode().memory_level(),
             request_id: Some(id.clone()),
             acceptance: Some(Acceptance::Rejected),
         });
-        let text = format!(
-            "Rejected: I took back what I did for this request ({} shape(s)).{}",
-            outcome.reverted,
-            match outcome.kept {
-                0 => String::new(),
-                n => format!(" {n} shape(s) stayed because someone changed them since."),
-            }
-        );
+        let text = if waiting > 0 && outcome.reverted == 0 && outcome.kept == 0 {
+            format!("Rejected: my {waiting} suggestion(s) for this request are turned down.")
+        } else {
+            format!(
+                "Rejected: I took back what I did for this request ({} shape(s)).{}{}",
+                outcome.reverted,
+                match outcome.kept {
+                    0 => String::new(),
+                    n => format!(" {n} shape(s) stayed because someone changed them since."),
+                },
+                match waiting {
+                    0 => String::new(),
+                    n => format!(" {n} suggestion(s) still waiting are turned down."),
+                }
+            )
+        };
         let item = ChatItem {
             from: format!("fairy:{}", self.entity.id),
             role: "fairy".into(),
