@@ -123,7 +123,8 @@ impl Suggester {
         author: Author,
         clock: SharedClock,
     ) -> Self {
-        let scratch = Doc::new();
+        // A small client id, as the room document has (see `Tentative::new`).
+        let scratch = Doc::with_client_id(1);
         let (pages, indexes, pending) = {
             let txn = room.doc().transact();
             (
