@@ -88,6 +88,9 @@ pub struct FairyState {
     pub requests: RequestLedger,
     /// Its project, while it is a member of one.
     pub project: Option<super::work::Membership>,
+    /// People's decisions on its suggestions up to this time (Unix ms) were told to it
+    /// (review mode).
+    pub decisions_told: f64,
 }
 
 impl Default for FairyState {
@@ -104,6 +107,7 @@ impl Default for FairyState {
             working: false,
             requests: RequestLedger::default(),
             project: None,
+            decisions_told: 0.0,
         }
     }
 }

@@ -1,5 +1,5 @@
-//! Tentative application of a still-streaming fairy action (docs/fairies.md "tentative streamed
-//! diffs"): each incomplete version is applied at once in a transaction with the fairy's
+//! Tentative application of a still-streaming fairy action (docs/fairies.md "Tentative
+//! application"): each incomplete version is applied at once in a transaction with the fairy's
 //! origin; when a newer version arrives the previous one is reverted first; when the action
 //! completes its final version stays. A complete action whose last tentative version already
 //! equals it, on a document nobody else changed since, is committed in place (its created

@@ -1,5 +1,5 @@
 //! `fairyring bench --fairies N`: fairies drawing in the rooms the people load, so that the
-//! report shows what fairy work costs the people (docs/fairies.md "People first").
+//! report shows what fairy work costs the people (docs/fairies.md "People and fairies in one room").
 //!
 //! Each fairy is invited over the fairy API into room `k mod --rooms`, gets its own
 //! [`AREA`]-pixel square of the canvas (beside the other fairies of its room) and is prompted

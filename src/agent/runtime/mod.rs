@@ -131,8 +131,6 @@ pub struct FairyRuntime {
     apply: crate::review::ApplyMode,
     /// The turn's review-mode application, while a turn runs in review mode.
     suggest: Option<super::suggest::Suggester>,
-    /// People's decisions on its suggestions up to this time (Unix ms) were told to it.
-    decisions_told: f64,
 }
 
 /// Least time between two states handed to the store while the fairy works (see
@@ -198,7 +196,6 @@ impl FairyRuntime {
             report: std::sync::Mutex::default(),
             apply: crate::review::ApplyMode::Direct,
             suggest: None,
-            decisions_told: 0.0,
         })
     }
 

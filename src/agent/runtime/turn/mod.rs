@@ -118,7 +118,9 @@ impl FairyRuntime {
             match s.status {
                 Status::Pending if suggesting => part.pending.push(s),
                 Status::Pending => {}
-                _ if s.decided_at.unwrap_or(0.0) > self.decisions_told => part.decided.push(s),
+                _ if s.decided_at.unwrap_or(0.0) > self.state.decisions_told => {
+                    part.decided.push(s)
+                }
                 _ => {}
             }
         }
@@ -129,7 +131,7 @@ impl FairyRuntime {
                 .total_cmp(&b.decided_at.unwrap_or(0.0))
         });
         if let Some(newest) = part.decided.last().and_then(|s| s.decided_at) {
-            self.decisions_told = newest;
+            self.state.decisions_told = newest;
         }
         (!part.is_empty()).then_some(part)
     }
@@ -544,12 +546,11 @@ impl FairyRuntime {
             self.reject(&a.action, &kind, why, level);
             return;
         }
-        if canvas
-            && self.suggest.is_some()
-            && matches!(kind.as_str(), "create-page" | "change-page")
-        {
+        if canvas && self.suggest.is_some() && kind == "create-page" {
             self.revert_streamed();
-            let why = "in review mode your changes are suggestions on shapes: pages cannot be created or changed".to_owned();
+            let why =
+                "in review mode your changes are suggestions on shapes: pages cannot be created"
+                    .to_owned();
             self.reject(&a.action, &kind, why, level);
             return;
         }
