@@ -1,6 +1,7 @@
 //! The offline model: the embedded default that needs no network and no key, so the demo
 //! works out of the box. It recognises a few simple requests ("draw a house", "three boxes in
-//! a row", "flowchart A -> B -> C") and otherwise leaves a sticky note echoing the request.
+//! a row", "flowchart A -> B -> C"; with shapes selected, "move them right", "paint them green",
+//! "delete them") and otherwise leaves a sticky note echoing the request.
 //!
 //! Its answer is rendered as Anthropic SSE bytes and parsed back by the same SSE glue and
 //! decoder as a real provider's, so callers exercise exactly the streaming path they will use
@@ -20,7 +21,7 @@ use super::types::{Model, ModelRequest, ModelStream, Role};
 use super::usage::Usage;
 
 /// The first words of every offline answer, so users know no real model is thinking.
-pub const OFFLINE_NOTICE: &str = "I am the offline model: no language model is configured, so I can only draw simple things (try \"draw a house\", \"three boxes in a row\" or \"flowchart A -> B -> C\").";
+pub const OFFLINE_NOTICE: &str = "I am the offline model: no language model is configured, so I can only draw simple things (try \"draw a house\", \"three boxes in a row\" or \"flowchart A -> B -> C\", or select shapes and say \"move them right\", \"paint them green\" or \"delete them\").";
 
 /// Longest request text echoed on a sticky note.
 const MAX_ECHO_CHARS: usize = 280;
@@ -47,7 +48,8 @@ impl Model for OfflineModel {
             .map(|m| m.text())
             .unwrap_or_default();
         // A project member answers its part of the project (see `offline_project`).
-        let text = super::offline_project::respond(&request).unwrap_or_else(|| respond(&prompt));
+        let text = super::offline_project::respond(&request)
+            .unwrap_or_else(|| respond_with(&prompt, &selected_shapes(&request)));
         let approx_tokens = |chars: usize| (chars as u64).div_ceil(4);
         let response = MockResponse {
             usage: Usage {
@@ -76,11 +78,111 @@ impl Model for OfflineModel {
     }
 }
 
-/// The offline model's whole answer to `prompt`: `{"actions": [...]}`.
+/// A shape the person has selected, as the prompt lists it (model coordinates).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selected {
+    /// Its id.
+    pub id: String,
+    /// Its top-left.
+    pub x: f64,
+    /// Its top-left.
+    pub y: f64,
+}
+
+/// The shapes the prompt says are selected: `selectedShapes` of the JSON in its first user
+/// message (the canvas state); none when it cannot be read.
+fn selected_shapes(request: &ModelRequest) -> Vec<Selected> {
+    let Some(state) = request.messages.iter().find(|m| m.role == Role::User) else {
+        return Vec::new();
+    };
+    let text = state.text();
+    let Some(parts) = text
+        .split_once('\n')
+        .and_then(|(_, json)| serde_json::from_str::<Value>(json).ok())
+    else {
+        return Vec::new();
+    };
+    parts["selectedShapes"]
+        .as_array()
+        .map(|shapes| {
+            shapes
+                .iter()
+                .filter_map(|s| {
+                    Some(Selected {
+                        id: s["shapeId"].as_str()?.to_owned(),
+                        x: s["x"].as_f64()?,
+                        y: s["y"].as_f64()?,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Edits of the selected shapes for "delete the selection", "move it right" (left, up, down:
+/// 240 px) or "paint them green" (any colour of the schema); `None` when nothing is selected or
+/// the request is none of these.
+fn edit_selection(lower: &str, selected: &[Selected]) -> Option<Vec<Value>> {
+    if selected.is_empty() {
+        return None;
+    }
+    if lower.contains("delete") || lower.contains("remove") {
+        return Some(
+            selected
+                .iter()
+                .map(|s| json!({"_type": "delete", "intent": "Remove it", "shapeId": s.id}))
+                .collect(),
+        );
+    }
+    if lower.contains("move") {
+        let (dx, dy) = if lower.contains("left") {
+            (-240.0, 0.0)
+        } else if lower.contains("up") {
+            (0.0, -240.0)
+        } else if lower.contains("down") {
+            (0.0, 240.0)
+        } else {
+            (240.0, 0.0)
+        };
+        return Some(
+            selected
+                .iter()
+                .map(|s| {
+                    json!({"_type": "move", "intent": "Move it", "shapeId": s.id,
+                        "x": s.x + dx, "y": s.y + dy})
+                })
+                .collect(),
+        );
+    }
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '-')
+        .collect();
+    let color = crate::canvas::schema::COLORS
+        .iter()
+        .find(|c| words.contains(c))?;
+    Some(
+        selected
+            .iter()
+            .map(|s| {
+                json!({"_type": "update", "intent": "Recolour it",
+                    "update": {"shapeId": s.id, "color": color}})
+            })
+            .collect(),
+    )
+}
+
+/// The offline model's whole answer to `prompt`, with nothing selected: `{"actions": [...]}`.
 pub fn respond(prompt: &str) -> String {
+    respond_with(prompt, &[])
+}
+
+/// The offline model's whole answer to `prompt` with `selected` shapes.
+pub fn respond_with(prompt: &str, selected: &[Selected]) -> String {
     let mut actions = vec![json!({"_type": "message", "text": OFFLINE_NOTICE})];
     let lower = prompt.to_ascii_lowercase();
-    if let Some(labels) = flowchart_labels(prompt) {
+    if let Some(edits) = edit_selection(&lower, selected) {
+        actions.extend(edits);
+    } else if let Some(labels) = flowchart_labels(prompt) {
         actions.extend(flowchart(&labels));
     } else if lower.contains("house") {
         actions.extend(house());
@@ -292,6 +394,34 @@ mod tests {
         assert_eq!(texts, ["Idea", "Build", "Ship"]);
         assert_eq!(a[4]["shape"]["fromId"], "step1");
         assert_eq!(a[5]["shape"]["toId"], "step3");
+    }
+
+    #[test]
+    fn selected_shapes_are_moved_recoloured_or_deleted() {
+        let sel = [Selected {
+            id: "box1".into(),
+            x: 10.0,
+            y: 20.0,
+        }];
+        let parse = |p: &str| -> Vec<Value> {
+            let v: Value = serde_json::from_str(&respond_with(p, &sel)).unwrap_or_default();
+            v["actions"].as_array().cloned().unwrap_or_default()[1..].to_vec()
+        };
+        assert_eq!(
+            parse("move the selection right"),
+            vec![
+                json!({"_type": "move", "intent": "Move it", "shapeId": "box1", "x": 250.0, "y": 20.0})
+            ]
+        );
+        assert_eq!(parse("Delete them")[0]["_type"], json!("delete"));
+        assert_eq!(
+            parse("paint it light-blue")[0]["update"],
+            json!({"shapeId": "box1", "color": "light-blue"})
+        );
+        // Without a selection, or a request it does not know, it draws as before.
+        assert_eq!(parse("hello there")[0]["_type"], json!("create"));
+        let none: Value = serde_json::from_str(&respond("move it right")).unwrap_or_default();
+        assert_eq!(none["actions"][1]["_type"], json!("create"));
     }
 
     #[test]

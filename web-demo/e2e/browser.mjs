@@ -12,7 +12,8 @@
 // brings that version back and a take-back removes what Gus did since, keeping Hana's later move;
 // in another room, Rita invites a fairy in suggest mode and it draws a house as suggestions: both
 // she and Sam see the ghosts and nothing enters the shapes; ✓ on one makes it a shape in both, ✗
-// on another drops it, *Accept all* takes the rest; a token without the `fairies` scope gets a
+// on another drops it, *Accept all* takes the rest; with a box selected, "move it right" shows
+// an update beside the box and "delete it" a crossed-out box, ✓ moves the box, ✗ keeps the other; a token without the `fairies` scope gets a
 // clear message; a third in another room sees nothing; the drawing survives a reload and a
 // server restart; no page logs a console error on load.
 //
@@ -1042,6 +1043,7 @@ try {
     }
     assert((await suggestionsOf(rita.page, review.fairy)).length === records, 'a direct prompt suggests nothing')
     const drawn = await fairyShapeIds(sam.page)
+    review.boxes = drawn.filter(id => !before.includes(id))
     await rita.page.fill('[data-fairy-input]', 'flowchart S0 -> S1 -> S2')
     await rita.page.press('[data-fairy-input]', 'Enter')
     for (const p of [rita.page, sam.page]) {
@@ -1078,6 +1080,56 @@ try {
       assert(said.includes(`${flow.length} rejected`), `the chat says the request was rejected (got ${said})`)
     }
     await shot(sam.page, 'suggest-rejected-all')
+  })
+
+  await step('review: with a box selected, "move it right" is an update drawn beside the box and "delete it" a delete crossed out; ✓ moves the box in both, ✗ keeps the other', async () => {
+    assert(review.boxes.length === 3, `three boxes drawn directly (got ${review.boxes})`)
+    const [moving, deleting] = review.boxes
+    const xOf = (p, id) => p.evaluate(id => window.fairyring.doc.getMap('shapes').get(id)?.get('x'), id)
+    const x0 = await xOf(rita.page, moving)
+    /** Selects `id` (as a click with the select tool does), asks in suggest mode, and returns the pending record the request made. */
+    const ask = async (id, message, op) => {
+      await rita.page.evaluate(id => window.fairyring.canvas.select([id]), id)
+      await rita.page.fill('[data-fairy-input]', message)
+      const [sent] = await Promise.all([
+        rita.page.waitForRequest(r => r.method() === 'POST' && r.url().endsWith(`/fairies/${review.fairy}/prompt`)),
+        rita.page.press('[data-fairy-input]', 'Enter')
+      ])
+      const body = JSON.parse(sent.postData())
+      assert(body.apply === 'suggest' && JSON.stringify(body.selectedShapeIds) === JSON.stringify([id]), `sent in suggest mode with the selection (got ${sent.postData()})`)
+      for (const p of [rita.page, sam.page]) {
+        await p.waitForFunction(([fid, id, op]) => {
+          let found = false
+          window.fairyring.doc.getMap('suggestions').forEach(m => {
+            if (m.get?.('fairyId') === fid && m.get('shapeId') === id && m.get('op') === op && m.get('status') === 'pending' && m.get('streaming') !== true) found = true
+          })
+          return found
+        }, [review.fairy, id, op])
+        await p.waitForSelector(`[data-fairy="${review.fairy}"][data-mode="idling"]:not([data-pose="thinking"]):not([data-pose="working"])`)
+      }
+      return (await suggestionsOf(rita.page, review.fairy)).find(r => r.shapeId === id && r.op === op && r.status === 'pending')
+    }
+    const update = await ask(moving, 'move it right', 'update')
+    const remove = await ask(deleting, 'delete it', 'delete')
+    await rita.page.evaluate(() => window.fairyring.canvas.select([]))
+    for (const p of [rita.page, sam.page]) {
+      await p.waitForSelector(`#layer-suggestions [data-suggestion="${update.id}"][data-op="update"]`)
+      await p.waitForSelector(`#layer-suggestions [data-suggestion="${remove.id}"][data-op="delete"]`)
+      assert(await xOf(p, moving) === x0, 'the box has not moved yet')
+      assert(await p.evaluate(id => window.fairyring.doc.getMap('shapes').has(id), deleting), 'the other box is still there')
+    }
+    await rita.page.mouse.move(5, 5)
+    await shot(rita.page, 'suggest-update-delete')
+    await shot(sam.page, 'suggest-update-delete-sam')
+    const accepted = await decideOnGhost(rita.page, [update.id], 'accept')
+    assert(accepted.status === 200 && accepted.body.status === 'accepted', `the move accepted (got ${accepted.status} ${JSON.stringify(accepted.body)})`)
+    const rejected = await decideOnGhost(rita.page, [remove.id], 'reject')
+    assert(rejected.status === 200 && rejected.body.status === 'rejected', `the delete rejected (got ${rejected.status} ${JSON.stringify(rejected.body)})`)
+    for (const p of [rita.page, sam.page]) {
+      await p.waitForFunction(([id, x]) => window.fairyring.doc.getMap('shapes').get(id)?.get('x') === x, [moving, x0 + 240])
+      await p.waitForSelector('#layer-suggestions [data-suggestion]', { state: 'detached' })
+      assert(await p.evaluate(id => window.fairyring.doc.getMap('shapes').has(id), deleting), 'the rejected delete left the box')
+    }
     assert(rita.errors.length === 0 && sam.errors.length === 0, `no console errors or refused requests: ${[...rita.errors, ...sam.errors].join('; ')}`)
     await rita.context.close()
     await sam.context.close()
