@@ -19,7 +19,8 @@ pub enum Via {
     Api,
 }
 
-/// The author of a logged update.
+/// The author of a logged update. (The fields' camelCase names are also spelled out one by
+/// one: utoipa's schema does not follow `rename_all_fields`.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(
     tag = "kind",
@@ -43,20 +44,26 @@ pub enum Actor {
         /// The fairy's id.
         id: String,
         /// The request it was working on.
+        #[serde(rename = "requestId")]
         request_id: String,
         /// The `sub` of the person who prompted it.
+        #[serde(rename = "promptedBy")]
         prompted_by: String,
         /// The model answering the request.
         model: String,
         /// The project it works in, if any.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none", rename = "projectId")]
         project_id: Option<String>,
         /// Its task in that project, if any.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none", rename = "taskId")]
         task_id: Option<String>,
         /// The `sub` of the person who accepted the fairy's suggestion this update applies
         /// (review mode; README "Review mode").
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            rename = "acceptedBy"
+        )]
         accepted_by: Option<String>,
     },
     /// The server on its own (a new room's schema, mirrors of its records, migrations).

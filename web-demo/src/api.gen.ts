@@ -516,7 +516,10 @@ export interface components {
          * @enum {string}
          */
         Acceptance: "accepted" | "rejected";
-        /** @description The author of a logged update. */
+        /**
+         * @description The author of a logged update. (The fields' camelCase names are also spelled out one by
+         *     one: utoipa's schema does not follow `rename_all_fields`.)
+         */
         Actor: {
             /** @description The token's `sub`. */
             id: string;
@@ -529,20 +532,20 @@ export interface components {
             /** @description The fairy's id. */
             id: string;
             /** @description The request it was working on. */
-            request_id: string;
+            requestId: string;
             /** @description The `sub` of the person who prompted it. */
-            prompted_by: string;
+            promptedBy: string;
             /** @description The model answering the request. */
             model: string;
             /** @description The project it works in, if any. */
-            project_id?: string | null;
+            projectId?: string | null;
             /** @description Its task in that project, if any. */
-            task_id?: string | null;
+            taskId?: string | null;
             /**
              * @description The `sub` of the person who accepted the fairy's suggestion this update applies
              *     (review mode; README "Review mode").
              */
-            accepted_by?: string | null;
+            acceptedBy?: string | null;
             /** @enum {string} */
             kind: "fairy";
         } | {
