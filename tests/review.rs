@@ -152,6 +152,14 @@ async fn a_suggesting_fairy_proposes_and_people_decide() {
         seen.contains("reviewMode") && seen.contains("accepted"),
         "{seen}"
     );
+    // Its next prompt lists its proposals still waiting.
+    prompt_id(&http, "review", &id, "and now?").await;
+    wait_requests(&mock, 3).await;
+    let next = mock.requests()[2].body.to_string();
+    assert!(
+        next.contains("pendingSuggestions") && next.contains(&update) && next.contains(&create),
+        "{next}"
+    );
 
     // A person moves `a` meanwhile: accepting the recolour keeps the move.
     client
