@@ -466,3 +466,74 @@ async fn after_kill_9_mid_stream_the_half_streamed_suggestion_is_removed() {
     assert_eq!(shapes(&client), json!({}));
     client.close().await;
 }
+
+async fn patch(url: &str, body: Value) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .patch(url)
+        .json(&body)
+        .send()
+        .await
+        .expect("request sent");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fairys_default_is_changed_for_everyone_and_its_next_request_follows_it() {
+    let mock = mock_server(vec![ok(TWO_BOXES)]).await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "toggle").await;
+    let id = invite(&http, "toggle", "Pip").await;
+    let (status, body) = patch(
+        &format!("{http}/rooms/toggle/fairies/{id}"),
+        json!({"apply": "suggest"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["apply"].clone()),
+        (200, json!("suggest")),
+        "{body}"
+    );
+    client
+        .until("the entity says suggest", |c| {
+            root_json(c, "fairies")[&id]["apply"] == json!("suggest")
+        })
+        .await;
+    let request = prompt_id(&http, "toggle", &id, "two boxes").await;
+    client
+        .until("two pending suggestions", |c| {
+            pending_count(c, &request) == 2 && idle(c, &id)
+        })
+        .await;
+    assert_eq!(shapes(&client), json!({}));
+    let (status, _) = patch(
+        &format!("{http}/rooms/toggle/fairies/{id}"),
+        json!({"apply": "direct"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    prompt_id(&http, "toggle", &id, "two boxes").await;
+    client
+        .until("drawn directly", |c| {
+            let s = shapes(c);
+            s["a"]["locked"] == json!(false) && s["b"]["locked"] == json!(false)
+        })
+        .await;
+    let (status, body) = patch(
+        &format!("{http}/rooms/toggle/fairies/f-unknown"),
+        json!({"apply": "direct"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].clone()),
+        (404, json!("fairy_not_found"))
+    );
+    let (status, _) = patch(
+        &format!("{http}/rooms/toggle/fairies/{id}"),
+        json!({"apply": "sideways"}),
+    )
+    .await;
+    assert_eq!(status, 400);
+    client.close().await;
+    server.shutdown().await;
+}

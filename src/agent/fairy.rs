@@ -226,6 +226,22 @@ pub fn read_fairy<T: ReadTxn>(txn: &T, id: &FairyId) -> Option<FairyEntity> {
     })
 }
 
+/// Writes the fairy's default `apply` into its entity (with its origin); the entity as it was.
+pub fn set_apply(
+    doc: &Doc,
+    id: &FairyId,
+    apply: crate::review::ApplyMode,
+) -> Result<FairyEntity, FairyError> {
+    let mut txn = doc.transact_mut_with(TxnOrigin::fairy(id.as_str()));
+    let entity = read_fairy(&txn, id).ok_or_else(|| FairyError::NotFound(id.to_string()))?;
+    if entity.apply != apply
+        && let Some(map) = fairy_map(&txn, id)
+    {
+        map.insert(&mut txn, "apply", apply.name());
+    }
+    Ok(entity)
+}
+
 /// Every fairy of the document whose key is a valid id, sorted by id.
 pub fn list_fairies(doc: &Doc) -> Vec<FairyEntity> {
     let txn = doc.transact();

@@ -599,6 +599,22 @@ impl FairyHub {
         })
     }
 
+    /// Sets how the fairy's canvas actions land unless a prompt says otherwise (its entity's
+    /// `apply`, README "Review mode"); its next request follows it. Unknown fairy:
+    /// `Fairy(NotFound)`.
+    pub async fn set_apply(
+        &self,
+        room: &RoomName,
+        id: &FairyId,
+        apply: crate::review::ApplyMode,
+    ) -> Result<FairyView, HubError> {
+        let loaded = self.loaded_room(room).await?;
+        let mut entity = crate::agent::fairy::set_apply(loaded.doc(), id, apply)?;
+        entity.apply = apply;
+        loaded.flushed().await;
+        Ok(self.view(&loaded, entity))
+    }
+
     /// Dismisses the fairy: its request is cancelled, its awareness state removed for
     /// everyone, its private state deleted from the store and its entity removed from the
     /// document.

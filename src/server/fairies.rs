@@ -88,7 +88,7 @@ pub(super) fn limit(state: &AppState, sub: &str) -> Result<(), ApiError> {
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(invite, list))
-        .routes(routes!(dismiss))
+        .routes(routes!(dismiss, update))
         .routes(routes!(prompt))
         .routes(routes!(cancel))
         .routes(routes!(history))
@@ -479,6 +479,44 @@ async fn cancel(
         }),
     )
         .into_response())
+}
+
+/// Body of a fairy's update.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateBody {
+    /// How its canvas actions land unless a prompt says otherwise: `direct` or `suggest`
+    /// (README "Review mode").
+    apply: crate::review::ApplyMode,
+}
+
+/// Changes the fairy's default way of applying its canvas actions.
+#[utoipa::path(
+    patch,
+    operation_id = "updateFairy",
+    path = "/rooms/{room}/fairies/{id}",
+    tag = "fairies",
+    params(FairyPath),
+    request_body = UpdateBody,
+    security(("bearer" = ["fairies"]), ("token" = ["fairies"])),
+    responses(
+        (status = 200, description = "The fairy, with its new default (its next request follows it)", body = FairyView),
+        (status = 400, description = "`invalid_json`", body = ErrorBody),
+        TokenRefusals,
+        (status = 404, description = "`fairy_not_found`", body = ErrorBody),
+        (status = 503, description = "`fairy_moving`, `store_unavailable`, `shutting_down`", body = ErrorBody),
+    ),
+)]
+async fn update(
+    State(state): State<AppState>,
+    Admitted { room, .. }: FairyAccess,
+    Path(FairyPath { id, .. }): Path<FairyPath>,
+    body: Result<Json<UpdateBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let id = fairy_id(&id)?;
+    let body = json_body(body)?;
+    let view = state.fairies.set_apply(&room, &id, body.apply).await?;
+    Ok(Json(view).into_response())
 }
 
 /// Dismisses the fairy.

@@ -1130,6 +1130,18 @@ try {
       await p.waitForSelector('#layer-suggestions [data-suggestion]', { state: 'detached' })
       assert(await p.evaluate(id => window.fairyring.doc.getMap('shapes').has(id), deleting), 'the rejected delete left the box')
     }
+    // The Suggest toggle is the fairy's, not a browser's: Sam turns it off, both see it off.
+    for (const want of ['direct', 'suggest']) {
+      const [patched] = await Promise.all([
+        sam.page.waitForResponse(r => r.request().method() === 'PATCH' && r.url().endsWith(`/fairies/${review.fairy}`)),
+        sam.page.click(`[data-fairy-item="${review.fairy}"] [data-action="toggle-suggest"]`)
+      ])
+      assert(patched.status() === 200 && (await patched.json()).apply === want, `the server took ${want} (got ${patched.status()})`)
+      for (const p of [rita.page, sam.page]) {
+        await p.waitForSelector(`[data-fairy-item="${review.fairy}"] [data-action="toggle-suggest"][aria-pressed="${want === 'suggest'}"]`)
+        assert(await p.evaluate(id => window.fairyring.doc.getMap('fairies').get(id)?.get('apply'), review.fairy) === want, `the entity says ${want}`)
+      }
+    }
     assert(rita.errors.length === 0 && sam.errors.length === 0, `no console errors or refused requests: ${[...rita.errors, ...sam.errors].join('; ')}`)
     await rita.context.close()
     await sam.context.close()

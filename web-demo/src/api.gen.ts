@@ -418,7 +418,8 @@ export interface paths {
         delete: operations["dismissFairy"];
         options?: never;
         head?: never;
-        patch?: never;
+        /** Changes the fairy's default way of applying its canvas actions. */
+        patch: operations["updateFairy"];
         trace?: never;
     };
     "/rooms/{room}/fairies/{id}/prompt": {
@@ -1024,6 +1025,14 @@ export interface components {
             text: string;
             /** @description `todo`, `in-progress` or `done`. */
             status: components["schemas"]["TaskStatus"];
+        };
+        /** @description Body of a fairy's update. */
+        UpdateBody: {
+            /**
+             * @description How its canvas actions land unless a prompt says otherwise: `direct` or `suggest`
+             *     (README "Review mode").
+             */
+            apply: components["schemas"]["ApplyMode"];
         };
         /**
          * @description How the server wrote an update on a person's behalf.
@@ -2788,6 +2797,80 @@ export interface operations {
             };
             /** @description `rate_limited` (`retry-after`) */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `fairy_moving`, `store_unavailable`, `shutting_down` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    updateFairy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The room's name: 1–128 characters of `[A-Za-z0-9._-]`. */
+                room: string;
+                /** @description The fairy's id (`f-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateBody"];
+            };
+        };
+        responses: {
+            /** @description The fairy, with its new default (its next request follows it) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FairyView"];
+                };
+            };
+            /** @description `invalid_json` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The token: `missing_token`, `malformed_token`, `bad_signature`, `token_expired`, … */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `room_not_granted`, `insufficient_scope`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `fairy_not_found` */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

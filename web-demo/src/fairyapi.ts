@@ -118,6 +118,12 @@ export class FairyApi {
     await this.call('DELETE', `/fairies/${encodeURIComponent(id)}`)
   }
 
+  /** Changes the fairy's default way of applying its canvas actions (its entity's `apply`). */
+  async setApply (id: string, apply: Schemas['ApplyMode']): Promise<void> {
+    const body: Schemas['UpdateBody'] = { apply }
+    await this.call('PATCH', `/fairies/${encodeURIComponent(id)}`, body)
+  }
+
   /** Takes back what the fairy changed during request `requestId` (in review mode: rejects what it suggested that waits). */
   async revert (id: string, requestId: string): Promise<Schemas['RevertAnswer'] | null> {
     const answer = await this.call('POST', `/fairies/${encodeURIComponent(id)}/requests/${encodeURIComponent(requestId)}/revert`) as Partial<Schemas['RevertAnswer']> | null

@@ -9,9 +9,9 @@
 // (`data-action="group-prompt"`, shown when two or more fairies are selected: they start a project
 // on the chat input's message, the first selected leads), the projects list (`data-project-item`,
 // with `data-action="disband-project"` on live ones) and the selected fairies' todo list.
-// It owns the fairy selection and the suggest toggles of this browser (remembered in its
-// storage); the document is only read, all changes go through the fairy and review HTTP APIs
-// (`FairyApi`, `SuggestApi`).
+// It owns the fairy selection (a fairy's suggest toggle shows its entity's `apply`, the same in
+// every browser, and changes it through `PATCH …/fairies/{id}`); the document is only read, all
+// changes go through the fairy and review HTTP APIs (`FairyApi`, `SuggestApi`).
 import type * as Y from 'yjs'
 import type { Awareness } from 'y-protocols/awareness'
 import { readPeers, type LocalUser } from './presence.js'
@@ -20,7 +20,7 @@ import { chatAuthor, chatRole, isIdle, keepPresent, mergeFairies, nextSelection,
 import { FairyApiError, groupPromptBody, promptBody, type FairyApi } from './fairyapi.js'
 import { describeConflicts, SuggestApiError, type SuggestApi } from './suggestapi.js'
 import {
-  applyStorageKey, fairyToggle, pendingByFairy, promptApply, readApply, readFairyApply, readSuggestions, requestKey, tallies,
+  fairyToggle, pendingByFairy, promptApply, readApply, readFairyApply, readSuggestions, requestKey, tallies,
   tallyLabel, type ApplyMode, type RequestTally
 } from './suggestions.js'
 import { groupPromptLabel, projectRows } from './projects.js'
@@ -45,14 +45,6 @@ export interface FairyPanelDeps {
     list: HTMLElement, chat: HTMLElement, input: HTMLInputElement, nameInput: HTMLInputElement, invite: HTMLButtonElement, error: HTMLElement,
     todo: HTMLElement, todoTitle: HTMLElement, group: HTMLButtonElement, projects: HTMLElement, apply: HTMLSelectElement, inviteApply: HTMLInputElement
   }
-}
-
-/** This browser's storage, when it has one (private windows may refuse it). */
-function stored (key: string): string | null {
-  try { return localStorage.getItem(key) } catch { return null }
-}
-function store (key: string, value: string): void {
-  try { localStorage.setItem(key, value) } catch { /* storage disabled: the toggle lasts until reload */ }
 }
 
 function el<K extends keyof HTMLElementTagNameMap> (tag: K, attrs: Record<string, string> = {}, text?: string): HTMLElementTagNameMap[K] {
@@ -161,16 +153,27 @@ export class FairyPanel {
     call().then(() => this.showError(null)).catch(e => this.showError(e instanceof FairyApiError || e instanceof SuggestApiError ? e.message : String(e)))
   }
 
-  /** A fairy's suggest toggle in this browser: remembered here, else its entity's default. */
+  /** A fairy's suggest toggle: its entity's default (the same in every browser), or the value
+   * this browser just asked the server for until the entity shows it. */
   toggle (id: string): ApplyMode {
-    return this.toggles.get(id) ?? fairyToggle(stored(applyStorageKey(this.d.room, id)), this.entityApply.get(id))
+    return fairyToggle(this.toggles.get(id), this.entityApply.get(id))
   }
 
+  /** Asks the server to change the fairy's default (`PATCH …/fairies/{id}`); every browser's
+   * toggle follows its entity. */
   private toggleSuggest (id: string): void {
     const next: ApplyMode = this.toggle(id) === 'suggest' ? 'direct' : 'suggest'
     this.toggles.set(id, next)
-    store(applyStorageKey(this.d.room, id), next)
     this.refresh()
+    this.run(async () => {
+      try {
+        await this.d.api.setApply(id, next)
+      } catch (e) {
+        this.toggles.delete(id)
+        this.refresh()
+        throw e
+      }
+    })
   }
 
   /** Who the chat input talks to: the selected fairies, or the only one in the room. */
@@ -251,6 +254,8 @@ export class FairyPanel {
     const { fairies: peers } = readPeers(this.d.awareness.getStates() as Map<number, unknown>, this.d.awareness.clientID)
     this.chats = readFairyChats(this.d.doc.getMap('fairies'))
     this.entityApply = readFairyApply(this.d.doc.getMap('fairies'))
+    // A toggle asked for is shown until the entity says it.
+    for (const [id, asked] of [...this.toggles]) if (this.entityApply.get(id) === asked) this.toggles.delete(id)
     const suggestions = readSuggestions(this.d.doc.getMap('suggestions'))
     this.tallies = tallies(suggestions)
     this.pending = pendingByFairy(suggestions)

@@ -257,14 +257,9 @@ export function readFairyApply (fairies: Y.Map<unknown>): Map<string, ApplyMode>
   return out
 }
 
-/** The browser storage key of this browser's choice for one fairy of one room. */
-export function applyStorageKey (room: string, fairyId: string): string {
-  return `fairyring.apply.${room}.${fairyId}`
-}
-
-/** A fairy's toggle: this browser's remembered choice if any (`stored`, raw), else the entity's default. */
-export function fairyToggle (stored: string | null, entity: ApplyMode | undefined): ApplyMode {
-  return stored === 'suggest' || stored === 'direct' ? stored : entity ?? 'direct'
+/** A fairy's toggle: the value this browser asked the server for (`asked`) until the entity shows it, else the entity's default. */
+export function fairyToggle (asked: ApplyMode | undefined, entity: ApplyMode | undefined): ApplyMode {
+  return asked ?? entity ?? 'direct'
 }
 
 /** What one prompt to a fairy sends: the per-prompt choice when the person made one, else its toggle. */

@@ -6,7 +6,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import * as Y from 'yjs'
 import {
-  applyStorageKey, fairyToggle, ghosts, mergeProps, pendingByFairy, promptApply, proposedShape, readApply, readFairyApply,
+  fairyToggle, ghosts, mergeProps, pendingByFairy, promptApply, proposedShape, readApply, readFairyApply,
   readPropValue, readSuggestion, readSuggestions, requestKey, shapeKeys, tallies, tallyLabel, type Suggestion
 } from '../src/suggestions.js'
 import { FAIRY_EDGE, FAIRY_FILL, ghostBox, ghostInk, renderGhostActions, renderGhosts, type GhostLook } from '../src/ghosts.js'
@@ -194,12 +194,11 @@ test('suggestions: apply modes: the entity default, this browser\'s toggle, the 
   assert.deepEqual([...readFairyApply(doc.getMap('fairies'))], [['f1', 'suggest'], ['f2', 'direct'], ['f3', 'direct']])
   assert.equal(readApply('suggest'), 'suggest')
   assert.equal(readApply(undefined), 'direct')
-  assert.equal(fairyToggle(null, 'suggest'), 'suggest', 'the entity default until this browser chose')
-  assert.equal(fairyToggle('direct', 'suggest'), 'direct', "this browser's choice wins")
-  assert.equal(fairyToggle('junk', undefined), 'direct')
+  assert.equal(fairyToggle(undefined, 'suggest'), 'suggest', 'the entity default')
+  assert.equal(fairyToggle('direct', 'suggest'), 'direct', 'what this browser asked for, until the entity shows it')
+  assert.equal(fairyToggle(undefined, undefined), 'direct')
   assert.equal(promptApply(null, 'suggest'), 'suggest')
   assert.equal(promptApply('direct', 'suggest'), 'direct')
-  assert.equal(applyStorageKey('team', 'f1'), 'fairyring.apply.team.f1')
 })
 
 test('ghosts: drawn in the fairy\'s colour, dashed and translucent; ✓ and ✗ on the hovered and selected ones, above all; never as shapes', () => {

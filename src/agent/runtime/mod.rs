@@ -549,7 +549,13 @@ impl FairyRuntime {
         self.tracker.open_request(&ids, &first.messages.join(" "));
         let request_id = ids[0].clone();
         self.request_ids = ids;
-        self.apply = first.apply.unwrap_or(self.entity.apply);
+        // The fairy's default as its entity says now (a person may have changed it since it
+        // was hosted; the root is the server's).
+        let default = {
+            let txn = self.room.doc().transact();
+            super::fairy::read_fairy(&txn, &self.entity.id).map_or(self.entity.apply, |e| e.apply)
+        };
+        self.apply = first.apply.unwrap_or(default);
         self.state.working = true;
         self.corrections.clear();
         self.notes.clear();
