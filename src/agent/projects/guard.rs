@@ -66,6 +66,40 @@ fn created_area(shape: &Value, t: &PromptTransform) -> Option<Bounds> {
     Bounds::from_points(points)
 }
 
+/// The page-space area a shape covers after an `update` that sets its place (`x`/`y`, with `w`/`h`
+/// or the shape's own size; or a connector's ends): `None` when the update leaves its place.
+fn updated_area<S: Borrow<Shape>>(
+    update: &Value,
+    shape: &impl Fn(&str) -> Option<S>,
+    t: &PromptTransform,
+) -> Option<Bounds> {
+    let current = update
+        .get("shapeId")
+        .and_then(Value::as_str)
+        .and_then(shape)
+        .map(|s| shape_bounds(s.borrow()));
+    let (x, y) = (num(update, "x"), num(update, "y"));
+    if x.is_none() && y.is_none() {
+        // A connector's ends, when the update sets them.
+        return ["x1", "x2"]
+            .iter()
+            .any(|k| update.get(*k).is_some())
+            .then(|| created_area(update, t))
+            .flatten();
+    }
+    let (cx, cy) = current.map_or((0.0, 0.0), |b| t.point_to_model(b.x, b.y));
+    let (px, py) = t.point_from_model(x.unwrap_or(cx), y.unwrap_or(cy));
+    let w = num(update, "w")
+        .or(current.map(|b| b.w))
+        .unwrap_or(0.0)
+        .max(0.0);
+    let h = num(update, "h")
+        .or(current.map(|b| b.h))
+        .unwrap_or(0.0)
+        .max(0.0);
+    Some(Bounds::new(px, py, w, h))
+}
+
 /// `Ok` if `action` stays in `task`; otherwise the reason, for the model. `shape` finds an
 /// existing shape by id (one lookup per id the action names, not a scan of the canvas).
 pub fn check<S: Borrow<Shape>>(
@@ -97,6 +131,12 @@ pub fn check<S: Borrow<Shape>>(
         && !area.intersects(task)
     {
         return Err("the shape would be outside your task's bounds; draw inside them".into());
+    }
+    if let Some(update) = action.get("update")
+        && let Some(area) = updated_area(update, &shape, t)
+        && !area.intersects(task)
+    {
+        return Err("the update would move the shape outside your task's bounds".into());
     }
     if action.get("shape").is_none()
         && let (Some(x), Some(y)) = (num(action, "x"), num(action, "y"))
@@ -147,6 +187,13 @@ mod tests {
         assert!(check(&create_out, s, &task, &t).is_err());
         let moved = json!({"_type": "move", "shapeId": "inside", "x": 700, "y": 0});
         assert!(check(&moved, s, &task, &t).is_err());
+        // An update that sets the place is checked like a move (one axis keeps the other).
+        let away = json!({"_type": "update", "update": {"shapeId": "inside", "x": 700}});
+        assert!(check(&away, s, &task, &t).is_err_and(|e| e.contains("outside")));
+        let near = json!({"_type": "update", "update": {"shapeId": "inside", "x": 100, "y": 20}});
+        assert!(check(&near, s, &task, &t).is_ok());
+        let ends = json!({"_type": "update", "update": {"shapeId": "inside", "x1": 600, "y1": 600, "x2": 700, "y2": 700}});
+        assert!(check(&ends, s, &task, &t).is_err());
         // Offsets: model (0, 0) is page (1000, 1000).
         let offset = PromptTransform::new(1000.0, 1000.0);
         let far_task = Bounds::new(1000.0, 1000.0, 100.0, 100.0);
