@@ -226,18 +226,19 @@ pub fn read_fairy<T: ReadTxn>(txn: &T, id: &FairyId) -> Option<FairyEntity> {
     })
 }
 
-/// Writes the fairy's default `apply` into its entity (with its origin); the entity as it was.
+/// Writes the fairy's default `apply` into its entity (with its origin); the entity now.
 pub fn set_apply(
     doc: &Doc,
     id: &FairyId,
     apply: crate::review::ApplyMode,
 ) -> Result<FairyEntity, FairyError> {
     let mut txn = doc.transact_mut_with(TxnOrigin::fairy(id.as_str()));
-    let entity = read_fairy(&txn, id).ok_or_else(|| FairyError::NotFound(id.to_string()))?;
+    let mut entity = read_fairy(&txn, id).ok_or_else(|| FairyError::NotFound(id.to_string()))?;
     if entity.apply != apply
         && let Some(map) = fairy_map(&txn, id)
     {
         map.insert(&mut txn, "apply", apply.name());
+        entity.apply = apply;
     }
     Ok(entity)
 }

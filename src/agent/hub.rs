@@ -609,8 +609,7 @@ impl FairyHub {
         apply: crate::review::ApplyMode,
     ) -> Result<FairyView, HubError> {
         let loaded = self.loaded_room(room).await?;
-        let mut entity = crate::agent::fairy::set_apply(loaded.doc(), id, apply)?;
-        entity.apply = apply;
+        let entity = crate::agent::fairy::set_apply(loaded.doc(), id, apply)?;
         loaded.flushed().await;
         Ok(self.view(&loaded, entity))
     }

@@ -290,7 +290,8 @@ pub(crate) fn read_prop<T: ReadTxn>(txn: &T, map: &MapRef, key: &str) -> Prop {
     }
 }
 
-fn num_of(any: &Any) -> Option<f64> {
+/// A finite number stored as either of Yjs's number kinds.
+pub(crate) fn num_of(any: &Any) -> Option<f64> {
     match any {
         Any::Number(yrs::Number::Float(n)) if n.is_finite() => Some(*n),
         Any::Number(yrs::Number::Int(i)) => Some(*i as f64),
@@ -298,7 +299,9 @@ fn num_of(any: &Any) -> Option<f64> {
     }
 }
 
-fn any_to_prop(any: &Any) -> Prop {
+/// A plain stored value as a [`Prop`] (an array of numbers: points; anything else unreadable:
+/// absent).
+pub(crate) fn any_to_prop(any: &Any) -> Prop {
     match any {
         Any::Bool(b) => Prop::Bool(*b),
         Any::String(s) => Prop::Str(s.to_string()),
@@ -449,6 +452,24 @@ pub fn page_indexes<T: ReadTxn>(txn: &T, page_id: &str) -> Vec<std::sync::Arc<st
         .collect()
 }
 
+/// A new shape's map holding `props` (points as a `Y.Array`; absent keys left out).
+fn prelim_of(props: &[(&str, Prop)]) -> MapPrelim {
+    let mut prelim = MapPrelim::default();
+    for (key, prop) in props {
+        match prop {
+            Prop::Points(flat) => {
+                prelim.insert((*key).into(), ArrayPrelim::from(flat.clone()).into());
+            }
+            other => {
+                if let Some(any) = prop_to_any(other) {
+                    prelim.insert((*key).into(), any.into());
+                }
+            }
+        }
+    }
+    prelim
+}
+
 /// Writes `shape` under its id: inserts a new map, or sets only the keys whose value differs
 /// from what is stored (so untouched keys keep their authors). Returns true if anything changed.
 pub fn write_shape(txn: &mut TransactionMut<'_>, shape: &Shape) -> bool {
@@ -458,20 +479,8 @@ pub fn write_shape(txn: &mut TransactionMut<'_>, shape: &Shape) -> bool {
         _ => None,
     };
     let Some(map) = existing else {
-        let mut prelim = MapPrelim::default();
-        for (key, prop) in shape.to_props() {
-            match prop {
-                Prop::Points(flat) => {
-                    prelim.insert(key.into(), ArrayPrelim::from(flat).into());
-                }
-                other => {
-                    if let Some(any) = prop_to_any(&other) {
-                        prelim.insert(key.into(), any.into());
-                    }
-                }
-            }
-        }
-        root.insert(txn, shape.id.as_str(), prelim);
+        let props = shape.to_props();
+        root.insert(txn, shape.id.as_str(), prelim_of(&props));
         return true;
     };
     let mut changed = false;
@@ -533,20 +542,7 @@ pub fn create_from_props(txn: &mut TransactionMut<'_>, id: &str, props: &[(&str,
     if root.get(txn, id).is_some() {
         return false;
     }
-    let mut prelim = MapPrelim::default();
-    for (key, prop) in props {
-        match prop {
-            Prop::Points(flat) => {
-                prelim.insert((*key).into(), ArrayPrelim::from(flat.clone()).into());
-            }
-            other => {
-                if let Some(any) = prop_to_any(other) {
-                    prelim.insert((*key).into(), any.into());
-                }
-            }
-        }
-    }
-    root.insert(txn, id, prelim);
+    root.insert(txn, id, prelim_of(props));
     true
 }
 

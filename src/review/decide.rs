@@ -73,32 +73,32 @@ pub fn applicable<T: yrs::ReadTxn>(txn: &T, record: &Suggestion) -> Result<(), D
     }
 }
 
+/// The keys of `record` that accepting writes: never `locked` (the scratch copy's streaming
+/// marker), `createdBy` or `id` (the server sets those).
+fn settable(record: &Suggestion) -> Vec<(&str, Prop)> {
+    record
+        .props
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "locked" | "createdBy" | "id"))
+        .map(|(k, p)| (k.as_str(), p.clone()))
+        .collect()
+}
+
 /// Applies `record` to `shapes` (checked with [`applicable`] first).
 fn apply(txn: &mut TransactionMut<'_>, record: &Suggestion) -> Result<(), DecideError> {
     applicable(txn, record)?;
     match record.op {
         Op::Create => {
             let created_by = Prop::Str(format!("fairy:{}", record.fairy_id));
-            let props: Vec<(&str, Prop)> = record
-                .props
-                .iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "locked" | "createdBy" | "id"))
-                .map(|(k, p)| (k.as_str(), p.clone()))
-                .chain([
-                    ("id", Prop::Str(record.shape_id.clone())),
-                    ("createdBy", created_by),
-                ])
-                .collect();
+            let mut props = settable(record);
+            props.extend([
+                ("id", Prop::Str(record.shape_id.clone())),
+                ("createdBy", created_by),
+            ]);
             create_from_props(txn, &record.shape_id, &props);
         }
         Op::Update => {
-            let props: Vec<(&str, Prop)> = record
-                .props
-                .iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "locked" | "createdBy" | "id"))
-                .map(|(k, p)| (k.as_str(), p.clone()))
-                .collect();
-            set_props(txn, &record.shape_id, &props);
+            set_props(txn, &record.shape_id, &settable(record));
         }
         Op::Delete => {
             delete_shapes_and_unbind(txn, &[record.shape_id.as_str()]);

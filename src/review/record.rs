@@ -14,7 +14,7 @@ use yrs::{Any, Map, MapPrelim, MapRef, Out, ReadTxn, TransactionMut, WriteTxn};
 
 use crate::canvas::patch::is_shape_key;
 use crate::canvas::schema::SUGGESTIONS;
-use crate::canvas::shape::Prop;
+use crate::canvas::shape::{Prop, any_to_prop, num_of};
 use crate::ids::{FairyId, RequestId, SuggestionId};
 
 /// What a suggestion does to its shape.
@@ -120,24 +120,6 @@ fn prop_to_any(prop: &Prop) -> Any {
     }
 }
 
-fn number(any: &Any) -> Option<f64> {
-    match any {
-        Any::Number(yrs::Number::Float(n)) if n.is_finite() => Some(*n),
-        Any::Number(yrs::Number::Int(i)) => Some(*i as f64),
-        _ => None,
-    }
-}
-
-fn any_to_prop(any: &Any) -> Option<Prop> {
-    match any {
-        Any::Null | Any::Undefined => Some(Prop::Absent),
-        Any::Bool(b) => Some(Prop::Bool(*b)),
-        Any::String(s) => Some(Prop::Str(s.to_string())),
-        Any::Array(items) => Some(Prop::Points(items.iter().filter_map(number).collect())),
-        other => number(other).map(Prop::Num),
-    }
-}
-
 impl Suggestion {
     /// The record's plain fields (everything but `props`), as the document stores them.
     fn fields(&self) -> Vec<(&'static str, Any)> {
@@ -196,7 +178,7 @@ fn text<T: ReadTxn>(txn: &T, map: &MapRef, key: &str) -> Option<String> {
 
 fn num<T: ReadTxn>(txn: &T, map: &MapRef, key: &str) -> Option<f64> {
     match map.get(txn, key) {
-        Some(Out::Any(any)) => number(&any),
+        Some(Out::Any(any)) => num_of(&any),
         _ => None,
     }
 }
@@ -210,10 +192,8 @@ fn from_map<T: ReadTxn>(txn: &T, key: &str, map: &MapRef) -> Option<Suggestion> 
             if !is_shape_key(k) {
                 continue;
             }
-            if let Out::Any(any) = v
-                && let Some(prop) = any_to_prop(&any)
-            {
-                props.insert(k.to_owned(), prop);
+            if let Out::Any(any) = v {
+                props.insert(k.to_owned(), any_to_prop(&any));
             }
         }
     }

@@ -508,19 +508,25 @@ impl FairyRuntime {
         Bounds::new(p.x - 100.0, p.y - 100.0, DEFAULT_VIEW.0, DEFAULT_VIEW.1)
     }
 
-    /// Names this fairy, at work on `request_id` for `prompted_by`, as the actor logged with
-    /// its writes (docs/storage.md "History"); called at every turn, since its project task
-    /// may change between turns.
-    fn name_actor(&self, request_id: &RequestId, prompted_by: Option<&str>) {
+    /// The `sub` of whoever asked for the running request: `from_user`, else whoever invited
+    /// the fairy (a request of its own).
+    pub(super) fn prompted_by(&self, from_user: Option<&str>) -> String {
         let creator = self
             .entity
             .created_by
             .strip_prefix("user:")
             .unwrap_or(&self.entity.created_by);
+        from_user.unwrap_or(creator).to_owned()
+    }
+
+    /// Names this fairy, at work on `request_id` for `prompted_by`, as the actor logged with
+    /// its writes (docs/storage.md "History"); called at every turn, since its project task
+    /// may change between turns.
+    fn name_actor(&self, request_id: &RequestId, prompted_by: Option<&str>) {
         let actor = crate::history::actor::Actor::Fairy {
             id: self.entity.id.to_string(),
             request_id: request_id.to_string(),
-            prompted_by: prompted_by.unwrap_or(creator).to_owned(),
+            prompted_by: self.prompted_by(prompted_by),
             model: self.model.name(),
             project_id: self
                 .state

@@ -142,15 +142,10 @@ impl FairyRuntime {
             return None;
         }
         let request_id = self.request_ids.first()?.clone();
-        let creator = self
-            .entity
-            .created_by
-            .strip_prefix("user:")
-            .unwrap_or(&self.entity.created_by);
         let author = Author {
             fairy: self.entity.id.clone(),
             request: request_id,
-            prompted_by: request.from_user.as_deref().unwrap_or(creator).to_owned(),
+            prompted_by: self.prompted_by(request.from_user.as_deref()),
             model: self.model.name(),
         };
         Some(Suggester::new(
