@@ -160,6 +160,8 @@ async fn a_suggesting_fairy_proposes_and_people_decide() {
         next.contains("pendingSuggestions") && next.contains(&update) && next.contains(&create),
         "{next}"
     );
+    // The decisions it was told in the second prompt are not told again.
+    assert!(next.contains(r#"\"decisions\":[]"#), "{next}");
 
     // A person moves `a` meanwhile: accepting the recolour keeps the move.
     client
