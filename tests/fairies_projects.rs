@@ -76,42 +76,7 @@ async fn three_fairies_plan_draw_in_their_bounds_and_end_the_project() {
     let echo = invite(&http, room, "Echo").await;
     user_rect(&mut client, "porch", 100.0, 300.0).await;
     user_rect(&mut client, "faraway", 3000.0, 3000.0).await;
-    mock.add_route(route(
-        "Orla",
-        "orchestrating-active",
-        vec![
-            actions(vec![
-                json!({"_type": "start-project", "title": "House and tree",
-                       "description": "a house beside a tree", "plan": "house left, tree right, in parallel"}),
-                task("t-house", "a house", 0),
-                task("t-tree", "a tree", 500),
-                json!({"_type": "direct-to-start-project-task", "taskId": "t-house", "fairyId": dart}),
-                json!({"_type": "direct-to-start-project-task", "taskId": "t-tree", "fairyId": echo}),
-                json!({"_type": "await-tasks-completion", "taskIds": ["t-house", "t-tree"]}),
-            ]),
-            actions(vec![json!({"_type": "end-project", "summary": "A house and a tree."})]),
-        ],
-    ));
-    mock.add_route(route(
-        "Dart",
-        "working-drone",
-        vec![
-            // The second shape is outside the task's bounds: refused with a correction.
-            actions(vec![
-                rect("walls", 50, 100, 200, 150),
-                rect("stray", 600, 50, 50, 50),
-            ]),
-            actions(vec![json!({"_type": "mark-drone-task-done"})]),
-        ],
-    ));
-    mock.add_route(route(
-        "Echo",
-        "working-drone",
-        vec![actions(vec![
-            rect("oak", 100, 100, 100, 150),
-            json!({"_type": "mark-drone-task-done"}),
-        ])],
-    ));
+    house_and_tree(&mock, &dart, &echo);
     let asked = Instant::now();
     let (status, started) = group_prompt(
         &http,

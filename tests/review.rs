@@ -346,42 +346,7 @@ async fn a_project_in_review_mode_suggests_inside_each_task() {
     let orla = invite(&http, room, "Orla").await;
     let dart = invite(&http, room, "Dart").await;
     let echo = invite(&http, room, "Echo").await;
-    mock.add_route(route(
-        "Orla",
-        "orchestrating-active",
-        vec![
-            actions(vec![
-                json!({"_type": "start-project", "title": "House and tree",
-                       "description": "a house beside a tree", "plan": "house left, tree right"}),
-                task("t-house", "a house", 0),
-                task("t-tree", "a tree", 500),
-                json!({"_type": "direct-to-start-project-task", "taskId": "t-house", "fairyId": dart}),
-                json!({"_type": "direct-to-start-project-task", "taskId": "t-tree", "fairyId": echo}),
-                json!({"_type": "await-tasks-completion", "taskIds": ["t-house", "t-tree"]}),
-            ]),
-            actions(vec![json!({"_type": "end-project", "summary": "A house and a tree."})]),
-        ],
-    ));
-    mock.add_route(route(
-        "Dart",
-        "working-drone",
-        vec![
-            // The second shape is outside the task's bounds: refused, no suggestion.
-            actions(vec![
-                rect("walls", 50, 100, 200, 150),
-                rect("stray", 600, 50, 50, 50),
-            ]),
-            actions(vec![json!({"_type": "mark-drone-task-done"})]),
-        ],
-    ));
-    mock.add_route(route(
-        "Echo",
-        "working-drone",
-        vec![actions(vec![
-            rect("oak", 100, 100, 100, 150),
-            json!({"_type": "mark-drone-task-done"}),
-        ])],
-    ));
+    house_and_tree(&mock, &dart, &echo);
     let (status, started) = post(
         &format!("{http}/rooms/{room}/group-prompt"),
         json!({"message": "a house and a tree", "fairyIds": [orla, dart, echo], "apply": "suggest",

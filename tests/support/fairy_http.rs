@@ -238,3 +238,46 @@ pub async fn stalling_in_b() -> fairyring::llm::mock::MockServer {
     }])
     .await
 }
+
+/// The mock's script of a three-fairy project: Orla plans "House and tree" (tasks `t-house` at
+/// x 0 and `t-tree` at x 500, 400 × 400), directs `dart` and `echo` and awaits them, then ends
+/// it; Dart draws `walls` in its task and `stray` outside it (refused), then marks its task
+/// done; Echo draws `oak` (model x 100, page x 600) and marks its task done.
+pub fn house_and_tree(mock: &MockServer, dart: &str, echo: &str) {
+    mock.add_route(route(
+        "Orla",
+        "orchestrating-active",
+        vec![
+            actions(vec![
+                json!({"_type": "start-project", "title": "House and tree",
+                       "description": "a house beside a tree", "plan": "house left, tree right, in parallel"}),
+                task("t-house", "a house", 0),
+                task("t-tree", "a tree", 500),
+                json!({"_type": "direct-to-start-project-task", "taskId": "t-house", "fairyId": dart}),
+                json!({"_type": "direct-to-start-project-task", "taskId": "t-tree", "fairyId": echo}),
+                json!({"_type": "await-tasks-completion", "taskIds": ["t-house", "t-tree"]}),
+            ]),
+            actions(vec![json!({"_type": "end-project", "summary": "A house and a tree."})]),
+        ],
+    ));
+    mock.add_route(route(
+        "Dart",
+        "working-drone",
+        vec![
+            // The second shape is outside the task's bounds: refused with a correction.
+            actions(vec![
+                rect("walls", 50, 100, 200, 150),
+                rect("stray", 600, 50, 50, 50),
+            ]),
+            actions(vec![json!({"_type": "mark-drone-task-done"})]),
+        ],
+    ));
+    mock.add_route(route(
+        "Echo",
+        "working-drone",
+        vec![actions(vec![
+            rect("oak", 100, 100, 100, 150),
+            json!({"_type": "mark-drone-task-done"}),
+        ])],
+    ));
+}
