@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash};
-use super::{Checkpoint, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
+use super::{Checkpoint, Fence, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
 
 #[derive(Default)]
@@ -20,6 +20,8 @@ struct Log {
     /// History checkpoints by sequence number: base (`None`: full) and data.
     checkpoints: BTreeMap<u64, (Option<u64>, Bytes)>,
     last_seq: u64,
+    /// The newest fencing token of each fairy of the room (docs/scaling.md "Fencing").
+    fences: HashMap<String, u64>,
 }
 
 impl Log {
@@ -99,8 +101,35 @@ impl Store for MemoryStore {
         room: &RoomName,
         updates: Vec<Logged>,
     ) -> Result<u64, StoreError> {
-        Ok(self.with(|rooms| {
+        self.append_fenced(room, updates, Vec::new()).await
+    }
+
+    async fn next_fence(&self, room: &RoomName, fairy: &str) -> Result<Option<u64>, StoreError> {
+        Ok(Some(self.with(|rooms| {
             let log = rooms.entry(room.as_str().to_owned()).or_default();
+            let generation = log.fences.entry(fairy.to_owned()).or_default();
+            *generation += 1;
+            *generation
+        })))
+    }
+
+    async fn append_fenced(
+        &self,
+        room: &RoomName,
+        updates: Vec<Logged>,
+        fences: Vec<Fence>,
+    ) -> Result<u64, StoreError> {
+        self.with(|rooms| {
+            let log = rooms.entry(room.as_str().to_owned()).or_default();
+            if let Some(stale) = fences.iter().find(|f| {
+                log.fences
+                    .get(&f.fairy)
+                    .is_some_and(|newest| *newest > f.generation)
+            }) {
+                return Err(StoreError::Fenced {
+                    fairy: stale.fairy.clone(),
+                });
+            }
             for logged in updates {
                 log.last_seq += 1;
                 log.updates.push(LogRow {
@@ -110,8 +139,8 @@ impl Store for MemoryStore {
                     update: logged.update,
                 });
             }
-            log.last_seq
-        }))
+            Ok(log.last_seq)
+        })
     }
 
     async fn compact(
@@ -256,6 +285,28 @@ impl Store for MemoryStore {
     ) -> Result<(), StoreError> {
         self.with_fairies(|states| states.insert(fairy_key(room, fairy), state));
         Ok(())
+    }
+
+    async fn save_fairy_state_fenced(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+        state: Bytes,
+        fence: u64,
+    ) -> Result<(), StoreError> {
+        // Rooms, then fairy states: the only place holding both takes them in this order.
+        self.with(|rooms| {
+            let newest = rooms
+                .get(room.as_str())
+                .and_then(|log| log.fences.get(fairy).copied());
+            if newest.is_some_and(|newest| newest > fence) {
+                return Err(StoreError::Fenced {
+                    fairy: fairy.to_owned(),
+                });
+            }
+            self.with_fairies(|states| states.insert(fairy_key(room, fairy), state));
+            Ok(())
+        })
     }
 
     async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {

@@ -50,6 +50,26 @@ pub enum StoreError {
     /// The store's writer task is gone (the server is shutting down).
     #[error("store writer stopped")]
     WriterStopped,
+    /// A write for a fairy carried a fencing token older than the fairy's newest: another node
+    /// took the fairy over (docs/scaling.md "Fencing"); nothing of that append was written.
+    #[error("fairy {fairy} is hosted by another node now: the write for it is refused")]
+    Fenced {
+        /// The fairy whose token was stale.
+        fairy: String,
+    },
+}
+
+/// A fairy's fencing token (docs/scaling.md "Fencing"): the generation of its hosting, taken
+/// from the store ([`Store::next_fence`]) by the node that took its lease, before it writes
+/// anything for the fairy. An append carrying an older generation than the store's newest for
+/// that fairy is refused ([`Store::append_fenced`]), so a host that stalled past its lease
+/// (a GC pause, SIGSTOP, a slow disk) cannot write for the fairy once another node took it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Fence {
+    /// The fairy's id.
+    pub fairy: String,
+    /// The hosting's generation (1 for the first host, one more at every take-over).
+    pub generation: u64,
 }
 
 /// What is kept of one room: a snapshot (if compacted) and the updates logged after it.
@@ -127,6 +147,30 @@ pub trait Store: Send + Sync + 'static {
     /// transaction; returns the sequence number of the last one.
     async fn append_logged(&self, room: &RoomName, updates: Vec<Logged>)
     -> Result<u64, StoreError>;
+
+    /// Takes the next fencing token of fairy `fairy` in `room` (a node that just took its
+    /// lease, before it writes for it): from now on every append carrying an older token is
+    /// refused. `None`: this store serves a single node, where no two hosts of one fairy ever
+    /// coexist, and takes no fences (the default; SQLite).
+    async fn next_fence(&self, room: &RoomName, fairy: &str) -> Result<Option<u64>, StoreError> {
+        let _ = (room, fairy);
+        Ok(None)
+    }
+
+    /// [`Store::append_logged`], unless one of `fences` is older than its fairy's newest token:
+    /// then nothing is appended and [`StoreError::Fenced`] names that fairy. The check and the
+    /// append are one transaction, ordered with [`Store::next_fence`]: a token taken before the
+    /// append commits refuses it, one taken after it finds it written. A store that takes no
+    /// fences appends (the default).
+    async fn append_fenced(
+        &self,
+        room: &RoomName,
+        updates: Vec<Logged>,
+        fences: Vec<Fence>,
+    ) -> Result<u64, StoreError> {
+        let _ = fences;
+        self.append_logged(room, updates).await
+    }
 
     /// Appends v1 updates nobody is named for, logged now (tests, seeding, migrations).
     async fn append(&self, room: &RoomName, updates: Vec<Bytes>) -> Result<u64, StoreError> {
@@ -206,6 +250,20 @@ pub trait Store: Send + Sync + 'static {
         fairy: &str,
         state: Bytes,
     ) -> Result<(), StoreError>;
+
+    /// [`Store::save_fairy_state`] by the host holding fencing token `fence` of the fairy:
+    /// refused ([`StoreError::Fenced`], nothing written) when the fairy has a newer one, taken
+    /// by the node that took it over. A store that takes no fences saves (the default).
+    async fn save_fairy_state_fenced(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+        state: Bytes,
+        fence: u64,
+    ) -> Result<(), StoreError> {
+        let _ = fence;
+        self.save_fairy_state(room, fairy, state).await
+    }
 
     /// Deletes a fairy's private state, durably; deleting a missing one is not an error.
     async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError>;
@@ -313,6 +371,84 @@ mod tests {
         outbox::tests::outbox_contract(store.outbox()).await;
     }
 
+    /// Fences (a store shared by nodes): each token taken is one more than the last; an append
+    /// carrying an older one writes nothing and names its fairy; fences of one fairy do not
+    /// touch another fairy's, nor another room's.
+    async fn fences_contract(store: &dyn Store) {
+        let room = RoomName::parse("fenced").unwrap();
+        let other = RoomName::parse("fenced-other").unwrap();
+        let fence = |fairy: &str, generation| Fence {
+            fairy: fairy.into(),
+            generation,
+        };
+        assert_eq!(store.next_fence(&room, "f-1").await.unwrap(), Some(1));
+        let seq = store
+            .append_fenced(&room, vec![logged(b"one")], vec![fence("f-1", 1)])
+            .await
+            .unwrap();
+        assert_eq!(store.next_fence(&room, "f-1").await.unwrap(), Some(2));
+        match store
+            .append_fenced(
+                &room,
+                vec![logged(b"stale"), logged(b"person")],
+                vec![fence("f-2", 7), fence("f-1", 1)],
+            )
+            .await
+        {
+            Err(StoreError::Fenced { fairy }) => assert_eq!(fairy, "f-1"),
+            other => panic!("a stale fence must be refused, got {other:?}"),
+        }
+        let loaded = store.load(&room).await.unwrap();
+        assert_eq!(
+            loaded.last_seq, seq,
+            "nothing of a refused append is written"
+        );
+        assert_eq!(loaded.updates, vec![&b"one"[..]]);
+        // The current token, a fairy never fenced, and another room's same fairy pass.
+        store
+            .append_fenced(
+                &room,
+                vec![logged(b"two")],
+                vec![fence("f-1", 2), fence("f-9", 1)],
+            )
+            .await
+            .unwrap();
+        assert_eq!(store.next_fence(&other, "f-1").await.unwrap(), Some(1));
+        store
+            .append_fenced(&other, vec![logged(b"x")], vec![fence("f-1", 1)])
+            .await
+            .unwrap();
+        // A fairy's private state, saved under a stale fence, is refused.
+        store
+            .save_fairy_state_fenced(&room, "f-1", Bytes::from_static(b"new host"), 2)
+            .await
+            .unwrap();
+        assert!(matches!(
+            store
+                .save_fairy_state_fenced(&room, "f-1", Bytes::from_static(b"old host"), 1)
+                .await,
+            Err(StoreError::Fenced { .. })
+        ));
+        assert_eq!(
+            store
+                .load_fairy_state(&room, "f-1")
+                .await
+                .unwrap()
+                .as_deref(),
+            Some(&b"new host"[..])
+        );
+        // Plain appends are never fenced.
+        store
+            .append(&room, vec![Bytes::from_static(b"three")])
+            .await
+            .unwrap();
+        assert_eq!(store.load(&room).await.unwrap().updates.len(), 3);
+    }
+
+    fn logged(update: &'static [u8]) -> Logged {
+        Logged::unattributed(Bytes::from_static(update), 1)
+    }
+
     /// Projects: per room and project, replaced on save, listed per room.
     async fn projects_contract(store: &dyn Store, room: &RoomName, other: &RoomName) {
         assert!(store.load_projects(room).await.unwrap().is_empty());
@@ -409,6 +545,7 @@ mod tests {
     #[tokio::test]
     async fn memory_store_meets_contract() {
         contract(Arc::new(memory::MemoryStore::default())).await;
+        fences_contract(&memory::MemoryStore::default()).await;
     }
 
     #[tokio::test]
@@ -421,6 +558,7 @@ mod tests {
             .await
             .unwrap();
         contract(store.clone()).await;
+        fences_contract(store.as_ref()).await;
         store.close().await;
         // Reopening (migrations already applied) sees the same data.
         let store = open_in(&test_db::url(), Some(schema.as_str()))
@@ -439,6 +577,14 @@ mod tests {
         let path = dir.path().join("t.db");
         let store = open(&format!("sqlite:{}", path.display())).await.unwrap();
         contract(store.clone()).await;
+        assert_eq!(
+            store
+                .next_fence(&RoomName::parse("contract").unwrap(), "f-1")
+                .await
+                .unwrap(),
+            None,
+            "a store of one node takes no fences"
+        );
         store.close().await;
         // Reopening sees the same data.
         let store = open(&format!("sqlite:{}", path.display())).await.unwrap();

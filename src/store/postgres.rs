@@ -12,7 +12,9 @@
 //! order. Compaction never moves a snapshot backwards and deletes nothing (the log is history,
 //! docs/storage.md "History"), so it is safe while other nodes append; a checkpoint is kept only
 //! while none newer than the state it extends exists (nodes never fork the chain); pruning old
-//! history only deletes what a kept checkpoint and the snapshot cover. Tables live in one schema
+//! history only deletes what a kept checkpoint and the snapshot cover. A fairy's fencing token
+//! (`fairy_fences`) is taken in its own statement and checked, share-locked, inside the append
+//! that carries it (docs/scaling.md "Fencing"). Tables live in one schema
 //! (`--store-schema`), set as the connections' `search_path`.
 //!
 //! This module knows nothing of sockets, peers or Yjs; it must not be used by anything but the
@@ -29,8 +31,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Row, Transaction};
 
 use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash_off_thread};
-use super::writer::{Batch, WriteOp, WriteReq, Writer, known_actor, to_i64, to_u64};
-use super::{Checkpoint, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
+use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, known_actor, to_i64, to_u64};
+use super::{Checkpoint, Fence, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
 /// How long a connection attempt may take before the store counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -160,7 +162,29 @@ impl Store for PostgresStore {
         room: &RoomName,
         updates: Vec<Logged>,
     ) -> Result<u64, StoreError> {
-        self.writer.append(room, updates).await
+        self.writer.append(room, updates, Vec::new()).await
+    }
+
+    async fn next_fence(&self, room: &RoomName, fairy: &str) -> Result<Option<u64>, StoreError> {
+        let row = sqlx::query(
+            "INSERT INTO fairy_fences (room, fairy, generation) VALUES ($1, $2, 1)
+             ON CONFLICT (room, fairy) DO UPDATE SET generation = fairy_fences.generation + 1
+             RETURNING generation",
+        )
+        .bind(room.as_str())
+        .bind(fairy)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(Some(to_u64(row.try_get::<i64, _>(0)?)))
+    }
+
+    async fn append_fenced(
+        &self,
+        room: &RoomName,
+        updates: Vec<Logged>,
+        fences: Vec<Fence>,
+    ) -> Result<u64, StoreError> {
+        self.writer.append(room, updates, fences).await
     }
 
     async fn compact(
@@ -367,7 +391,19 @@ impl Store for PostgresStore {
         fairy: &str,
         state: Bytes,
     ) -> Result<(), StoreError> {
-        self.writer.save_fairy(room, fairy, state).await
+        self.writer.save_fairy(room, fairy, state, None).await
+    }
+
+    async fn save_fairy_state_fenced(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+        state: Bytes,
+        fence: u64,
+    ) -> Result<(), StoreError> {
+        self.writer
+            .save_fairy(room, fairy, state, Some(fence))
+            .await
     }
 
     async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
@@ -447,7 +483,7 @@ struct PgBatch {
 
 #[async_trait]
 impl Batch for PgBatch {
-    async fn commit(&mut self, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error> {
+    async fn commit(&mut self, batch: &[WriteReq]) -> Result<Vec<Written>, sqlx::Error> {
         let mut interned = Vec::new();
         let seqs = commit_batch(&self.pool, &self.actors, &mut interned, batch).await?;
         self.actors.extend(interned);
@@ -505,19 +541,27 @@ async fn checkpoint_data(
         .collect()
 }
 
-/// Commits a (lock-ordered) batch in one transaction; returns, per request, the last sequence
-/// number written (appends) or 0.
+/// Commits a (lock-ordered) batch in one transaction; returns, per request, what it did: the
+/// last sequence number written (appends), 0, or a fenced append that wrote nothing.
 async fn commit_batch(
     pool: &PgPool,
     actors: &HashMap<Arc<str>, i64>,
     interned: &mut Vec<(Arc<str>, i64)>,
     batch: &[WriteReq],
-) -> Result<Vec<u64>, sqlx::Error> {
+) -> Result<Vec<Written>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let mut seqs = Vec::with_capacity(batch.len());
     for req in batch {
         let seq = match &req.op {
-            WriteOp::Append { room, updates } => {
+            WriteOp::Append {
+                room,
+                updates,
+                fences,
+            } => {
+                if let Some(fairy) = stale_fence(&mut tx, room, fences).await? {
+                    seqs.push(Written::Fenced(fairy));
+                    continue;
+                }
                 append(&mut tx, room, updates, actors, interned).await?
             }
             WriteOp::Compact {
@@ -552,7 +596,22 @@ async fn commit_batch(
             .execute(&mut *tx)
             .await?
             .rows_affected(),
-            WriteOp::SaveFairy { room, fairy, state } => {
+            WriteOp::SaveFairy {
+                room,
+                fairy,
+                state,
+                fence,
+            } => {
+                if let Some(generation) = fence {
+                    let fence = Fence {
+                        fairy: fairy.clone(),
+                        generation: *generation,
+                    };
+                    if let Some(fairy) = stale_fence(&mut tx, room, &[fence]).await? {
+                        seqs.push(Written::Fenced(fairy));
+                        continue;
+                    }
+                }
                 sqlx::query(
                     "INSERT INTO fairy_states (room, fairy, data) VALUES ($1, $2, $3)
                      ON CONFLICT (room, fairy) DO UPDATE SET data = excluded.data",
@@ -573,7 +632,7 @@ async fn commit_batch(
                 0
             }
         };
-        seqs.push(seq);
+        seqs.push(Written::Done(seq));
     }
     tx.commit().await?;
     Ok(seqs)
@@ -622,6 +681,39 @@ async fn append(
     .execute(&mut **tx)
     .await?;
     Ok(to_u64(last))
+}
+
+/// The first of `fences` older than its fairy's newest token, if any (docs/scaling.md
+/// "Fencing"). The rows read stay share-locked until the transaction ends, so a token taken
+/// meanwhile ([`Store::next_fence`], which updates the row) waits for this append to commit and
+/// is ordered after it.
+async fn stale_fence(
+    tx: &mut Transaction<'static, Postgres>,
+    room: &str,
+    fences: &[Fence],
+) -> Result<Option<String>, sqlx::Error> {
+    if fences.is_empty() {
+        return Ok(None);
+    }
+    let fairies: Vec<&str> = fences.iter().map(|f| f.fairy.as_str()).collect();
+    let rows = sqlx::query(
+        "SELECT fairy, generation FROM fairy_fences WHERE room = $1 AND fairy = ANY($2) FOR SHARE",
+    )
+    .bind(room)
+    .bind(&fairies)
+    .fetch_all(&mut **tx)
+    .await?;
+    for row in rows {
+        let fairy: String = row.try_get(0)?;
+        let newest = to_u64(row.try_get::<i64, _>(1)?);
+        if fences
+            .iter()
+            .any(|f| f.fairy == fairy && f.generation < newest)
+        {
+            return Ok(Some(fairy));
+        }
+    }
+    Ok(None)
 }
 
 /// The number of an actor's JSON in `actors`, added when new (`interned` collects the numbers

@@ -26,7 +26,7 @@ use sqlx::{ConnectOptions, Connection, Row, SqliteConnection, SqlitePool};
 use std::sync::Arc;
 
 use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash_off_thread};
-use super::writer::{Batch, WriteOp, WriteReq, Writer, known_actor, to_i64, to_u64};
+use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, known_actor, to_i64, to_u64};
 use super::{Checkpoint, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
 
@@ -191,7 +191,7 @@ impl Store for SqliteStore {
         room: &RoomName,
         updates: Vec<Logged>,
     ) -> Result<u64, StoreError> {
-        self.writer.append(room, updates).await
+        self.writer.append(room, updates, Vec::new()).await
     }
 
     async fn compact(
@@ -396,7 +396,7 @@ impl Store for SqliteStore {
         fairy: &str,
         state: Bytes,
     ) -> Result<(), StoreError> {
-        self.writer.save_fairy(room, fairy, state).await
+        self.writer.save_fairy(room, fairy, state, None).await
     }
 
     async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
@@ -491,7 +491,7 @@ struct SqliteBatch {
 
 #[async_trait]
 impl Batch for SqliteBatch {
-    async fn commit(&mut self, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error> {
+    async fn commit(&mut self, batch: &[WriteReq]) -> Result<Vec<Written>, sqlx::Error> {
         let conn = match &mut self.conn {
             Some(conn) => conn,
             None => self.conn.insert(self.options.connect().await?),
@@ -503,7 +503,8 @@ impl Batch for SqliteBatch {
                     self.last_seq.insert(room.to_owned(), seq);
                 }
                 self.actors.extend(interned);
-                Ok(seqs)
+                // A SQLite store serves one node: it takes no fences (`Store::next_fence`).
+                Ok(seqs.into_iter().map(Written::Done).collect())
             }
             Err(error) => {
                 self.conn = None;
@@ -613,7 +614,7 @@ async fn commit_batch<'a>(
     let mut rows: Vec<PendingRow> = Vec::new();
     for req in batch {
         match &req.op {
-            WriteOp::Append { room, updates } => {
+            WriteOp::Append { room, updates, .. } => {
                 let mut seq = match last.get(room.as_str()).or_else(|| known.get(room)) {
                     Some(seq) => *seq,
                     None => max_seq(&mut tx, room).await?,
@@ -664,7 +665,9 @@ async fn commit_batch<'a>(
                 .rows_affected();
                 seqs.push(kept);
             }
-            WriteOp::SaveFairy { room, fairy, state } => {
+            WriteOp::SaveFairy {
+                room, fairy, state, ..
+            } => {
                 sqlx::query(
                     "INSERT INTO fairy_states (room, fairy, data) VALUES (?1, ?2, ?3)
                      ON CONFLICT(room, fairy) DO UPDATE SET data = excluded.data",

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use super::{Checkpoint, Logged, StoreError};
+use super::{Checkpoint, Fence, Logged, StoreError};
 use crate::ids::RoomName;
 
 /// Most requests the writer folds into one transaction.
@@ -32,8 +32,13 @@ pub(crate) struct WriteReq {
 
 /// What a write does.
 pub(crate) enum WriteOp {
-    /// Appends updates, with their actors and times, to a room's log.
-    Append { room: String, updates: Vec<Logged> },
+    /// Appends updates, with their actors and times, to a room's log, unless one of `fences`
+    /// is stale (see [`super::Store::append_fenced`]; empty: no check).
+    Append {
+        room: String,
+        updates: Vec<Logged>,
+        fences: Vec<Fence>,
+    },
     /// Replaces the room's snapshot (see [`super::Store::compact`]).
     Compact {
         room: String,
@@ -45,11 +50,13 @@ pub(crate) enum WriteOp {
         room: String,
         checkpoint: Checkpoint,
     },
-    /// Replaces a fairy's private state.
+    /// Replaces a fairy's private state, unless `fence` (the writer's token of the fairy) is
+    /// stale.
     SaveFairy {
         room: String,
         fairy: String,
         state: Bytes,
+        fence: Option<u64>,
     },
     /// Deletes a fairy's private state.
     DeleteFairy { room: String, fairy: String },
@@ -101,11 +108,20 @@ pub(crate) fn known_actor(
         .or_else(|| interned.iter().find(|(a, _)| a == actor).map(|(_, id)| *id))
 }
 
+/// What one write of a committed batch did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// Written; its outcome number (an append's last sequence number, a kept checkpoint's 1).
+    Done(u64),
+    /// An append refused, nothing of it written: the fence of this fairy was stale.
+    Fenced(String),
+}
+
 /// A backend's transaction over a batch of writes.
 #[async_trait]
 pub(crate) trait Batch: Send + 'static {
-    /// Commits every write in one transaction; returns, per write, its outcome number.
-    async fn commit(&mut self, batch: &[WriteReq]) -> Result<Vec<u64>, sqlx::Error>;
+    /// Commits every write in one transaction; returns, per write, what it did.
+    async fn commit(&mut self, batch: &[WriteReq]) -> Result<Vec<Written>, sqlx::Error>;
 
     /// Frees what the backend keeps in memory between commits (its connection, caches); called
     /// between batches when [`Writer::release_memory`] asked for it.
@@ -153,10 +169,21 @@ impl Writer {
         result.await.map_err(|_| StoreError::WriterStopped)?
     }
 
-    /// Appends updates to a room's log; returns the last sequence number.
-    pub async fn append(&self, room: &RoomName, updates: Vec<Logged>) -> Result<u64, StoreError> {
+    /// Appends updates to a room's log unless one of `fences` is stale (empty: no check);
+    /// returns the last sequence number.
+    pub async fn append(
+        &self,
+        room: &RoomName,
+        updates: Vec<Logged>,
+        fences: Vec<Fence>,
+    ) -> Result<u64, StoreError> {
         let room = room.as_str().to_owned();
-        self.write(WriteOp::Append { room, updates }).await
+        self.write(WriteOp::Append {
+            room,
+            updates,
+            fences,
+        })
+        .await
     }
 
     /// Replaces a room's snapshot by `snapshot` (see [`super::Store::compact`]).
@@ -188,17 +215,23 @@ impl Writer {
             .map(|kept| kept == 1)
     }
 
-    /// Replaces a fairy's private state.
+    /// Replaces a fairy's private state, unless `fence` is stale (`None`: no check).
     pub async fn save_fairy(
         &self,
         room: &RoomName,
         fairy: &str,
         state: Bytes,
+        fence: Option<u64>,
     ) -> Result<(), StoreError> {
         let (room, fairy) = (room.as_str().to_owned(), fairy.to_owned());
-        self.write(WriteOp::SaveFairy { room, fairy, state })
-            .await
-            .map(|_| ())
+        self.write(WriteOp::SaveFairy {
+            room,
+            fairy,
+            state,
+            fence,
+        })
+        .await
+        .map(|_| ())
     }
 
     /// Deletes a fairy's private state.
@@ -267,9 +300,12 @@ async fn commit_and_answer(backend: &mut impl Batch, batch: &mut Vec<WriteReq>) 
         .store_commit_seconds
         .observe(started.elapsed().as_secs_f64());
     match outcome {
-        Ok(seqs) => {
-            for (req, seq) in batch.drain(..).zip(seqs) {
-                let _ = req.done.send(Ok(seq));
+        Ok(written) => {
+            for (req, written) in batch.drain(..).zip(written) {
+                let _ = req.done.send(match written {
+                    Written::Done(seq) => Ok(seq),
+                    Written::Fenced(fairy) => Err(StoreError::Fenced { fairy }),
+                });
             }
         }
         Err(err) => {
