@@ -19,6 +19,25 @@ pub struct ReasonLabel {
     pub reason: String,
 }
 
+/// What kind of write for a fairy the store refused ([`Metrics::fairy_fenced_writes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FencedWrite {
+    /// A commit of the room's log holding the fairy's document updates.
+    Commit,
+    /// A save of the fairy's private state.
+    State,
+}
+
+impl FencedWrite {
+    /// The metric's `reason` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FencedWrite::Commit => "commit",
+            FencedWrite::State => "state",
+        }
+    }
+}
+
 /// Every metric the server exports.
 pub struct Metrics {
     registry: Registry,
@@ -70,6 +89,9 @@ pub struct Metrics {
     pub pubsub_catchups: Counter,
     /// Fairy leases this node took over from another node (docs/scaling.md "Fairies").
     pub fairy_lease_moves: Counter,
+    /// Writes for a fairy the store refused, by [`FencedWrite`]: the fairy's fencing token was
+    /// stale (docs/scaling.md "Fencing").
+    pub fairy_fenced_writes: Family<ReasonLabel, Counter>,
     /// Renders (exports, screenshots) ended, by outcome ([`RenderOutcome`]).
     pub renders: Family<ReasonLabel, Counter>,
     /// Wall-clock time of one render, from its start on the pool to its answer.
@@ -134,6 +156,7 @@ impl Metrics {
             pubsub_heartbeats: Family::default(),
             pubsub_catchups: Counter::default(),
             fairy_lease_moves: Counter::default(),
+            fairy_fenced_writes: Family::default(),
             renders: Family::default(),
             render_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
             webhook_deliveries: Family::default(),
@@ -255,6 +278,11 @@ impl Metrics {
             m.fairy_lease_moves.clone(),
         );
         registry.register(
+            "fairy_fenced_writes",
+            "Writes for a fairy the store refused (a stale fencing token), by kind",
+            m.fairy_fenced_writes.clone(),
+        );
+        registry.register(
             "renders",
             "Renders (exports, fairy screenshots) ended, by outcome",
             m.renders.clone(),
@@ -285,6 +313,11 @@ impl Metrics {
     pub fn count_model_usage(&self, usage: &crate::llm::Usage) {
         Self::count(&self.model_tokens, "input", usage.input_tokens);
         Self::count(&self.model_tokens, "output", usage.output_tokens);
+    }
+
+    /// Counts one write for a fairy the store refused (a stale fencing token).
+    pub fn count_fenced(&self, write: FencedWrite) {
+        Self::count(&self.fairy_fenced_writes, write.as_str(), 1);
     }
 
     /// Counts one ended render and its time.

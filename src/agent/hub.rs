@@ -342,7 +342,12 @@ impl FairyHub {
             self.inner.budget.clone(),
             room.name().clone(),
         ));
-        let saver = StateSaver::spawn(room.store().clone(), room.name().clone(), entity.id.clone());
+        let saver = StateSaver::spawn_fenced(
+            room.store().clone(),
+            room.name().clone(),
+            entity.id.clone(),
+            room.fence_of(entity.id.as_str()),
+        );
         let hosted = Hosted {
             room: room.clone(),
             inbox: inbox.clone(),

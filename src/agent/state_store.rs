@@ -112,12 +112,32 @@ pub struct StateSaver {
 impl StateSaver {
     /// Starts the writer for `fairy` of `room` (needs a Tokio runtime).
     pub fn spawn(store: Arc<dyn Store>, room: RoomName, fairy: FairyId) -> Self {
+        Self::spawn_fenced(store, room, fairy, None)
+    }
+
+    /// [`StateSaver::spawn`] for a host holding fencing token `fence` of the fairy
+    /// (docs/scaling.md "Fencing"): once another node took the fairy over, what this one still
+    /// saves is refused by the store.
+    pub fn spawn_fenced(
+        store: Arc<dyn Store>,
+        room: RoomName,
+        fairy: FairyId,
+        fence: Option<u64>,
+    ) -> Self {
         let shared = Arc::new(Shared {
             slot: Mutex::new(Slot::default()),
             wake: Notify::new(),
             done: watch::channel(0).0,
         });
-        let task = tokio::spawn(write_loop(shared.clone(), store, room, fairy.clone()));
+        let task = tokio::spawn(write_loop(
+            shared.clone(),
+            store,
+            Target {
+                room,
+                fairy: fairy.clone(),
+                fence,
+            },
+        ));
         StateSaver {
             shared,
             fairy,
@@ -179,7 +199,15 @@ impl StateSync {
     }
 }
 
-async fn write_loop(shared: Arc<Shared>, store: Arc<dyn Store>, room: RoomName, fairy: FairyId) {
+/// Whose state a saver writes, and the fencing token it writes under.
+struct Target {
+    room: RoomName,
+    fairy: FairyId,
+    fence: Option<u64>,
+}
+
+async fn write_loop(shared: Arc<Shared>, store: Arc<dyn Store>, target: Target) {
+    let Target { room, fairy, fence } = target;
     loop {
         let (next, version, closed) = {
             let mut slot = shared.lock();
@@ -192,11 +220,21 @@ async fn write_loop(shared: Arc<Shared>, store: Arc<dyn Store>, room: RoomName, 
             shared.wake.notified().await;
             continue;
         };
-        let written = match write {
-            Write::Save(bytes) => store.save_fairy_state(&room, fairy.as_str(), bytes).await,
-            Write::Delete => store.delete_fairy_state(&room, fairy.as_str()).await,
+        let written = match (write, fence) {
+            (Write::Save(bytes), Some(fence)) => {
+                store
+                    .save_fairy_state_fenced(&room, fairy.as_str(), bytes, fence)
+                    .await
+            }
+            (Write::Save(bytes), None) => {
+                store.save_fairy_state(&room, fairy.as_str(), bytes).await
+            }
+            (Write::Delete, _) => store.delete_fairy_state(&room, fairy.as_str()).await,
         };
-        if let Err(error) = written {
+        if let Err(StoreError::Fenced { .. }) = written {
+            crate::metrics::global().count_fenced(crate::metrics::FencedWrite::State);
+            tracing::warn!(room = %room, %fairy, "fairy state not stored: another node hosts the fairy now");
+        } else if let Err(error) = written {
             // The next state handed over is written in full; nothing is half-stored.
             tracing::error!(room = %room, %fairy, %error, "fairy state not stored");
         }

@@ -23,7 +23,7 @@ use super::pending::Pending;
 use super::remote::SeqTracker;
 use super::{Room, RoomError};
 use crate::pubsub::{Envelope, Inbound, Subscription};
-use crate::store::Logged;
+use crate::store::{Fence, Logged, StoreError};
 
 /// How long a gap in the sequence numbers heard from other nodes may last before the room
 /// catches up from the store (messages of two nodes may arrive out of order).
@@ -99,6 +99,10 @@ pub(crate) enum Stop {
     Shutdown,
     /// The store failed: peers were closed so they resync elsewhere or later.
     StoreFailed,
+    /// The store refused a write of a fairy another node took over while this one stalled
+    /// (docs/scaling.md "Fencing"): the document holds what the log does not, so the room
+    /// reloads; peers were closed so they resync.
+    Fenced,
 }
 
 /// Where the committer is in the room's update log.
@@ -185,8 +189,8 @@ pub(crate) async fn run(
             _ = room.pending.arrived.notified() => {
                 if room.pending.is_urgent() {
                     writes_due = None;
-                    if commit(&room, &mut log).await.is_err() {
-                        return fail(&room);
+                    if let Err(error) = commit(&room, &mut log).await {
+                        return fail(&room, error);
                     }
                 } else if writes_due.is_none() {
                     writes_due = Some(Instant::now() + TICK);
@@ -194,8 +198,8 @@ pub(crate) async fn run(
             }
             _ = deadline(writes_due) => {
                 writes_due = None;
-                if commit(&room, &mut log).await.is_err() {
-                    return fail(&room);
+                if let Err(error) = commit(&room, &mut log).await {
+                    return fail(&room, error);
                 }
             }
             _ = room.server_presence.queued.notified(), if presence_due.is_none() => {
@@ -241,8 +245,8 @@ pub(crate) async fn run(
 /// waits for it any more).
 async fn finish(room: &Arc<Room>, log: &mut LogState, stop: Stop) -> Stop {
     room.send_server_presence();
-    if commit(room, log).await.is_err() {
-        return fail(room);
+    if let Err(error) = commit(room, log).await {
+        return fail(room, error);
     }
     if log.compacting.is_some() {
         let snapshot = compaction_done(&mut log.compacting).await;
@@ -257,13 +261,25 @@ async fn finish(room: &Arc<Room>, log: &mut LogState, stop: Stop) -> Stop {
     stop
 }
 
-fn fail(room: &Arc<Room>) -> Stop {
+/// Closes the room after a failed commit (`error`: [`RoomError::Fenced`] or
+/// [`RoomError::Store`]); its peers resync when they reconnect.
+fn fail(room: &Arc<Room>, error: RoomError) -> Stop {
+    let fenced = matches!(error, RoomError::Fenced);
+    room.fenced.store(fenced, Ordering::SeqCst);
     room.closing.store(true, Ordering::SeqCst);
     let peers = std::mem::take(&mut room.lock_peers().links);
     for link in peers.values() {
-        link.control.kick(RoomError::Store);
+        link.control.kick(if fenced {
+            RoomError::Fenced
+        } else {
+            RoomError::Store
+        });
     }
-    Stop::StoreFailed
+    if fenced {
+        Stop::Fenced
+    } else {
+        Stop::StoreFailed
+    }
 }
 
 /// Appends everything queued in one store call, then delivers it in order.
@@ -277,14 +293,24 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
     let at = room.config.clock.unix_millis();
     // What the webhooks hear of this commit once it is delivered (sequence numbers, actors).
     let mut reported = None;
+    // Beside each update, the fencing token of the fairy that wrote it (scaled out).
+    let mut fences: Vec<Option<Arc<Fence>>> = Vec::new();
     let mut updates: Vec<Logged> = items
         .iter()
         .filter_map(|item| match item {
-            Pending::Update { update, actor, .. } => Some(Logged {
-                update: update.clone(),
-                actor: actor.clone(),
-                at,
-            }),
+            Pending::Update {
+                update,
+                actor,
+                fence,
+                ..
+            } => {
+                fences.push(fence.clone());
+                Some(Logged {
+                    update: update.clone(),
+                    actor: actor.clone(),
+                    at,
+                })
+            }
             Pending::Remote { .. } | Pending::Reply { .. } => None,
         })
         .collect();
@@ -292,8 +318,8 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
         let schema = room.take_unwritten_schema();
         if let Some(schema) = &schema {
             updates.insert(0, Logged::unattributed(schema.clone(), at));
+            fences.insert(0, None);
         }
-        let count = updates.len() as u64;
         log.bytes_since_snapshot += updates.iter().map(|u| u.update.len() as u64).sum::<u64>();
         let published = room
             .config
@@ -306,7 +332,8 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
             .webhooks
             .as_ref()
             .map(|_| distinct_actors(&updates));
-        let last_seq = append_with_retry(room, updates).await?;
+        let appended = append_fenced(room, updates, fences).await?;
+        let (last_seq, count) = (appended.last_seq, appended.count());
         let first_seq = last_seq.saturating_sub(count - 1).max(1);
         reported = actors.map(|actors| (first_seq, last_seq, actors));
         log.seqs.mark(first_seq, last_seq);
@@ -314,14 +341,23 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
         room.committed_seq.fetch_max(last_seq, Ordering::SeqCst);
         if room.actors.awaited() {
             let mut seq = first_seq + u64::from(schema.is_some());
+            let mut kept = appended.kept.iter().skip(usize::from(schema.is_some()));
             for item in &items {
                 if let Pending::Update { from, .. } = item {
+                    if !kept.next().copied().unwrap_or(true) {
+                        continue;
+                    }
                     if let Some(conn) = from {
                         room.actors.logged(*conn, seq);
                     }
                     seq += 1;
                 }
             }
+        }
+        if appended.refused() {
+            // The document holds writes the log refused: nothing of this commit goes out, the
+            // room reloads (its peers resync from the store, other nodes catch up from it).
+            return Err(RoomError::Fenced);
         }
         if let (Some(fanout), Some(updates)) = (&room.config.fanout, published) {
             fanout.publish(
@@ -419,15 +455,96 @@ fn distinct_actors(updates: &[Logged]) -> Vec<Option<Arc<str>>> {
     actors
 }
 
-async fn append_with_retry(room: &Arc<Room>, updates: Vec<Logged>) -> Result<u64, RoomError> {
+/// What [`append_fenced`] appended of a commit.
+struct Appended {
+    /// The sequence number of the last update appended.
+    last_seq: u64,
+    /// Per update of the commit, whether it was appended (`false`: its fairy's fence was stale).
+    kept: Vec<bool>,
+}
+
+impl Appended {
+    fn count(&self) -> u64 {
+        self.kept.iter().filter(|kept| **kept).count() as u64
+    }
+
+    fn refused(&self) -> bool {
+        self.kept.contains(&false)
+    }
+}
+
+/// Appends a commit's `updates`, each with the fencing token of the fairy that wrote it
+/// (`fences`, one per update; docs/scaling.md "Fencing"). A stale token (its fairy was taken
+/// over by another node while this one stalled) drops that fairy's updates from the commit and
+/// the rest (people's updates above all) is appended: the caller then fails the room with
+/// [`RoomError::Fenced`], since its document holds writes its log refused. When nothing is
+/// left to append, that error at once.
+async fn append_fenced(
+    room: &Arc<Room>,
+    updates: Vec<Logged>,
+    fences: Vec<Option<Arc<Fence>>>,
+) -> Result<Appended, RoomError> {
+    let mut kept = vec![true; updates.len()];
+    if fences.iter().all(Option::is_none) {
+        // No fairy hosted here under a fence wrote in this commit (always so on one node).
+        let last_seq = append_with_retry(room, updates, Vec::new())
+            .await
+            .map_err(|_| RoomError::Store)?;
+        return Ok(Appended { last_seq, kept });
+    }
+    loop {
+        let kept_ones = || {
+            updates
+                .iter()
+                .zip(&fences)
+                .zip(&kept)
+                .filter(|(_, kept)| **kept)
+        };
+        let batch: Vec<Logged> = kept_ones().map(|((update, _), _)| update.clone()).collect();
+        let mut distinct: Vec<Fence> = Vec::new();
+        for fence in kept_ones().filter_map(|((_, fence), _)| fence.as_deref()) {
+            if !distinct.contains(fence) {
+                distinct.push(fence.clone());
+            }
+        }
+        match append_with_retry(room, batch, distinct).await {
+            Ok(last_seq) => return Ok(Appended { last_seq, kept }),
+            Err(StoreError::Fenced { fairy }) => {
+                tracing::warn!(room = %room.name, %fairy, "the store refused a fairy's writes: another node hosts it now; the room reloads");
+                crate::metrics::global().count_fenced(crate::metrics::FencedWrite::Commit);
+                for (kept, fence) in kept.iter_mut().zip(&fences) {
+                    if fence.as_ref().is_some_and(|f| f.fairy == fairy) {
+                        *kept = false;
+                    }
+                }
+                if !kept.contains(&true) {
+                    return Err(RoomError::Fenced);
+                }
+            }
+            Err(_) => return Err(RoomError::Store),
+        }
+    }
+}
+
+/// Appends, retrying a failing store a few times; a refused fence is not retried.
+async fn append_with_retry(
+    room: &Arc<Room>,
+    updates: Vec<Logged>,
+    fences: Vec<Fence>,
+) -> Result<u64, StoreError> {
     let mut attempt = 0;
     loop {
-        match room.store.append_logged(&room.name, updates.clone()).await {
+        match room
+            .store
+            .append_fenced(&room.name, updates.clone(), fences.clone())
+            .await
+        {
             Ok(seq) => return Ok(seq),
+            Err(error @ StoreError::Fenced { .. }) => return Err(error),
             Err(error) => {
                 let Some(delay) = STORE_RETRIES.get(attempt) else {
                     tracing::error!(room = %room.name, %error, "store append failed; closing room");
-                    return Err(RoomError::Store);
+                    return Err(error);
                 };
                 tracing::warn!(room = %room.name, %error, attempt, "store append failed; retrying");
                 tokio::time::sleep(*delay).await;
@@ -670,6 +787,12 @@ impl Room {
     pub fn is_closing(&self) -> bool {
         self.closing.load(Ordering::SeqCst)
     }
+
+    /// True once the store refused some of the document's writes (docs/scaling.md "Fencing"):
+    /// the room is unloading, and its document, holding what the log does not, is not read.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::SeqCst)
+    }
 }
 
 #[cfg(test)]
@@ -694,5 +817,85 @@ mod tests {
         // ...a megabyte of them is, and so are 8,000 of any size.
         assert!(compaction_due(&log(2_000, 1 << 20, 4 << 20), 500));
         assert!(compaction_due(&log(8_000, 400_000, 4 << 20), 500));
+    }
+
+    /// A fairy's write under a stale fence (another node took the fairy over) is refused by
+    /// the store; a person's write of the same commit is logged and told its sequence number;
+    /// the room unloads, is not read meanwhile, and loads again without the refused write.
+    #[tokio::test]
+    async fn a_stale_fence_drops_the_fairys_writes_keeps_the_persons_and_reloads() {
+        use crate::config::ServeConfig;
+        use crate::history::actor::{Actor, Via};
+        use crate::origin::TxnOrigin;
+        use crate::room::registry::ReadSource;
+        use crate::room::{RoomConfig, RoomName, Rooms};
+        use crate::store::Store;
+        use crate::store::memory::MemoryStore;
+        use yrs::{Doc, Map, ReadTxn, Transact, Update, WriteTxn, updates::decoder::Decode};
+
+        let keys = |doc: &Doc| {
+            let txn = doc.transact();
+            let mut keys: Vec<String> = txn
+                .get_map("shapes")
+                .map(|m| m.keys(&txn).map(str::to_owned).collect())
+                .unwrap_or_default();
+            keys.sort();
+            keys
+        };
+        let store = Arc::new(MemoryStore::default());
+        let config = RoomConfig::from_serve(&ServeConfig::for_test());
+        let rooms = Rooms::new(store.clone() as Arc<dyn Store>, config, 4);
+        let name = RoomName::parse("fenced").expect("name");
+        let room = rooms.get(&name).await.expect("room");
+        room.take_fence("f-1").await.expect("fence");
+        // Another node takes the fairy over while this one's fairy goes on writing.
+        assert_eq!(store.next_fence(&name, "f-1").await.expect("next"), Some(2));
+        {
+            let mut txn = room.doc().transact_mut_with(TxnOrigin::fairy("f-1"));
+            let shapes = txn.get_or_insert_map("shapes");
+            shapes.insert(&mut txn, "stale", "by the old host");
+        }
+        let mine = {
+            let doc = Doc::new();
+            let mut txn = doc.transact_mut();
+            txn.get_or_insert_map("shapes")
+                .insert(&mut txn, "mine", "ada's");
+            txn.encode_update_v1()
+        };
+        let ada = Actor::user("ada", None).via(Via::Api);
+        let seq = room
+            .apply_update_as(&ada, &mine)
+            .await
+            .expect("ada's write");
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while !room.is_closing() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the room unloads");
+        assert!(room.is_fenced());
+        assert_eq!(
+            keys(room.doc()),
+            ["mine", "stale"],
+            "the refused write is here only"
+        );
+        if let Ok(Some(ReadSource::Loaded(_))) = rooms.read(&name).await {
+            panic!("a fenced room's document is not read");
+        }
+        let stored = store.load(&name).await.expect("load");
+        assert_eq!(stored.last_seq, seq, "ada's write is the last logged");
+        let logged = Doc::new();
+        {
+            let mut txn = logged.transact_mut();
+            for update in &stored.updates {
+                txn.apply_update(Update::decode_v1(update).expect("decode"))
+                    .expect("apply");
+            }
+        }
+        assert_eq!(keys(&logged), ["mine"]);
+        let again = rooms.get(&name).await.expect("reloaded");
+        assert!(!Arc::ptr_eq(&again, &room));
+        assert_eq!(keys(again.doc()), ["mine"]);
     }
 }

@@ -126,6 +126,11 @@ pub enum RoomError {
     /// The room is unloading or the server shutting down.
     #[error("room closed")]
     Closed,
+    /// The store refused a write of a fairy this node hosted, which another node took over
+    /// while this one stalled (docs/scaling.md "Fencing"): the room reloads and peers should
+    /// reconnect.
+    #[error("a fairy's host was taken over by another node; the room reloads")]
+    Fenced,
     /// The update would take the room's document past `--max-doc-bytes`.
     #[error(transparent)]
     DocTooLarge(#[from] size::TooLarge),
@@ -200,6 +205,8 @@ pub struct Room {
     cold: Arc<cold::ColdCache>,
     leases: AtomicUsize,
     closing: AtomicBool,
+    /// The store refused some of the document's writes (a stale fence): it must not be read.
+    fenced: AtomicBool,
     config: RoomConfig,
     store: Arc<dyn Store>,
     /// The server's awareness states waiting for the room's tick.
@@ -319,11 +326,12 @@ impl Room {
                     // Another node's update, durable already: delivered, not stored again.
                     queue.push(Pending::Remote { update });
                 } else {
-                    let actor = named.of(txn.origin().map(|o| o.as_ref()));
+                    let origin = txn.origin().map(|o| o.as_ref());
                     queue.push(Pending::Update {
                         update,
                         from,
-                        actor,
+                        actor: named.of(origin),
+                        fence: named.fence_of(origin),
                     });
                 }
             },
@@ -347,6 +355,7 @@ impl Room {
             cold,
             leases: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
+            fenced: AtomicBool::new(false),
             server_presence: coalesce::ServerPresence::default(),
             fairy_writes: write_budget::WriteBudget::new(config.fairy_writes_per_sec),
             config,
@@ -363,7 +372,47 @@ impl Room {
     /// request — its own origin and its undo manager's, which reverts its tentative versions —
     /// a server action on a person's behalf; peers are named when they join).
     pub fn name_actor(&self, origin: impl Into<yrs::Origin>, actor: &crate::history::actor::Actor) {
-        self.actors.set(origin.into().as_ref(), actor.to_json());
+        let origin = origin.into();
+        self.actors.set(origin.as_ref(), actor.to_json());
+        // A fairy's own writes (not a person's acceptance of its suggestion) carry its fence.
+        if let crate::history::actor::Actor::Fairy {
+            id,
+            accepted_by: None,
+            ..
+        } = actor
+        {
+            self.actors.fence_origin_for(origin.as_ref(), id);
+        }
+    }
+
+    /// Scaled out, by the node that just took fairy `fairy`'s lease, before it hosts the
+    /// fairy: takes the fairy's next fencing token from the store, carried from now on with
+    /// every write of the fairy here (docs/scaling.md "Fencing"), so that once another node
+    /// takes the fairy over, whatever this node still writes for it is refused by the store.
+    /// Nothing on a store that takes no fences (a single node).
+    pub async fn take_fence(&self, fairy: &str) -> Result<(), RoomError> {
+        match self.store.next_fence(&self.name, fairy).await {
+            Ok(Some(generation)) => {
+                let origin = yrs::Origin::from(&TxnOrigin::fairy(fairy));
+                self.actors.fence_fairy(fairy, generation, origin.as_ref());
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(error) => {
+                tracing::warn!(room = %self.name, fairy, %error, "could not take a fairy's fencing token");
+                Err(RoomError::Store)
+            }
+        }
+    }
+
+    /// The fencing token fairy `fairy`'s writes carry here, if any.
+    pub fn fence_of(&self, fairy: &str) -> Option<u64> {
+        self.actors.fence_of_fairy(fairy)
+    }
+
+    /// Fairy `fairy`'s hosting here ended: its writes carry no fence any more.
+    pub fn drop_fence(&self, fairy: &str) {
+        self.actors.unfence_fairy(fairy);
     }
 
     /// Forgets the actor of `origin` (its updates are logged without one from now on).

@@ -25,6 +25,8 @@ pub(crate) enum Pending {
         update: Bytes,
         from: Option<u64>,
         actor: Option<std::sync::Arc<str>>,
+        /// The fencing token of the fairy that wrote it, scaled out (docs/scaling.md "Fencing").
+        fence: Option<std::sync::Arc<crate::store::Fence>>,
     },
     /// Another node's update, durable already: delivered to every peer, never stored again.
     Remote { update: Bytes },
@@ -158,6 +160,7 @@ mod tests {
             update: Bytes::from_static(&[0, 0]),
             from: None,
             actor: None,
+            fence: None,
         }
     }
 

@@ -140,8 +140,11 @@ impl Rooms {
         if self.inner.shutdown.is_cancelled() {
             return Err(RoomError::Closed);
         }
-        // A room still flushing as it unloads is read too: its document is whole.
-        if let Some(room) = self.get_loaded(name) {
+        // A room still flushing as it unloads is read too: its document is whole (unless the
+        // store refused some of it).
+        if let Some(room) = self.get_loaded(name)
+            && !room.is_fenced()
+        {
             return Ok(Some(ReadSource::Loaded(room.doc().clone())));
         }
         let stored = self.inner.store.load(name).await.map_err(|error| {
@@ -282,6 +285,7 @@ impl Rooms {
                 Stop::Idle => "idle",
                 Stop::Shutdown => "shutdown",
                 Stop::StoreFailed => "store failure",
+                Stop::Fenced => "fenced",
             };
             tracing::info!(room = %task_room.name, reason, "room unloaded");
             crate::metrics::global().rooms_loaded.dec();

@@ -195,6 +195,7 @@ impl From<RoomError> for ApiError {
             RoomError::TooManyRooms => (StatusCode::SERVICE_UNAVAILABLE, "too_many_rooms"),
             RoomError::Closed => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
             RoomError::Store => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+            RoomError::Fenced => (StatusCode::SERVICE_UNAVAILABLE, "room_reloading"),
             RoomError::DocTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "doc_too_large"),
             RoomError::BadUpdate(_) | RoomError::Protocol(_) => {
                 (StatusCode::BAD_REQUEST, "invalid_update")
@@ -220,6 +221,7 @@ pub fn close_for(error: &RoomError) -> (u16, &'static str, String) {
         RoomError::SlowConsumer => (close::TRY_AGAIN_LATER, "slow_consumer"),
         RoomError::RoomFull | RoomError::TooManyRooms => (close::TRY_AGAIN_LATER, "full"),
         RoomError::Store => (close::INTERNAL, "store_failure"),
+        RoomError::Fenced => (close::TRY_AGAIN_LATER, "room_reloading"),
         RoomError::Closed => (close::GOING_AWAY, "room_closed"),
         RoomError::DocTooLarge(_) => (close::TOO_BIG, "doc_too_large"),
     };

@@ -8,7 +8,10 @@
 //! gives the lease up when the hosting ends (room unloaded, fairy dismissed, shutdown). A
 //! renewal refused (another node holds it) or failing for most of a lease's life stops the
 //! hosting as a shutdown does: the running request is reverted, nothing stays locked, and the
-//! next host says the work was interrupted. A sweeper re-examines every loaded room each
+//! next host says the work was interrupted. Before hosting, the keeper takes the fairy's next
+//! fencing token from the store (docs/scaling.md "Fencing"): a host that stalled past its lease
+//! and wakes up after another node took the fairy over finds its writes refused by the store.
+//! A sweeper re-examines every loaded room each
 //! second, so that the fairies of a dead node move to a node with their room loaded once their
 //! leases expire. Also answers where a fairy is hosted, for forwarding its API calls.
 //!
@@ -105,6 +108,12 @@ impl FairyHub {
             }
         }
         let present = list_fairies(room.doc()).iter().any(|e| e.id == id);
+        // Before the fairy writes anything here: its new fencing token, so that whatever a
+        // former host still writes for it is refused (docs/scaling.md "Fencing").
+        if present && room.take_fence(id.as_str()).await.is_err() {
+            let _ = leases.release(&name, id.as_str(), client_id, false).await;
+            return;
+        }
         let stop = self.inner.shutdown.child_token();
         let inbox = if present && !room.is_closing() && !stop.is_cancelled() {
             let mut map = self.lock();
@@ -115,6 +124,7 @@ impl FairyHub {
             None
         };
         let Some(inbox) = inbox else {
+            room.drop_fence(id.as_str());
             let _ = leases
                 .release(&name, id.as_str(), client_id, !present)
                 .await;
@@ -125,7 +135,10 @@ impl FairyHub {
             tracing::warn!(room = %name, fairy = %id, "fairy lease lost: its hosting here stops");
             stop.cancel();
             inbox.ended().await;
+            // Every write of the hosting carried its fence already (taken when written).
+            room.drop_fence(id.as_str());
         } else {
+            room.drop_fence(id.as_str());
             // Dismissed: its record goes too; otherwise the next host counts a move.
             let gone = !list_fairies(room.doc()).iter().any(|e| e.id == id);
             if let Err(error) = leases.release(&name, id.as_str(), client_id, gone).await {
