@@ -4,7 +4,8 @@
 //! nothing any peer saw and does not disturb the other node's peers; a dropped Redis
 //! subscription is caught up from the store and subscribed again, and so is a restarted Redis;
 //! a slow Redis holds a room's load one second at most; a node hears only the rooms it has
-//! loaded (plain and sharded pub/sub). Skipped when PostgreSQL or Redis is down, unless
+//! loaded (plain and sharded pub/sub); a fairy's host paused past its lease writes nothing for
+//! the fairy once another node took it over (fencing). Skipped when PostgreSQL or Redis is down, unless
 //! `FAIRYRING_REQUIRE_SERVICES=1`.
 
 mod support;
@@ -639,9 +640,7 @@ async fn a_fairy_invited_on_one_node_works_from_another() {
 /// left locked, and it answers a prompt there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fairys_lease_moves_when_its_host_dies() {
-    use support::fairy_http::{
-        chat_texts, events, fairy_presence, invite, locked_count, prompt, read_events,
-    };
+    use support::fairy_http::{events, invite, locked_count, prompt, read_events};
     // The offline model paced, so that a shape is half-drawn (locked) when the host dies.
     let pace = ["--llm-pace-ms", "80", "--fairy-apply-interval-ms", "0"];
     let Some((_pg, _prefix, a, b)) = two_nodes_with("lease", &pace).await else {
@@ -663,16 +662,7 @@ async fn a_fairys_lease_moves_when_its_host_dies() {
         .await;
     let killed = Instant::now();
     host.kill();
-    watcher
-        .until(
-            "the fairy taken over: idle, interrupted, nothing locked",
-            |c| {
-                locked_count(c) == 0
-                    && chat_texts(c, &id).iter().any(|t| t.contains("interrupted"))
-                    && fairy_presence(c, &id).is_some_and(|p| p["fairy"]["mode"] == "idling")
-            },
-        )
-        .await;
+    until_taken_over(&mut watcher, &id).await;
     println!(
         "fairy taken over {:?} after its host's kill -9",
         killed.elapsed()
@@ -697,6 +687,112 @@ async fn a_fairys_lease_moves_when_its_host_dies() {
         .until("new shapes, none locked", |c| {
             fairyring_shapes(c).len() > drawn && locked_count(c) == 0
         })
+        .await;
+}
+
+/// A fairy's host stalls (SIGSTOP) past its lease while the fairy draws; the other node takes
+/// the fairy over; the model's answer reaches the stalled host meanwhile. Once resumed, the old
+/// host goes on for a moment before it sees its lease gone: the store refuses what it writes
+/// for the fairy (its fencing token is stale: document updates, the fairy's state), nothing of
+/// it reaches anyone, and nothing stays locked (docs/scaling.md "Fencing").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_host_writes_nothing_for_its_fairy_once_taken_over() {
+    use fairyring::llm::mock::{Fault, MockResponse};
+    use support::fairy_http::{invite, locked_count, mock_server, ok};
+    // `a` drawn, `b` half-drawn, then the model thinks for 2.5 s before it finishes `b` in red.
+    let text = r#"{"actions": [{"_type": "create", "intent": "a", "shape": {"_type": "rectangle", "shapeId": "a", "note": "", "x": 0, "y": 0, "w": 50, "h": 50}}, {"_type": "create", "intent": "b", "shape": {"_type": "rectangle", "shapeId": "b", "note": "", "x": 100, "y": 0, "w": 50, "h": 50, "color": "red"}}]}"#;
+    let marker = text.find("\"color\": \"red\"").expect("marker");
+    let mock = mock_server(vec![MockResponse {
+        fault: Some(Fault::Pause {
+            after_chars: marker,
+            ms: 2500,
+        }),
+        ..ok(text)
+    }])
+    .await;
+    let base = mock.base_url();
+    let model = [
+        "--llm",
+        "openai",
+        "--llm-base-url",
+        base.as_str(),
+        "--llm-model",
+        "mock",
+        "--fairy-apply-interval-ms",
+        "0",
+    ];
+    let Some((_pg, _prefix, a, b)) = two_nodes_with("fence", &model).await else {
+        return;
+    };
+    let room = "fence";
+    let on_a = Client::connect(&a.ws(), room).await;
+    let on_b = Client::connect(&b.ws(), room).await;
+    let id = invite(&a.http(), room, "Puck").await;
+    let (host, _) = listed_host(&b.http(), room, &id).await;
+    let (stalled, survivor, mut watcher) = if host == a.addr {
+        (a, b, on_b)
+    } else {
+        (b, a, on_a)
+    };
+    support::fairy_http::prompt(&survivor.http(), room, &id, "two boxes").await;
+    watcher
+        .until("`a` drawn and `b` half-drawn", |c| {
+            fairyring_shapes(c).len() == 2 && locked_count(c) == 1
+        })
+        .await;
+    stalled.pause();
+    until_taken_over(&mut watcher, &id).await;
+    let (new_host, _) = listed_host(&survivor.http(), room, &id).await;
+    assert_eq!(new_host, survivor.addr);
+    let taken_over = fairyring_shapes(&watcher);
+    // The rest of the answer waits in the stalled host's socket: resumed, it goes on with it
+    // until it sees its lease gone, then stops the request and saves the fairy's state. The
+    // save always comes (the request was running); document writes come when the stream is
+    // read first (the store's refusal of those: `room::commit`'s tests).
+    stalled.resume();
+    let refused_state = "fairyring_fairy_fenced_writes_total{reason=\"state\"}";
+    until_metric(&stalled, refused_state, |n| n >= 1.0).await;
+    watcher.drain(Duration::from_millis(300)).await;
+    assert_eq!(
+        fairyring_shapes(&watcher),
+        taken_over,
+        "nothing the old host wrote once resumed reached the room"
+    );
+    assert!(
+        !fairyring_shapes(&watcher)
+            .values()
+            .any(|s| s["color"] == "red"),
+        "`b` was never finished"
+    );
+    // The old host reloaded the room from the store: it holds what the new host's room holds.
+    for node in [&stalled, &survivor] {
+        let mut fresh = Client::connect(&node.ws(), room).await;
+        fresh
+            .until("the room as the new host left it, nothing locked", |c| {
+                fairyring_shapes(c) == taken_over && locked_count(c) == 0
+            })
+            .await;
+    }
+    let (host_after, _) = listed_host(&stalled.http(), room, &id).await;
+    assert_eq!(
+        host_after, survivor.addr,
+        "the fairy stays with its new host"
+    );
+}
+
+/// Waits until fairy `id` was taken over by another node: idle, its chat says its work was
+/// interrupted, nothing locked.
+async fn until_taken_over(watcher: &mut Client, id: &str) {
+    use support::fairy_http::{chat_texts, fairy_presence, locked_count};
+    watcher
+        .until(
+            "the fairy taken over: idle, interrupted, nothing locked",
+            |c| {
+                locked_count(c) == 0
+                    && chat_texts(c, id).iter().any(|t| t.contains("interrupted"))
+                    && fairy_presence(c, id).is_some_and(|p| p["fairy"]["mode"] == "idling")
+            },
+        )
         .await;
 }
 

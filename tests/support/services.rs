@@ -169,6 +169,24 @@ impl Node {
         format!("http://{}", self.addr)
     }
 
+    /// SIGSTOP: the process stalls, as in a long pause of its host, until [`Node::resume`].
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after [`Node::pause`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill {signal} failed");
+    }
+
     /// kill -9.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
