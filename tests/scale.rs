@@ -950,9 +950,9 @@ async fn a_project_spans_nodes_and_is_disbanded_from_a_third() {
 
 /// kill -9 of the node hosting a project's members (B) while one of them draws its task: once
 /// their leases expire the nodes that have the room loaded (A, which hosts the leader, and C)
-/// take the members over, their half-drawn shapes are removed, the member whose task was in
-/// progress starts it again there, and the project still runs to `done` with every member
-/// idle and nothing locked.
+/// take the members over (a member whose task was in progress comes back with its half-drawn
+/// shapes removed and starts the task again there), and the project still runs to `done`
+/// with every member idle and nothing locked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_project_survives_the_death_of_its_members_host() {
     use support::fairy_http::locked_count;
