@@ -19,6 +19,7 @@
 
 pub mod group;
 mod lease;
+mod remote;
 
 pub use lease::Placement;
 
@@ -40,7 +41,7 @@ use super::inbox::{Inbox, RevertJob, RevertRefused, Signal};
 use super::interrupt::Interrupt;
 use super::ledger::RevertOutcome;
 use super::projects::book::ProjectBooks;
-use super::projects::waits::{Deliver, Peers, WaitRegistry};
+use super::projects::waits::{Deliver, Peers, Report, WaitRegistry};
 use super::revert::RevertError;
 use super::runtime::{FairyRuntime, FairyState, Hosting, RuntimeConfig};
 use super::runtime_actions::full_registry;
@@ -193,6 +194,8 @@ struct Inner {
     leases: Option<Arc<crate::pubsub::lease::RedisLeases>>,
     /// Scaled out: the fairies a lease keeper of this node works on, by keeper id.
     keepers: Mutex<HashMap<(RoomName, FairyId), u64>>,
+    /// Scaled out: the messages to fairies hosted by other nodes ([`remote`]).
+    remote: std::sync::OnceLock<remote::Remote>,
 }
 
 /// The hub's interrupt delivery for runtimes (weak: a runtime never keeps the hub alive).
@@ -203,11 +206,30 @@ impl Deliver for HubDeliver {
         let Some(inner) = self.0.upgrade() else {
             return false;
         };
-        let inbox = FairyHub { inner }
+        let hub = FairyHub { inner };
+        let inbox = hub
             .lock()
             .get(&(room.clone(), fairy.clone()))
             .map(|(h, _)| h.inbox.clone());
-        inbox.is_some_and(|inbox| inbox.interrupt(interrupt).is_ok())
+        match inbox {
+            Some(inbox) => inbox.interrupt(interrupt).is_ok(),
+            // Scaled out, it may be hosted by another node.
+            None => hub.interrupt_elsewhere(room, fairy, interrupt),
+        }
+    }
+
+    fn hosts(&self, room: &RoomName, fairy: &FairyId) -> bool {
+        let Some(inner) = self.0.upgrade() else {
+            return false;
+        };
+        let hub = FairyHub { inner };
+        hub.inner.leases.is_none() || hub.hosts_here(room, fairy)
+    }
+
+    fn report(&self, room: &RoomName, leader: &FairyId, report: Report) {
+        if let Some(inner) = self.0.upgrade() {
+            FairyHub { inner }.report_elsewhere(room, leader, report);
+        }
     }
 }
 
@@ -258,6 +280,7 @@ impl FairyHub {
                 projects,
                 leases: leases.map(Arc::new),
                 keepers: Mutex::new(HashMap::new()),
+                remote: std::sync::OnceLock::new(),
             }),
         };
         if scaled {
@@ -389,7 +412,7 @@ impl FairyHub {
                 };
                 // The room's projects, from the store (before its state: a restored member
                 // resumes from them).
-                let projects = match hub.inner.projects.for_hosting(&key.0).await {
+                let projects = match hub.projects_for_hosting(&key.0, &key.1).await {
                     Ok(projects) => projects,
                     Err(error) => {
                         failed(format!("its room's projects could not be loaded: {error}"));

@@ -112,8 +112,10 @@ impl Default for FairyState {
     }
 }
 
-/// One request: messages and where to work. Scheduling merges into the pending one.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// One request: messages and where to work. Scheduling merges into the pending one. Scaled
+/// out it crosses nodes as JSON (a project's direction, `crate::agent::hub`'s node messages).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Request {
     /// Messages, oldest first.
     pub messages: Vec<String>,

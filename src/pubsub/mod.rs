@@ -13,7 +13,9 @@
 //! - [`wire`]: the binary messages.
 //! - [`redis`]: the Redis transport (publisher, subscriber, heartbeats, reconnection).
 //! - [`lease`]: which node hosts each fairy (leases in Redis).
+//! - [`direct`]: messages addressed to one node (its own channel).
 
+pub mod direct;
 pub mod lease;
 pub mod redis;
 pub mod wire;

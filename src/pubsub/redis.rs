@@ -55,15 +55,7 @@ impl RedisFanout {
     /// fan-out (its subscription comes up in the background; rooms catch up when it does).
     /// `mode` says how room channels are carried (the nodes channel is always plain).
     pub async fn start(url: &str, prefix: Prefix, mode: Mode) -> Result<Self, PubSubError> {
-        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-            return Err(PubSubError::UnsupportedUrl(url.to_owned()));
-        }
-        let info = url.into_connection_info()?;
-        let resp3 = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let client = Client::open(info.set_redis_settings(resp3))?;
+        let client = client(url)?;
         let publisher = client.get_connection_manager().await?;
         let node = NodeId::random();
         let (fanout, out) = Fanout::new(node, prefix, mode);
@@ -117,6 +109,30 @@ impl RedisFanout {
             tracing::debug!("could not announce this node's leaving");
         }
         self.stop.cancel();
+    }
+}
+
+/// A RESP3 client of `url` (`redis://HOST:PORT` or `rediss://…`).
+pub(super) fn client(url: &str) -> Result<Client, PubSubError> {
+    if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+        return Err(PubSubError::UnsupportedUrl(url.to_owned()));
+    }
+    let info = url.into_connection_info()?;
+    let resp3 = info
+        .redis_settings()
+        .clone()
+        .set_protocol(ProtocolVersion::RESP3);
+    Ok(Client::open(info.set_redis_settings(resp3))?)
+}
+
+/// Waits before the next reconnection attempt (longer after each of `failures` in a row);
+/// false when `stop` came first.
+pub(super) async fn back_off(failures: &mut usize, stop: &CancellationToken) -> bool {
+    let delay = RECONNECT_DELAYS[(*failures).min(RECONNECT_DELAYS.len() - 1)];
+    *failures += 1;
+    tokio::select! {
+        _ = stop.cancelled() => false,
+        _ = tokio::time::sleep(delay) => true,
     }
 }
 
@@ -238,11 +254,8 @@ async fn subscribe_loop(fanout: Arc<Fanout>, client: Client, stop: CancellationT
                 tracing::warn!(%error, "pub/sub subscription failed; retrying");
             }
         }
-        let delay = RECONNECT_DELAYS[failures.min(RECONNECT_DELAYS.len() - 1)];
-        failures += 1;
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(delay) => {}
+        if !back_off(&mut failures, &stop).await {
+            return;
         }
     }
 }

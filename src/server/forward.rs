@@ -11,6 +11,13 @@
 //! lease moved meanwhile) answers `503 fairy_moving`, as does any node while no node hosts the
 //! fairy; the host unreachable is `503 fairy_host_unreachable`; both with `retry-after: 1`.
 //! Listing and inviting are served by the node called (any node can).
+//!
+//! Also owns the routing of the project routes (docs/scaling.md "Projects across nodes"): a
+//! group prompt (`POST /rooms/{room}/group-prompt`) goes to the node hosting the fairy that
+//! will lead (`orchestratorId`, else the first of `fairyIds`, read from the body; a body that
+//! does not parse is served here and refused by the route), and disbanding
+//! (`DELETE /rooms/{room}/projects/{id}`) to the node hosting the live project's leader,
+//! which coordinates it; with the same answers while the leader is moving.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -23,11 +30,14 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 
+use serde::Deserialize;
+
 use super::AppState;
 use super::error::ApiError;
 use crate::agent::hub::{HubError, Placement};
 use crate::auth::Scope;
-use crate::ids::FairyId;
+use crate::ids::{FairyId, ProjectId};
+use crate::room::RoomName;
 
 /// Marks a request one node forwarded to another.
 pub const FORWARDED: HeaderName = HeaderName::from_static("x-fairyring-forwarded");
@@ -65,26 +75,109 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
     let Some((room, id)) = fairy_path(request.uri().path()) else {
         return next.run(request).await;
     };
-    let query: HashMap<String, String> = Query::try_from_uri(request.uri())
-        .map(|Query(q)| q)
-        .unwrap_or_default();
-    let token = query.get("token").map(String::as_str);
-    let admitted =
-        super::access::admit_scope(&state, room, token, request.headers(), Scope::Fairies);
-    let (room, _) = match admitted {
-        Ok(admitted) => admitted,
+    let room = match admit(&state, room, &request) {
+        Ok(room) => room,
         Err(error) => return error.into_response(),
     };
     // An id that cannot be a fairy's: the route answers 404.
     let Ok(id) = FairyId::parse(id) else {
         return next.run(request).await;
     };
-    match state.fairies.placement(&room, &id).await {
+    to_host(&state, &room, &id, request, next).await
+}
+
+/// The room a call names, once its caller is admitted as the route would admit it.
+fn admit(state: &AppState, room: &str, request: &Request) -> Result<RoomName, ApiError> {
+    let query: HashMap<String, String> = Query::try_from_uri(request.uri())
+        .map(|Query(q)| q)
+        .unwrap_or_default();
+    let token = query.get("token").map(String::as_str);
+    super::access::admit_scope(state, room, token, request.headers(), Scope::Fairies)
+        .map(|(room, _)| room)
+}
+
+/// The fields of a group prompt's body that say who leads (the route reads the whole body).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Lead {
+    fairy_ids: Vec<String>,
+    orchestrator_id: Option<String>,
+}
+
+/// The middleware of the project routes: serves the call here, or forwards it to the node
+/// hosting the project's leader (see the module docs).
+pub async fn forward_projects(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if state.pubsub.is_none() {
+        // A single node coordinates every project.
+        return next.run(request).await;
+    }
+    let path = request.uri().path().to_owned();
+    let mut segments = path.split('/').skip(1);
+    let (Some("rooms"), Some(room), Some(route), project, None) = (
+        segments.next(),
+        segments.next(),
+        segments.next(),
+        segments.next(),
+        segments.next(),
+    ) else {
+        return next.run(request).await;
+    };
+    let room = match admit(&state, room, &request) {
+        Ok(room) => room,
+        Err(error) => return error.into_response(),
+    };
+    let leader = match (route, project) {
+        ("group-prompt", None) => {
+            let (parts, body) = request.into_parts();
+            let body = match axum::body::to_bytes(body, super::error::MAX_BODY_BYTES).await {
+                Ok(body) => body,
+                Err(e) => {
+                    return ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.to_string())
+                        .into_response();
+                }
+            };
+            let leader = serde_json::from_slice::<Lead>(&body)
+                .ok()
+                .and_then(|lead| lead.orchestrator_id.or(lead.fairy_ids.into_iter().next()))
+                .and_then(|id| FairyId::parse(&id).ok());
+            let request = Request::from_parts(parts, Body::from(body));
+            match leader {
+                Some(leader) => return to_host(&state, &room, &leader, request, next).await,
+                None => return next.run(request).await,
+            }
+        }
+        ("projects", Some(project)) => match ProjectId::parse(project) {
+            Ok(project) => state.fairies.live_project_leader(&room, &project).await,
+            Err(_) => Ok(None),
+        },
+        _ => Ok(None),
+    };
+    match leader {
+        Ok(Some(leader)) => to_host(&state, &room, &leader, request, next).await,
+        Ok(None) => next.run(request).await,
+        Err(error) => ApiError::from(error).into_response(),
+    }
+}
+
+/// Serves the call here if fairy `id` is hosted here (or nowhere known), else relays it to
+/// its host.
+async fn to_host(
+    state: &AppState,
+    room: &RoomName,
+    id: &FairyId,
+    request: Request,
+    next: Next,
+) -> Response {
+    match state.fairies.placement(room, id).await {
         Ok(Placement::Here) => next.run(request).await,
         Ok(Placement::At(_)) if request.headers().contains_key(FORWARDED) => {
             ApiError::from(HubError::Moving).into_response()
         }
-        Ok(Placement::At(addr)) => match relay(&state, &addr, request).await {
+        Ok(Placement::At(addr)) => match relay(state, &addr, request).await {
             Ok(response) => response,
             Err(error) => error.into_response(),
         },

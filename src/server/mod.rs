@@ -176,6 +176,20 @@ pub async fn start_with(
     let leases = pubsub.as_ref().map(|p| p.leases(advertised));
     let fairies =
         crate::agent::hub::FairyHub::with_leases(rooms.clone(), model, runtime, limits, leases);
+    // Scaled out, projects span nodes: each node listens on its own channel (until the
+    // server has stopped).
+    let direct_stop = CancellationToken::new();
+    if let (Some(url), Some(pubsub)) = (&config.pubsub, &pubsub) {
+        let prefix = crate::pubsub::Prefix::parse(config.pubsub_prefix())?;
+        let (channel, inbound) = crate::pubsub::direct::DirectChannel::start(
+            url,
+            prefix,
+            pubsub.fanout().node(),
+            direct_stop.clone(),
+        )
+        .await?;
+        fairies.connect_nodes(channel, inbound);
+    }
     // Screenshots render in their own process-wide pool; its budget is the server's.
     crate::agent::screenshot::pool().set_budget(config.render_timeout());
     let state = AppState {
@@ -242,6 +256,7 @@ pub async fn start_with(
         if let Some(pubsub) = &serve_state.pubsub {
             pubsub.stop().await;
         }
+        direct_stop.cancel();
         tracing::info!("all rooms flushed; server stopped");
     });
     tracing::info!(%addr, store = %state.config.store, "fairyring listening");
@@ -300,15 +315,21 @@ fn authenticator(config: &ServeConfig) -> anyhow::Result<Option<Arc<crate::auth:
 
 /// The HTTP routes.
 pub fn router(state: AppState) -> Router {
-    // The fairy routes take the layer that forwards a call to the node hosting the fairy.
+    // The fairy routes take the layer that forwards a call to the node hosting the fairy,
+    // the project routes the one that forwards it to the node hosting the project's leader.
     let fairy_routes = fairies::routes().route_layer(axum::middleware::from_fn_with_state(
         state.clone(),
         forward::forward,
+    ));
+    let project_routes = projects::routes().route_layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        forward::forward_projects,
     ));
     let (api, described) = api(
         state.config.dev,
         state.config.metrics_listen.is_none(),
         fairy_routes,
+        project_routes,
     )
     .split_for_parts();
     api.layer(axum::Extension(openapi::Described::new(&described)))
@@ -322,12 +343,13 @@ pub fn router(state: AppState) -> Router {
 
 /// Every API route with its description, as served with `--dev` (`POST /auth/dev-token`) or
 /// not, and with `/metrics` on the main listener or not (`--metrics-listen`); `fairy_routes`
-/// are [`fairies::routes`], layered or not. Every route goes through `routes!`: served and
-/// described in one step.
+/// are [`fairies::routes`] and `project_routes` [`projects::routes`], layered or not. Every
+/// route goes through `routes!`: served and described in one step.
 fn api(
     dev: bool,
     metrics_here: bool,
     fairy_routes: OpenApiRouter<AppState>,
+    project_routes: OpenApiRouter<AppState>,
 ) -> OpenApiRouter<AppState> {
     let mut api = OpenApiRouter::with_openapi(openapi::frame())
         .routes(routes!(ws::upgrade))
@@ -339,7 +361,7 @@ fn api(
     if dev {
         api = api.routes(routes!(access::dev_token));
     }
-    api.merge(projects::routes())
+    api.merge(project_routes)
         .merge(export::routes())
         .merge(history::routes())
         .merge(rest::routes())
@@ -352,7 +374,7 @@ fn api(
 /// `/metrics` on the main listener included), as `fairyring openapi` prints it and the web
 /// demo's API types are generated from.
 pub fn openapi_description() -> utoipa::openapi::OpenApi {
-    api(true, true, fairies::routes()).into_openapi()
+    api(true, true, fairies::routes(), projects::routes()).into_openapi()
 }
 
 /// Unknown routes: JSON like every other error.

@@ -4,7 +4,8 @@
 //! `fairy_not_found`; fewer than two fairies or one already in a live project 409
 //! `fairy_in_project`), and `DELETE /rooms/{room}/projects/{projectId}` → `204` (disband).
 //! Admission, rate limits and errors are the fairy API's; the work is the hub's
-//! ([`crate::agent::hub::group`]).
+//! ([`crate::agent::hub::group`]). Scaled out, both are served by the node hosting the
+//! project's leader ([`super::forward::forward_projects`] sends them there).
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
@@ -71,7 +72,7 @@ pub struct GroupPromptBody {
         (status = 404, description = "`fairy_not_found`", body = ErrorBody),
         (status = 409, description = "`fairy_in_project`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
-        (status = 503, description = "`fairy_moving`, `fairy_not_started`, `store_unavailable`, `shutting_down`", body = ErrorBody),
+        (status = 503, description = "`fairy_moving`, `fairy_host_unreachable` (scaled out: the leader's host), `fairy_not_started`, `fairy_busy`, `store_unavailable`, `shutting_down`", body = ErrorBody),
     ),
 )]
 async fn group_prompt(
@@ -134,7 +135,7 @@ pub struct ProjectPath {
         TokenRefusals,
         (status = 404, description = "`project_not_found`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`, `shutting_down`", body = ErrorBody),
+        (status = 503, description = "`fairy_moving`, `fairy_host_unreachable` (scaled out: the leader's host), `fairy_busy`, `store_unavailable`, `shutting_down`", body = ErrorBody),
     ),
 )]
 async fn disband(

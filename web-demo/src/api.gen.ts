@@ -1295,7 +1295,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description `fairy_moving`, `fairy_not_started`, `store_unavailable`, `shutting_down` */
+            /** @description `fairy_moving`, `fairy_host_unreachable` (scaled out: the leader's host), `fairy_not_started`, `fairy_busy`, `store_unavailable`, `shutting_down` */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1363,7 +1363,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description `store_unavailable`, `shutting_down` */
+            /** @description `fairy_moving`, `fairy_host_unreachable` (scaled out: the leader's host), `fairy_busy`, `store_unavailable`, `shutting_down` */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -3,6 +3,10 @@
 //! `duo-orchestrating-active` (2) with the message, and the others into `standing-by`;
 //! disbanding aborts the project and interrupts every member to `idling` at once; a user's
 //! prompt or cancel to a member of a live project is refused (the user disbands instead).
+//!
+//! Scaled out, both run on the node hosting the leader, which coordinates the project
+//! (`crate::server::forward` sends them there; [`super::remote`] reaches members hosted by
+//! other nodes).
 
 use super::{FairyHub, HubError};
 use crate::agent::fairy::{ChatItem, FairyError, append_chat, list_fairies};
@@ -107,8 +111,8 @@ impl FairyHub {
             apply: prompt.apply,
         };
         // Checked and created under the book's lock: two group prompts cannot both take a
-        // fairy.
-        let book = self.projects_of(loaded.name()).await?;
+        // fairy (scaled out, against the other nodes' projects as stored).
+        let book = self.fresh_projects(loaded.name()).await?;
         match book.create(loaded.doc(), &project_id, project).await {
             Ok(_) => {}
             Err(CreateError::Busy(busy)) => {
@@ -133,13 +137,13 @@ impl FairyHub {
                 input: None,
                 mode: Some(Mode::StandingBy),
             };
-            self.interrupt(room, id, stand_by).await?;
+            self.interrupt_anywhere(room, id, stand_by).await?;
         }
         let lead = Interrupt {
             input: Some(prompt.request.clone()),
             mode: Some(mode),
         };
-        self.interrupt(room, &leader, lead).await?;
+        self.interrupt_anywhere(room, &leader, lead).await?;
         Ok(ProjectStarted {
             project_id,
             orchestrator_id: leader,
@@ -151,13 +155,17 @@ impl FairyHub {
     /// aborted, its tentative action reverted). A project that ended already is left as it is.
     pub async fn disband(&self, room: &RoomName, project_id: &ProjectId) -> Result<(), HubError> {
         let loaded = self.loaded_room(room).await?;
-        let book = self.projects_of(loaded.name()).await?;
+        let book = self.fresh_projects(loaded.name()).await?;
         let mut project = book
             .project(project_id)
             .ok_or_else(|| HubError::ProjectNotFound(project_id.to_string()))?;
         if !project.status.is_live() {
             // Ended already: its former members may be doing something else by now.
             return Ok(());
+        }
+        if self.inner.leases.is_some() && !self.hosts_here(room, &project.orchestrator_id) {
+            // Its coordinator is another node (it moved since the call was routed here).
+            return Err(HubError::Moving);
         }
         book.abort(loaded.doc(), TxnOrigin::System, project_id, &mut project);
         for member in &project.members {
@@ -166,12 +174,26 @@ impl FairyHub {
                 mode: Some(Mode::Idling),
             };
             // A member dismissed meanwhile has nothing to stop.
-            match self.interrupt(room, &member.id, interrupt).await {
+            match self.interrupt_anywhere(room, &member.id, interrupt).await {
                 Ok(()) | Err(HubError::Fairy(FairyError::NotFound(_))) => {}
                 Err(e) => return Err(e),
             }
         }
         Ok(())
+    }
+
+    /// The leader of live project `project_id`, as this node's store says (where its
+    /// disbanding is served, scaled out); `None` for an unknown or ended project.
+    pub async fn live_project_leader(
+        &self,
+        room: &RoomName,
+        project_id: &ProjectId,
+    ) -> Result<Option<FairyId>, HubError> {
+        let book = self.fresh_projects(room).await?;
+        Ok(book
+            .project(project_id)
+            .filter(|p| p.status.is_live())
+            .map(|p| p.orchestrator_id))
     }
 
     /// Refuses a user's prompt or cancel to a member of a live project.

@@ -58,6 +58,21 @@ impl Entry {
     }
 }
 
+impl From<Record> for Entry {
+    fn from(record: Record) -> Self {
+        let mut project = record.project;
+        project.id = Some(record.id);
+        Entry {
+            project,
+            tasks: record
+                .tasks
+                .into_iter()
+                .map(|t| (t.id.clone(), t))
+                .collect(),
+        }
+    }
+}
+
 /// Why a project could not be created.
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
@@ -180,6 +195,16 @@ impl RoomProjects {
         doc::write_task(doc, origin, task);
     }
 
+    /// Scaled out, on a node that does not coordinate the task's project: records `task` in
+    /// memory only, so that this node's members see their own change at once. The project's
+    /// coordinator (its leader's host) stores and mirrors it when told; the next refresh
+    /// from the store replaces this copy.
+    pub fn note_task(&self, task: &ProjectTask) {
+        if let Some(entry) = self.lock().get_mut(&task.project_id) {
+            entry.tasks.insert(task.id.clone(), task.clone());
+        }
+    }
+
     /// Marks project `id` `aborted` and hands its unfinished tasks back (`todo`, unassigned):
     /// nobody works on them any more, and the document says so to every browser.
     pub fn abort(&self, doc: &Doc, origin: TxnOrigin, id: &ProjectId, project: &mut Project) {
@@ -221,24 +246,34 @@ impl RoomProjects {
         }
     }
 
+    /// Scaled out: replaces every project it holds with the store's record (and adds the ones
+    /// it lacks), except those `keep` names: the projects this node coordinates, whose record
+    /// here is the newest. Another node coordinates the rest and stored its changes before
+    /// telling this node anything.
+    pub async fn refresh_from_store(
+        &self,
+        keep: impl Fn(&Project) -> bool,
+    ) -> Result<(), StoreError> {
+        let stored = stored_records(self.store.as_ref(), &self.room).await?;
+        let mut entries = self.lock();
+        for record in stored {
+            if entries.get(&record.id).is_some_and(|e| keep(&e.project)) {
+                continue;
+            }
+            entries.insert(record.id.clone(), Entry::from(record));
+        }
+        Ok(())
+    }
+
     /// Adds the stored projects it does not hold yet (another node's, or one created since
     /// the room was loaded here); what it holds stays (it may be newer than the store).
     async fn complete_from_store(&self) -> Result<(), StoreError> {
         let stored = stored_records(self.store.as_ref(), &self.room).await?;
         let mut entries = self.lock();
         for record in stored {
-            entries.entry(record.id.clone()).or_insert_with(|| {
-                let mut project = record.project;
-                project.id = Some(record.id);
-                Entry {
-                    project,
-                    tasks: record
-                        .tasks
-                        .into_iter()
-                        .map(|t| (t.id.clone(), t))
-                        .collect(),
-                }
-            });
+            entries
+                .entry(record.id.clone())
+                .or_insert_with(|| Entry::from(record));
         }
         Ok(())
     }
@@ -382,6 +417,12 @@ impl ProjectBooks {
             book.complete_from_store().await?;
         }
         Ok(book)
+    }
+
+    /// The book of `room` if it was loaded already (without waiting).
+    pub fn loaded(&self, room: &RoomName) -> Option<Arc<RoomProjects>> {
+        let books = self.books.lock().unwrap_or_else(|p| p.into_inner());
+        books.get(room).and_then(|cell| cell.get().cloned())
     }
 
     /// Resolves once every record handed over so far is written (or given up after an error).

@@ -5,19 +5,28 @@
 //! leader into its active mode with a message naming the finished tasks.
 //!
 //! [`Peers`] is what a runtime holds to reach the other fairies of its room: the wait registry
-//! and a way to deliver an interrupt (the hub's inboxes, never refused while hosted). Short
-//! critical sections only, never held across an `.await` or while writing the document.
+//! and a way to deliver an interrupt (the hub's inboxes, never refused while hosted; scaled
+//! out, also a fairy hosted by another node). Short critical sections only, never held across
+//! an `.await` or while writing the document.
+//!
+//! Scaled out, a project is coordinated by the node hosting its leader (docs/scaling.md
+//! "Projects across nodes"): only that node changes the project's record. A member hosted
+//! elsewhere sends it a [`Report`] instead of writing ([`Peers::coordinates`] tells which).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use serde::{Deserialize, Serialize};
+use yrs::Doc;
+
 use super::ProjectId;
 use super::TaskStatus;
 use super::book::RoomProjects;
-use super::doc::ProjectTask;
+use super::doc::{Project, ProjectTask};
 use crate::agent::modes::Mode;
 use crate::agent::state::{Interrupt, Request};
 use crate::ids::FairyId;
+use crate::origin::TxnOrigin;
 use crate::room::RoomName;
 
 /// A leader waiting for tasks.
@@ -100,10 +109,46 @@ impl WaitRegistry {
     }
 }
 
+/// What a member tells its project's coordinator when that is another node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Report {
+    /// `by` marked its task `task` done.
+    TaskDone {
+        /// The project.
+        project: ProjectId,
+        /// The task.
+        task: String,
+        /// The member.
+        by: FairyId,
+    },
+    /// `by` stopped before finishing `task` (it went idle), or could not be reached.
+    TaskStopped {
+        /// The project.
+        project: ProjectId,
+        /// The task.
+        task: String,
+        /// The member.
+        by: FairyId,
+    },
+}
+
+/// The message a leader gets when `who` stopped before finishing `task`.
+pub fn stopped_message(who: &FairyId, task: &str) -> String {
+    format!(
+        "'{who}' stopped before finishing task '{task}', which is back to todo: direct it again, or end the project."
+    )
+}
+
 /// Delivers interrupts to the fairies of a room (the hub).
 pub trait Deliver: Send + Sync {
-    /// Interrupts `fairy` in `room`; false if it is not hosted.
+    /// Interrupts `fairy` in `room`; false if it cannot be reached (not hosted, or scaled
+    /// out: no node hosts it).
     fn interrupt(&self, room: &RoomName, fairy: &FairyId, interrupt: Interrupt) -> bool;
+    /// Whether `fairy` is hosted by this node (a single node hosts every fairy).
+    fn hosts(&self, room: &RoomName, fairy: &FairyId) -> bool;
+    /// Sends `report` to the node hosting `leader` (scaled out; nothing on a single node).
+    fn report(&self, room: &RoomName, leader: &FairyId, report: Report);
 }
 
 /// What a runtime holds to reach the other fairies of its room.
@@ -126,6 +171,36 @@ impl Peers {
     ) -> Option<(Wait, Vec<ProjectTask>)> {
         self.waits
             .take_finished(room, fairy, |p, id| self.projects.task(p, id))
+    }
+
+    /// Whether this node coordinates `project` (hosts its leader): only then does it change
+    /// the project's record; otherwise its members [`Deliver::report`] to the leader's host.
+    pub fn coordinates(&self, room: &RoomName, project: &Project) -> bool {
+        self.deliver.hosts(room, &project.orchestrator_id)
+    }
+
+    /// On the coordinator: hands `task` of `project` back (`todo`, unassigned, written by
+    /// `origin`) and wakes the leader, its wait removed, with `message` to direct it again.
+    pub fn hand_back(
+        &self,
+        doc: &Doc,
+        origin: TxnOrigin,
+        room: &RoomName,
+        project: &Project,
+        mut task: ProjectTask,
+        message: String,
+    ) {
+        task.status = TaskStatus::Todo;
+        task.assigned_to = None;
+        self.projects.put_task(doc, origin, &task);
+        let leader = &project.orchestrator_id;
+        let mode = project.role_of(leader).map(|r| r.active_mode());
+        self.waits.remove(room, leader);
+        let wake = Interrupt {
+            input: Some(Request::follow_up(message, None)),
+            mode,
+        };
+        self.deliver.interrupt(room, leader, wake);
     }
 
     /// Wakes `leader` if it waits and every task it waits for is done.

@@ -16,7 +16,7 @@ use crate::agent::projects::actions::{
 use crate::agent::projects::book::RoomProjects;
 use crate::agent::projects::doc::{Project, ProjectTask};
 use crate::agent::projects::membership::task_request;
-use crate::agent::projects::waits::{Wait, wake_message};
+use crate::agent::projects::waits::{Report, Wait, wake_message};
 use crate::agent::projects::{Membership, ProjectStatus, Role, TaskStatus};
 use crate::agent::runtime::FairyRuntime;
 use crate::agent::state::{Interrupt, Request};
@@ -274,15 +274,38 @@ impl FairyRuntime {
         let id = m.task_id.clone().ok_or("you are not working on a task")?;
         let mut task = self.task(&m, &id)?;
         task.status = TaskStatus::Done;
-        self.put_task(&task)?;
+        // Scaled out, a member whose leader is hosted elsewhere tells the leader's host, which
+        // stores the task and wakes the leader.
+        let peers = self.peers.clone();
+        let here = peers
+            .as_ref()
+            .is_none_or(|peers| peers.coordinates(self.room.name(), &p));
+        if here {
+            self.put_task(&task)?;
+        } else {
+            self.book()?.note_task(&task);
+        }
         self.task_transition(&task);
         if let Some(own) = &mut self.state.project {
             own.task_id = None;
         }
         if m.role == Role::Drone {
             self.switch_mode(Mode::StandingBy);
-            if let Some(peers) = &self.peers {
-                peers.wake_if_finished(self.room.name(), &p.orchestrator_id);
+            match peers {
+                Some(peers) if here => {
+                    peers.wake_if_finished(self.room.name(), &p.orchestrator_id);
+                }
+                Some(peers) => {
+                    let report = Report::TaskDone {
+                        project: m.project_id.clone(),
+                        task: id.clone(),
+                        by: self.entity.id.clone(),
+                    };
+                    peers
+                        .deliver
+                        .report(self.room.name(), &p.orchestrator_id, report);
+                }
+                None => {}
             }
         } else {
             self.switch_mode(m.role.active_mode());

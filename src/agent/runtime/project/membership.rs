@@ -9,7 +9,7 @@ use crate::agent::modes::{MemoryLevel, Mode};
 use crate::agent::presence::TaskSummary;
 use crate::agent::projects::doc::ProjectTask;
 use crate::agent::projects::membership::task_request;
-use crate::agent::projects::waits::{Wait, wake_message};
+use crate::agent::projects::waits::{Report, Wait, stopped_message, wake_message};
 use crate::agent::projects::{Membership, ProjectStatus, TaskStatus, is_project_mode};
 use crate::agent::runtime::FairyRuntime;
 use crate::agent::state::{Interrupt, Request};
@@ -142,27 +142,31 @@ impl FairyRuntime {
                     peers.deliver.interrupt(&room, &other, idle);
                 }
                 self.say("I stopped leading the project, so it is aborted.");
-            } else if let Some(mut task) = m
+            } else if let Some(task) = m
                 .task_id
                 .as_deref()
                 .and_then(|id| projects.task(&m.project_id, id))
                 .filter(|t| t.status == TaskStatus::InProgress)
             {
-                task.status = TaskStatus::Todo;
-                task.assigned_to = None;
-                projects.put_task(&doc, self.origin(), &task);
-                let leader = project.orchestrator_id.clone();
-                let mode = project.role_of(&leader).map(|r| r.active_mode());
-                peers.waits.remove(&room, &leader);
-                let message = format!(
-                    "'{}' stopped before finishing task '{}', which is back to todo: direct it again, or end the project.",
-                    self.entity.id, task.id
-                );
-                let wake = Interrupt {
-                    input: Some(Request::follow_up(message, None)),
-                    mode,
-                };
-                peers.deliver.interrupt(&room, &leader, wake);
+                let me = self.entity.id.clone();
+                if peers.coordinates(&room, &project) {
+                    let message = stopped_message(&me, &task.id);
+                    peers.hand_back(&doc, self.origin(), &room, &project, task, message);
+                } else {
+                    // Scaled out, the leader's host coordinates: it hands the task back.
+                    let mut mine = task.clone();
+                    mine.status = TaskStatus::Todo;
+                    mine.assigned_to = None;
+                    projects.note_task(&mine);
+                    let report = Report::TaskStopped {
+                        project: m.project_id.clone(),
+                        task: task.id,
+                        by: me,
+                    };
+                    peers
+                        .deliver
+                        .report(&room, &project.orchestrator_id, report);
+                }
             }
         }
         self.leave_project();
