@@ -23,6 +23,8 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -41,6 +43,16 @@ pub const PONG_TIMEOUT: Duration = Duration::from_secs(60);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Initial per-socket read buffer.
 const READ_BUFFER: usize = 8 * 1024;
+/// Largest WebSocket frame sent to a peer: a longer message (a cold-load answer, a large
+/// batch) goes out fragmented (RFC 6455 section 5.4), which every WebSocket client reassembles.
+/// tungstenite copies each frame into its connection's write buffer, whose capacity never
+/// shrinks: one 1 MB cold-load answer left each of 100 peers holding a 1 MB buffer for the rest
+/// of its connection (94 MB of a 153 MB heap peak, docs/benchmarks.md 2026-11-26, third session).
+const MAX_FRAME_BYTES: usize = 32 * 1024;
+/// Bytes of frames tungstenite gathers before writing them to the socket (its default: 128
+/// KiB). With [`MAX_FRAME_BYTES`] it bounds a connection's write buffer near 64 KiB; a batch of
+/// small frames still goes out in one write.
+const WRITE_BUFFER: usize = 32 * 1024;
 /// How long the reader waits for the writer to send a close frame.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// After a close frame, how long the server keeps reading (and discarding) the peer's input
@@ -113,6 +125,7 @@ pub async fn upgrade(
         // tungstenite preallocates its read buffer per socket (128 KiB by default); most y-sync
         // frames are small, and the buffer grows for the rare large one.
         .read_buffer_size(READ_BUFFER)
+        .write_buffer_size(WRITE_BUFFER)
         .max_message_size(Some(hard_cap))
         .max_frame_size(Some(hard_cap));
     Ok(handshake.respond(config, move |socket| {
@@ -384,14 +397,41 @@ async fn send_queued(
     first: Bytes,
     rx: &mut mpsc::Receiver<Bytes>,
 ) -> Result<(), WsError> {
-    sink.feed(Message::Binary(first)).await?;
+    for message in fragments(first) {
+        sink.feed(message).await?;
+    }
     for _ in 1..MAX_FRAMES_PER_WRITE {
         match rx.try_recv() {
-            Ok(frame) => sink.feed(Message::Binary(frame)).await?,
+            Ok(frame) => {
+                for message in fragments(frame) {
+                    sink.feed(message).await?;
+                }
+            }
             Err(_) => break,
         }
     }
     sink.flush().await
+}
+
+/// `frame` as what is fed to the socket: one binary message when it fits in
+/// [`MAX_FRAME_BYTES`], else the frames of a fragmented one (views of `frame`, not copies).
+fn fragments(frame: Bytes) -> Vec<Message> {
+    if frame.len() <= MAX_FRAME_BYTES {
+        return vec![Message::Binary(frame)];
+    }
+    let mut rest = frame;
+    let mut parts = Vec::with_capacity(rest.len().div_ceil(MAX_FRAME_BYTES));
+    let mut opcode = OpCode::Data(Data::Binary);
+    while !rest.is_empty() {
+        let part = rest.split_to(MAX_FRAME_BYTES.min(rest.len()));
+        parts.push(Message::Frame(Frame::message(
+            part,
+            opcode,
+            rest.is_empty(),
+        )));
+        opcode = OpCode::Data(Data::Continue);
+    }
+    parts
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -456,4 +496,43 @@ async fn write_loop(
     let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.close()).await;
     done.cancel();
     sink
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_frame_goes_out_whole() {
+        let frame = Bytes::from(vec![7u8; MAX_FRAME_BYTES]);
+        let parts = fragments(frame.clone());
+        assert_eq!(parts.len(), 1);
+        assert!(matches!(&parts[0], Message::Binary(b) if *b == frame));
+    }
+
+    #[test]
+    fn a_large_frame_goes_out_as_one_fragmented_message() {
+        let frame: Bytes = (0..(2 * MAX_FRAME_BYTES + 5))
+            .map(|i| (i % 251) as u8)
+            .collect::<Vec<_>>()
+            .into();
+        let parts = fragments(frame.clone());
+        assert_eq!(parts.len(), 3);
+        let mut joined = Vec::new();
+        for (i, part) in parts.iter().enumerate() {
+            let Message::Frame(f) = part else {
+                panic!("part {i} is not a raw frame");
+            };
+            let expected = if i == 0 {
+                OpCode::Data(Data::Binary)
+            } else {
+                OpCode::Data(Data::Continue)
+            };
+            assert_eq!(f.header().opcode, expected);
+            assert_eq!(f.header().is_final, i == parts.len() - 1);
+            assert!(f.payload().len() <= MAX_FRAME_BYTES);
+            joined.extend_from_slice(f.payload());
+        }
+        assert_eq!(joined, frame);
+    }
 }
