@@ -587,6 +587,39 @@ async fn redis_older_than_7() -> bool {
 /// that peers of both nodes see, and leaves none locked. It has one host (node A, which took
 /// its lease): the prompt and the event stream called on B are forwarded there, it draws once,
 /// and both nodes' peers see one avatar of it, the host's.
+/// Two nodes write one room at the same moment (each invites fairies, which the server writes
+/// into the document as itself): every node's document ends with all of them. Each node writes
+/// under a client id of its own; when both wrote as the same one, their concurrent items took
+/// the same ids and the nodes' documents diverged for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_writing_one_room_at_once_converge() {
+    use support::fairy_http::{invite, root_json};
+    let Some((_pg, _prefix, a, b)) = two_nodes("writers").await else {
+        return;
+    };
+    let room = "writers";
+    let mut on_a = Client::connect(&a.ws(), room).await;
+    let mut on_b = Client::connect(&b.ws(), room).await;
+    let mut ids = Vec::new();
+    let (http_a, http_b) = (a.http(), b.http());
+    for round in 0..3 {
+        let (name_a, name_b) = (format!("A{round}"), format!("B{round}"));
+        let (x, y) = tokio::join!(
+            invite(&http_a, room, &name_a),
+            invite(&http_b, room, &name_b)
+        );
+        ids.extend([x, y]);
+    }
+    for client in [&mut on_a, &mut on_b] {
+        client
+            .until("every fairy in both nodes' documents", |c| {
+                let fairies = root_json(c, "fairies");
+                ids.iter().all(|id| fairies.get(id).is_some())
+            })
+            .await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fairy_invited_on_one_node_works_from_another() {
     use support::fairy_http::{events, invite, locked_count, prompt, read_events, root_json};

@@ -22,14 +22,16 @@ pub(crate) fn decode_update(bytes: &[u8]) -> Result<Update, RoomError> {
 /// The items and deletes of an update the room's document emitted (its own encoding, which
 /// the walk reads like any other), for the room's [`RootIndex`].
 pub(crate) fn walk_emitted(bytes: &[u8]) -> Option<Walked> {
-    let walked = std::panic::catch_unwind(|| walk(bytes, None)).ok()?.ok()?;
+    let walked = std::panic::catch_unwind(|| walk(bytes, None, 0))
+        .ok()?
+        .ok()?;
     walked.refusal.is_none().then_some(walked.places)
 }
 
-/// [`decode_update`] for a peer's update, which must also not carry blocks of the server's own
-/// client id ([`super::SERVER_CLIENT_ID`]) beyond what the room has: returns the update and the
-/// end clock of its server-client blocks (0 when it has none), for the room to compare with its
-/// state vector. Only the server writes as that client; a peer that does would collide with
+/// [`decode_update`] for a peer's update, which must also not carry blocks of the room's own
+/// client id (`server`, this node's [`super::RoomConfig::client_id`]) beyond what the room has:
+/// returns the update and the end clock of its server-client blocks (0 when it has none), for
+/// the room to compare with its state vector. Only the server writes as that client; a peer that does would collide with
 /// the room's own clock, and yrs then keeps part of the peer's blocks pending in the room but
 /// integrates them in a fresh document — the stored state would differ from what peers hold.
 ///
@@ -42,24 +44,29 @@ pub(crate) fn decode_peer_update(
     bytes: &[u8],
     known: &StateVector,
     index: &RootIndex,
+    server: u64,
 ) -> Result<(Update, u32), RoomError> {
-    decode(bytes, Some((known, index))).map(|(update, walk)| (update, walk.server_end))
+    decode(bytes, Some((known, index, server))).map(|(update, walk)| (update, walk.server_end))
 }
 
 fn decode(
     bytes: &[u8],
-    room: Option<(&StateVector, &RootIndex)>,
+    room: Option<(&StateVector, &RootIndex, u64)>,
 ) -> Result<(Update, Walk), RoomError> {
     // The walk goes first: it allocates nothing from the counts it reads, so a count that the
     // bytes cannot back (a 10-byte update claiming 2^28 clients) fails there at the end of the
     // input, before yrs's decoder reserves a table of that size (hashbrown writes one control
     // byte per bucket: hundreds of MB touched per frame, then freed).
     let decoded = std::panic::catch_unwind(|| {
-        let walked = walk(bytes, room.map(|(known, _)| known))?;
+        let walked = walk(
+            bytes,
+            room.map(|(known, _, _)| known),
+            room.map_or(0, |(_, _, server)| server),
+        )?;
         if let Some(refusal) = walked.refusal {
             return Ok(Err(RoomError::BadUpdate(refusal.to_string())));
         }
-        if let Some((known, index)) = room {
+        if let Some((known, index, _)) = room {
             match index.check(&walked.places.items, &walked.places.deletes, known) {
                 Some(Violation::ServerOwned(root)) => {
                     return Ok(Err(RoomError::ServerOwned(root)));
@@ -228,7 +235,7 @@ const CLIENT_ID_LIMIT: u64 = 1 << 53;
 /// caller decoded them successfully first, so that does not happen).
 #[cfg(test)]
 fn vet(bytes: &[u8]) -> Result<Option<Refusal>, yrs::encoding::read::Error> {
-    walk(bytes, None).map(|w| w.refusal)
+    walk(bytes, None, 0).map(|w| w.refusal)
 }
 
 /// Deepest nesting of arrays and maps in one `Any` value (serde_json's limit for JSON).
@@ -298,7 +305,12 @@ fn refuse(refusal: Refusal) -> Walk {
 }
 
 /// The walk behind [`vet`], which also measures the server client's blocks.
-fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding::read::Error> {
+/// `server`: the client id whose blocks' end clock is reported (`Walk::server_end`; 0: none).
+fn walk(
+    bytes: &[u8],
+    known: Option<&StateVector>,
+    server: u64,
+) -> Result<Walk, yrs::encoding::read::Error> {
     use yrs::block::{
         BLOCK_GC_REF_NUMBER, BLOCK_ITEM_ANY_REF_NUMBER, BLOCK_ITEM_DOC_REF_NUMBER,
         BLOCK_ITEM_JSON_REF_NUMBER, BLOCK_SKIP_REF_NUMBER, HAS_ORIGIN, HAS_PARENT_SUB,
@@ -468,8 +480,7 @@ fn walk(bytes: &[u8], known: Option<&StateVector>) -> Result<Walk, yrs::encoding
                             _ => {}
                         }
                     }
-                    if client == super::SERVER_CLIENT_ID && len > 0 && info != BLOCK_SKIP_REF_NUMBER
-                    {
+                    if client == server && server != 0 && len > 0 && info != BLOCK_SKIP_REF_NUMBER {
                         server_end = server_end.max(next);
                     }
                     clock = next
@@ -688,17 +699,27 @@ pub(super) mod tests {
         known.set_max(yrs::block::ClientID::new(1), 3);
         known.set_max(yrs::block::ClientID::new(7), 3);
         assert_eq!(
-            decode_peer_update(&server, &known, &RootIndex::default())
-                .map(|(_, end)| end)
-                .ok(),
+            decode_peer_update(
+                &server,
+                &known,
+                &RootIndex::default(),
+                crate::room::SERVER_CLIENT_ID
+            )
+            .map(|(_, end)| end)
+            .ok(),
             Some(8)
         );
         // Another client's blocks do not count.
         let other = [1, 1, 7, 3, 0, 5, 0];
         assert_eq!(
-            decode_peer_update(&other, &known, &RootIndex::default())
-                .map(|(_, end)| end)
-                .ok(),
+            decode_peer_update(
+                &other,
+                &known,
+                &RootIndex::default(),
+                crate::room::SERVER_CLIENT_ID
+            )
+            .map(|(_, end)| end)
+            .ok(),
             Some(0)
         );
     }
@@ -800,7 +821,7 @@ pub(super) mod tests {
         let bytes = txn.encode_update_v1();
         drop(txn);
         assert!(matches!(
-            decode_peer_update(&bytes, &StateVector::default(), &RootIndex::default()),
+            decode_peer_update(&bytes, &StateVector::default(), &RootIndex::default(), crate::room::SERVER_CLIENT_ID),
             Err(RoomError::BadUpdate(why)) if why.contains("subdocuments")
         ));
         assert!(decode_update(&bytes).is_ok());
@@ -810,7 +831,15 @@ pub(super) mod tests {
         txn.get_or_insert_map("map").insert(&mut txn, "n", 1);
         let bytes = txn.encode_update_v1();
         drop(txn);
-        assert!(decode_peer_update(&bytes, &StateVector::default(), &RootIndex::default()).is_ok());
+        assert!(
+            decode_peer_update(
+                &bytes,
+                &StateVector::default(),
+                &RootIndex::default(),
+                crate::room::SERVER_CLIENT_ID
+            )
+            .is_ok()
+        );
     }
 
     /// The `protocol` fuzz find: a second update from the same client repeats clock 0 (its map
@@ -829,17 +858,30 @@ pub(super) mod tests {
             0, 1, 200, 200,
         ];
         let doc = Doc::with_client_id(1);
-        let (first, _) = decode_peer_update(FIRST, &StateVector::default(), &RootIndex::default())
-            .expect("first");
+        let (first, _) = decode_peer_update(
+            FIRST,
+            &StateVector::default(),
+            &RootIndex::default(),
+            crate::room::SERVER_CLIENT_ID,
+        )
+        .expect("first");
         doc.transact_mut().apply_update(first).expect("applies");
         let known = doc.transact().state_vector();
         assert!(matches!(
-            decode_peer_update(SECOND, &known, &RootIndex::default()),
+            decode_peer_update(SECOND, &known, &RootIndex::default(), crate::room::SERVER_CLIENT_ID),
             Err(RoomError::BadUpdate(why)) if why.contains("which the room lacks")
         ));
         // Without a room (a stored update) nothing is compared; a faithful repeat passes.
         assert!(decode_update(SECOND).is_ok());
-        assert!(decode_peer_update(FIRST, &known, &RootIndex::default()).is_ok());
+        assert!(
+            decode_peer_update(
+                FIRST,
+                &known,
+                &RootIndex::default(),
+                crate::room::SERVER_CLIENT_ID
+            )
+            .is_ok()
+        );
     }
 
     /// An update of one `Any` item: `value` is the lib0 encoding of its one value.
@@ -867,8 +909,13 @@ pub(super) mod tests {
             .stack_size(2 << 20)
             .spawn(move || {
                 (
-                    decode_peer_update(&deep, &StateVector::default(), &RootIndex::default())
-                        .map(|_| ()),
+                    decode_peer_update(
+                        &deep,
+                        &StateVector::default(),
+                        &RootIndex::default(),
+                        crate::room::SERVER_CLIENT_ID,
+                    )
+                    .map(|_| ()),
                     decode_update(&fine).map(|_| ()),
                 )
             })
@@ -911,7 +958,7 @@ pub(super) mod tests {
             238, 198, 0, 0, 190, 32,
         ];
         assert!(matches!(
-            decode_peer_update(UPDATE, &StateVector::default(), &RootIndex::default()),
+            decode_peer_update(UPDATE, &StateVector::default(), &RootIndex::default(), crate::room::SERVER_CLIENT_ID),
             Err(RoomError::BadUpdate(why)) if why.contains("depends on 0#0, which the room lacks")
         ));
     }
@@ -926,7 +973,7 @@ pub(super) mod tests {
             1, 1, 61, 0xf8, 0xee, 0xb8, 0xb8, 0x0b, 0, 0xc7, 0xb7, 0xe5, 0x02, 0,
         ];
         assert!(matches!(
-            decode_peer_update(&gap, &StateVector::default(), &RootIndex::default()),
+            decode_peer_update(&gap, &StateVector::default(), &RootIndex::default(), crate::room::SERVER_CLIENT_ID),
             Err(RoomError::BadUpdate(why)) if why.contains("starts past the room's 0")
         ));
         assert!(
@@ -935,7 +982,13 @@ pub(super) mod tests {
         );
         let from_zero = [1, 1, 61, 0, 0, 0xc7, 0xb7, 0xe5, 0x02, 0];
         assert!(
-            decode_peer_update(&from_zero, &StateVector::default(), &RootIndex::default()).is_ok()
+            decode_peer_update(
+                &from_zero,
+                &StateVector::default(),
+                &RootIndex::default(),
+                crate::room::SERVER_CLIENT_ID
+            )
+            .is_ok()
         );
     }
 
@@ -970,13 +1023,26 @@ pub(super) mod tests {
             .transact()
             .encode_state_as_update_v1(&StateVector::default());
         assert!(matches!(
-            decode_peer_update(&b_only, &StateVector::default(), &RootIndex::default()),
+            decode_peer_update(&b_only, &StateVector::default(), &RootIndex::default(), crate::room::SERVER_CLIENT_ID),
             Err(RoomError::BadUpdate(why)) if why.contains("which the room lacks")
         ));
-        assert!(decode_peer_update(&whole, &StateVector::default(), &RootIndex::default()).is_ok());
         assert!(
-            decode_peer_update(&b_only, &a.transact().state_vector(), &RootIndex::default())
-                .is_ok()
+            decode_peer_update(
+                &whole,
+                &StateVector::default(),
+                &RootIndex::default(),
+                crate::room::SERVER_CLIENT_ID
+            )
+            .is_ok()
+        );
+        assert!(
+            decode_peer_update(
+                &b_only,
+                &a.transact().state_vector(),
+                &RootIndex::default(),
+                crate::room::SERVER_CLIENT_ID
+            )
+            .is_ok()
         );
         assert!(
             decode_update(&b_only).is_ok(),

@@ -77,7 +77,8 @@ use decode::{decode_peer_update, decode_update};
 use peer::PeerLink;
 use pending::{Pending, PendingQueue};
 
-/// The yrs client id of every room document's own writes (schema, fairies). It is small on
+/// The yrs client id of every room document's own writes (schema, fairies) on a single node
+/// (scaled out, each node has one of its own: [`RoomConfig::client_id`]). It is small on
 /// purpose: Yjs clients draw random 32-bit ids, so in a tie between a fairy's revert and a
 /// user's concurrent write of the same key, the user's value wins (see
 /// [`crate::agent::tentative`]). Reusing it after a restart is safe because nothing the server
@@ -171,6 +172,11 @@ pub struct RoomConfig {
     /// Where committed updates and fairies' events are reported (`--webhook-url`); `None`:
     /// nowhere, and nothing is recorded.
     pub webhooks: Option<crate::webhooks::Webhooks>,
+    /// The yrs client id of this process's own writes into room documents
+    /// ([`SERVER_CLIENT_ID`] on a single node; scaled out, one of this node's own from the
+    /// store, `Store::writer_client_id`): two nodes writing one room at once must never make
+    /// the same item id, or their documents would diverge.
+    pub client_id: u64,
 }
 
 impl RoomConfig {
@@ -191,6 +197,7 @@ impl RoomConfig {
             history_checkpoint_every: config.history_checkpoint_every,
             max_doc_bytes: config.max_doc_bytes,
             webhooks: None,
+            client_id: SERVER_CLIENT_ID,
         }
     }
 }
@@ -233,7 +240,7 @@ impl Room {
         store: Arc<dyn Store>,
         config: RoomConfig,
     ) -> Result<Arc<Self>, RoomError> {
-        let doc = Doc::with_client_id(SERVER_CLIENT_ID);
+        let doc = Doc::with_client_id(config.client_id);
         let is_new = stored.snapshot.is_none() && stored.updates.is_empty();
         // What it was built from bounds its encoding (see `size`); the schema is added below.
         let stored_bytes: u64 = stored
@@ -660,15 +667,17 @@ impl Room {
                 }
                 index.mark_built();
             }
-            let (decoded, server_end) = decode_peer_update(update, &room_state, &index)?;
+            let (decoded, server_end) =
+                decode_peer_update(update, &room_state, &index, self.config.client_id)?;
             (decoded, server_end, room_state)
         };
         // Only the server writes as its own client id: a peer's update may repeat
         // server blocks the room has, never add some (see `decode_peer_update`).
-        let known = room_state.get(&yrs::block::ClientID::new(SERVER_CLIENT_ID));
+        let server = self.config.client_id;
+        let known = room_state.get(&yrs::block::ClientID::new(server));
         if server_end > known {
             return Err(RoomError::BadUpdate(format!(
-                "update carries blocks of the server's client id {SERVER_CLIENT_ID} up to clock {server_end}; the room has {known}"
+                "update carries blocks of the server's client id {server} up to clock {server_end}; the room has {known}"
             )));
         }
         // An update adds at most its own length to the encoding; near the cap, only what the

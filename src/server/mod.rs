@@ -145,6 +145,10 @@ pub async fn start_with(
     };
     let mut rooms_config = room_config(&config);
     rooms_config.fanout = pubsub.as_ref().map(|p| p.fanout().clone());
+    if pubsub.is_some() {
+        // Scaled out, this node's own client id for its writes into documents.
+        rooms_config.client_id = store.writer_client_id().await?;
+    }
     // Webhooks record into the store's outbox; the rooms stop them after their last flush.
     rooms_config.webhooks = match webhooks {
         Some(settings) => Some(crate::webhooks::Webhooks::start(settings, store.clone())?),

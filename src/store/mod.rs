@@ -148,6 +148,15 @@ pub trait Store: Send + Sync + 'static {
     async fn append_logged(&self, room: &RoomName, updates: Vec<Logged>)
     -> Result<u64, StoreError>;
 
+    /// A yrs client id for this process's own writes into room documents that no other live
+    /// process of the deployment uses (docs/scaling.md "A room on a node"): a store shared by
+    /// nodes hands each caller a new one, from a sequence folded into `2..=65536` (small, so
+    /// that people's writes win ties with the server's; see `agent::tentative`). A store of one
+    /// node answers 1, the single node's id (the default).
+    async fn writer_client_id(&self) -> Result<u64, StoreError> {
+        Ok(1)
+    }
+
     /// Takes the next fencing token of fairy `fairy` in `room` (a node that just took its
     /// lease, before it writes for it): from now on every append carrying an older token is
     /// refused. `None`: this store serves a single node, where no two hosts of one fairy ever

@@ -34,6 +34,9 @@ use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash_off
 use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, known_actor, to_i64, to_u64};
 use super::{Checkpoint, Fence, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
+/// How many writer client ids nodes take turns with (`2..=65536`, see
+/// [`Store::writer_client_id`]).
+const WRITER_CLIENT_IDS: u64 = 65_535;
 /// How long a connection attempt may take before the store counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -163,6 +166,14 @@ impl Store for PostgresStore {
         updates: Vec<Logged>,
     ) -> Result<u64, StoreError> {
         self.writer.append(room, updates, Vec::new()).await
+    }
+
+    async fn writer_client_id(&self) -> Result<u64, StoreError> {
+        let row = sqlx::query("SELECT nextval('writer_client_ids')")
+            .fetch_one(&self.pool)
+            .await?;
+        let taken = to_u64(row.try_get::<i64, _>(0)?).max(1);
+        Ok(2 + (taken - 1) % WRITER_CLIENT_IDS)
     }
 
     async fn next_fence(&self, room: &RoomName, fairy: &str) -> Result<Option<u64>, StoreError> {
