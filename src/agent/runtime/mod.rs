@@ -424,6 +424,15 @@ impl FairyRuntime {
 
     /// Carries out what the mode machine decided.
     fn apply_outcome(&mut self, outcome: Outcome) {
+        if !outcome.entered.is_empty() {
+            // The new mode is handed to the store before anyone hears of it: a reader told of
+            // the change (an event's listener reading the fairy's history) reads it there. The
+            // rest of the outcome is saved as before (the throttle and `unsaved` unchanged).
+            let persisted_at = self.persisted_at;
+            self.persist_now();
+            self.persisted_at = persisted_at;
+            self.unsaved = true;
+        }
         for mode in &outcome.entered {
             self.emit(AgentEvent::ModeChanged {
                 mode: mode.name().into(),
