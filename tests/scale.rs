@@ -172,21 +172,24 @@ async fn a_dropped_subscription_is_caught_up_from_the_store() {
     observer
         .until("first shape across nodes", |c| shape_count(c) == 1)
         .await;
-    // Both nodes' subscriptions drop; what A writes meanwhile never reaches B through Redis.
+    // Both nodes' subscriptions drop while B is stalled (SIGSTOP), so that it cannot subscribe
+    // again before A's writes are published: they never reach B through Redis.
+    let mut on_a = Client::connect(&a.ws(), room).await;
+    b.pause();
     assert_eq!(kill_subscriptions(&prefix).await, 2);
     for i in 0..200 {
         writer
             .edit(|txn| put_shape(txn, &format!("w{i:03}"), i as f64))
             .await;
     }
+    // Delivered on A, so committed and published there.
+    on_a.until("A's writes committed", |c| shape_count(c) == 201)
+        .await;
+    b.resume();
     observer
         .until("every shape after the drop", |c| shape_count(c) == 201)
         .await;
-    let catchups = metric(&b, "fairyring_pubsub_catchups_total").await;
-    assert!(
-        catchups >= 1.0,
-        "node B caught up from the store: {catchups}"
-    );
+    until_metric(&b, "fairyring_pubsub_catchups_total", |n| n >= 1.0).await;
     // Both nodes subscribed to the room's channel again when they reconnected: B hears A's
     // next writes through Redis.
     until_subscribers(&format!("{prefix}:room:{room}"), false, 2).await;
