@@ -8,6 +8,8 @@
 //! - [`config`]: the one configuration struct (CLI flags with `FAIRYRING_*` env fallbacks).
 //! - [`priority`]: the lower scheduling priority of background threads (fairies, snapshots), a leaf.
 //! - [`clock`]: the one clock (monotonic instants, wall-clock millis, a manual test clock), a leaf.
+//! - [`contain`]: panics contained where hostile input meets a dependency that is not
+//!   panic-free, without std's hook printing or symbolizing a backtrace, a leaf.
 //! - [`ids`]: plain validated ids (room names), a leaf every other module may import.
 //! - [`origin`]: who authored a transaction (`client:CONN:SUB`, `fairy:ID`, `system`).
 //! - [`protocol`]: sans-IO y-protocols framing: decode inbound frames, encode outbound ones.
@@ -35,6 +37,7 @@ pub mod bench;
 pub mod canvas;
 pub mod clock;
 pub mod config;
+pub mod contain;
 pub mod history;
 pub mod ids;
 pub mod llm;

@@ -133,7 +133,10 @@ impl Tentative {
     /// when any other thread holds a transaction on the document at that instant. Waiting until a
     /// transaction can be taken (and retrying a panic, which happens before anything is
     /// registered when it is the first registration that fails) makes that practically
-    /// impossible; see `agent::hub` for the matching rule when dropping it.
+    /// impossible; see `agent::hub` for the matching rule when dropping it. When the second
+    /// registration loses the race, the first (a destroy observer) stays behind: it runs only
+    /// on `Doc::destroy`, which nothing calls on a room's document. The panic is caught by
+    /// [`crate::contain`], so a lost race prints nothing and symbolizes no backtrace.
     ///
     /// Runs in the fairy's own task (never under the hub's lock): between attempts it yields,
     /// then sleeps a millisecond, so the writers it waits for can finish. A document that stays
@@ -149,13 +152,15 @@ impl Tentative {
             attempts += 1;
             let quiet = doc.try_transact_mut().is_ok();
             if quiet {
-                let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                // Contained: no report on stderr and no backtrace symbolized per lost race.
+                let made = crate::contain::contain(std::panic::AssertUnwindSafe(|| {
                     Tentative::new(doc, fairy_id)
                 }));
                 match made {
                     Ok(tentative) => return Ok(tentative),
-                    Err(_) => tracing::warn!(
+                    Err(panic) => tracing::debug!(
                         fairy = fairy_id,
+                        %panic,
                         "document busy while creating the undo manager; retrying"
                     ),
                 }

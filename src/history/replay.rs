@@ -20,11 +20,12 @@
 //! view, and an array event does not say what it deleted).
 //!
 //! Bad input never panics: undecodable bytes are [`ReplayError::Decode`]; yrs's decoder and
-//! integration run under `catch_unwind`, and a replay whose integration panicked refuses
+//! integration run under [`crate::contain`], and a replay whose integration panicked refuses
 //! further updates ([`ReplayError::Poisoned`]).
 
+use crate::contain::contain;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use base64::Engine as _;
@@ -350,7 +351,7 @@ impl Drop for Replay {
 
 /// Decodes a v1 update without letting yrs's decoder panic through.
 fn decode(bytes: &[u8]) -> Result<Update, ReplayError> {
-    match catch_unwind(|| Update::decode_v1(bytes)) {
+    match contain(|| Update::decode_v1(bytes)) {
         Ok(Ok(update)) => Ok(update),
         Ok(Err(error)) => Err(ReplayError::Decode(error.to_string())),
         Err(_) => Err(ReplayError::Decode("malformed update".into())),
@@ -361,7 +362,7 @@ fn decode(bytes: &[u8]) -> Result<Update, ReplayError> {
 /// may be inconsistent), `Err(Some(_))` when it refused the update.
 fn apply_to(doc: &Doc, bytes: &[u8]) -> Result<(), ReplayError> {
     let update = decode(bytes)?;
-    let applied = catch_unwind(AssertUnwindSafe(|| {
+    let applied = contain(AssertUnwindSafe(|| {
         let mut txn = doc.transact_mut();
         txn.apply_update(update)
     }));
@@ -382,7 +383,7 @@ pub(crate) fn apply_all<'a>(
         .into_iter()
         .map(decode)
         .collect::<Result<Vec<_>, _>>()?;
-    let applied = catch_unwind(AssertUnwindSafe(|| {
+    let applied = contain(AssertUnwindSafe(|| {
         let mut txn = doc.transact_mut();
         for update in decoded {
             txn.apply_update(update)?;

@@ -41,7 +41,7 @@ pub fn decode(frame: &[u8]) -> Result<Message, ProtocolError> {
     // than naming that client). Decoding touches no shared state, so a panic is contained here
     // and the frame refused like any other malformed one.
     vet_counts(frame)?;
-    let message = match std::panic::catch_unwind(|| Message::decode_v1(frame)) {
+    let message = match crate::contain::contain(|| Message::decode_v1(frame)) {
         Ok(decoded) => decoded.map_err(|e| ProtocolError::Malformed(e.to_string()))?,
         Err(_) => return Err(ProtocolError::Malformed("undecodable message".into())),
     };

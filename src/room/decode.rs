@@ -22,7 +22,7 @@ pub(crate) fn decode_update(bytes: &[u8]) -> Result<Update, RoomError> {
 /// The items and deletes of an update the room's document emitted (its own encoding, which
 /// the walk reads like any other), for the room's [`RootIndex`].
 pub(crate) fn walk_emitted(bytes: &[u8]) -> Option<Walked> {
-    let walked = std::panic::catch_unwind(|| walk(bytes, None, 0))
+    let walked = crate::contain::contain(|| walk(bytes, None, 0))
         .ok()?
         .ok()?;
     walked.refusal.is_none().then_some(walked.places)
@@ -57,7 +57,7 @@ fn decode(
     // bytes cannot back (a 10-byte update claiming 2^28 clients) fails there at the end of the
     // input, before yrs's decoder reserves a table of that size (hashbrown writes one control
     // byte per bucket: hundreds of MB touched per frame, then freed).
-    let decoded = std::panic::catch_unwind(|| {
+    let decoded = crate::contain::contain(|| {
         let walked = walk(
             bytes,
             room.map(|(known, _, _)| known),
@@ -84,7 +84,10 @@ fn decode(
     match decoded {
         Ok(Ok(decoded)) => decoded,
         Ok(Err(error)) => Err(RoomError::BadUpdate(error.to_string())),
-        Err(_) => Err(RoomError::BadUpdate("malformed update".into())),
+        Err(panic) => {
+            tracing::debug!(%panic, "yrs's decoder panicked on an update");
+            Err(RoomError::BadUpdate("malformed update".into()))
+        }
     }
 }
 

@@ -28,11 +28,11 @@
 //!
 //! # Hostile updates
 //! yrs is not hardened against hostile input, so a peer's update passes three guards before
-//! it can change anything: it is decoded under `catch_unwind` (the decoder panics on some
+//! it can change anything: it is decoded under [`crate::contain`] (the decoder panics on some
 //! overflowing lengths); updates yrs decodes but mishandles are refused structurally before any
 //! document sees them (legacy JSON content, which yrs 0.28.1 misreads; see `decode`), and so
 //! are writes under the server-owned roots and shared types nested too deep ([`roots`]: `1008`
-//! and `1007`); and it is integrated under `catch_unwind`. Each refusal closes only that peer's socket
+//! and `1007`); and it is integrated under [`crate::contain`]. Each refusal closes only that peer's socket
 //! ([`RoomError::BadUpdate`]: close code 1007, counted as `bad_update`) and leaves the room, its
 //! document and its other peers as they were. Stored updates go through the same decoding.
 
@@ -687,7 +687,7 @@ impl Room {
             || self.measure(),
             || {
                 let sv = yrs::updates::encoder::Encode::encode_v1(&room_state);
-                std::panic::catch_unwind(|| yrs::diff_updates_v1(update, &sv))
+                crate::contain::contain(|| yrs::diff_updates_v1(update, &sv))
                     .ok()
                     .and_then(Result::ok)
                     .map_or(update.len() as u64, |diff| diff.len() as u64)
@@ -749,15 +749,15 @@ impl Room {
     /// integrating is contained here, logged and answered like any invalid update.
     /// Returns whether the document changed.
     fn apply_client_update(&self, origin: TxnOrigin, update: Update) -> Result<bool, RoomError> {
-        let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let applied = crate::contain::contain(std::panic::AssertUnwindSafe(|| {
             let mut txn = self.doc.transact_mut_with(origin);
             txn.apply_update(update).map(|()| txn.has_changes())
         }));
         match applied {
             Ok(Ok(changed)) => Ok(changed),
             Ok(Err(error)) => Err(RoomError::BadUpdate(error.to_string())),
-            Err(_) => {
-                tracing::error!(room = %self.name, "yrs panicked while applying a peer's update");
+            Err(panic) => {
+                tracing::error!(room = %self.name, %panic, "yrs panicked while applying a peer's update");
                 Err(RoomError::BadUpdate(
                     "update could not be integrated".into(),
                 ))

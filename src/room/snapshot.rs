@@ -63,8 +63,11 @@ pub(crate) async fn run<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'st
     let (done, built) = tokio::sync::oneshot::channel();
     let job: Job = Box::new(move || {
         // The caller may have stopped waiting (the process is ending): nothing to do.
-        if let Ok(outcome) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
-            let _ = done.send(outcome);
+        match crate::contain::contain(std::panic::AssertUnwindSafe(work)) {
+            Ok(outcome) => {
+                let _ = done.send(outcome);
+            }
+            Err(panic) => tracing::error!(%panic, "a snapshot build panicked"),
         }
     });
     queue.send(job).ok()?;

@@ -175,7 +175,7 @@ pub fn assemble_version(
 /// this server wrote). CPU work: call it off the async threads.
 pub fn squash(states: &[Bytes]) -> Option<Bytes> {
     let parts: Vec<&[u8]> = states.iter().map(|b| b.as_ref()).collect();
-    std::panic::catch_unwind(|| yrs::merge_updates_v1(&parts))
+    crate::contain::contain(|| yrs::merge_updates_v1(&parts))
         .ok()?
         .ok()
         .map(Bytes::from)
