@@ -628,3 +628,62 @@ async fn a_large_live_room_compacts_from_the_store() {
     );
     server.shutdown().await;
 }
+
+/// A frame on which yrs's decoder panics — sync step 1 naming client 2^53, which trips a
+/// debug assertion in builds with them, as this test's binary is — closes its peer with 1007
+/// and prints nothing: the panic is contained (`fairyring::contain`) before std's hook would
+/// print a report and, with `RUST_BACKTRACE` set, symbolize a backtrace for every such frame.
+#[tokio::test]
+async fn a_frame_that_panics_the_decoder_prints_no_report_or_backtrace() {
+    use std::io::{BufRead, BufReader};
+    assert!(
+        cfg!(debug_assertions),
+        "the frame panics yrs only with debug assertions (cargo test's profile)"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log_path = dir.path().join("stderr.log");
+    let log = std::fs::File::create(&log_path).expect("stderr log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fairyring"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--insecure-no-auth"])
+        .args(["--store", "memory:"])
+        .env("RUST_BACKTRACE", "full")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("spawn fairyring");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("first line");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("listening line, got {line:?}"))
+        .to_owned();
+    let base = format!("ws://{addr}");
+    let frame = vec![
+        0, 0, 10, 1, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10, 0,
+    ];
+    for _ in 0..3 {
+        let mut bad = Client::connect(&base, "panics").await;
+        bad.send_raw(frame.clone()).await;
+        assert_eq!(bad.until_closed().await, Some(1007));
+    }
+    let mut good = Client::connect(&base, "panics").await;
+    good.edit(|txn| put_shape(txn, "after", 3.0)).await;
+    let mut watcher = Client::connect(&base, "panics").await;
+    watcher
+        .until("the good peer's shape", |c| {
+            shape_x(&c.doc, "after") == Some(3.0)
+        })
+        .await;
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    let printed = std::fs::read_to_string(&log_path).expect("read stderr");
+    assert!(
+        !printed.contains("panicked at") && !printed.contains("stack backtrace"),
+        "the server printed a panic report:\n{printed}"
+    );
+}
