@@ -905,6 +905,8 @@ fn fairyring_shapes(c: &Client) -> serde_json::Map<String, serde_json::Value> {
 /// two members through B (an invitation makes the inviting node the host).
 struct ProjectNodes {
     _pg: PgSchema,
+    /// The Redis Cluster of the test's own, when on one.
+    _cluster: Option<OwnCluster>,
     nodes: [Node; 3],
     _peers: [Client; 2],
     /// The leader (hosted by A), then the members (hosted by B).
@@ -915,10 +917,21 @@ impl ProjectNodes {
     /// The deployment, and the peer on C (which hosts none of the fairies); `None` when a
     /// service is down.
     async fn start(tag: &str) -> Option<(ProjectNodes, Client)> {
-        use support::fairy_http::invite;
         let pg = PgSchema::fresh(tag).await?;
         let prefix = redis_prefix(tag).await?;
-        let mut args = node_args(&pg, &prefix);
+        let args = node_args(&pg, &prefix);
+        Some(Self::start_with(tag, pg, args, None).await)
+    }
+
+    /// [`ProjectNodes::start`] with the nodes' arguments `args` (the store of `pg`, the
+    /// pub/sub; `cluster`, when a Redis Cluster of the test's own).
+    async fn start_with(
+        tag: &str,
+        pg: PgSchema,
+        mut args: Vec<String>,
+        cluster: Option<OwnCluster>,
+    ) -> (ProjectNodes, Client) {
+        use support::fairy_http::invite;
         args.extend(
             ["--llm-pace-ms", "60", "--fairy-apply-interval-ms", "0"]
                 .iter()
@@ -955,11 +968,12 @@ impl ProjectNodes {
         }
         let nodes = ProjectNodes {
             _pg: pg,
+            _cluster: cluster,
             nodes,
             _peers: peers,
             ids,
         };
-        Some((nodes, on_c))
+        (nodes, on_c)
     }
 
     /// A group prompt of the three through `node`, drawing in a 1000 × 600 area at `y`; the
@@ -1041,6 +1055,31 @@ fn project_done(c: &Client, project: &str) -> bool {
     status == "done" && !tasks.is_empty() && tasks.iter().all(|(status, _)| status == "done")
 }
 
+/// A project of `p` group-prompted through node C (which hosts none of its fairies) runs to
+/// `done`: every member idle, each member on B did a task and drew it, nothing locked.
+async fn project_runs_to_done_through_a_third(p: &ProjectNodes, on_c: &mut Client, room: &str) {
+    use support::fairy_http::locked_count;
+    let project = p.group_prompt(room, 2, "a house and a tree", 0).await;
+    until_long(on_c, "the project done, every member idle", |c| {
+        project_done(c, &project) && p.all_idle(c)
+    })
+    .await;
+    let (_, tasks) = project_in_doc(on_c, &project);
+    let mut workers: Vec<&str> = tasks.iter().map(|(_, who)| who.as_str()).collect();
+    workers.sort_unstable();
+    let mut members = [p.ids[1].as_str(), p.ids[2].as_str()];
+    members.sort_unstable();
+    assert_eq!(workers, members, "each member on B did a task");
+    for member in members {
+        let drawn = fairyring_shapes(on_c)
+            .values()
+            .filter(|s| s["createdBy"] == serde_json::json!(format!("fairy:{member}")))
+            .count();
+        assert!(drawn > 0, "{member} drew its task");
+    }
+    assert_eq!(locked_count(on_c), 0);
+}
+
 /// A project whose leader is hosted by node A and whose two members are hosted by node B,
 /// group-prompted through node C (which hosts none of them): the group prompt is served by
 /// the leader's host, the directions, the members' reports and the leader's wake-up cross
@@ -1054,25 +1093,7 @@ async fn a_project_spans_nodes_and_is_disbanded_from_a_third() {
     let Some((p, mut on_c)) = ProjectNodes::start(room).await else {
         return;
     };
-    let project = p.group_prompt(room, 2, "a house and a tree", 0).await;
-    until_long(&mut on_c, "the project done, every member idle", |c| {
-        project_done(c, &project) && p.all_idle(c)
-    })
-    .await;
-    let (_, tasks) = project_in_doc(&on_c, &project);
-    let mut workers: Vec<&str> = tasks.iter().map(|(_, who)| who.as_str()).collect();
-    workers.sort_unstable();
-    let mut members = [p.ids[1].as_str(), p.ids[2].as_str()];
-    members.sort_unstable();
-    assert_eq!(workers, members, "each member on B did a task");
-    for member in members {
-        let drawn = fairyring_shapes(&on_c)
-            .values()
-            .filter(|s| s["createdBy"] == serde_json::json!(format!("fairy:{member}")))
-            .count();
-        assert!(drawn > 0, "{member} drew its task");
-    }
-    assert_eq!(locked_count(&on_c), 0);
+    project_runs_to_done_through_a_third(&p, &mut on_c, room).await;
 
     // A second project, disbanded through C while a member on B draws.
     let second = p.group_prompt(room, 1, "a boat and a sun", 700).await;
@@ -1205,6 +1226,19 @@ async fn a_redis_cluster_carries_rooms_on_every_shard() {
     assert!(peers.iter().all(|peer| peer.closed.is_none()));
 }
 
+/// [`a_project_spans_nodes_and_is_disbanded_from_a_third`]'s first project on a Redis Cluster:
+/// the directions and reports between nodes travel on each node's own sharded channel (whose
+/// `SPUBLISH` count says whether the addressed node received them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_spans_nodes_on_a_redis_cluster() {
+    let room = "cprojects";
+    let Some((pg, cluster, _prefix, args)) = cluster_deployment(room).await else {
+        return;
+    };
+    let (p, mut on_c) = ProjectNodes::start_with(room, pg, args, Some(cluster)).await;
+    project_runs_to_done_through_a_third(&p, &mut on_c, room).await;
+}
+
 /// [`a_fairys_lease_moves_when_its_host_dies`] on a Redis Cluster (the lease keys of a fairy
 /// share a slot through their hash tag).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1250,6 +1284,7 @@ async fn a_restarted_cluster_master_loses_nothing() {
             shape_count(c) == 60
         })
         .await;
+    until_metric(&b, "fairyring_pubsub_catchups_total", |n| n >= 1.0).await;
     until_subscribers_at(&cluster.urls()[shard], &channel, true, 2).await;
     next_writes_cross(&mut writer, &mut observer, &b, 70).await;
 }
