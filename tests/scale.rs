@@ -7,7 +7,8 @@
 //! loaded (plain and sharded pub/sub); a fairy's host paused past its lease writes nothing for
 //! the fairy once another node took it over (fencing). On a Redis Cluster of the test's own
 //! (`--pubsub-cluster`, three masters): rooms whose channels live on each shard cross nodes, an
-//! idle node hears none of them, a fairy's lease moves when its host dies, and a master
+//! idle node hears none of them, a fairy's lease moves when its host dies, a project spans
+//! nodes, a room channel whose slot moves to another master is followed there, and a master
 //! restarted mid-run loses nothing. Skipped when PostgreSQL or Redis (or, for the cluster,
 //! `redis-server` and `redis-cli`) is missing, unless `FAIRYRING_REQUIRE_SERVICES=1`.
 
@@ -1237,6 +1238,31 @@ async fn a_project_spans_nodes_on_a_redis_cluster() {
     };
     let (p, mut on_c) = ProjectNodes::start_with(room, pg, args, Some(cluster)).await;
     project_runs_to_done_through_a_third(&p, &mut on_c, room).await;
+}
+
+/// A Redis Cluster moves a room channel's slot to another master (resharding) while two nodes
+/// hold the room: Redis unsubscribes them on the old master, both subscribe again on the new
+/// one, and the next writes cross there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_channel_moved_to_another_shard_is_followed() {
+    let Some((_pg, cluster, prefix, args)) = cluster_deployment("cmoved").await else {
+        return;
+    };
+    let (a, b) = (Node::spawn(&args), Node::spawn(&args));
+    let room = rooms_on_every_shard(&cluster, &prefix).await[0].clone();
+    let channel = format!("{prefix}:room:{room}");
+    let mut writer = Client::connect(&a.ws(), &room).await;
+    let mut observer = Client::connect(&b.ws(), &room).await;
+    let urls = cluster.urls();
+    until_subscribers_at(&urls[0], &channel, true, 2).await;
+    put_shapes(&mut writer, "a", 0..20).await;
+    observer
+        .until("shapes before the move", |c| shape_count(c) == 20)
+        .await;
+    cluster.move_slot(&channel, 0, 2).await;
+    until_subscribers_at(&urls[2], &channel, true, 2).await;
+    assert_eq!(subscribers_at(&urls[0], &channel, true).await, 0);
+    next_writes_cross(&mut writer, &mut observer, &b, 30).await;
 }
 
 /// [`a_fairys_lease_moves_when_its_host_dies`] on a Redis Cluster (the lease keys of a fairy

@@ -106,11 +106,11 @@ pub enum PubSubError {
     /// `--pubsub-cluster` and a Redis Cluster that could not be reached or is none.
     #[error(
         "could not reach a Redis Cluster through {seeds} (--pubsub-cluster needs the address \
-         of at least one node of a cluster with every slot served): {source}"
+         of at least one node of a cluster with every slot served): {error}"
     )]
     Cluster {
         seeds: String,
-        source: ::redis::RedisError,
+        error: ::redis::RedisError,
     },
     /// `--pubsub-cluster` without `--pubsub`.
     #[error("--pubsub-cluster needs --pubsub, the address of one or more of the cluster's nodes")]

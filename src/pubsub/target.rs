@@ -154,10 +154,10 @@ fn cluster_builder(seeds: &[String]) -> Result<ClusterClientBuilder, PubSubError
         .max_retry_wait(CLUSTER_RETRY_WAIT_MS.1))
 }
 
-fn cluster_error(seeds: &[String], source: redis::RedisError) -> PubSubError {
+fn cluster_error(seeds: &[String], error: redis::RedisError) -> PubSubError {
     PubSubError::Cluster {
         seeds: seeds.join(","),
-        source,
+        error,
     }
 }
 

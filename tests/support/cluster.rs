@@ -148,6 +148,36 @@ impl OwnCluster {
         self.until_ok().await;
     }
 
+    /// Moves the hash slot of `channel` (which holds no key) from master `from` to master `to`
+    /// (`CLUSTER SETSLOT` … `IMPORTING`, `MIGRATING`, `NODE`), as resharding does, and waits
+    /// until the cluster is ok. Redis then unsubscribes the slot's sharded channels' clients on
+    /// `from`.
+    pub async fn move_slot(&self, channel: &str, from: usize, to: usize) {
+        let slot = self.masters[from].cli(&["cluster", "keyslot", channel]);
+        let slot = slot.trim();
+        let keys = self.masters[from].cli(&["cluster", "countkeysinslot", slot]);
+        assert_eq!(keys.trim(), "0", "slot {slot} holds keys");
+        let id = |i: usize| self.masters[i].cli(&["cluster", "myid"]).trim().to_owned();
+        let (source, target) = (id(from), id(to));
+        let steps = [
+            (
+                to,
+                ["cluster", "setslot", slot, "importing", source.as_str()],
+            ),
+            (
+                from,
+                ["cluster", "setslot", slot, "migrating", target.as_str()],
+            ),
+            (to, ["cluster", "setslot", slot, "node", target.as_str()]),
+            (from, ["cluster", "setslot", slot, "node", target.as_str()]),
+        ];
+        for (master, args) in steps {
+            let answer = self.masters[master].cli(&args);
+            assert_eq!(answer.trim(), "OK", "{args:?} on master {master}: {answer}");
+        }
+        self.until_ok().await;
+    }
+
     /// Which master owns `channel`'s slot: the one that runs `SPUBLISH` on it instead of
     /// redirecting it (`MOVED`).
     pub async fn owner(&self, channel: &str) -> usize {
