@@ -470,3 +470,54 @@ async fn sweep_loop(fanout: Arc<Fanout>, stop: CancellationToken) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The channels of a group's pipeline, in order.
+    fn channels(group: &Group) -> Vec<String> {
+        group
+            .pipe
+            .cmd_iter()
+            .filter_map(|cmd| cmd.args_iter().nth(1))
+            .filter_map(|arg| match arg {
+                redis::Arg::Simple(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_cluster_batch_is_one_pipeline_per_slot_in_order() {
+        // Two channels of one slot (a hash tag), one of another.
+        let (x, y, z) = ("p:room:{a}1", "p:room:{a}2", "p:room:b");
+        assert_eq!(Slot::for_key(x), Slot::for_key(y));
+        assert_ne!(Slot::for_key(x), Slot::for_key(z));
+        let mut groups = Groups::new(true);
+        groups.add("SPUBLISH", "p:nodes", b"beat", true);
+        for (channel, payload) in [(x, "1"), (z, "2"), (y, "3"), (x, "4")] {
+            groups.add("SPUBLISH", channel, payload.as_bytes(), false);
+        }
+        let slots: Vec<Vec<String>> = groups.groups.iter().map(channels).collect();
+        let expected: Vec<Vec<String>> = vec![
+            vec!["p:nodes".into()],
+            vec![x.into(), y.into(), x.into()],
+            vec![z.into()],
+        ];
+        assert_eq!(slots, expected);
+        let counts: Vec<(u64, u64, u64)> = groups
+            .groups
+            .iter()
+            .map(|g| (g.count, g.bytes, g.beats))
+            .collect();
+        assert_eq!(counts, vec![(0, 0, 1), (3, 3, 0), (1, 1, 0)]);
+        // One Redis: one pipeline, in order.
+        let mut single = Groups::new(false);
+        for channel in [x, z, y] {
+            single.add("PUBLISH", channel, b"m", false);
+        }
+        assert_eq!(single.groups.len(), 1);
+        assert_eq!(channels(&single.groups[0]), vec![x, z, y]);
+    }
+}
