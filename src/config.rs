@@ -80,9 +80,18 @@ pub struct ServeConfig {
     pub store_schema: Option<String>,
 
     /// Pub/sub between the nodes of a scale-out deployment: `redis://HOST:PORT`. Every node
-    /// shares the same PostgreSQL `--store`; any node serves any room.
+    /// shares the same PostgreSQL `--store`; any node serves any room. With
+    /// `--pubsub-cluster`, one or more comma-separated seed addresses of a Redis Cluster.
     #[arg(long, env = "FAIRYRING_PUBSUB")]
     pub pubsub: Option<String>,
+
+    /// `--pubsub` is a Redis Cluster (Redis 7 or later), given by the addresses of one or more
+    /// of its nodes (`redis://HOST:PORT,redis://HOST:PORT`; the rest are discovered). Room
+    /// channels, the nodes channel and each node's own channel are then sharded
+    /// (`SSUBSCRIBE`/`SPUBLISH`, implying `--pubsub-sharded`), fairy leases spread over the
+    /// shards. Every node of a deployment must use the same setting.
+    #[arg(long, env = "FAIRYRING_PUBSUB_CLUSTER")]
+    pub pubsub_cluster: bool,
 
     /// Prefix of this deployment's Redis channels (`[A-Za-z0-9._-]`); defaults to the store
     /// schema, else `fairyring`.
@@ -92,6 +101,7 @@ pub struct ServeConfig {
     /// Carry room messages over sharded pub/sub (`SSUBSCRIBE`/`SPUBLISH`, Redis 7 or later)
     /// instead of `SUBSCRIBE`/`PUBLISH`: in a Redis Cluster a room's messages then stay on the
     /// shard that owns its channel. Every node of a deployment must use the same setting.
+    /// Implied by `--pubsub-cluster`.
     #[arg(long, env = "FAIRYRING_PUBSUB_SHARDED")]
     pub pubsub_sharded: bool,
 
@@ -342,6 +352,7 @@ impl ServeConfig {
             store_schema: None,
             pubsub: None,
             pubsub_prefix: None,
+            pubsub_cluster: false,
             pubsub_sharded: false,
             advertise: None,
             jwt_secret: None,
@@ -401,9 +412,23 @@ impl ServeConfig {
             .unwrap_or("fairyring")
     }
 
-    /// How room messages travel between nodes (`--pubsub-sharded`).
+    /// Where the deployment's Redis is (`--pubsub`, `--pubsub-cluster`), if scaled out;
+    /// several addresses without `--pubsub-cluster`, one that is not `redis://…`, or
+    /// `--pubsub-cluster` without `--pubsub` are refused.
+    pub fn pubsub_target(
+        &self,
+    ) -> Result<Option<crate::pubsub::Target>, crate::pubsub::PubSubError> {
+        match &self.pubsub {
+            Some(pubsub) => crate::pubsub::Target::parse(pubsub, self.pubsub_cluster).map(Some),
+            None if self.pubsub_cluster => Err(crate::pubsub::PubSubError::ClusterWithoutSeeds),
+            None => Ok(None),
+        }
+    }
+
+    /// How room messages travel between nodes (`--pubsub-sharded`; always sharded on a Redis
+    /// Cluster, `--pubsub-cluster`).
     pub fn pubsub_mode(&self) -> crate::pubsub::Mode {
-        if self.pubsub_sharded {
+        if self.pubsub_sharded || self.pubsub_cluster {
             crate::pubsub::Mode::Sharded
         } else {
             crate::pubsub::Mode::Plain
@@ -512,5 +537,47 @@ mod tests {
         // What --help shows as the default reads back the same.
         let shown = Retention::default().to_string();
         assert_eq!(shown.parse::<Retention>().unwrap(), Retention::default());
+    }
+
+    #[test]
+    fn a_redis_cluster_is_sharded_and_contradictions_are_refused() {
+        use crate::pubsub::{Mode, PubSubError, Target};
+        let config = |pubsub: Option<&str>, cluster: bool, sharded: bool| ServeConfig {
+            pubsub: pubsub.map(str::to_owned),
+            pubsub_cluster: cluster,
+            pubsub_sharded: sharded,
+            ..ServeConfig::for_test()
+        };
+        let single = config(Some("redis://a:6379"), false, false);
+        assert!(matches!(
+            single.pubsub_target(),
+            Ok(Some(Target::Single(_)))
+        ));
+        assert_eq!(single.pubsub_mode(), Mode::Plain);
+        let cluster = config(Some("redis://a:7000,redis://b:7000"), true, false);
+        assert!(
+            matches!(cluster.pubsub_target(), Ok(Some(Target::Cluster(seeds))) if seeds.len() == 2)
+        );
+        assert_eq!(
+            cluster.pubsub_mode(),
+            Mode::Sharded,
+            "a cluster implies sharded"
+        );
+        assert_eq!(
+            config(Some("redis://a:7000"), true, true).pubsub_mode(),
+            Mode::Sharded
+        );
+        assert!(matches!(
+            config(Some("redis://a:7000,redis://b:7000"), false, true).pubsub_target(),
+            Err(PubSubError::SeedsWithoutCluster(2))
+        ));
+        assert!(matches!(
+            config(None, true, false).pubsub_target(),
+            Err(PubSubError::ClusterWithoutSeeds)
+        ));
+        assert!(matches!(
+            config(None, false, false).pubsub_target(),
+            Ok(None)
+        ));
     }
 }

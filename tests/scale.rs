@@ -5,14 +5,19 @@
 //! subscription is caught up from the store and subscribed again, and so is a restarted Redis;
 //! a slow Redis holds a room's load one second at most; a node hears only the rooms it has
 //! loaded (plain and sharded pub/sub); a fairy's host paused past its lease writes nothing for
-//! the fairy once another node took it over (fencing). Skipped when PostgreSQL or Redis is down, unless
-//! `FAIRYRING_REQUIRE_SERVICES=1`.
+//! the fairy once another node took it over (fencing). On a Redis Cluster of the test's own
+//! (`--pubsub-cluster`, three masters): rooms whose channels live on each shard cross nodes, an
+//! idle node hears none of them, a fairy's lease moves when its host dies, a project spans
+//! nodes, a room channel whose slot moves to another master is followed there, and a master
+//! restarted mid-run loses nothing. Skipped when PostgreSQL or Redis (or, for the cluster,
+//! `redis-server` and `redis-cli`) is missing, unless `FAIRYRING_REQUIRE_SERVICES=1`.
 
 mod support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use support::cluster::OwnCluster;
 use support::services::{Node, PgSchema, kill_subscriptions, node_args, redis_prefix, redis_url};
 use support::{Client, metrics_text, put_shape, shape_count, shape_ids};
 
@@ -229,12 +234,19 @@ async fn a_restarted_redis_loses_nothing() {
         })
         .await;
     until_subscribers_at(&redis.url(), &channel, false, 2).await;
-    let heard = metric(&b, ROOM_MESSAGES_IN).await;
-    put_shapes(&mut writer, "c", 0..10).await;
+    next_writes_cross(&mut writer, &mut observer, &b, 110).await;
+}
+
+/// The next ten writes of `writer` cross through pub/sub to `observer`, a peer of `node`: it
+/// ends with `expected` shapes, and `node` received room messages meanwhile. Neither peer was
+/// disconnected.
+async fn next_writes_cross(writer: &mut Client, observer: &mut Client, node: &Node, expected: u32) {
+    let heard = metric(node, ROOM_MESSAGES_IN).await;
+    put_shapes(writer, "c", 0..10).await;
     observer
-        .until("shapes after the restart", |c| shape_count(c) == 110)
+        .until("shapes after the restart", |c| shape_count(c) == expected)
         .await;
-    until_metric(&b, ROOM_MESSAGES_IN, |n| n > heard).await;
+    until_metric(node, ROOM_MESSAGES_IN, |n| n > heard).await;
     assert!(observer.closed.is_none() && writer.closed.is_none());
 }
 
@@ -297,15 +309,19 @@ async fn a_slow_redis_holds_a_room_load_one_second_at_most() {
 async fn own_redis_deployment(tag: &str) -> Option<(PgSchema, OwnRedis, String, Vec<String>)> {
     let pg = PgSchema::fresh(tag).await?;
     let redis = OwnRedis::start()?;
+    let (prefix, args) = deployment_args(&pg, tag, &[redis.url()]);
+    Some((pg, redis, prefix, args))
+}
+
+/// A fresh prefix, and the nodes' arguments: the store of `pg`, `--pubsub` and `pubsub` after
+/// it.
+fn deployment_args(pg: &PgSchema, tag: &str, pubsub: &[String]) -> (String, Vec<String>) {
     let prefix = format!("t-{tag}-{:08x}", rand::random::<u32>());
     let mut args = pg.store_args();
-    args.extend([
-        "--pubsub".into(),
-        redis.url(),
-        "--pubsub-prefix".into(),
-        prefix.clone(),
-    ]);
-    Some((pg, redis, prefix, args))
+    args.push("--pubsub".into());
+    args.extend(pubsub.iter().cloned());
+    args.extend(["--pubsub-prefix".into(), prefix.clone()]);
+    (prefix, args)
 }
 
 /// A `redis-server` of a test's own on a free port, killed when dropped.
@@ -350,12 +366,7 @@ impl OwnRedis {
             .stdout(std::process::Stdio::null())
             .spawn()?;
         self.child = Some(child);
-        // Up when it answers.
-        let deadline = Instant::now() + support::TIMEOUT;
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        support::services::until_listening(self.port);
         Ok(())
     }
 
@@ -417,14 +428,7 @@ async fn hears_only_loaded_rooms(tag: &str, sharded: bool) {
     let c = Node::spawn(&args);
     // Every node's subscriber connection is up (it hears the others' heartbeats), so C would
     // hear room traffic now if it were sent to it.
-    for node in [&a, &b, &c] {
-        until_metric(
-            node,
-            "fairyring_pubsub_heartbeats_total{reason=\"in\"}",
-            |n| n >= 2.0,
-        )
-        .await;
-    }
+    until_heartbeats(&[&a, &b, &c]).await;
     let room = tag;
     let channel = format!("{prefix}:room:{room}");
     let mut writer_a = Client::connect(&a.ws(), room).await;
@@ -483,6 +487,18 @@ async fn hears_only_loaded_rooms(tag: &str, sharded: bool) {
         "C received messages of a room it unloaded"
     );
     assert_eq!(metric(&c, "fairyring_rooms_loaded").await, 0.0);
+}
+
+/// Waits until every node heard the others' heartbeats (its subscriber connection is up).
+async fn until_heartbeats(nodes: &[&Node]) {
+    for node in nodes {
+        until_metric(
+            node,
+            "fairyring_pubsub_heartbeats_total{reason=\"in\"}",
+            |n| n >= 2.0,
+        )
+        .await;
+    }
 }
 
 /// Writes shapes `TAG000`… one update each.
@@ -676,13 +692,18 @@ async fn a_fairy_invited_on_one_node_works_from_another() {
 /// left locked, and it answers a prompt there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fairys_lease_moves_when_its_host_dies() {
-    use support::fairy_http::{events, invite, locked_count, prompt, read_events};
-    // The offline model paced, so that a shape is half-drawn (locked) when the host dies.
-    let pace = ["--llm-pace-ms", "80", "--fairy-apply-interval-ms", "0"];
-    let Some((_pg, _prefix, a, b)) = two_nodes_with("lease", &pace).await else {
+    let Some((_pg, _prefix, a, b)) = two_nodes_with("lease", &PACED).await else {
         return;
     };
-    let room = "lease";
+    lease_moves_when_its_host_dies("lease", a, b).await;
+}
+
+/// The offline model paced, so that a shape is half-drawn (locked) when a host dies.
+const PACED: [&str; 4] = ["--llm-pace-ms", "80", "--fairy-apply-interval-ms", "0"];
+
+/// [`a_fairys_lease_moves_when_its_host_dies`] on nodes `a` and `b` (started with [`PACED`]).
+async fn lease_moves_when_its_host_dies(room: &str, a: Node, b: Node) {
+    use support::fairy_http::{events, invite, locked_count, prompt, read_events};
     let on_a = Client::connect(&a.ws(), room).await;
     let on_b = Client::connect(&b.ws(), room).await;
     let id = invite(&a.http(), room, "Puck").await;
@@ -885,6 +906,8 @@ fn fairyring_shapes(c: &Client) -> serde_json::Map<String, serde_json::Value> {
 /// two members through B (an invitation makes the inviting node the host).
 struct ProjectNodes {
     _pg: PgSchema,
+    /// The Redis Cluster of the test's own, when on one.
+    _cluster: Option<OwnCluster>,
     nodes: [Node; 3],
     _peers: [Client; 2],
     /// The leader (hosted by A), then the members (hosted by B).
@@ -895,10 +918,21 @@ impl ProjectNodes {
     /// The deployment, and the peer on C (which hosts none of the fairies); `None` when a
     /// service is down.
     async fn start(tag: &str) -> Option<(ProjectNodes, Client)> {
-        use support::fairy_http::invite;
         let pg = PgSchema::fresh(tag).await?;
         let prefix = redis_prefix(tag).await?;
-        let mut args = node_args(&pg, &prefix);
+        let args = node_args(&pg, &prefix);
+        Some(Self::start_with(tag, pg, args, None).await)
+    }
+
+    /// [`ProjectNodes::start`] with the nodes' arguments `args` (the store of `pg`, the
+    /// pub/sub; `cluster`, when a Redis Cluster of the test's own).
+    async fn start_with(
+        tag: &str,
+        pg: PgSchema,
+        mut args: Vec<String>,
+        cluster: Option<OwnCluster>,
+    ) -> (ProjectNodes, Client) {
+        use support::fairy_http::invite;
         args.extend(
             ["--llm-pace-ms", "60", "--fairy-apply-interval-ms", "0"]
                 .iter()
@@ -935,11 +969,12 @@ impl ProjectNodes {
         }
         let nodes = ProjectNodes {
             _pg: pg,
+            _cluster: cluster,
             nodes,
             _peers: peers,
             ids,
         };
-        Some((nodes, on_c))
+        (nodes, on_c)
     }
 
     /// A group prompt of the three through `node`, drawing in a 1000 × 600 area at `y`; the
@@ -1021,6 +1056,31 @@ fn project_done(c: &Client, project: &str) -> bool {
     status == "done" && !tasks.is_empty() && tasks.iter().all(|(status, _)| status == "done")
 }
 
+/// A project of `p` group-prompted through node C (which hosts none of its fairies) runs to
+/// `done`: every member idle, each member on B did a task and drew it, nothing locked.
+async fn project_runs_to_done_through_a_third(p: &ProjectNodes, on_c: &mut Client, room: &str) {
+    use support::fairy_http::locked_count;
+    let project = p.group_prompt(room, 2, "a house and a tree", 0).await;
+    until_long(on_c, "the project done, every member idle", |c| {
+        project_done(c, &project) && p.all_idle(c)
+    })
+    .await;
+    let (_, tasks) = project_in_doc(on_c, &project);
+    let mut workers: Vec<&str> = tasks.iter().map(|(_, who)| who.as_str()).collect();
+    workers.sort_unstable();
+    let mut members = [p.ids[1].as_str(), p.ids[2].as_str()];
+    members.sort_unstable();
+    assert_eq!(workers, members, "each member on B did a task");
+    for member in members {
+        let drawn = fairyring_shapes(on_c)
+            .values()
+            .filter(|s| s["createdBy"] == serde_json::json!(format!("fairy:{member}")))
+            .count();
+        assert!(drawn > 0, "{member} drew its task");
+    }
+    assert_eq!(locked_count(on_c), 0);
+}
+
 /// A project whose leader is hosted by node A and whose two members are hosted by node B,
 /// group-prompted through node C (which hosts none of them): the group prompt is served by
 /// the leader's host, the directions, the members' reports and the leader's wake-up cross
@@ -1034,25 +1094,7 @@ async fn a_project_spans_nodes_and_is_disbanded_from_a_third() {
     let Some((p, mut on_c)) = ProjectNodes::start(room).await else {
         return;
     };
-    let project = p.group_prompt(room, 2, "a house and a tree", 0).await;
-    until_long(&mut on_c, "the project done, every member idle", |c| {
-        project_done(c, &project) && p.all_idle(c)
-    })
-    .await;
-    let (_, tasks) = project_in_doc(&on_c, &project);
-    let mut workers: Vec<&str> = tasks.iter().map(|(_, who)| who.as_str()).collect();
-    workers.sort_unstable();
-    let mut members = [p.ids[1].as_str(), p.ids[2].as_str()];
-    members.sort_unstable();
-    assert_eq!(workers, members, "each member on B did a task");
-    for member in members {
-        let drawn = fairyring_shapes(&on_c)
-            .values()
-            .filter(|s| s["createdBy"] == serde_json::json!(format!("fairy:{member}")))
-            .count();
-        assert!(drawn > 0, "{member} drew its task");
-    }
-    assert_eq!(locked_count(&on_c), 0);
+    project_runs_to_done_through_a_third(&p, &mut on_c, room).await;
 
     // A second project, disbanded through C while a member on B draws.
     let second = p.group_prompt(room, 1, "a boat and a sun", 700).await;
@@ -1115,4 +1157,160 @@ async fn a_project_survives_the_death_of_its_members_host() {
     let moves = metric(a, "fairyring_fairy_lease_moves_total").await
         + metric(c, "fairyring_fairy_lease_moves_total").await;
     assert!(moves >= 2.0, "both members moved: {moves}");
+}
+
+/// A deployment on a Redis Cluster of its own (three masters, `--pubsub-cluster` with every
+/// master as a seed): the schema, the cluster, the prefix and the nodes' arguments; `None` when
+/// a service is missing.
+async fn cluster_deployment(tag: &str) -> Option<(PgSchema, OwnCluster, String, Vec<String>)> {
+    let pg = PgSchema::fresh(tag).await?;
+    let cluster = OwnCluster::start().await?;
+    let (prefix, args) = deployment_args(&pg, tag, &[cluster.seeds(), "--pubsub-cluster".into()]);
+    Some((pg, cluster, prefix, args))
+}
+
+/// Three room names whose channels live on the three masters, in the masters' order.
+async fn rooms_on_every_shard(cluster: &OwnCluster, prefix: &str) -> Vec<String> {
+    let mut rooms: Vec<Option<String>> = vec![None; 3];
+    for i in 0..200 {
+        let room = format!("shard-{i}");
+        let owner = cluster.owner(&format!("{prefix}:room:{room}")).await;
+        rooms[owner].get_or_insert(room);
+        if rooms.iter().all(Option::is_some) {
+            return rooms.into_iter().flatten().collect();
+        }
+    }
+    panic!("no room name on every shard: {rooms:?}");
+}
+
+/// On a Redis Cluster, rooms whose channels live on each of its three shards cross nodes
+/// through Redis (each channel subscribed by both nodes on the master owning it), while a third
+/// node with no room loaded receives none of their messages, only the other nodes' heartbeats
+/// (sharded too); every node listens on its own (sharded) channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_cluster_carries_rooms_on_every_shard() {
+    let Some((_pg, cluster, prefix, args)) = cluster_deployment("cluster").await else {
+        return;
+    };
+    let (a, b, c) = (Node::spawn(&args), Node::spawn(&args), Node::spawn(&args));
+    until_heartbeats(&[&a, &b, &c]).await;
+    let mut peers = Vec::new();
+    for (shard, room) in rooms_on_every_shard(&cluster, &prefix)
+        .await
+        .iter()
+        .enumerate()
+    {
+        let heard = metric(&b, ROOM_MESSAGES_IN).await;
+        let mut on_a = Client::connect(&a.ws(), room).await;
+        let mut on_b = Client::connect(&b.ws(), room).await;
+        let channel = format!("{prefix}:room:{room}");
+        until_subscribers_at(&cluster.urls()[shard], &channel, true, 2).await;
+        put_shapes(&mut on_a, "a", 0..20).await;
+        put_shapes(&mut on_b, "b", 0..20).await;
+        for peer in [&mut on_a, &mut on_b] {
+            peer.until("both nodes' writes", |c| shape_count(c) == 40)
+                .await;
+        }
+        until_metric(&b, ROOM_MESSAGES_IN, |n| n > heard).await;
+        peers.extend([on_a, on_b]);
+    }
+    assert_eq!(
+        metric(&c, ROOM_MESSAGES_IN).await,
+        0.0,
+        "node C, with no room loaded, received room messages"
+    );
+    assert_eq!(
+        cluster.shard_channels(&format!("{prefix}:node:*")).await,
+        3,
+        "each node's own channel"
+    );
+    assert!(peers.iter().all(|peer| peer.closed.is_none()));
+}
+
+/// [`a_project_spans_nodes_and_is_disbanded_from_a_third`]'s first project on a Redis Cluster:
+/// the directions and reports between nodes travel on each node's own sharded channel (whose
+/// `SPUBLISH` count says whether the addressed node received them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_spans_nodes_on_a_redis_cluster() {
+    let room = "cprojects";
+    let Some((pg, cluster, _prefix, args)) = cluster_deployment(room).await else {
+        return;
+    };
+    let (p, mut on_c) = ProjectNodes::start_with(room, pg, args, Some(cluster)).await;
+    project_runs_to_done_through_a_third(&p, &mut on_c, room).await;
+}
+
+/// A Redis Cluster moves a room channel's slot to another master (resharding) while two nodes
+/// hold the room: Redis unsubscribes them on the old master, both subscribe again on the new
+/// one, and the next writes cross there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_channel_moved_to_another_shard_is_followed() {
+    let Some((_pg, cluster, prefix, args)) = cluster_deployment("cmoved").await else {
+        return;
+    };
+    let (a, b) = (Node::spawn(&args), Node::spawn(&args));
+    let room = rooms_on_every_shard(&cluster, &prefix).await[0].clone();
+    let channel = format!("{prefix}:room:{room}");
+    let mut writer = Client::connect(&a.ws(), &room).await;
+    let mut observer = Client::connect(&b.ws(), &room).await;
+    let urls = cluster.urls();
+    until_subscribers_at(&urls[0], &channel, true, 2).await;
+    put_shapes(&mut writer, "a", 0..20).await;
+    observer
+        .until("shapes before the move", |c| shape_count(c) == 20)
+        .await;
+    cluster.move_slot(&channel, 0, 2).await;
+    until_subscribers_at(&urls[2], &channel, true, 2).await;
+    assert_eq!(subscribers_at(&urls[0], &channel, true).await, 0);
+    next_writes_cross(&mut writer, &mut observer, &b, 30).await;
+}
+
+/// [`a_fairys_lease_moves_when_its_host_dies`] on a Redis Cluster (the lease keys of a fairy
+/// share a slot through their hash tag).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fairys_lease_moves_on_a_redis_cluster() {
+    let Some((_pg, _cluster, _prefix, mut args)) = cluster_deployment("clease").await else {
+        return;
+    };
+    args.extend(PACED.iter().map(|a| a.to_string()));
+    let (a, b) = (Node::spawn(&args), Node::spawn(&args));
+    lease_moves_when_its_host_dies("clease", a, b).await;
+}
+
+/// A Redis Cluster master killed (-9) while a node's peer writes to a room whose channel it
+/// owns, then started again (empty, its slots kept): the writes made meanwhile reach the other
+/// node from the store, both nodes subscribe to the room's channel on that master again, and
+/// the next writes cross through Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_cluster_master_loses_nothing() {
+    let Some((_pg, mut cluster, prefix, args)) = cluster_deployment("cmaster").await else {
+        return;
+    };
+    let (a, b) = (Node::spawn(&args), Node::spawn(&args));
+    let shard = 1;
+    let room = rooms_on_every_shard(&cluster, &prefix).await[shard].clone();
+    let channel = format!("{prefix}:room:{room}");
+    let mut writer = Client::connect(&a.ws(), &room).await;
+    let mut observer = Client::connect(&b.ws(), &room).await;
+    until_subscribers_at(&cluster.urls()[shard], &channel, true, 2).await;
+    put_shapes(&mut writer, "a", 0..30).await;
+    observer
+        .until("shapes before the restart", |c| shape_count(c) == 30)
+        .await;
+    cluster.kill(shard);
+    put_shapes(&mut writer, "b", 0..30).await;
+    writer
+        .until("the writes while the master is down", |c| {
+            shape_count(c) == 60
+        })
+        .await;
+    cluster.restart(shard).await;
+    observer
+        .until("shapes written while the master was down", |c| {
+            shape_count(c) == 60
+        })
+        .await;
+    until_metric(&b, "fairyring_pubsub_catchups_total", |n| n >= 1.0).await;
+    until_subscribers_at(&cluster.urls()[shard], &channel, true, 2).await;
+    next_writes_cross(&mut writer, &mut observer, &b, 70).await;
 }

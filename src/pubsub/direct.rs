@@ -6,18 +6,21 @@
 //! Owns that subscriber connection (reconnecting as the room subscriber does, while the node
 //! runs), the bounded queue of payloads it received, and the publishing of payloads to another
 //! node's channel, which answers whether a subscriber of that channel received it (Redis
-//! `PUBLISH`'s count: 0 when the node is gone or not yet subscribed). Must not know what the payloads
-//! mean, nor touch room channels ([`super::redis`]) or leases ([`super::lease`]).
+//! `PUBLISH`'s count: 0 when the node is gone or not yet subscribed). On a Redis Cluster the
+//! channels are sharded (`SSUBSCRIBE`/`SPUBLISH`): a channel lives on the shard owning its slot,
+//! so `SPUBLISH`'s count is every receiver's, where a plain `PUBLISH` would count only those of
+//! the cluster node that ran it. Must not know what the payloads mean, nor touch room channels
+//! ([`super::redis`]) or leases ([`super::lease`]).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use redis::aio::ConnectionManager;
-use redis::{AsyncConnectionConfig, Client, PushInfo, PushKind, Value};
+use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::{NodeId, Prefix, PubSubError};
+use super::target::{Commands, Subscriber};
+use super::{NodeId, Prefix, PubSubError, Target};
 
 /// Payloads received and not yet handled before new ones are dropped.
 const INBOUND_QUEUE: usize = 1024;
@@ -27,7 +30,9 @@ pub const MAX_PAYLOAD: usize = 256 * 1024;
 /// This node's handle on the per-node channels of its deployment.
 #[derive(Clone)]
 pub struct DirectChannel {
-    publisher: ConnectionManager,
+    publisher: Commands,
+    /// `PUBLISH`, or `SPUBLISH` on a cluster.
+    publish: &'static str,
     prefix: Prefix,
     node: NodeId,
 }
@@ -38,23 +43,23 @@ fn node_channel(prefix: &Prefix, node: &str) -> String {
 }
 
 impl DirectChannel {
-    /// Connects to `url` as node `node` and starts listening on its channel until `stop`;
+    /// Connects to `target` as node `node` and starts listening on its channel until `stop`;
     /// the channel, and the payloads it receives.
     pub async fn start(
-        url: &str,
+        target: &Target,
         prefix: Prefix,
         node: NodeId,
         stop: CancellationToken,
     ) -> Result<(Self, mpsc::Receiver<Bytes>), PubSubError> {
-        let client = super::redis::client(url)?;
-        let publisher = client.get_connection_manager().await?;
+        let publisher = target.commands().await?;
         let (tx, rx) = mpsc::channel(INBOUND_QUEUE);
         let channel = DirectChannel {
             publisher,
+            publish: target.own_publish_command(),
             prefix,
             node,
         };
-        tokio::spawn(listen_loop(channel.clone(), client, tx, stop));
+        tokio::spawn(listen_loop(channel.clone(), target.clone(), tx, stop));
         Ok((channel, rx))
     }
 
@@ -68,7 +73,7 @@ impl DirectChannel {
         if payload.len() > MAX_PAYLOAD {
             return Ok(false);
         }
-        let received: i64 = redis::cmd("PUBLISH")
+        let received: i64 = redis::cmd(self.publish)
             .arg(node_channel(&self.prefix, node))
             .arg(payload.as_ref())
             .query_async(&mut self.publisher.clone())
@@ -81,7 +86,7 @@ impl DirectChannel {
 /// warning, what does not fit).
 async fn listen_loop(
     channel: DirectChannel,
-    client: Client,
+    target: Target,
     tx: mpsc::Sender<Bytes>,
     stop: CancellationToken,
 ) {
@@ -92,8 +97,10 @@ async fn listen_loop(
         let (to_room, gone) = (tx.clone(), dropped.clone());
         let sender = move |info: PushInfo| {
             match info.kind {
-                PushKind::Disconnection => gone.notify_one(),
-                PushKind::Message => {
+                // A cluster unsubscribes a sharded channel whose slot moved: this node only
+                // ever subscribes, so it is the subscription gone.
+                PushKind::Disconnection | PushKind::SUnsubscribe => gone.notify_one(),
+                PushKind::Message | PushKind::SMessage => {
                     if let Some(payload) = payload_of(info.data)
                         && to_room.try_send(payload).is_err()
                     {
@@ -104,10 +111,9 @@ async fn listen_loop(
             }
             Ok::<(), std::convert::Infallible>(())
         };
-        let config = AsyncConnectionConfig::new().set_push_sender(sender);
         let connected = tokio::select! {
             _ = stop.cancelled() => return,
-            c = subscribe(&client, config, &channel, &name) => c,
+            c = subscribe(&target, sender, &channel, &name) => c,
         };
         match connected {
             Ok(_connection) => {
@@ -127,24 +133,14 @@ async fn listen_loop(
 }
 
 async fn subscribe(
-    client: &Client,
-    config: AsyncConnectionConfig,
+    target: &Target,
+    push: impl redis::aio::AsyncPushSender,
     channel: &DirectChannel,
     name: &str,
-) -> Result<redis::aio::MultiplexedConnection, PubSubError> {
-    let mut connection = client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await?;
-    redis::cmd("CLIENT")
-        .arg("SETNAME")
-        .arg(format!(
-            "{}:direct:{}",
-            channel.prefix.as_str(),
-            channel.node()
-        ))
-        .query_async::<()>(&mut connection)
-        .await?;
-    connection.subscribe(name).await?;
+) -> Result<Subscriber, PubSubError> {
+    let connection_name = format!("{}:direct:{}", channel.prefix.as_str(), channel.node());
+    let connection = target.subscriber(push, &connection_name).await?;
+    connection.subscribe_own(name.to_owned()).await?;
     Ok(connection)
 }
 

@@ -6,15 +6,17 @@
 //! compare-and-set in a Lua script, so a node never extends or deletes another node's lease).
 //! Redis enforces the expiry with its own clock: no clock of the nodes is compared. A second
 //! key, `PREFIX:lease-last:ROOM:FAIRY`, remembers the last holder, so that a node taking a lease
-//! knows whether the fairy moved (`fairyring_fairy_lease_moves_total`).
+//! knows whether the fairy moved (`fairyring_fairy_lease_moves_total`). On a Redis Cluster the
+//! two keys carry a hash tag, `PREFIX:lease:{ROOM:FAIRY}` and `PREFIX:lease-last:{ROOM:FAIRY}`,
+//! so that they share a slot: the scripts touching both run on one shard (a script's keys
+//! must), and the fairies' leases spread over the shards.
 //!
 //! Owns the keys and their scripts only: when to take, renew or give up a lease is the fairy
 //! hub's business (`crate::agent::hub`), and it knows nothing of fairies beyond their names.
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
-
+use super::target::Commands;
 use super::{NodeId, Prefix, PubSubError};
 use crate::room::RoomName;
 
@@ -90,10 +92,27 @@ impl Holder {
 /// This node's handle on the fairy leases of its deployment.
 #[derive(Clone)]
 pub struct RedisLeases {
-    connection: ConnectionManager,
+    connection: Commands,
     prefix: Prefix,
     node: NodeId,
     addr: String,
+}
+
+/// The lease key and the last-holder key of `fairy` in `room`; with a hash tag (`{ROOM:FAIRY}`,
+/// which prefixes, room names and fairy ids, all without braces, never cut short) when `tagged`.
+fn lease_keys(prefix: &Prefix, room: &RoomName, fairy: &str, tagged: bool) -> (String, String) {
+    let (prefix, room) = (prefix.as_str(), room.as_str());
+    if tagged {
+        (
+            format!("{prefix}:lease:{{{room}:{fairy}}}"),
+            format!("{prefix}:lease-last:{{{room}:{fairy}}}"),
+        )
+    } else {
+        (
+            format!("{prefix}:lease:{room}:{fairy}"),
+            format!("{prefix}:lease-last:{room}:{fairy}"),
+        )
+    }
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -102,7 +121,7 @@ fn millis(duration: Duration) -> u64 {
 
 impl RedisLeases {
     /// Leases taken by `node`, reachable at `addr`, over `connection`.
-    pub fn new(connection: ConnectionManager, prefix: Prefix, node: NodeId, addr: String) -> Self {
+    pub fn new(connection: Commands, prefix: Prefix, node: NodeId, addr: String) -> Self {
         RedisLeases {
             connection,
             prefix,
@@ -117,11 +136,11 @@ impl RedisLeases {
     }
 
     fn keys(&self, room: &RoomName, fairy: &str) -> (String, String) {
-        let prefix = self.prefix.as_str();
-        let room = room.as_str();
-        (
-            format!("{prefix}:lease:{room}:{fairy}"),
-            format!("{prefix}:lease-last:{room}:{fairy}"),
+        lease_keys(
+            &self.prefix,
+            room,
+            fairy,
+            matches!(self.connection, Commands::Cluster(_)),
         )
     }
 
@@ -206,6 +225,27 @@ impl RedisLeases {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fairys_two_keys_share_a_slot_on_a_cluster() {
+        use redis::cluster_routing::Slot;
+        let prefix = Prefix::parse("dep").unwrap();
+        let room = RoomName::parse("r.1").unwrap();
+        let (lease, last) = lease_keys(&prefix, &room, "fairy-1", true);
+        assert_eq!(lease, "dep:lease:{r.1:fairy-1}");
+        assert_eq!(Slot::for_key(&lease), Slot::for_key(&last));
+        // Another fairy of the room may live on another shard.
+        let (other, _) = lease_keys(&prefix, &room, "fairy-2", true);
+        assert_ne!(Slot::for_key(&lease), Slot::for_key(&other));
+        // One Redis: the keys as they always were.
+        assert_eq!(
+            lease_keys(&prefix, &room, "fairy-1", false),
+            (
+                "dep:lease:r.1:fairy-1".into(),
+                "dep:lease-last:r.1:fairy-1".into()
+            )
+        );
+    }
 
     #[test]
     fn holders_round_trip_and_reject_garbage() {

@@ -12,12 +12,14 @@
 //! # Layout
 //! - [`wire`]: the binary messages.
 //! - [`redis`]: the Redis transport (publisher, subscriber, heartbeats, reconnection).
+//! - [`target`]: where Redis is (one server, or a Redis Cluster) and the connections to it.
 //! - [`lease`]: which node hosts each fairy (leases in Redis).
 //! - [`direct`]: messages addressed to one node (its own channel).
 
 pub mod direct;
 pub mod lease;
 pub mod redis;
+pub mod target;
 pub mod wire;
 
 use std::collections::{HashMap, HashSet};
@@ -29,6 +31,7 @@ use bytes::Bytes;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
 
+pub use target::Target;
 pub use wire::{Envelope, NodeId};
 
 use crate::room::RoomName;
@@ -45,7 +48,7 @@ pub const NODE_TIMEOUT: Duration = Duration::from_millis(3500);
 /// room loads anyway and catches up from the store once the subscription is confirmed.
 const SUBSCRIBE_WAIT: Duration = Duration::from_secs(1);
 
-/// How room channels are carried (`--pubsub-sharded`).
+/// How room channels are carried (`--pubsub-sharded`; always sharded on a Redis Cluster).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     /// `SUBSCRIBE`/`PUBLISH`: any Redis.
@@ -88,6 +91,33 @@ pub enum PubSubError {
     /// The `--pubsub` URL is not one this build understands.
     #[error("unsupported pubsub url {0:?}: expected redis://HOST:PORT")]
     UnsupportedUrl(String),
+    /// Several `--pubsub` addresses, which only a Redis Cluster's seeds may be.
+    #[error(
+        "--pubsub names {0} addresses: several are the seeds of a Redis Cluster and need \
+         --pubsub-cluster; a single Redis takes one"
+    )]
+    SeedsWithoutCluster(usize),
+    /// A single `--pubsub` Redis that is a cluster node.
+    #[error(
+        "the Redis at {0} is a Redis Cluster node: start the node with --pubsub-cluster \
+         (env FAIRYRING_PUBSUB_CLUSTER=true)"
+    )]
+    ClusterNode(String),
+    /// `--pubsub-cluster` and a Redis Cluster that could not be reached or is none.
+    #[error(
+        "could not reach a Redis Cluster through {seeds} (--pubsub-cluster needs the address \
+         of at least one node of a cluster with every slot served): {error}"
+    )]
+    Cluster {
+        seeds: String,
+        error: ::redis::RedisError,
+    },
+    /// `--pubsub-cluster` without `--pubsub`.
+    #[error("--pubsub-cluster needs --pubsub, the address of one or more of the cluster's nodes")]
+    ClusterWithoutSeeds,
+    /// Plain room channels asked for on a Redis Cluster.
+    #[error("room channels on a Redis Cluster are sharded (SSUBSCRIBE/SPUBLISH), not plain")]
+    PlainOnCluster,
     /// The `--pubsub-prefix` is not `[A-Za-z0-9._-]+`.
     #[error("invalid pubsub prefix {0:?}: expected 1-64 of [A-Za-z0-9._-]")]
     InvalidPrefix(String),
@@ -387,6 +417,16 @@ impl Fanout {
         entry.live.send_replace(true);
         if std::mem::take(&mut entry.catch_up_when_live) {
             entry.subs.iter().for_each(|sub| sub.lag.raise());
+        }
+    }
+
+    /// The transport lost the subscription of `room`'s channel while the connection stayed (a
+    /// cluster moved the channel's slot to another shard): the room catches up once its
+    /// channel is subscribed again.
+    pub(crate) fn channel_lost(&self, room: &RoomName) {
+        if let Some(entry) = self.lock_rooms().get_mut(room) {
+            entry.live.send_replace(false);
+            entry.catch_up_when_live = true;
         }
     }
 

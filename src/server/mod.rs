@@ -134,11 +134,13 @@ pub async fn start_with(
     let webhooks = crate::webhooks::WebhookSettings::from_serve(&config)?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
-    let pubsub = match &config.pubsub {
-        Some(url) => {
+    let pubsub_target = config.pubsub_target()?;
+    let pubsub = match &pubsub_target {
+        Some(target) => {
             let prefix = crate::pubsub::Prefix::parse(config.pubsub_prefix())?;
             Some(Arc::new(
-                crate::pubsub::redis::RedisFanout::start(url, prefix, config.pubsub_mode()).await?,
+                crate::pubsub::redis::RedisFanout::start(target, prefix, config.pubsub_mode())
+                    .await?,
             ))
         }
         None => None,
@@ -183,10 +185,10 @@ pub async fn start_with(
     // Scaled out, projects span nodes: each node listens on its own channel (until the
     // server has stopped).
     let direct_stop = CancellationToken::new();
-    if let (Some(url), Some(pubsub)) = (&config.pubsub, &pubsub) {
+    if let (Some(target), Some(pubsub)) = (&pubsub_target, &pubsub) {
         let prefix = crate::pubsub::Prefix::parse(config.pubsub_prefix())?;
         let (channel, inbound) = crate::pubsub::direct::DirectChannel::start(
-            url,
+            target,
             prefix,
             pubsub.fanout().node(),
             direct_stop.clone(),

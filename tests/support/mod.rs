@@ -1,6 +1,7 @@
 //! Test support: a real y-sync WebSocket client (tokio-tungstenite + yrs) and server helpers.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod fairy_http;
 pub mod services;
 

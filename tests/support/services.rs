@@ -20,10 +20,23 @@ pub fn redis_url() -> String {
         .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
 }
 
-fn unavailable(service: &str, error: &dyn std::fmt::Display) {
+/// Says why a test skips, or fails when `FAIRYRING_REQUIRE_SERVICES=1`.
+pub fn unavailable(service: &str, error: &dyn std::fmt::Display) {
     let required = std::env::var("FAIRYRING_REQUIRE_SERVICES").as_deref() == Ok("1");
     assert!(!required, "{service} required but unreachable: {error}");
     eprintln!("skipping: {service} unreachable: {error}");
+}
+
+/// Waits until a server listens on loopback `port` ([`super::TIMEOUT`] at most).
+pub fn until_listening(port: u16) {
+    let deadline = std::time::Instant::now() + super::TIMEOUT;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing listens on :{port}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// A PostgreSQL schema of its own, dropped when the value is dropped.
