@@ -161,7 +161,7 @@ fn rss_mib() -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: run in release with --ignored --nocapture"]
 async fn a_50000_shape_export_step_by_step() {
-    use fairyring::room::RoomName;
+    use fairyring::ids::RoomName;
     use fairyring::store::Store;
     use yrs::updates::decoder::Decode;
     use yrs::{Transact, Update};

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use futures_util::Stream;
 
 use crate::clock::SharedClock;
+use crate::ids::RoomName;
 use crate::llm::{LlmError, Model, ModelEvent, ModelRequest, ModelStream, Usage};
-use crate::room::RoomName;
 
 /// How long the bucket takes to refill from empty.
 const WINDOW: Duration = Duration::from_secs(3600);

@@ -14,6 +14,7 @@
 //! caller passes the room's [`Doc`]; every write is a transaction with the fairy's origin
 //! (the migration's with the system origin).
 
+use crate::ids::{FairyId, InvalidFairyId};
 use std::collections::HashMap;
 
 use rand::Rng;
@@ -60,8 +61,6 @@ pub enum FairyError {
     #[error("invalid fairy: {0}")]
     Invalid(String),
 }
-
-pub use crate::ids::{FairyId, InvalidFairyId};
 
 /// The persistent description of a fairy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -38,18 +38,20 @@ use super::budget::{BudgetedModel, TokenBudget};
 use super::events::{AgentEvent, EVENT_BUFFER, EndReason};
 use super::fairy::{FairyEntity, FairyError, insert_fairy, list_fairies, remove_fairy};
 use super::inbox::{Inbox, RevertJob, RevertRefused, Signal};
-use super::interrupt::Interrupt;
 use super::ledger::RevertOutcome;
 use super::projects::book::ProjectBooks;
 use super::projects::waits::{Deliver, Peers, Report, WaitRegistry};
 use super::revert::RevertError;
-use super::runtime::{FairyRuntime, FairyState, Hosting, RuntimeConfig};
+use super::runtime::{FairyRuntime, Hosting};
 use super::runtime_actions::full_registry;
 use super::state_store::{self, StateSaver, StateSync};
+use crate::agent::state::Interrupt;
+use crate::agent::state::{FairyState, RuntimeConfig};
 use crate::ids::FairyId;
 use crate::ids::RequestId;
+use crate::ids::RoomName;
 use crate::llm::Model;
-use crate::room::{Room, RoomError, RoomName, Rooms};
+use crate::room::{Room, RoomError, Rooms};
 use crate::store::StoreError;
 
 /// How often an idle fairy checks whether its room unloaded.
@@ -717,7 +719,7 @@ async fn run_host(
     inbox: &Inbox,
     shutdown: CancellationToken,
 ) -> FairyRuntime {
-    let mut next: Option<super::runtime::Request> = None;
+    let mut next: Option<super::state::Request> = None;
     loop {
         if next.is_none() {
             // Idle from here: what the last request changed is stored now, not at the next one.

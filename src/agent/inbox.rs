@@ -14,9 +14,9 @@ use std::sync::{Mutex, MutexGuard};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::interrupt::Interrupt;
 use super::ledger::RevertOutcome;
 use super::revert::RevertError;
+use crate::agent::state::Interrupt;
 use crate::ids::RequestId;
 
 /// Rejections waiting for the host at most; more are refused ([`RevertRefused::Full`]).
@@ -184,7 +184,7 @@ impl Inbox {
 mod tests {
     use super::*;
     use crate::agent::modes::Mode;
-    use crate::agent::runtime::Request;
+    use crate::agent::state::Request;
 
     fn prompt(message: &str) -> Interrupt {
         Interrupt {

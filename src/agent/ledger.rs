@@ -19,6 +19,7 @@
 //! request that touched more is marked `truncated` and only its first shapes are taken back).
 //! Plain data, no I/O; applying a revert is [`super::revert`]'s business.
 
+use crate::ids::RequestId;
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
@@ -31,8 +32,6 @@ pub const MAX_REQUESTS: usize = 16;
 pub const MAX_SHAPES: usize = 2000;
 /// Names one record keeps (a request merged from several prompts answers to each of theirs).
 pub const MAX_IDS: usize = 16;
-
-pub use crate::ids::{InvalidRequestId, RequestId};
 
 /// One recorded value: what a revert restores, what the fairy left, and whether someone else
 /// wrote it after the fairy's last write.

@@ -22,8 +22,8 @@
 //! - [`runtime/`](runtime): the fairy at work, a folder whose children depend only on their
 //!   parent: `runtime/mod.rs` (the type, the request loop, finishing and aborting),
 //!   `runtime/turn/` (one model turn; its children `apply.rs`, the runtime actions, and
-//!   `compact.rs`, summarising the history), `runtime/interrupt.rs` (`interrupt({input, mode})`,
-//!   re-exported here as [`interrupt`]; the `Interrupt` data is [`state`]'s), `runtime/project/`
+//!   `compact.rs`, summarising the history), `runtime/interrupt.rs` (`interrupt({input, mode})`;
+//!   the `Interrupt` data is [`state`]'s), `runtime/project/`
 //!   (a fairy's part in a project: project actions, joining and leaving, what a member sees).
 //! - [`projects`]: what fairies working together share (project vocabulary, the `projects`
 //!   and `tasks` records, the project actions' arguments, wait and wake, task bounds, prompt
@@ -58,9 +58,6 @@ pub mod prompt;
 pub mod prompt_parts;
 pub mod revert;
 pub mod runtime;
-/// Carrying out interrupts is the runtime's (the `Interrupt` data is [`state`]'s); this old
-/// path is kept for the hub, the inbox and the HTTP edge.
-pub use runtime::interrupt;
 pub mod runtime_actions;
 pub mod runtime_view;
 pub mod screenshot;

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use super::actions::common::{bare_schema, with_props};
 use super::actions::{Registry, RuntimeAction};
-use super::projects::TaskStatus;
 use super::projects::actions::{MalformedAction, ProjectAction};
+use crate::agent::work::TaskStatus;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::transform::PromptTransform;
 

@@ -13,8 +13,9 @@ use yrs::Transact;
 
 use super::modes::Mode;
 use super::prompt_parts::{PromptExtras, WorkingTask};
-use super::runtime::{FairyRuntime, Request};
+use super::runtime::FairyRuntime;
 use super::screenshot;
+use crate::agent::state::Request;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::page::list_pages;
 

@@ -97,7 +97,8 @@ mod tests {
     use crate::agent::state_store;
     use crate::canvas::schema::FAIRIES;
     use crate::ids::FairyId;
-    use crate::room::{RoomConfig, RoomName, Rooms};
+    use crate::ids::RoomName;
+    use crate::room::{RoomConfig, Rooms};
     use crate::store::memory::MemoryStore;
 
     fn set_runtime(room: &Room, id: &FairyId, text: &str) {

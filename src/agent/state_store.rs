@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::state::FairyState;
 use crate::ids::FairyId;
-use crate::room::RoomName;
+use crate::ids::RoomName;
 use crate::store::{Store, StoreError};
 
 /// The stored form of a state (JSON).

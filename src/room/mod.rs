@@ -63,8 +63,10 @@ use tokio::sync::mpsc;
 use yrs::sync::{Awareness, Message, SyncMessage};
 use yrs::{Doc, ReadTxn, StateVector, Transact, Update};
 
-/// Room names live in the leaf [`crate::ids`] module (the store names rooms too); kept here.
-pub use crate::ids::{InvalidRoomName, MAX_ROOM_NAME, RoomName};
+/// Room names live in the leaf [`crate::ids`] module (the store names rooms too). This old path
+/// remains only for `pubsub`, which still imports `room::RoomName`; it goes when `pubsub` names
+/// [`crate::ids::RoomName`].
+pub use crate::ids::RoomName;
 pub(crate) use commit::compaction_rule;
 pub use peer::{PeerControl, PeerInfo};
 pub use registry::{LoadHook, Rooms};

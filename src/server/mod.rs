@@ -164,7 +164,7 @@ pub async fn start_with(
         )),
     );
     let model = crate::llm::model_from_config(&config)?;
-    let runtime = crate::agent::runtime::RuntimeConfig {
+    let runtime = crate::agent::state::RuntimeConfig {
         max_iterations: config.fairy_max_iterations.max(1),
         history_budget: config.fairy_history_chars.max(1000),
         throttle: crate::agent::throttle::ThrottleConfig::from_serve(&config),

@@ -13,11 +13,12 @@ use crate::agent::fairy::{ChatItem, FairyError, append_chat, list_fairies};
 use crate::agent::modes::Mode;
 use crate::agent::projects::book::CreateError;
 use crate::agent::projects::doc::{Member, Project};
-use crate::agent::projects::{ProjectId, ProjectStatus, Role};
 use crate::agent::state::{Interrupt, Request};
+use crate::agent::work::{ProjectStatus, Role};
 use crate::ids::FairyId;
+use crate::ids::ProjectId;
+use crate::ids::RoomName;
 use crate::origin::TxnOrigin;
-use crate::room::RoomName;
 
 /// Longest project title taken from a group prompt's message, in characters.
 const MAX_TITLE_CHARS: usize = 80;

@@ -29,8 +29,9 @@ use crate::agent::beacon::Beacon;
 use crate::agent::fairy::{FairyEntity, list_fairies};
 use crate::agent::inbox::Inbox;
 use crate::ids::FairyId;
+use crate::ids::RoomName;
 use crate::pubsub::lease::{LEASE_RENEW, LEASE_TTL, RedisLeases, Taken};
-use crate::room::{Room, RoomName};
+use crate::room::Room;
 
 /// How often every loaded room's fairies are looked at for leases to take.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);

@@ -37,13 +37,14 @@ use crate::agent::inbox::Inbox;
 use crate::agent::modes::Mode;
 use crate::agent::projects::book::RoomProjects;
 use crate::agent::projects::waits::{Peers, Report, stopped_message};
-use crate::agent::projects::{ProjectId, TaskStatus};
 use crate::agent::state::{Interrupt, Request};
+use crate::agent::work::TaskStatus;
 use crate::ids::FairyId;
+use crate::ids::ProjectId;
+use crate::ids::RoomName;
 use crate::origin::TxnOrigin;
 use crate::pubsub::direct::DirectChannel;
 use crate::pubsub::lease::RedisLeases;
-use crate::room::RoomName;
 use crate::store::StoreError;
 
 /// Messages queued for other nodes before new ones are refused.

@@ -15,6 +15,7 @@
 //! (and the offline model) answers with canvas actions at once. Planning with solo tasks still
 //! works as in the seed (soloing → working-solo → soloing).
 
+use crate::agent::actions::CANVAS_ACTIONS;
 use serde::{Deserialize, Serialize};
 
 mod hooks;
@@ -58,9 +59,6 @@ pub enum Mode {
     /// One of a duo, waiting for tasks to complete.
     DuoOrchestratingWaiting,
 }
-
-/// Canvas actions (the `actions` module's registry; the list lives there).
-pub use super::actions::CANVAS_ACTIONS;
 
 const SOLOING: &[&str] = &[
     "message",

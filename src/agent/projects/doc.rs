@@ -11,11 +11,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use yrs::{Any, Array, Doc, Map, Out, ReadTxn, Transact};
 
-use super::{ProjectId, ProjectStatus, Role, TaskStatus};
 use crate::agent::tasks_doc::upsert_map;
+use crate::agent::work::{ProjectStatus, Role, TaskStatus};
 use crate::canvas::geometry::Bounds;
 use crate::canvas::schema::{PROJECTS, TASKS};
 use crate::ids::FairyId;
+use crate::ids::ProjectId;
 use crate::origin::TxnOrigin;
 
 /// Colours given to live projects, one each while there are enough (tldraw's names).

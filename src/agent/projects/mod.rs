@@ -27,6 +27,3 @@ pub mod guard;
 pub mod membership;
 pub mod prompt;
 pub mod waits;
-
-pub use super::work::{Membership, ProjectStatus, Role, TaskStatus, is_project_mode};
-pub use crate::ids::{InvalidProjectId, ProjectId};

@@ -118,8 +118,9 @@ pub fn mode_section(mode: Mode) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::projects::{ProjectId, ProjectStatus, TaskStatus};
+    use crate::agent::work::{ProjectStatus, TaskStatus};
     use crate::ids::FairyId;
+    use crate::ids::ProjectId;
 
     #[test]
     fn parts_offset_task_bounds_and_sections_follow_the_mode() {

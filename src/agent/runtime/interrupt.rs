@@ -5,10 +5,10 @@
 //! hook of the old mode, then enter hook of the new one), and the input is scheduled. An
 //! interrupt always succeeds: it is delivered through [`crate::agent::inbox`], which never refuses one.
 
-use super::{FairyRuntime, Request};
+use super::FairyRuntime;
 use crate::agent::events::EndReason;
-
-pub use crate::agent::state::{Interrupt, MAX_MERGED_MESSAGES};
+use crate::agent::state::Interrupt;
+use crate::agent::state::Request;
 
 impl FairyRuntime {
     /// Carries out an interrupt once the active request's future (if any) was dropped: aborts
@@ -46,10 +46,11 @@ mod tests {
     use crate::agent::memory::HistoryItem;
     use crate::agent::modes::Mode;
     use crate::agent::modes::ModeMachine;
-    use crate::agent::runtime::RuntimeConfig;
     use crate::agent::runtime_actions::full_registry;
-    use crate::agent::state::SoloTask;
-    use crate::room::{RoomConfig, RoomName, Rooms};
+    use crate::agent::state::RuntimeConfig;
+    use crate::agent::state::{MAX_MERGED_MESSAGES, SoloTask};
+    use crate::ids::RoomName;
+    use crate::room::{RoomConfig, Rooms};
 
     fn user(message: &str) -> Request {
         Request {

@@ -30,6 +30,7 @@ pub mod project;
 mod report;
 mod turn;
 
+use crate::agent::state::{DEFAULT_VIEW, FairyState, Request, RuntimeConfig};
 use std::sync::Arc;
 
 use tokio::sync::broadcast;
@@ -54,10 +55,6 @@ use crate::llm::Model;
 use crate::origin::TxnOrigin;
 use crate::room::Room;
 use crate::store::StoreError;
-
-pub use super::state::{
-    DEFAULT_MAX_ITERATIONS, DEFAULT_VIEW, FairyState, Request, RuntimeConfig, SoloTask,
-};
 
 /// How the hub hosts a runtime.
 #[derive(Debug, Clone)]

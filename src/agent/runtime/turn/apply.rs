@@ -7,11 +7,12 @@ use serde_json::Value;
 
 use crate::agent::modes::Mode;
 use crate::agent::presence::TodoItem;
-use crate::agent::projects::TaskStatus;
-use crate::agent::runtime::{FairyRuntime, Request, SoloTask};
+use crate::agent::runtime::FairyRuntime;
 use crate::agent::runtime_actions::{
     Review, RuntimeCommand, SoloAction, TaskRef, Text, UpsertTodo,
 };
+use crate::agent::state::{Request, SoloTask};
+use crate::agent::work::TaskStatus;
 use crate::canvas::transform::PromptTransform;
 
 impl FairyRuntime {

@@ -34,7 +34,8 @@ use crate::canvas::transform::PromptTransform;
 use crate::llm::{LlmError, ModelEvent, Usage};
 use crate::partial_json::{ActionStream, StreamedAction};
 
-use super::{FairyRuntime, Request};
+use super::FairyRuntime;
+use crate::agent::state::Request;
 
 /// Characters read after the actions array closed before the model stream is dropped: enough
 /// for a closing fence and the provider's final events, not for a rambling model.
