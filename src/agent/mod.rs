@@ -51,6 +51,7 @@ pub mod hub;
 pub mod inbox;
 pub mod ledger;
 pub mod memory;
+pub mod model_space;
 pub mod modes;
 pub mod presence;
 pub mod projects;

@@ -17,6 +17,7 @@ use super::actions::Registry;
 use super::changes::ChangeReport;
 use super::fairy::FairyEntity;
 use super::memory::{HistoryItem, compact_for_prompt, filter_by_level};
+use super::model_space::{bounds_to_model, tidy_numbers};
 use super::modes::Mode;
 use super::presence::{TaskSummary, TodoItem};
 use super::prompt_parts::{self, PromptExtras};
@@ -172,30 +173,6 @@ fn offset_shape(mut v: Value, t: &mut PromptTransform) -> Value {
         t.shape_to_model(o);
     }
     v
-}
-
-pub(super) fn bounds_to_model(b: &Bounds, t: &PromptTransform) -> Value {
-    let (x, y) = t.point_to_model(b.x, b.y);
-    json!({"x": x, "y": y, "w": b.w.round(), "h": b.h.round()})
-}
-
-/// Writes whole numbers without a fraction (`10`, not `10.0`): shorter prompts, and what the
-/// model is expected to write back.
-pub fn tidy_numbers(value: &mut Value) {
-    match value {
-        Value::Number(n) => {
-            if let Some(f) = n.as_f64()
-                && n.is_f64()
-                && f.fract() == 0.0
-                && f.abs() < 9.0e15
-            {
-                *value = json!(f as i64);
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(tidy_numbers),
-        Value::Object(map) => map.values_mut().for_each(tidy_numbers),
-        _ => {}
-    }
 }
 
 /// Other fairies listed in a prompt at most (a room holds 16 by default).

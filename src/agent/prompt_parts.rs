@@ -10,8 +10,8 @@
 use serde_json::{Value, json};
 
 use super::fairy::FairyEntity;
+use super::model_space::{bounds_to_model, tidy_numbers};
 use super::modes::Mode;
-use super::prompt::bounds_to_model;
 use super::screenshot::Screenshot;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::page::PageInfo;
@@ -252,7 +252,7 @@ pub fn attach_screenshot(message: &mut ChatMessage, extras: &PromptExtras, t: &P
         return;
     };
     let mut area = bounds_to_model(&shot.area, t);
-    super::prompt::tidy_numbers(&mut area);
+    tidy_numbers(&mut area);
     let caption = format!(
         "This image is your view: the request bounds {area} as they look now, {}×{} px.",
         shot.width, shot.height

@@ -12,7 +12,7 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 
-use super::actions::common::{bare_schema, with_props};
+use super::actions::common::{bounds_props, runtime_schema, with_props};
 use super::actions::{Registry, RuntimeAction};
 use super::projects::actions::{MalformedAction, ProjectAction};
 use crate::agent::work::TaskStatus;
@@ -209,21 +209,6 @@ impl RuntimeCommand {
     }
 }
 
-/// A runtime action's schema: [`bare_schema`] with a `title`.
-pub(super) fn schema(name: &str, description: &str, props: Value, required: &[&str]) -> Value {
-    with_props(
-        bare_schema(name, description, props, required),
-        json!({"title": name}),
-    )
-}
-
-pub(super) fn bounds_props() -> Value {
-    json!({
-        "x": {"type": "number"}, "y": {"type": "number"},
-        "w": {"type": "number"}, "h": {"type": "number"},
-    })
-}
-
 /// Every runtime action (the project actions are declared in [`super::projects::actions`]).
 pub fn runtime_actions() -> Vec<RuntimeAction> {
     let mut all = solo_actions();
@@ -237,7 +222,7 @@ fn solo_actions() -> Vec<RuntimeAction> {
     vec![
         RuntimeAction {
             name: "message",
-            schema: schema(
+            schema: runtime_schema(
                 "message",
                 "Say something to the user (shown in the chat).",
                 text.clone(),
@@ -247,7 +232,7 @@ fn solo_actions() -> Vec<RuntimeAction> {
         },
         RuntimeAction {
             name: "think",
-            schema: schema(
+            schema: runtime_schema(
                 "think",
                 "Think out loud before acting (not shown as a message).",
                 text,
@@ -257,7 +242,7 @@ fn solo_actions() -> Vec<RuntimeAction> {
         },
         RuntimeAction {
             name: "review",
-            schema: schema(
+            schema: runtime_schema(
                 "review",
                 "Look again at an area after this turn: a follow-up request is scheduled over these bounds.",
                 with_props(bounds_props(), json!({"intent": {"type": "string"}})),
@@ -267,7 +252,7 @@ fn solo_actions() -> Vec<RuntimeAction> {
         },
         RuntimeAction {
             name: "upsert-personal-todo",
-            schema: schema(
+            schema: runtime_schema(
                 "upsert-personal-todo",
                 "Add or update an item of your own todo list; you keep working while items are not done.",
                 json!({"id": {"type": "string"}, "text": {"type": "string"},
@@ -278,7 +263,7 @@ fn solo_actions() -> Vec<RuntimeAction> {
         },
         RuntimeAction {
             name: "fly-to-bounds",
-            schema: schema(
+            schema: runtime_schema(
                 "fly-to-bounds",
                 "Fly to an area of the canvas to work there.",
                 bounds_props(),
@@ -288,7 +273,7 @@ fn solo_actions() -> Vec<RuntimeAction> {
         },
         RuntimeAction {
             name: "create-solo-task",
-            schema: schema(
+            schema: runtime_schema(
                 "create-solo-task",
                 "Plan a task for yourself, with the area it covers.",
                 with_props(
@@ -301,7 +286,7 @@ fn solo_actions() -> Vec<RuntimeAction> {
         },
         RuntimeAction {
             name: "start-solo-task",
-            schema: schema(
+            schema: runtime_schema(
                 "start-solo-task",
                 "Start working on one of your solo tasks.",
                 json!({"taskId": {"type": "string"}}),
@@ -311,7 +296,7 @@ fn solo_actions() -> Vec<RuntimeAction> {
         },
         RuntimeAction {
             name: "mark-solo-task-done",
-            schema: schema(
+            schema: runtime_schema(
                 "mark-solo-task-done",
                 "Mark the solo task you are working on as done.",
                 json!({"taskId": {"type": "string"}}),

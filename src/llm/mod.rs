@@ -10,7 +10,8 @@
 //! - [`anthropic`], [`openai`]: the two wire formats (request bodies, decoders, capabilities).
 //! - [`failover`]: auth profiles, cooldowns (1 s doubling to 60 s), retries.
 //! - [`usage`]: token accounting.
-//! - [`offline`]: the embedded default model (no network, no key).
+//! - [`offline`]: the embedded default model (no network, no key), with its project answers
+//!   in [`offline_project`] and the notice and shapes both draw with in [`offline_draw`].
 //! - [`paced`]: spacing a model's text out in time (`--llm-pace-ms`).
 //! - [`mock`]: the scripted mock model server (tests and `fairyring mock-model`).
 //! - [`vision`]: which models take images (`--llm-vision auto`).
@@ -20,6 +21,7 @@ pub mod error;
 pub mod failover;
 pub mod mock;
 pub mod offline;
+pub mod offline_draw;
 pub mod offline_project;
 pub mod openai;
 pub mod paced;

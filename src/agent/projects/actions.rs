@@ -8,8 +8,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 
 use crate::agent::actions::RuntimeAction;
-use crate::agent::actions::common::with_props;
-use crate::agent::runtime_actions::{bounds_props, schema};
+use crate::agent::actions::common::{bounds_props, runtime_schema, with_props};
 
 /// `start-project` / `start-duo-project`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -206,7 +205,7 @@ fn declare(
 ) -> RuntimeAction {
     RuntimeAction {
         name,
-        schema: schema(name, description, props, required),
+        schema: runtime_schema(name, description, props, required),
         saves_to_history: true,
     }
 }
