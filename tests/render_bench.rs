@@ -9,7 +9,7 @@ mod render_support;
 
 use std::time::Instant;
 
-use fairyring::agent::screenshot;
+use fairyring::agent::prompt::screenshot;
 use fairyring::canvas::format::{ShapeBase, from_simple};
 use fairyring::canvas::geometry::Bounds;
 use fairyring::canvas::render::{Budget, Caps, PngEffort, View, raster, render_png, render_svg};

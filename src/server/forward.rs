@@ -34,7 +34,7 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::agent::hub::{HubError, Placement};
+use crate::agent::host::hub::{HubError, Placement};
 use crate::auth::Scope;
 use crate::ids::RoomName;
 use crate::ids::{FairyId, ProjectId};

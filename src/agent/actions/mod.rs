@@ -38,7 +38,7 @@
 //! # How the fairy runtime calls this
 //! ```no_run
 //! use fairyring::agent::actions::{ActionCtx, Registry};
-//! use fairyring::agent::tentative::Tentative;
+//! use fairyring::agent::apply::tentative::Tentative;
 //! # let doc = yrs::Doc::new();
 //! let registry = Registry::canvas();             // + registry.register_runtime(...)
 //! let mut ctx = ActionCtx::new("f1");            // per request: renames, transform, page
@@ -67,9 +67,11 @@ pub mod label;
 pub mod move_;
 pub mod pen;
 pub mod place;
+pub mod project;
 pub mod resize;
 pub mod restack;
 pub mod rotate;
+pub mod runtime;
 pub mod stack;
 pub mod update;
 

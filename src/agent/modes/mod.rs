@@ -339,8 +339,8 @@ mod tests {
         assert!(!Mode::OrchestratingActive.allows("start-duo-task"));
         assert!(Mode::OrchestratingWaiting.allowed_actions().is_empty());
         // Every project action is allowed in some mode, and every allowed name is registered.
-        let registry = crate::agent::runtime_actions::full_registry();
-        for name in crate::agent::projects::actions::PROJECT_ACTIONS {
+        let registry = crate::agent::actions::runtime::full_registry();
+        for name in crate::agent::actions::project::PROJECT_ACTIONS {
             assert!(Mode::ALL.iter().any(|m| m.allows(name)), "{name}");
         }
         for m in Mode::ALL {

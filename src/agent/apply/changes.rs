@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use yrs::{Doc, Origin};
 
-use super::ledger::{RequestLedger, RequestRecord, RevertOutcome, ShapeDiff};
+use crate::agent::apply::ledger::{RequestLedger, RequestRecord, RevertOutcome, ShapeDiff};
 use crate::canvas::format::{model_type, to_simple};
 use crate::canvas::live::{Change, LiveShapes, Read};
 use crate::canvas::shape::Shape;
@@ -170,7 +170,7 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 
 impl ChangeTracker {
     /// Starts tracking on `doc` for fairy `fairy_id`; `extra_own` lists further origins that
-    /// are the fairy's own (its [`super::tentative::Tentative::revert_origin`]). Must not be
+    /// are the fairy's own (its [`crate::agent::apply::tentative::Tentative::revert_origin`]). Must not be
     /// called while a transaction is open on `doc`.
     pub fn new(doc: &Doc, fairy_id: &str, extra_own: &[Origin]) -> Self {
         let live = LiveShapes::of(doc);
@@ -346,7 +346,7 @@ mod tests {
     use super::*;
     use crate::agent::actions::test_util::{doc, get, rect};
     use crate::agent::actions::{ActionCtx, Registry};
-    use crate::agent::tentative::Tentative;
+    use crate::agent::apply::tentative::Tentative;
     use crate::canvas::shape::{delete_shape, write_shape};
     use serde_json::json;
     use yrs::Transact;

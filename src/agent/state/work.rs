@@ -1,12 +1,12 @@
 //! The vocabulary of a fairy's work, as plain data shared by its private state, its awareness,
 //! the runtime and projects (docs/fairies.md "Projects"): where a task stands (solo and project
 //! tasks alike), a member's role and a project's status, a fairy's membership of a project, and
-//! which modes belong to a project. Below [`super::state`] and [`super::projects`] (which
-//! re-exports it): it imports only [`super::modes`] and [`crate::ids`]. No I/O.
+//! which modes belong to a project. Below [`crate::agent::state`] and [`crate::agent::projects`]: it
+//! imports only [`crate::agent::modes`] and [`crate::ids`]. No I/O.
 
 use serde::{Deserialize, Serialize};
 
-use super::modes::Mode;
+use crate::agent::modes::Mode;
 use crate::ids::ProjectId;
 
 /// A member's part in a project (the design's `FairyProjectRole`).

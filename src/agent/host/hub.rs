@@ -33,19 +33,22 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use super::actions::Registry;
-use super::budget::{BudgetedModel, TokenBudget};
-use super::events::{AgentEvent, EVENT_BUFFER, EndReason};
-use super::fairy::{FairyEntity, FairyError, insert_fairy, list_fairies, remove_fairy};
-use super::inbox::{Inbox, RevertJob, RevertRefused, Signal};
-use super::ledger::RevertOutcome;
-use super::projects::book::ProjectBooks;
-use super::projects::waits::{Deliver, Peers, Report, WaitRegistry};
-use super::revert::RevertError;
-use super::runtime::{FairyRuntime, Hosting};
-use super::runtime_actions::full_registry;
-use super::state_store::{self, StateSaver, StateSync};
+use crate::agent::actions::Registry;
+use crate::agent::actions::runtime::full_registry;
+use crate::agent::apply::ledger::RevertOutcome;
+use crate::agent::apply::revert::RevertError;
+use crate::agent::host::budget::{BudgetedModel, TokenBudget};
+use crate::agent::host::events::{AgentEvent, EVENT_BUFFER, EndReason};
+use crate::agent::host::inbox::{Inbox, RevertJob, RevertRefused, Signal};
+use crate::agent::projects::book::ProjectBooks;
+use crate::agent::projects::waits::{Deliver, Peers, Report, WaitRegistry};
+use crate::agent::runtime::{FairyRuntime, Hosting};
 use crate::agent::state::Interrupt;
+use crate::agent::state::fairy::{
+    FairyEntity, FairyError, insert_fairy, list_fairies, remove_fairy,
+};
+use crate::agent::state::store as state_store;
+use crate::agent::state::store::{StateSaver, StateSync};
 use crate::agent::state::{FairyState, RuntimeConfig};
 use crate::ids::FairyId;
 use crate::ids::RequestId;
@@ -61,7 +64,7 @@ const DISMISS_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest wait for a fairy's pending state to be stored before the history route reads it.
 const STATE_SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest wait of an invitation for the fairy's runtime (its undo manager waits at most
-/// [`super::tentative::QUIET_PATIENCE`] for a quiet document).
+/// [`crate::agent::apply::tentative::QUIET_PATIENCE`] for a quiet document).
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest wait for a fairy to take a request back (it may still be starting).
 const REVERT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -277,7 +280,7 @@ impl FairyHub {
                 hosted: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
-                quiet_patience: super::tentative::QUIET_PATIENCE,
+                quiet_patience: crate::agent::apply::tentative::QUIET_PATIENCE,
                 waits: Arc::new(WaitRegistry::default()),
                 projects,
                 leases: leases.map(Arc::new),
@@ -386,7 +389,7 @@ impl FairyHub {
         let room = room.clone();
         // On the fairy runtime, below the people's work (docs/fairies.md "People and fairies
         // in one room").
-        super::executor::spawn(
+        crate::agent::host::executor::spawn(
             &self.inner.tracker,
             async move {
                 let built = FairyRuntime::new(
@@ -639,7 +642,7 @@ impl FairyHub {
         apply: crate::review::ApplyMode,
     ) -> Result<FairyView, HubError> {
         let loaded = self.loaded_room(room).await?;
-        let entity = crate::agent::fairy::set_apply(loaded.doc(), id, apply)?;
+        let entity = crate::agent::state::fairy::set_apply(loaded.doc(), id, apply)?;
         loaded.flushed().await;
         Ok(self.view(&loaded, entity))
     }
@@ -706,7 +709,7 @@ impl FairyHub {
     pub(super) async fn projects_of(
         &self,
         room: &RoomName,
-    ) -> Result<Arc<super::projects::book::RoomProjects>, HubError> {
+    ) -> Result<Arc<crate::agent::projects::book::RoomProjects>, HubError> {
         Ok(self.inner.projects.of(room).await?)
     }
 }
@@ -719,7 +722,7 @@ async fn run_host(
     inbox: &Inbox,
     shutdown: CancellationToken,
 ) -> FairyRuntime {
-    let mut next: Option<super::state::Request> = None;
+    let mut next: Option<crate::agent::state::Request> = None;
     loop {
         if next.is_none() {
             // Idle from here: what the last request changed is stored now, not at the next one.
@@ -791,7 +794,7 @@ async fn run_host(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::fairy::insert_fairy;
+    use crate::agent::state::fairy::insert_fairy;
     use crate::room::RoomConfig;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

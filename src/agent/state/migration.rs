@@ -8,7 +8,7 @@
 //!   all hosted) or by a version before the store kept fairies' state. Only fairies with a
 //!   stored state are hosted.
 //! - A live project in `projects` that the store does not know is ended (`aborted`) in the
-//!   document: the store holds every project the server made ([`super::projects::book`]), so
+//!   document: the store holds every project the server made ([`crate::agent::projects::book`]), so
 //!   such a record was written by a peer before `projects` became server-owned, or by a
 //!   version that kept projects in the document only. No fairy works on it.
 //! - A room stored at schema version 1 loses what its `suggestions` root holds: only a peer
@@ -19,13 +19,13 @@
 //!   item steered every later prompt).
 //!
 //! Both in transactions with the system origin. Running it again finds nothing to do. Owns only
-//! this clean-up; the document helpers are in [`super::fairy`].
+//! this clean-up; the document helpers are in [`crate::agent::state::fairy`].
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::fairy::{legacy_runtimes, list_fairies, remove_legacy_runtimes};
+use crate::agent::state::fairy::{legacy_runtimes, list_fairies, remove_legacy_runtimes};
 use crate::canvas::schema::FAIRIES;
 use crate::origin::TxnOrigin;
 use crate::room::{LoadHook, Room};
@@ -62,7 +62,7 @@ impl LoadHook for LegacyStateMigration {
                 "fairy entries without a stored state removed from the document"
             );
         }
-        super::projects::book::end_unknown_projects(store.as_ref(), room.name(), room.doc())
+        crate::agent::projects::book::end_unknown_projects(store.as_ref(), room.name(), room.doc())
             .await?;
         let forged = crate::review::migrate(room.doc());
         if forged > 0 {
@@ -91,10 +91,10 @@ mod tests {
     use yrs::{Map, Out, ReadTxn, Transact};
 
     use super::*;
-    use crate::agent::fairy::{FairyEntity, LEGACY_RUNTIME_KEY, insert_fairy};
     use crate::agent::modes::Mode;
     use crate::agent::state::FairyState;
-    use crate::agent::state_store;
+    use crate::agent::state::fairy::{FairyEntity, LEGACY_RUNTIME_KEY, insert_fairy};
+    use crate::agent::state::store as state_store;
     use crate::canvas::schema::FAIRIES;
     use crate::ids::FairyId;
     use crate::ids::RoomName;

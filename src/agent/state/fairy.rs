@@ -6,9 +6,9 @@
 //! [`crate::room::roots`]).
 //!
 //! A fairy's private state (mode, model-facing history, todo, tasks) is not in the document: it
-//! lives in the store (see [`super::state_store`]). Earlier versions kept it in the fairy's map
+//! lives in the store (see [`crate::agent::state::store`]). Earlier versions kept it in the fairy's map
 //! under [`LEGACY_RUNTIME_KEY`]; [`legacy_runtimes`] and [`remove_legacy_runtimes`] serve the
-//! clean-up that removes it unread ([`super::state_migration`]).
+//! clean-up that removes it unread ([`crate::agent::state::migration`]).
 //!
 //! Owns the reads and writes of that map ([`FairyId`] is [`crate::ids`]'s). No I/O, no async: the
 //! caller passes the room's [`Doc`]; every write is a transaction with the fairy's origin
@@ -21,7 +21,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use yrs::{Any, Array, ArrayPrelim, ArrayRef, Doc, Map, MapPrelim, MapRef, Out, ReadTxn, Transact};
 
-use super::memory::Acceptance;
+use crate::agent::state::memory::Acceptance;
 use crate::canvas::schema::FAIRIES;
 use crate::ids::RequestId;
 use crate::origin::TxnOrigin;

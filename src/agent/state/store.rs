@@ -14,7 +14,7 @@ use bytes::Bytes;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use super::state::FairyState;
+use crate::agent::state::FairyState;
 use crate::ids::FairyId;
 use crate::ids::RoomName;
 use crate::store::{Store, StoreError};

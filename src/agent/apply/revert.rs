@@ -3,7 +3,7 @@
 //! else changed the same thing afterwards, which stays.
 //!
 //! [`take_back`] decides shape by shape inside one write transaction, from the request's
-//! [`RequestRecord`] (see [`super::ledger`]) and the document as it is now:
+//! [`RequestRecord`] (see [`crate::agent::apply::ledger`]) and the document as it is now:
 //! - a shape the request created is removed, unless someone changed it since (then it stays
 //!   whole: deleting it would take their edit with it);
 //! - a shape the request deleted comes back with the properties it had, unless someone made a
@@ -20,11 +20,11 @@ use std::collections::BTreeMap;
 
 use yrs::{Map, MapPrelim, Origin, Transact, TransactionMut};
 
-use super::events::AgentEvent;
-use super::fairy::{ChatItem, append_chat};
-use super::ledger::{RequestRecord, RevertOutcome, ShapeRecord};
-use super::memory::{Acceptance, HistoryItem};
-use super::runtime::FairyRuntime;
+use crate::agent::apply::ledger::{RequestRecord, RevertOutcome, ShapeRecord};
+use crate::agent::host::events::AgentEvent;
+use crate::agent::runtime::FairyRuntime;
+use crate::agent::state::fairy::{ChatItem, append_chat};
+use crate::agent::state::memory::{Acceptance, HistoryItem};
 use crate::canvas::shape::{Prop, delete_shape, read_shape, set_props, shapes_root};
 use crate::ids::RequestId;
 use crate::origin::TxnOrigin;
@@ -35,7 +35,7 @@ pub enum RevertError {
     /// No recent request of this fairy has that id.
     #[error(
         "no request '{0}' of this fairy is known (the last {max} requests can be taken back)",
-        max = super::ledger::MAX_REQUESTS
+        max = crate::agent::apply::ledger::MAX_REQUESTS
     )]
     UnknownRequest(String),
 }
@@ -234,7 +234,7 @@ impl FairyRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::changes::ChangeTracker;
+    use crate::agent::apply::changes::ChangeTracker;
     use crate::canvas::shape::{Shape, ShapeProps, list_shapes, write_shape};
     use proptest::prelude::*;
     use yrs::Doc;

@@ -14,8 +14,8 @@ use std::sync::{Mutex, MutexGuard};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::ledger::RevertOutcome;
-use super::revert::RevertError;
+use crate::agent::apply::ledger::RevertOutcome;
+use crate::agent::apply::revert::RevertError;
 use crate::agent::state::Interrupt;
 use crate::ids::RequestId;
 

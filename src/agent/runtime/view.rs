@@ -11,10 +11,10 @@
 use serde_json::Value;
 use yrs::Transact;
 
-use super::modes::Mode;
-use super::prompt_parts::{PromptExtras, WorkingTask};
-use super::runtime::FairyRuntime;
-use super::screenshot;
+use crate::agent::modes::Mode;
+use crate::agent::prompt::parts::{PromptExtras, WorkingTask};
+use crate::agent::prompt::screenshot;
+use crate::agent::runtime::FairyRuntime;
 use crate::agent::state::Request;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::page::list_pages;

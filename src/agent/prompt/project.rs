@@ -5,8 +5,8 @@
 
 use serde_json::{Value, json};
 
-use super::doc::{Project, ProjectTask};
 use crate::agent::modes::Mode;
+use crate::agent::projects::doc::{Project, ProjectTask};
 use crate::canvas::transform::PromptTransform;
 
 /// The `currentProject` part.
@@ -118,7 +118,7 @@ pub fn mode_section(mode: Mode) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::work::{ProjectStatus, TaskStatus};
+    use crate::agent::state::work::{ProjectStatus, TaskStatus};
     use crate::ids::FairyId;
     use crate::ids::ProjectId;
 
@@ -171,8 +171,8 @@ mod tests {
 
     #[test]
     fn the_schema_lists_exactly_the_modes_actions() {
-        let registry = crate::agent::runtime_actions::full_registry();
-        let fairy = crate::agent::fairy::FairyEntity {
+        let registry = crate::agent::actions::runtime::full_registry();
+        let fairy = crate::agent::state::fairy::FairyEntity {
             id: FairyId::random(),
             name: "Orla".into(),
             personality: "calm".into(),

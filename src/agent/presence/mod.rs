@@ -3,9 +3,12 @@
 //! the bounds it works on sampled at [`FLIGHT_HZ`] (it never teleports).
 //!
 //! Owns the JSON of the state and the flight arithmetic. No I/O: the runtime publishes the
-//! state through [`crate::room::Room::set_presence`] under the fairy's own awareness client id.
+//! state through [`crate::room::Room::set_presence`] under the fairy's own awareness client id,
+//! through its child [`beacon`] (the awareness peer that holds, publishes and renews it).
 
-use super::work::TaskStatus;
+pub mod beacon;
+
+use crate::agent::state::work::TaskStatus;
 use crate::ids::{FairyId, ProjectId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -6,7 +6,7 @@
 
 use yrs::{Any, Doc, Map, MapPrelim, Out, Transact};
 
-use super::state::SoloTask;
+use crate::agent::state::SoloTask;
 use crate::canvas::schema::TASKS;
 use crate::ids::FairyId;
 use crate::origin::TxnOrigin;
@@ -46,7 +46,7 @@ pub fn upsert_task(doc: &Doc, fairy: &FairyId, task: &SoloTask, page_id: &str) {
 
 /// Creates the map `key` of the root `root` with `fields`, or writes into the existing one
 /// the fields whose value changed, in one transaction with `origin` (also used for the
-/// project records, [`super::projects::doc`]).
+/// project records, [`crate::agent::projects::doc`]).
 pub fn upsert_map(
     doc: &Doc,
     origin: TxnOrigin,
@@ -92,11 +92,11 @@ mod tests {
             id: "t1".into(),
             title: "walls".into(),
             text: String::new(),
-            status: crate::agent::work::TaskStatus::Todo,
+            status: crate::agent::state::work::TaskStatus::Todo,
             bounds: Some(Bounds::new(1.0, 2.0, 3.0, 4.0)),
         };
         upsert_task(&doc, &fairy, &task, "page:main");
-        task.status = crate::agent::work::TaskStatus::Done;
+        task.status = crate::agent::state::work::TaskStatus::Done;
         upsert_task(&doc, &fairy, &task, "page:main");
         let root = doc.get_or_insert_map(TASKS);
         let txn = doc.transact();

@@ -24,10 +24,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{FairyHub, FairyView, HubError};
-use crate::agent::beacon::Beacon;
-use crate::agent::fairy::{FairyEntity, list_fairies};
-use crate::agent::inbox::Inbox;
+use crate::agent::host::hub::{FairyHub, FairyView, HubError};
+use crate::agent::host::inbox::Inbox;
+use crate::agent::presence::beacon::Beacon;
+use crate::agent::state::fairy::{FairyEntity, list_fairies};
 use crate::ids::FairyId;
 use crate::ids::RoomName;
 use crate::pubsub::lease::{LEASE_RENEW, LEASE_TTL, RedisLeases, Taken};
@@ -175,12 +175,12 @@ impl FairyHub {
         room: &Arc<Room>,
         entity: FairyEntity,
     ) -> Result<FairyView, HubError> {
-        let deadline = Instant::now() + super::START_TIMEOUT;
+        let deadline = Instant::now() + crate::agent::host::hub::START_TIMEOUT;
         let key = (room.name().clone(), entity.id.clone());
         loop {
             if self.lock().contains_key(&key) {
                 if let Err(error) = self.started(room, &entity.id).await {
-                    crate::agent::fairy::remove_fairy(room.doc(), &entity.id);
+                    crate::agent::state::fairy::remove_fairy(room.doc(), &entity.id);
                     return Err(error);
                 }
                 let view = self.view(room, entity);
@@ -198,7 +198,7 @@ impl FairyHub {
                 });
             }
             if Instant::now() >= deadline {
-                crate::agent::fairy::remove_fairy(room.doc(), &entity.id);
+                crate::agent::state::fairy::remove_fairy(room.doc(), &entity.id);
                 return Err(HubError::NotStarted("no node took its lease".into()));
             }
             self.ensure_hosted(room);

@@ -1,17 +1,37 @@
 //! The data of a fairy at work: its settings ([`RuntimeConfig`]), what survives a restart
-//! ([`FairyState`], its private state, kept in the store by [`super::state_store`] and never in
+//! ([`FairyState`], its private state, kept in the store by [`crate::agent::state::store`] and never in
 //! the room document), its solo tasks and the
 //! [`Request`]s it runs (with the `schedule` merge rule), and what its recent requests changed
 //! ([`RequestLedger`], so a request can be taken back after a restart too). Plain data, no I/O.
+//!
+//! # Layout
+//! - this file: the data above.
+//! - [`store`]: the private state in the store (never in the document); [`migration`]:
+//!   moving it out of documents of earlier versions, on every room load.
+//! - [`fairy`]: the public fairy entity in the document (`fairies` root, chat);
+//!   [`tasks_doc`]: solo tasks mirrored into the `tasks` root.
+//! - [`memory`]: the model-facing chat history and its filtering by memory level.
+//! - [`work`]: the vocabulary of a fairy's work (task statuses, project roles and statuses,
+//!   membership), below this file and [`super::projects`].
+//!
+//! Must not touch sockets; reaches the store only in [`store`] and [`migration`], through
+//! the [`crate::store::Store`] trait's fairy-state methods.
 
-use super::work::TaskStatus;
+pub mod fairy;
+pub mod memory;
+pub mod migration;
+pub mod store;
+pub mod tasks_doc;
+pub mod work;
+
 use serde::{Deserialize, Serialize};
 
-use super::ledger::{MAX_IDS, RequestLedger};
-use super::memory::HistoryItem;
 use super::modes::Mode;
 use super::presence::TodoItem;
-use super::throttle::ThrottleConfig;
+use crate::agent::apply::ledger::{MAX_IDS, RequestLedger};
+use crate::agent::apply::throttle::ThrottleConfig;
+use crate::agent::state::memory::HistoryItem;
+use crate::agent::state::work::TaskStatus;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::schema::MAIN_PAGE;
 use crate::ids::RequestId;
@@ -38,7 +58,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             max_iterations: DEFAULT_MAX_ITERATIONS,
-            history_budget: super::memory::HISTORY_BUDGET_CHARS,
+            history_budget: crate::agent::state::memory::HISTORY_BUDGET_CHARS,
             throttle: ThrottleConfig::default(),
             vision: false,
         }
@@ -87,7 +107,7 @@ pub struct FairyState {
     /// is stored).
     pub requests: RequestLedger,
     /// Its project, while it is a member of one.
-    pub project: Option<super::work::Membership>,
+    pub project: Option<crate::agent::state::work::Membership>,
     /// People's decisions on its suggestions up to this time (Unix ms) were told to it
     /// (review mode).
     pub decisions_told: f64,
@@ -113,7 +133,7 @@ impl Default for FairyState {
 }
 
 /// One request: messages and where to work. Scheduling merges into the pending one. Scaled
-/// out it crosses nodes as JSON (a project's direction, `crate::agent::hub`'s node messages).
+/// out it crosses nodes as JSON (a project's direction, `crate::agent::host::hub`'s node messages).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Request {

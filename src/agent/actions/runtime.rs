@@ -12,10 +12,10 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 
-use super::actions::common::{bounds_props, runtime_schema, with_props};
-use super::actions::{Registry, RuntimeAction};
-use super::projects::actions::{MalformedAction, ProjectAction};
-use crate::agent::work::TaskStatus;
+use crate::agent::actions::common::{bounds_props, runtime_schema, with_props};
+use crate::agent::actions::project::{MalformedAction, ProjectAction};
+use crate::agent::actions::{Registry, RuntimeAction};
+use crate::agent::state::work::TaskStatus;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::transform::PromptTransform;
 
@@ -209,10 +209,10 @@ impl RuntimeCommand {
     }
 }
 
-/// Every runtime action (the project actions are declared in [`super::projects::actions`]).
+/// Every runtime action (the project actions are declared in [`crate::agent::actions::project`]).
 pub fn runtime_actions() -> Vec<RuntimeAction> {
     let mut all = solo_actions();
-    all.extend(super::projects::actions::runtime_actions());
+    all.extend(crate::agent::actions::project::runtime_actions());
     all
 }
 

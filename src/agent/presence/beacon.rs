@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use super::presence::{FLIGHT_HZ, Flight, Presence};
+use crate::agent::presence::{FLIGHT_HZ, Flight, Presence};
 use crate::room::Room;
 
 /// How long the fairy shows the celebrating pose after finishing a request.
@@ -147,14 +147,14 @@ impl Beacon {
 
     /// Shows the celebrating pose for [`CELEBRATION`], then idles (unless the pose changed).
     pub fn celebrate(self: &Arc<Self>) {
-        self.update(|p| p.pose = super::presence::Pose::Celebrating);
+        self.update(|p| p.pose = crate::agent::presence::Pose::Celebrating);
         let weak: Weak<Beacon> = Arc::downgrade(self);
         tokio::spawn(async move {
             tokio::time::sleep(CELEBRATION).await;
             if let Some(beacon) = weak.upgrade()
-                && beacon.snapshot().pose == super::presence::Pose::Celebrating
+                && beacon.snapshot().pose == crate::agent::presence::Pose::Celebrating
             {
-                beacon.update(|p| p.pose = super::presence::Pose::Idle);
+                beacon.update(|p| p.pose = crate::agent::presence::Pose::Idle);
             }
         });
     }

@@ -1,6 +1,6 @@
 //! Values as a prompt writes them for the model: page bounds in model coordinates through the
 //! request's [`PromptTransform`], and whole numbers without a fraction. Shared by
-//! [`super::prompt`] and [`super::prompt_parts`], below both; owns no prompt text and must
+//! [`crate::agent::prompt`] and [`crate::agent::prompt::parts`], below both; owns no prompt text and must
 //! not name either.
 
 use serde_json::{Value, json};

@@ -37,7 +37,7 @@ use serde_json::Value;
 use yrs::undo::Options;
 use yrs::{Doc, Origin, ReadTxn, StateVector, Transact, UndoManager};
 
-use super::actions::{ActionCtx, ActionError, Parsed, Registry, Sanitized};
+use crate::agent::actions::{ActionCtx, ActionError, Parsed, Registry, Sanitized};
 use crate::canvas::schema::{PAGES, SHAPES};
 use crate::canvas::shape::set_locked;
 use crate::origin::TxnOrigin;

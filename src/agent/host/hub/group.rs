@@ -5,16 +5,16 @@
 //! prompt or cancel to a member of a live project is refused (the user disbands instead).
 //!
 //! Scaled out, both run on the node hosting the leader, which coordinates the project
-//! (`crate::server::forward` sends them there; [`super::remote`] reaches members hosted by
+//! (`crate::server::forward` sends them there; [`crate::agent::host::hub::remote`] reaches members hosted by
 //! other nodes).
 
-use super::{FairyHub, HubError};
-use crate::agent::fairy::{ChatItem, FairyError, append_chat, list_fairies};
+use crate::agent::host::hub::{FairyHub, HubError};
 use crate::agent::modes::Mode;
 use crate::agent::projects::book::CreateError;
 use crate::agent::projects::doc::{Member, Project};
+use crate::agent::state::fairy::{ChatItem, FairyError, append_chat, list_fairies};
+use crate::agent::state::work::{ProjectStatus, Role};
 use crate::agent::state::{Interrupt, Request};
-use crate::agent::work::{ProjectStatus, Role};
 use crate::ids::FairyId;
 use crate::ids::ProjectId;
 use crate::ids::RoomName;

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::modes::MemoryLevel;
+use crate::agent::modes::MemoryLevel;
 use crate::ids::RequestId;
 
 /// Characters of history sent to the model at most (≈ 25k tokens).

@@ -4,15 +4,15 @@
 //! `pages` + `currentPage`, `workingTask`, `userViewportBounds`, `modelName`, a readable `time`,
 //! and the screenshot (an image part placed before the JSON of the first user turn).
 //!
-//! Pure: [`PromptExtras`] is what the runtime found (see [`super::runtime_view`]); these
-//! functions only turn it into text. [`super::prompt`] registers them in its sections and parts.
+//! Pure: [`PromptExtras`] is what the runtime found (see [`crate::agent::runtime::view`]); these
+//! functions only turn it into text. [`crate::agent::prompt`] registers them in its sections and parts.
 
 use serde_json::{Value, json};
 
-use super::fairy::FairyEntity;
-use super::model_space::{bounds_to_model, tidy_numbers};
-use super::modes::Mode;
-use super::screenshot::Screenshot;
+use crate::agent::modes::Mode;
+use crate::agent::prompt::model_space::{bounds_to_model, tidy_numbers};
+use crate::agent::prompt::screenshot::Screenshot;
+use crate::agent::state::fairy::FairyEntity;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::page::PageInfo;
 use crate::canvas::transform::PromptTransform;
@@ -112,7 +112,7 @@ pub struct PromptExtras {
     pub instructions: Option<String>,
     /// An image of the request bounds (`--llm-vision`), when shapes are in view.
     pub screenshot: Option<Screenshot>,
-    /// Why the image was left out this turn ([`super::screenshot::Skipped::note`]).
+    /// Why the image was left out this turn ([`crate::agent::prompt::screenshot::Skipped::note`]).
     pub screenshot_note: Option<&'static str>,
     /// Review mode: pending suggestions and people's decisions, when there are any.
     pub review: Option<ReviewPart>,
@@ -392,7 +392,7 @@ mod tests {
 
     #[test]
     fn the_system_prompt_places_the_sections_in_order() {
-        let r = crate::agent::runtime_actions::full_registry();
+        let r = crate::agent::actions::runtime::full_registry();
         let extras = PromptExtras {
             instructions: Some("Use blue.".into()),
             screenshot: Some(Screenshot {
@@ -406,7 +406,7 @@ mod tests {
             ..PromptExtras::default()
         };
         let s =
-            super::super::prompt::system_prompt(&fairy("tidy"), Mode::Soloing, &r, false, &extras);
+            crate::agent::prompt::system_prompt(&fairy("tidy"), Mode::Soloing, &r, false, &extras);
         let pos = |needle: &str| {
             s.find(needle)
                 .unwrap_or_else(|| panic!("no {needle:?} in {s}"))
@@ -431,7 +431,7 @@ mod tests {
             );
         }
         // A mode that cannot edit the canvas gets no rules; no instructions, no section.
-        let s = super::super::prompt::system_prompt(
+        let s = crate::agent::prompt::system_prompt(
             &fairy("tidy"),
             Mode::StandingBy,
             &r,
@@ -446,7 +446,7 @@ mod tests {
 
     #[test]
     fn blurry_shapes_include_those_straddling_the_bounds() {
-        use crate::agent::changes::ChangeReport;
+        use crate::agent::apply::changes::ChangeReport;
         use crate::agent::prompt::{PromptInput, context_parts};
         let shapes: Vec<_> = [
             json!({"_type": "rectangle", "shapeId": "inside", "x": 10, "y": 10, "w": 10, "h": 10}),

@@ -2,27 +2,44 @@
 //! sections chosen by the mode's allowed actions and the parts present, ending with the JSON
 //! schema of exactly the allowed actions; and the conversation: one user turn with the parts
 //! (mode, history, blurry shapes in the bounds, peripheral clusters, selected shapes, changes
-//! since the last request, todo, tasks, other fairies, time, and [`super::prompt_parts`]'s pages,
+//! since the last request, todo, tasks, other fairies, time, and [`crate::agent::prompt::parts`]'s pages,
 //! task, viewport, model name and screenshot), an assistant acknowledgement, and
 //! the request's messages as the last user turn. Coordinates are offset to the chat origin and
 //! rounded through the request's [`PromptTransform`], which restores them when actions return.
 //!
 //! Pure: the runtime reads the document and passes what it found. No I/O.
+//!
+//! # Layout
+//! - this file: the system prompt's sections and the conversation's parts, in order.
+//! - [`parts`]: the sections and parts beside the shapes (rules, mode sections, personality,
+//!   instructions; pages, task, viewport, model name, time, screenshot).
+//! - [`project`]: the project parts (`currentProject`) and the project modes' sections.
+//! - [`screenshot`]: the image part, rendered in its own pool.
+//! - [`model_space`]: values as the model reads them (bounds in model coordinates, whole
+//!   numbers), below the others.
+//!
+//! The children never name this file: dependencies go parent → child only.
+
+pub mod model_space;
+pub mod parts;
+pub mod project;
+pub mod screenshot;
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use super::actions::Registry;
-use super::changes::ChangeReport;
-use super::fairy::FairyEntity;
-use super::memory::{HistoryItem, compact_for_prompt, filter_by_level};
-use super::model_space::{bounds_to_model, tidy_numbers};
 use super::modes::Mode;
 use super::presence::{TaskSummary, TodoItem};
-use super::prompt_parts::{self, PromptExtras};
-use super::runtime_actions::response_schema_for;
 use crate::agent::actions::CANVAS_ACTIONS;
+use crate::agent::actions::runtime::response_schema_for;
+use crate::agent::apply::changes::ChangeReport;
+use crate::agent::prompt::model_space::{bounds_to_model, tidy_numbers};
+use crate::agent::prompt::parts as prompt_parts;
+use crate::agent::prompt::parts::PromptExtras;
+use crate::agent::state::fairy::FairyEntity;
+use crate::agent::state::memory::{HistoryItem, compact_for_prompt, filter_by_level};
 use crate::canvas::format::{peripheral_clusters, to_blurry, to_simple};
 use crate::canvas::geometry::{Bounds, shape_bounds};
 use crate::canvas::shape::{Shape, paint_order};
@@ -69,8 +86,8 @@ pub struct PromptInput<'a> {
     /// Characters of history at most (older items are folded into a summary item).
     pub history_budget: usize,
     /// The `currentProject` part, for project members.
-    pub project: Option<super::projects::prompt::ProjectPart>,
-    /// Pages, task, viewport, model name, instructions, screenshot ([`super::prompt_parts`]).
+    pub project: Option<crate::agent::prompt::project::ProjectPart>,
+    /// Pages, task, viewport, model name, instructions, screenshot ([`crate::agent::prompt::parts`]).
     pub extras: &'a PromptExtras,
 }
 
@@ -150,7 +167,7 @@ pub fn system_prompt(
     }
     // Project modes have their own section (their task is in `currentProject`); the others
     // get the design's soloing/working sections.
-    let project_section = super::projects::prompt::mode_section(mode).map(str::to_owned);
+    let project_section = crate::agent::prompt::project::mode_section(mode).map(str::to_owned);
     sections.extend(project_section.or_else(|| prompt_parts::mode_section(mode, &allowed)));
     sections.push(format!(
         "## Mode\nYou are in mode `{}`. Only these actions are allowed: {}.",
@@ -314,7 +331,7 @@ pub fn build_request(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::runtime_actions::full_registry;
+    use crate::agent::actions::runtime::full_registry;
     use crate::ids::FairyId;
 
     fn fairy() -> FairyEntity {
@@ -372,7 +389,7 @@ mod tests {
             other_fairies: vec![],
             corrections: &[],
             time: "now".into(),
-            history_budget: crate::agent::memory::HISTORY_BUDGET_CHARS,
+            history_budget: crate::agent::state::memory::HISTORY_BUDGET_CHARS,
             project: None,
             extras: &PromptExtras::default(),
         };

@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use yrs::{DeepObservable, Doc, Origin, Transact};
 
-use super::actions::{ActionCtx, ActionError, Registry, Sanitized};
-use super::tentative::Tentative;
+use crate::agent::actions::{ActionCtx, ActionError, Registry, Sanitized};
+use crate::agent::apply::tentative::Tentative;
 use crate::canvas::live::touched_ids;
 use crate::canvas::page::{create_page, list_pages, page_indexes};
 use crate::canvas::schema::SHAPES;

@@ -3,7 +3,7 @@
 //! and per property the value to restore and the value the fairy left, with a flag set when
 //! someone else (a person, another fairy, the server) wrote the same thing afterwards.
 //!
-//! The [`RequestLedger`] is fed by the fairy's [`super::changes::ChangeTracker`], which sees
+//! The [`RequestLedger`] is fed by the fairy's [`crate::agent::apply::changes::ChangeTracker`], which sees
 //! every transaction on the `shapes` root with the touched shapes before and after. The
 //! fairy's own transactions (its actions, its tentative versions and their reverts) go into
 //! the open request's record: the first "before" of a property is what the revert restores,
@@ -17,7 +17,7 @@
 //!
 //! Bounded: the last [`MAX_REQUESTS`] requests, each with at most [`MAX_SHAPES`] shapes (a
 //! request that touched more is marked `truncated` and only its first shapes are taken back).
-//! Plain data, no I/O; applying a revert is [`super::revert`]'s business.
+//! Plain data, no I/O; applying a revert is [`crate::agent::apply::revert`]'s business.
 
 use crate::ids::RequestId;
 use std::collections::{BTreeMap, VecDeque};

@@ -31,14 +31,14 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{FairyHub, HubDeliver, HubError};
-use crate::agent::fairy::{FairyError, list_fairies};
-use crate::agent::inbox::Inbox;
+use crate::agent::host::hub::{FairyHub, HubDeliver, HubError};
+use crate::agent::host::inbox::Inbox;
 use crate::agent::modes::Mode;
 use crate::agent::projects::book::RoomProjects;
 use crate::agent::projects::waits::{Peers, Report, stopped_message};
+use crate::agent::state::fairy::{FairyError, list_fairies};
+use crate::agent::state::work::TaskStatus;
 use crate::agent::state::{Interrupt, Request};
-use crate::agent::work::TaskStatus;
 use crate::ids::FairyId;
 use crate::ids::ProjectId;
 use crate::ids::RoomName;
