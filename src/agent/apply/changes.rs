@@ -344,7 +344,7 @@ fn record(d: &Delta, t: &mut PromptTransform) -> Option<ChangeRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::actions::test_util::{doc, get, rect};
+    use crate::agent::actions::canvas::test_util::{doc, get, rect};
     use crate::agent::actions::{ActionCtx, Registry};
     use crate::agent::apply::tentative::Tentative;
     use crate::canvas::shape::{delete_shape, write_shape};

@@ -330,7 +330,7 @@ impl Tentative {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::actions::test_util::{doc, get, rect};
+    use crate::agent::actions::canvas::test_util::{doc, get, rect};
     use crate::canvas::shape::{read_shape, write_shape};
     use serde_json::json;
     use yrs::ReadTxn;

@@ -4,10 +4,10 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{
+use crate::agent::actions::common::{
     choice, closed_schema, closed_set, edit_shapes, ids_schema, schema, shape_list,
 };
-use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
+use crate::agent::actions::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::Shape;
 use crate::canvas::geometry::shape_bounds;
 use crate::ids::ShapeId;
@@ -117,7 +117,7 @@ fn distribute(axis: Direction, shapes: &mut [Shape]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::*;
+    use crate::agent::actions::canvas::test_util::*;
     use serde_json::json;
 
     #[test]

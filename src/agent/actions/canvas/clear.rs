@@ -3,8 +3,8 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::schema;
-use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
+use crate::agent::actions::common::schema;
+use crate::agent::actions::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::shape::{delete_shape, list_shapes};
 
 /// The `clear` action.
@@ -54,7 +54,7 @@ pub fn apply(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::*;
+    use crate::agent::actions::canvas::test_util::*;
     use serde_json::json;
     use yrs::Transact;
 
@@ -69,11 +69,11 @@ mod tests {
             )
             .is_ok()
         );
-        let mut ctx = super::super::ActionCtx::new("f1");
+        let mut ctx = crate::agent::actions::ActionCtx::new("f1");
         ctx.page_id = "page:two".into();
         let create = json!({"_type": "create", "shape": {"_type": "note", "shapeId": "n"}});
         assert!(
-            super::super::Registry::canvas()
+            crate::agent::actions::Registry::canvas()
                 .apply(&doc, &create, &mut ctx)
                 .is_ok()
         );

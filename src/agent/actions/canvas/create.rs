@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{editable_id, id_taken, missing, schema};
-use super::{ActionCtx, ActionError, CanvasAction, Fields, Note, Parsed};
+use crate::agent::actions::common::{editable_id, id_taken, missing, schema};
+use crate::agent::actions::{ActionCtx, ActionError, CanvasAction, Fields, Note, Parsed};
 use crate::canvas::Shape;
 use crate::canvas::coerce::coerce_string;
 use crate::canvas::format::{ShapeBase, document_type, from_simple};
@@ -154,8 +154,8 @@ pub fn apply(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::*;
-    use super::super::{ActionCtx, ActionError, Registry};
+    use crate::agent::actions::canvas::test_util::*;
+    use crate::agent::actions::{ActionCtx, ActionError, Registry};
     use serde_json::json;
 
     #[test]

@@ -6,10 +6,10 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{
+use crate::agent::actions::common::{
     choice, closed_schema, closed_set, load, num_schema, number_or, schema, shape_ref,
 };
-use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
+use crate::agent::actions::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::geometry::{Bounds, shape_bounds};
 use crate::canvas::shape::write_shape;
 use crate::ids::ShapeId;
@@ -140,7 +140,7 @@ pub fn apply(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::*;
+    use crate::agent::actions::canvas::test_util::*;
     use serde_json::json;
 
     #[test]

@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{ids_schema, load_all, save_all, schema, shape_list};
-use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
+use crate::agent::actions::common::{ids_schema, load_all, save_all, schema, shape_list};
+use crate::agent::actions::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::shape::{list_shapes, paint_order};
 use crate::canvas::zorder::{indexes_above, indexes_below};
 use crate::ids::ShapeId;
@@ -109,7 +109,7 @@ impl CanvasAction for Restack {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::*;
+    use crate::agent::actions::canvas::test_util::*;
     use serde_json::json;
     use yrs::Transact;
 

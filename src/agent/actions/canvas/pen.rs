@@ -6,11 +6,11 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{
+use crate::agent::actions::canvas::create::create_shape;
+use crate::agent::actions::common::{
     ClosedSet, choice, closed_schema, closed_set, id_taken, missing, opt_bool, schema,
 };
-use super::create::create_shape;
-use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
+use crate::agent::actions::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::Shape;
 use crate::canvas::coerce::{clamp_coord, coerce_number};
 use crate::canvas::format::MAX_PEN_POINTS;
@@ -251,8 +251,8 @@ pub fn apply(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::*;
     use super::*;
+    use crate::agent::actions::canvas::test_util::*;
 
     #[test]
     fn straight_strokes_pass_through_points_every_step() {

@@ -4,7 +4,7 @@
 use serde_json::Value;
 use yrs::{Doc, Transact};
 
-use super::{ActionCtx, ActionError, Registry, Sanitized};
+use crate::agent::actions::{ActionCtx, ActionError, Registry, Sanitized};
 use crate::canvas::format::{ShapeBase, from_simple};
 use crate::canvas::geometry::{Bounds, shape_bounds};
 use crate::canvas::shape::{Shape, read_shape, write_shape};

@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{opt_string, schema, string};
-use super::{ActionCtx, ActionError, CanvasAction, Fields, Note, Parsed};
+use crate::agent::actions::common::{opt_string, schema, string};
+use crate::agent::actions::{ActionCtx, ActionError, CanvasAction, Fields, Note, Parsed};
 use crate::canvas::ids::{IdRenames, ensure_shape_id_is_unique};
 use crate::canvas::page::{create_page, page_indexes};
 use crate::canvas::zorder::index_above;
@@ -107,8 +107,8 @@ pub fn apply(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::*;
     use super::*;
+    use crate::agent::actions::canvas::test_util::*;
     use yrs::Transact;
 
     #[test]

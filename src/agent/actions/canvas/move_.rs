@@ -4,10 +4,10 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{
+use crate::agent::actions::common::{
     ClosedSet, choice, closed_schema, closed_set, load, num_schema, number, schema, shape_ref,
 };
-use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
+use crate::agent::actions::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::geometry::{Bounds, shape_bounds};
 use crate::canvas::shape::write_shape;
 use crate::ids::ShapeId;
@@ -126,8 +126,8 @@ pub fn apply(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::*;
-    use super::super::{ActionCtx, Registry};
+    use crate::agent::actions::canvas::test_util::*;
+    use crate::agent::actions::{ActionCtx, Registry};
     use serde_json::json;
 
     #[test]

@@ -3,8 +3,8 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{load, schema, shape_ref, string};
-use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
+use crate::agent::actions::common::{load, schema, shape_ref, string};
+use crate::agent::actions::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::shape::write_shape;
 use crate::ids::ShapeId;
 
@@ -67,7 +67,7 @@ pub fn apply(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::*;
+    use crate::agent::actions::canvas::test_util::*;
     use serde_json::json;
 
     #[test]

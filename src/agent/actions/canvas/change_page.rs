@@ -4,9 +4,9 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{schema, string};
-use super::create_page::page_id_of;
-use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
+use crate::agent::actions::canvas::create_page::page_id_of;
+use crate::agent::actions::common::{schema, string};
+use crate::agent::actions::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::page::page_exists;
 
 /// The `change-page` action.
@@ -70,8 +70,8 @@ pub fn apply(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::*;
-    use super::super::{ActionCtx, Registry};
+    use crate::agent::actions::canvas::test_util::*;
+    use crate::agent::actions::{ActionCtx, Registry};
     use serde_json::json;
 
     #[test]

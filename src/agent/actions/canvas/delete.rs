@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{schema, shape_ref};
-use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
+use crate::agent::actions::common::{schema, shape_ref};
+use crate::agent::actions::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::shape::delete_shapes_and_unbind;
 use crate::ids::ShapeId;
 
@@ -56,7 +56,7 @@ pub fn apply(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::*;
+    use crate::agent::actions::canvas::test_util::*;
     use serde_json::json;
     use yrs::Transact;
 

@@ -5,22 +5,24 @@
 use serde_json::{Value, json};
 use yrs::{Doc, Transact};
 
-use super::align::{AlignArgs, Alignment};
-use super::change_page::ChangePageArgs;
-use super::common::ClosedSet;
-use super::create_page::CreatePageArgs;
-use super::delete::DeleteArgs;
-use super::distribute::{Direction, DistributeArgs};
-use super::label::LabelArgs;
-use super::move_::{Anchor, MoveArgs};
-use super::pen::{Fill, PenArgs, PenStyle};
-use super::place::{PlaceAlign, PlaceArgs, Side};
-use super::resize::ResizeArgs;
-use super::restack::RestackArgs;
-use super::rotate::RotateArgs;
-use super::stack::StackArgs;
-use super::test_util::{doc, put, rect};
-use super::{ActionCtx, ActionError, CanvasArgs, Note, Parsed, Registry, Sanitized};
+use crate::agent::actions::canvas::align::{AlignArgs, Alignment};
+use crate::agent::actions::canvas::change_page::ChangePageArgs;
+use crate::agent::actions::canvas::create_page::CreatePageArgs;
+use crate::agent::actions::canvas::delete::DeleteArgs;
+use crate::agent::actions::canvas::distribute::{Direction, DistributeArgs};
+use crate::agent::actions::canvas::label::LabelArgs;
+use crate::agent::actions::canvas::move_::{Anchor, MoveArgs};
+use crate::agent::actions::canvas::pen::{Fill, PenArgs, PenStyle};
+use crate::agent::actions::canvas::place::{PlaceAlign, PlaceArgs, Side};
+use crate::agent::actions::canvas::resize::ResizeArgs;
+use crate::agent::actions::canvas::restack::RestackArgs;
+use crate::agent::actions::canvas::rotate::RotateArgs;
+use crate::agent::actions::canvas::stack::StackArgs;
+use crate::agent::actions::canvas::test_util::{doc, put, rect};
+use crate::agent::actions::common::ClosedSet;
+use crate::agent::actions::{
+    ActionCtx, ActionError, CanvasArgs, Note, Parsed, Registry, Sanitized,
+};
 use crate::canvas::transform::PromptTransform;
 use crate::ids::ShapeId;
 
@@ -161,7 +163,7 @@ fn rotate_and_resize_fill_in_their_documented_defaults() {
     let want = ResizeArgs {
         shapes: vec![id("b")],
         scale_x: 2.0,
-        scale_y: super::resize::MAX_SCALE,
+        scale_y: crate::agent::actions::canvas::resize::MAX_SCALE,
         origin: (50.0, 30.0),
     };
     assert_eq!(parse(&doc, resize), clean(want));
@@ -198,7 +200,7 @@ fn single_shape_actions_parse_to_their_args() {
     assert_eq!(parse(&doc, label), clean(want));
     assert_eq!(
         parse(&doc, json!({"_type": "clear", "intent": "start over"})),
-        clean(super::clear::ClearArgs)
+        clean(crate::agent::actions::canvas::clear::ClearArgs)
     );
 }
 

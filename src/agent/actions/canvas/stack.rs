@@ -5,11 +5,11 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{
+use crate::agent::actions::canvas::distribute::Direction;
+use crate::agent::actions::common::{
     choice, closed_schema, edit_shapes, ids_schema, num_schema, number_or, schema, shape_list,
 };
-use super::distribute::Direction;
-use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
+use crate::agent::actions::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::ids::ShapeId;
 
 /// The `stack` action.
@@ -82,7 +82,7 @@ pub fn apply(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::*;
+    use crate::agent::actions::canvas::test_util::*;
     use serde_json::json;
 
     #[test]

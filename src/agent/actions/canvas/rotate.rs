@@ -5,10 +5,10 @@
 use serde_json::{Value, json};
 use yrs::TransactionMut;
 
-use super::common::{
+use crate::agent::actions::common::{
     edit_shapes, ids_schema, num_schema, number, schema, shape_list, transform_origin,
 };
-use super::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
+use crate::agent::actions::{ActionCtx, ActionError, CanvasAction, Fields, Parsed};
 use crate::canvas::Shape;
 use crate::canvas::geometry::rotate_point;
 use crate::canvas::shape::ShapeProps;
@@ -100,7 +100,7 @@ pub fn apply(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::*;
+    use crate::agent::actions::canvas::test_util::*;
     use serde_json::json;
 
     #[test]
