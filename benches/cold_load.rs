@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use fairyring::bench::cold;
-use fairyring::room::RoomName;
+use fairyring::ids::RoomName;
 use fairyring::store::Store;
 
 const SHAPES: usize = 50_000;

@@ -6,7 +6,6 @@
 //!
 //! A leaf: it imports nothing of the crate. Owns only time; never what is timed.
 //! [`SystemClock`] reads tokio's clock, so `tokio::time::pause()` applies to it as well.
-//! The old path `crate::llm::clock` re-exports this module's types.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -2,8 +2,7 @@
 //! so that the store, the rooms, the agent and the HTTP edge can all name a room, a fairy, a
 //! request, a project or a shape without depending on each other. Owns only parsing, making and printing
 //! ids; never what they identify.
-//! The old paths (`crate::room::RoomName`, `crate::agent::fairy::FairyId`,
-//! `crate::agent::ledger::RequestId`, `crate::agent::projects::ProjectId`, …) are re-exports.
+//! Every user names them here (`pubsub` still reaches [`RoomName`] through `crate::room`).
 
 use std::fmt;
 

@@ -24,7 +24,10 @@
 //!   restore and rollback (replayed from the store in private documents).
 //! - [`review`]: review mode: fairies' suggestions in the `suggestions` root and people's
 //!   decisions on them.
-//! - [`agent`]: fairies: actions, modes, requests (the agent runtime).
+//! - [`agent`]: fairies (the agent runtime), laid out along a request's way: `host/` (hosting,
+//!   inbox, events, budget), `runtime/` (the request loop), `prompt/`, `actions/` (canvas,
+//!   runtime and project actions), `modes/`, `apply/` (tentative application, revert),
+//!   `state/`, `presence/` and `projects/`; `agent/mod.rs` says what each holds.
 //! - [`llm`]: language-model providers (streaming clients, failover, offline model).
 //! - [`partial_json`]: incremental partial-JSON parser and the streamed action splitter.
 //! - [`webhooks`]: signed webhooks (`room.updated`, fairy and project events) delivered at

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use fairyring::agent::actions::{ActionCtx, Registry};
-use fairyring::agent::tentative::Tentative;
-use fairyring::agent::throttle::{Decision, StreamThrottle, ThrottleConfig};
+use fairyring::agent::apply::tentative::Tentative;
+use fairyring::agent::apply::throttle::{Decision, StreamThrottle, ThrottleConfig};
 use serde_json::{Value, json};
 use yrs::{Doc, ReadTxn, StateVector, Transact};
 

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use fairyring::config::ServeConfig;
-use fairyring::room::{RoomConfig, RoomName};
+use fairyring::ids::RoomName;
+use fairyring::room::RoomConfig;
 use fairyring::server::{self, ServerHandle};
 use fairyring::store::Store;
 use futures_util::{SinkExt, StreamExt};

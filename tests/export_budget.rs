@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use export_support::{BUDGET, SLACK, config, error_code, get, shape, start_with, write};
 use fairyring::canvas::shape::{Shape, ShapeProps};
 use fairyring::config::ServeConfig;
-use fairyring::room::RoomName;
+use fairyring::ids::RoomName;
 use fairyring::store::Store;
 use serde_json::{Value, json};
 use support::Client;

@@ -499,7 +499,7 @@ async fn a_fairy_comes_back_when_its_room_reloads() {
     let client = Client::connect(&ws, "reload").await;
     let id = invite(&http, "reload", "Pip").await;
     client.close().await;
-    let name = fairyring::room::RoomName::parse("reload").expect("name");
+    let name = fairyring::ids::RoomName::parse("reload").expect("name");
     tokio::time::timeout(support::TIMEOUT, server.rooms().wait_unloaded(&name))
         .await
         .expect("the idle room unloads (an idle fairy does not keep it loaded)");

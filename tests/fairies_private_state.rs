@@ -10,15 +10,16 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fairyring::agent::fairy::{FairyEntity, insert_fairy};
-use fairyring::agent::memory::HistoryItem;
 use fairyring::agent::modes::{MemoryLevel, Mode};
 use fairyring::agent::presence::TodoItem;
 use fairyring::agent::state::FairyState;
+use fairyring::agent::state::fairy::{FairyEntity, insert_fairy};
+use fairyring::agent::state::memory::HistoryItem;
 use fairyring::config::ServeConfig;
+use fairyring::ids::RoomName;
 use fairyring::llm::mock::MockServer;
 use fairyring::origin::TxnOrigin;
-use fairyring::room::{RoomConfig, RoomName, SERVER_CLIENT_ID};
+use fairyring::room::{RoomConfig, SERVER_CLIENT_ID};
 use fairyring::server::{self, ServerHandle};
 use fairyring::store::Store;
 use fairyring::store::memory::MemoryStore;
@@ -321,7 +322,7 @@ async fn a_fairy_only_the_document_knows_is_removed_on_load_unread() {
         todo: vec![TodoItem {
             id: "t1".into(),
             text: "LEGACY-TODO".into(),
-            status: fairyring::agent::projects::TaskStatus::Done,
+            status: fairyring::agent::state::work::TaskStatus::Done,
         }],
         ..FairyState::default()
     };

@@ -217,19 +217,19 @@ async fn the_anthropic_wire_carries_the_screenshot_as_an_image_block() {
         &ShapeBase::default(),
     )
     .expect("shape");
-    let shot = fairyring::agent::screenshot::take(
+    let shot = fairyring::agent::prompt::screenshot::take(
         &[shape],
         MAIN_PAGE,
         &Bounds::new(0.0, 0.0, 200.0, 100.0),
     )
     .expect("a shape is in view");
-    let extras = fairyring::agent::prompt_parts::PromptExtras {
+    let extras = fairyring::agent::prompt::parts::PromptExtras {
         screenshot: Some(shot.clone()),
         ..Default::default()
     };
     let mut message = ChatMessage::user("the JSON");
     let t = fairyring::canvas::transform::PromptTransform::new(0.0, 0.0);
-    fairyring::agent::prompt_parts::attach_screenshot(&mut message, &extras, &t);
+    fairyring::agent::prompt::parts::attach_screenshot(&mut message, &extras, &t);
     let request = ModelRequest {
         system: "s".into(),
         messages: vec![message],

@@ -652,7 +652,7 @@ async fn old_history_is_dropped_but_every_kept_version_still_reads_on_postgres()
 async fn pruning(store: Arc<dyn fairyring::store::Store>) {
     use fairyring::store::Logged;
     use yrs::ReadTxn;
-    let room = fairyring::room::RoomName::parse("pruned").expect("name");
+    let room = fairyring::ids::RoomName::parse("pruned").expect("name");
     // 30 updates logged at t = 1..=30 s, a snapshot and a checkpoint every 10: the first full,
     // the others deltas on the one before.
     let doc = yrs::Doc::new();

@@ -371,7 +371,7 @@ async fn stall_before_headers_times_out() {
             &format!("http://{addr}"),
             Some("k".into()),
         )],
-        std::sync::Arc::new(fairyring::llm::ManualClock::new()),
+        std::sync::Arc::new(fairyring::clock::ManualClock::new()),
         fairyring::llm::FailoverConfig { max_retries: 1 },
     )
     .unwrap();
@@ -399,7 +399,7 @@ async fn connection_refused_is_retriable() {
             &format!("http://{addr}"),
             None,
         )],
-        std::sync::Arc::new(fairyring::llm::ManualClock::new()),
+        std::sync::Arc::new(fairyring::clock::ManualClock::new()),
         fairyring::llm::FailoverConfig { max_retries: 0 },
     )
     .unwrap();

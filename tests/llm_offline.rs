@@ -159,7 +159,7 @@ async fn mock_model_subcommand_serves_a_fixture() {
     let model = fairyring::llm::FailoverModel::new(
         provider,
         vec![fairyring::llm::Profile::new("p", &base, None)],
-        std::sync::Arc::new(fairyring::llm::ManualClock::new()),
+        std::sync::Arc::new(fairyring::clock::ManualClock::new()),
         fairyring::llm::FailoverConfig::default(),
     )
     .expect("a profile");

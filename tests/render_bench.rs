@@ -9,7 +9,7 @@ mod render_support;
 
 use std::time::Instant;
 
-use fairyring::agent::screenshot;
+use fairyring::agent::prompt::screenshot;
 use fairyring::canvas::format::{ShapeBase, from_simple};
 use fairyring::canvas::geometry::Bounds;
 use fairyring::canvas::render::{Budget, Caps, PngEffort, View, raster, render_png, render_svg};
@@ -161,7 +161,7 @@ fn rss_mib() -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: run in release with --ignored --nocapture"]
 async fn a_50000_shape_export_step_by_step() {
-    use fairyring::room::RoomName;
+    use fairyring::ids::RoomName;
     use fairyring::store::Store;
     use yrs::updates::decoder::Decode;
     use yrs::{Transact, Update};

@@ -5,8 +5,8 @@
 //! a deliberate schema change regenerates the file with `UPDATE_RESPONSE_SCHEMA=1` and says why
 //! in its commit.
 
+use fairyring::agent::actions::runtime::{full_registry, response_schema_for};
 use fairyring::agent::modes::Mode;
-use fairyring::agent::runtime_actions::{full_registry, response_schema_for};
 use serde_json::{Map, Value};
 
 const EXPECTED: &str = "tests/fixtures/response_schema.json";

@@ -179,7 +179,7 @@ async fn idle_rooms_unload_and_reload() {
         .await;
     a.close().await;
     b.close().await;
-    let name = fairyring::room::RoomName::parse("idle").expect("name");
+    let name = fairyring::ids::RoomName::parse("idle").expect("name");
     tokio::time::timeout(support::TIMEOUT, server.rooms().wait_unloaded(&name))
         .await
         .expect("room unloads");
@@ -377,7 +377,7 @@ async fn legacy_json_content_closes_with_1007_and_room_survives() {
         })
         .await;
     assert!(good.closed.is_none() && watcher.closed.is_none());
-    let name = fairyring::room::RoomName::parse("json-content").expect("name");
+    let name = fairyring::ids::RoomName::parse("json-content").expect("name");
     let room = server.rooms().get_loaded(&name).expect("room still loaded");
     room.flushed().await;
     let copy = support::fresh_copy(room.doc());
@@ -527,7 +527,7 @@ async fn updates_as_the_servers_client_id_close_with_1007() {
         .await;
     let room = server
         .rooms()
-        .get(&fairyring::room::RoomName::parse("impostor").expect("name"))
+        .get(&fairyring::ids::RoomName::parse("impostor").expect("name"))
         .await
         .expect("room");
     let copy = support::fresh_copy(room.doc());
@@ -623,7 +623,7 @@ async fn a_large_live_room_compacts_from_the_store() {
     assert!(
         server
             .rooms()
-            .get_loaded(&fairyring::room::RoomName::parse("large").expect("name"))
+            .get_loaded(&fairyring::ids::RoomName::parse("large").expect("name"))
             .is_some()
     );
     server.shutdown().await;

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use fairyring::room::{PeerInfo, RoomConfig, RoomName, Rooms};
+use fairyring::ids::RoomName;
+use fairyring::room::{PeerInfo, RoomConfig, Rooms};
 use proptest::prelude::*;
 use yrs::sync::{Message, SyncMessage};
 use yrs::types::ToJson;

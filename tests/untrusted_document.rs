@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fairyring::config::ServeConfig;
+use fairyring::ids::RoomName;
 use fairyring::origin::TxnOrigin;
-use fairyring::room::{RoomConfig, RoomName, SERVER_CLIENT_ID};
+use fairyring::room::{RoomConfig, SERVER_CLIENT_ID};
 use fairyring::server::{self, ServerHandle};
 use fairyring::store::Store;
 use fairyring::store::memory::MemoryStore;

@@ -7,7 +7,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use fairyring::room::{PeerInfo, RoomConfig, RoomName, Rooms};
+use fairyring::ids::RoomName;
+use fairyring::room::{PeerInfo, RoomConfig, Rooms};
 
 /// The system allocator, recording the largest single allocation asked for.
 struct Largest;

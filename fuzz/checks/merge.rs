@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use fairyring::agent::actions::{ActionCtx, Registry};
-use fairyring::agent::tentative::Tentative;
+use fairyring::agent::apply::tentative::Tentative;
 use fairyring::canvas::format::to_simple;
 use fairyring::canvas::shape::{
     Prop, delete_shape, list_shapes, read_shape, set_props, write_shape,

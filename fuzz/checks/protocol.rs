@@ -7,7 +7,8 @@
 
 use std::sync::{Arc, OnceLock};
 
-use fairyring::room::{PeerInfo, RoomConfig, RoomName, Rooms};
+use fairyring::ids::RoomName;
+use fairyring::room::{PeerInfo, RoomConfig, Rooms};
 use yrs::updates::decoder::Decode;
 use yrs::{Doc, ReadTxn, StateVector, Transact, Update};
 

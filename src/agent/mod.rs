@@ -1,74 +1,48 @@
 //! Fairies: the agent runtime (actions, modes, requests, memory).
 //!
-//! # Layout
-//! - `actions/`: one file per canvas action; [`runtime_actions`] declares the non-canvas ones
-//!   and `runtime/turn/apply.rs` carries them out.
-//! - [`tentative`]: applying still-streaming actions revertibly; [`throttle`]: when a streaming
-//!   action is worth re-applying; [`changes`]: the changes that were not a fairy's own.
-//! - [`ledger`]: what each request changed; [`revert`]: taking a request back.
-//! - [`suggest`]: review mode — a turn's canvas actions on a private copy, written as
-//!   suggestion records ([`crate::review`]) instead of changes to `shapes`.
-//! - [`fairy`]: the public entity in the document; [`tasks_doc`]: solo tasks mirrored into
-//!   the `tasks` root.
-//! - [`state_store`]: a fairy's private state (mode, history, todo, tasks) in the store, never
-//!   in the document; [`state_migration`]: moving it out of documents of earlier versions.
-//! - [`presence`]: the awareness state and flights; [`beacon`]: publishing them.
+//! # Layout, along a request's way
+//! - [`host`]: hosting the fairies of every room, one task each ([`host::hub`], with its group
+//!   prompts, node leases and cross-node delivery as children), the [`host::inbox`] that
+//!   never refuses an interrupt, the [`host::events`] observers see, the per-room hourly token
+//!   [`host::budget`] and the [`host::executor`] fairies run on, below the people's work.
+//! - [`runtime`]: one fairy at work, a folder whose children depend only on their parent:
+//!   the type and the request loop (`runtime/mod.rs`), one model turn (`runtime/turn/`, with
+//!   the runtime actions carried out in `turn/apply.rs` and the history summarised in
+//!   `turn/compact.rs`), `interrupt({input, mode})` ([`runtime::interrupt`]), what the prompt
+//!   needs beside the shapes ([`runtime::view`]) and the fairy's part in a project
+//!   ([`runtime::project`]).
+//! - [`prompt`]: building the model request, with its [`prompt::parts`], [`prompt::project`]
+//!   parts, [`prompt::screenshot`] and [`prompt::model_space`] (values as the model reads
+//!   them) as children.
+//! - [`actions`]: what a model's answer may hold: one file per canvas action and the
+//!   [`actions::Registry`] (`actions/mod.rs`), the solo runtime actions ([`actions::runtime`],
+//!   which also reads a complete runtime action once) and the project actions
+//!   ([`actions::project`]), each typed once from the model's JSON.
 //! - [`modes`]: the modes and their state machine (`modes/mod.rs`), with their hooks as the
-//!   child `modes/hooks.rs`.
-//! - [`memory`]: chat history and its filtering.
-//! - [`prompt`]: model requests, with the parts and sections of [`prompt_parts`] (what
-//!   [`runtime_view`] gathers: pages, task, viewport, instructions, [`screenshot`]); [`state`]:
-//!   a fairy's data; [`events`]: what observers see.
-//! - [`runtime/`](runtime): the fairy at work, a folder whose children depend only on their
-//!   parent: `runtime/mod.rs` (the type, the request loop, finishing and aborting),
-//!   `runtime/turn/` (one model turn; its children `apply.rs`, the runtime actions, and
-//!   `compact.rs`, summarising the history), `runtime/interrupt.rs` (`interrupt({input, mode})`,
-//!   re-exported here as [`interrupt`]; the `Interrupt` data is [`state`]'s), `runtime/project/`
-//!   (a fairy's part in a project: project actions, joining and leaving, what a member sees).
-//! - [`projects`]: what fairies working together share (project vocabulary, the `projects`
-//!   and `tasks` records, the project actions' arguments, wait and wake, task bounds, prompt
-//!   parts); below the runtime: it never names it (runtime → projects only).
-//! - [`inbox`]: delivering interrupts (never refused) and dismissals to a fairy's host task.
-//! - [`work`]: the vocabulary of a fairy's work (task statuses, project roles and statuses,
-//!   membership), below the state and projects.
-//! - [`executor`]: the runtime fairies run on, below the people's work.
-//! - [`hub`]: hosting the fairies of every room (one task each), with `hub/group.rs` (group
-//!   prompts, disbanding, refusing users' prompts to busy members); [`budget`]: the per-room
-//!   hourly model-token budget.
+//!   child `modes/hooks.rs`: what each mode may do.
+//! - [`apply`]: carrying canvas actions out and keeping account: [`apply::tentative`] and
+//!   [`apply::throttle`] for still-streaming actions, [`apply::suggest`] for review mode,
+//!   [`apply::changes`] (the changes that were not a fairy's own), [`apply::ledger`] (what
+//!   each request changed) and [`apply::revert`] (taking a request back).
+//! - [`state`]: a fairy's data: its private state ([`state`], kept in the store by
+//!   [`state::store`], moved out of old documents by [`state::migration`]), its public entity
+//!   ([`state::fairy`]) and solo tasks ([`state::tasks_doc`]) in the document, its history
+//!   ([`state::memory`]) and the vocabulary of its work ([`state::work`]).
+//! - [`presence`]: the awareness state and flights, published by [`presence::beacon`].
+//! - [`projects`]: what fairies working together share (the `projects` and `tasks` records,
+//!   wait and wake, task bounds, membership); below the runtime: it never names it (runtime →
+//!   projects only).
 //!
 //! Must not touch sockets; reaches the store only through the [`crate::store::Store`] trait's
-//! fairy-state methods, in [`state_store`] and [`state_migration`], and to read the room's
-//! instructions, in [`runtime_view`].
+//! fairy-state methods, in [`state::store`] and [`state::migration`], and to read the room's
+//! instructions, in [`runtime::view`].
 
 pub mod actions;
-pub mod beacon;
-pub mod budget;
-pub mod changes;
-pub mod events;
-pub mod executor;
-pub mod fairy;
-pub mod hub;
-pub mod inbox;
-pub mod ledger;
-pub mod memory;
+pub mod apply;
+pub mod host;
 pub mod modes;
 pub mod presence;
 pub mod projects;
 pub mod prompt;
-pub mod prompt_parts;
-pub mod revert;
 pub mod runtime;
-/// Carrying out interrupts is the runtime's (the `Interrupt` data is [`state`]'s); this old
-/// path is kept for the hub, the inbox and the HTTP edge.
-pub use runtime::interrupt;
-pub mod runtime_actions;
-pub mod runtime_view;
-pub mod screenshot;
 pub mod state;
-pub mod state_migration;
-pub mod state_store;
-pub mod suggest;
-pub mod tasks_doc;
-pub mod tentative;
-pub mod throttle;
-pub mod work;

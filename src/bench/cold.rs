@@ -14,7 +14,8 @@ use yrs::updates::encoder::Encode;
 use yrs::{Any, Map, MapPrelim, Out, ReadTxn, StateVector, Transact, WriteTxn};
 
 use crate::config::ServeConfig;
-use crate::room::{PeerInfo, Room, RoomConfig, RoomName, Rooms};
+use crate::ids::RoomName;
+use crate::room::{PeerInfo, Room, RoomConfig, Rooms};
 use crate::store::Store;
 
 /// Rooms over `store` that stay loaded for the whole run.

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::process::{self, Target};
 use super::stats::Histogram;
-use crate::room::RoomName;
+use crate::ids::RoomName;
 
 /// How often the server's RSS is sampled for the peak.
 pub const RSS_EVERY: Duration = Duration::from_millis(100);

@@ -22,7 +22,7 @@ use yrs::{Any, Map, MapPrelim, Out, ReadTxn, StateVector, Transact, WriteTxn};
 use super::stats::Histogram;
 use crate::history::actor::Actor;
 use crate::history::service::History;
-use crate::room::RoomName;
+use crate::ids::RoomName;
 use crate::store::{Logged, Store};
 
 /// People writing in the room.

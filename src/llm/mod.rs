@@ -9,19 +9,19 @@
 //! - [`sse`]: `reqwest` + `eventsource-stream` glue, idle timeout, the [`sse::Decoder`] loop.
 //! - [`anthropic`], [`openai`]: the two wire formats (request bodies, decoders, capabilities).
 //! - [`failover`]: auth profiles, cooldowns (1 s doubling to 60 s), retries.
-//! - [`clock`]: the old path of [`crate::clock`] (injected time for cooldowns), re-exported.
 //! - [`usage`]: token accounting.
-//! - [`offline`]: the embedded default model (no network, no key).
+//! - [`offline`]: the embedded default model (no network, no key), with its project answers
+//!   in [`offline_project`] and the notice and shapes both draw with in [`offline_draw`].
 //! - [`paced`]: spacing a model's text out in time (`--llm-pace-ms`).
 //! - [`mock`]: the scripted mock model server (tests and `fairyring mock-model`).
 //! - [`vision`]: which models take images (`--llm-vision auto`).
 
 pub mod anthropic;
-pub mod clock;
 pub mod error;
 pub mod failover;
 pub mod mock;
 pub mod offline;
+pub mod offline_draw;
 pub mod offline_project;
 pub mod openai;
 pub mod paced;
@@ -33,13 +33,13 @@ pub mod vision;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::LlmError;
 pub use failover::{FailoverConfig, FailoverModel, Profile, Provider};
 pub use offline::OfflineModel;
 pub use types::{ChatMessage, Model, ModelEvent, ModelRequest, ModelStream, Part, Role};
 pub use usage::{Usage, UsageLedger};
 
+use crate::clock::SystemClock;
 use crate::config::{LlmProvider, ServeConfig};
 
 /// Longest wait for a TCP/TLS connection to a provider.

@@ -16,12 +16,10 @@ use serde_json::{Value, json};
 use super::anthropic::AnthropicDecoder;
 use super::mock::script::MockResponse;
 use super::mock::wire::{Segment, WireFormat, chunks, render};
+use super::offline_draw::{OFFLINE_NOTICE, create, geo, house};
 use super::sse::{drive, sse_events};
 use super::types::{Model, ModelRequest, ModelStream, Role};
 use super::usage::Usage;
-
-/// The first words of every offline answer, so users know no real model is thinking.
-pub const OFFLINE_NOTICE: &str = "I am the offline model: no language model is configured, so I can only draw simple things (try \"draw a house\", \"three boxes in a row\" or \"flowchart A -> B -> C\", or select shapes and say \"move them right\", \"paint them green\" or \"delete them\").";
 
 /// Longest request text echoed on a sticky note.
 const MAX_ECHO_CHARS: usize = 280;
@@ -192,37 +190,6 @@ pub fn respond_with(prompt: &str, selected: &[Selected]) -> String {
         actions.push(sticky(prompt));
     }
     json!({"actions": actions}).to_string()
-}
-
-/// A geo shape at `[x, y, w, h]`.
-pub(super) fn geo(kind: &str, id: &str, [x, y, w, h]: [i64; 4], color: &str, text: &str) -> Value {
-    json!({"_type": kind, "shapeId": id, "note": "", "x": x, "y": y, "w": w, "h": h,
-        "color": color, "fill": "semi", "text": text, "textAlign": "middle"})
-}
-
-pub(super) fn create(intent: &str, shape: Value) -> Value {
-    json!({"_type": "create", "intent": intent, "shape": shape})
-}
-
-pub(super) fn house() -> Vec<Value> {
-    vec![
-        create(
-            "Draw the walls",
-            geo("rectangle", "walls", [0, 100, 200, 150], "light-red", ""),
-        ),
-        create(
-            "Put a roof on top",
-            geo("triangle", "roof", [-20, 0, 240, 100], "red", ""),
-        ),
-        create(
-            "Add a door",
-            geo("rectangle", "door", [80, 170, 40, 80], "orange", ""),
-        ),
-        create(
-            "Add a window",
-            geo("rectangle", "window", [25, 130, 40, 40], "light-blue", ""),
-        ),
-    ]
 }
 
 /// `(count, geo kind)` for requests like "three boxes in a row" or "a row of 4 circles".

@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 
-use super::offline::{OFFLINE_NOTICE, create, geo, house};
+use super::offline_draw::{OFFLINE_NOTICE, create, geo, house};
 use super::types::{ModelRequest, Role};
 
 /// Most tasks the offline leader plans.

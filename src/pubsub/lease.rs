@@ -12,13 +12,13 @@
 //! must), and the fairies' leases spread over the shards.
 //!
 //! Owns the keys and their scripts only: when to take, renew or give up a lease is the fairy
-//! hub's business (`crate::agent::hub`), and it knows nothing of fairies beyond their names.
+//! hub's business (`crate::agent::host::hub`), and it knows nothing of fairies beyond their names.
 
 use std::time::Duration;
 
 use super::target::Commands;
 use super::{NodeId, Prefix, PubSubError};
-use crate::room::RoomName;
+use crate::ids::RoomName;
 
 /// How long a lease lives without renewal: a dead host's fairies move after at most this.
 pub const LEASE_TTL: Duration = Duration::from_secs(6);

@@ -34,7 +34,7 @@ use tokio::time::Instant;
 pub use target::Target;
 pub use wire::{Envelope, NodeId};
 
-use crate::room::RoomName;
+use crate::ids::RoomName;
 
 /// Messages queued for one room before it counts as a slow consumer (and catches up).
 const ROOM_QUEUE: usize = 1024;

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::target::{Commands, Subscriber};
 use super::{Envelope, Fanout, HEARTBEAT_EVERY, Mode, NodeId, Prefix, PubSubError, Target};
-use crate::room::RoomName;
+use crate::ids::RoomName;
 
 /// Push messages queued from the subscriber connection before it counts as overflowing.
 const PUSH_QUEUE: usize = 16 * 1024;

@@ -826,9 +826,10 @@ mod tests {
     async fn a_stale_fence_drops_the_fairys_writes_keeps_the_persons_and_reloads() {
         use crate::config::ServeConfig;
         use crate::history::actor::{Actor, Via};
+        use crate::ids::RoomName;
         use crate::origin::TxnOrigin;
         use crate::room::registry::ReadSource;
-        use crate::room::{RoomConfig, RoomName, Rooms};
+        use crate::room::{RoomConfig, Rooms};
         use crate::store::Store;
         use crate::store::memory::MemoryStore;
         use yrs::{Doc, Map, ReadTxn, Transact, Update, WriteTxn, updates::decoder::Decode};

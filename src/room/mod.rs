@@ -63,8 +63,7 @@ use tokio::sync::mpsc;
 use yrs::sync::{Awareness, Message, SyncMessage};
 use yrs::{Doc, ReadTxn, StateVector, Transact, Update};
 
-/// Room names live in the leaf [`crate::ids`] module (the store names rooms too); kept here.
-pub use crate::ids::{InvalidRoomName, MAX_ROOM_NAME, RoomName};
+use crate::ids::RoomName;
 pub(crate) use commit::compaction_rule;
 pub use peer::{PeerControl, PeerInfo};
 pub use registry::{LoadHook, Rooms};
@@ -81,7 +80,7 @@ use pending::{Pending, PendingQueue};
 /// (scaled out, each node has one of its own: [`RoomConfig::client_id`]). It is small on
 /// purpose: Yjs clients draw random 32-bit ids, so in a tie between a fairy's revert and a
 /// user's concurrent write of the same key, the user's value wins (see
-/// [`crate::agent::tentative`]). Reusing it after a restart is safe because nothing the server
+/// [`crate::agent::apply::tentative`]). Reusing it after a restart is safe because nothing the server
 /// wrote reaches a peer before it is durable, and a reloaded document continues its clock.
 pub const SERVER_CLIENT_ID: u64 = 1;
 

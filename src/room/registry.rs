@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::commit::{self, LogState, Stop};
-use super::{Room, RoomConfig, RoomError, RoomName};
+use super::{Room, RoomConfig, RoomError};
+use crate::ids::RoomName;
 use crate::store::{Store, StoreError};
 
 /// Work done on every load of a room, after its stored document is applied and before any peer

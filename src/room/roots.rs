@@ -457,7 +457,8 @@ mod tests {
     /// nests shared types too deep in `shapes` with 1007.
     #[tokio::test]
     async fn a_room_refuses_peers_writes_under_server_owned_roots() {
-        use crate::room::{PeerInfo, RoomConfig, RoomName, Rooms};
+        use crate::ids::RoomName;
+        use crate::room::{PeerInfo, RoomConfig, Rooms};
         use yrs::updates::decoder::Decode;
         use yrs::{
             Array, ArrayPrelim, Doc, Map, MapPrelim, Out, ReadTxn, Transact, Update, WriteTxn,

@@ -110,7 +110,8 @@ impl Room {
 mod tests {
     use super::*;
     use crate::config::ServeConfig;
-    use crate::room::{RoomConfig, RoomName, Rooms};
+    use crate::ids::RoomName;
+    use crate::room::{RoomConfig, Rooms};
     use crate::store::Store;
     use crate::store::memory::MemoryStore;
     use yrs::{Doc, Map, WriteTxn};

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use super::AppState;
 use super::error::ApiError;
 use crate::auth::{Scope, unix_now};
-use crate::room::RoomName;
+use crate::ids::RoomName;
 
 /// Who may join, as decided before the upgrade.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@
 //! and answers the request's id), dismiss, history (the fairy's private state, from the
 //! store), the SSE stream of a fairy's events, and taking a request back
 //! (`POST …/requests/{requestId}/revert`: `200 {reverted, kept}`, `404 request_not_found`). Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
-//! is done by [`crate::agent::hub::FairyHub`]; this file only admits requests and maps errors.
+//! is done by [`crate::agent::host::hub::FairyHub`]; this file only admits requests and maps errors.
 //!
 //! Calls that start or stop work (invite, prompt, cancel, dismiss, revert) are rate limited per token
 //! `sub` (`--fairy-api-rate-per-min`, 429 `rate_limited` with `retry-after`); reads (list,
@@ -37,12 +37,12 @@ use super::access::{Admitted, FairyAccess};
 use super::body::OptionalJson;
 use super::error::{ApiError, ErrorBody};
 use super::openapi::{FairyPath, RoomPath, TokenRefusals};
-use crate::agent::fairy::{ChatItem, FairyError, MAX_TEXT_CHARS, append_chat};
-use crate::agent::hub::{FairyView, HubError};
-use crate::agent::interrupt::Interrupt;
+use crate::agent::apply::revert::RevertError;
+use crate::agent::host::hub::{FairyView, HubError};
 use crate::agent::modes::Mode;
-use crate::agent::revert::RevertError;
-use crate::agent::runtime::Request;
+use crate::agent::state::Interrupt;
+use crate::agent::state::Request;
+use crate::agent::state::fairy::{ChatItem, FairyError, MAX_TEXT_CHARS, append_chat};
 use crate::canvas::geometry::Bounds;
 use crate::ids::FairyId;
 use crate::ids::RequestId;
@@ -641,8 +641,8 @@ struct HistoryView<'a> {
     /// Its mode.
     mode: crate::agent::modes::Mode,
     /// What it remembers: prompts, its actions, carried data, summaries.
-    #[schema(value_type = Vec<crate::agent::memory::HistoryItem>)]
-    history: &'a [crate::agent::memory::HistoryItem],
+    #[schema(value_type = Vec<crate::agent::state::memory::HistoryItem>)]
+    history: &'a [crate::agent::state::memory::HistoryItem],
     /// Its todo list.
     #[schema(value_type = Vec<crate::agent::presence::TodoItem>)]
     todo: &'a [crate::agent::presence::TodoItem],

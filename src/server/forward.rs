@@ -34,10 +34,10 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::agent::hub::{HubError, Placement};
+use crate::agent::host::hub::{HubError, Placement};
 use crate::auth::Scope;
+use crate::ids::RoomName;
 use crate::ids::{FairyId, ProjectId};
-use crate::room::RoomName;
 
 /// Marks a request one node forwarded to another.
 pub const FORWARDED: HeaderName = HeaderName::from_static("x-fairyring-forwarded");

@@ -65,7 +65,7 @@ pub struct AppState {
     /// Token verification; `None` only with `--insecure-no-auth` and no key configured.
     pub auth: Option<Arc<crate::auth::Authenticator>>,
     /// The fairies hosted in every room.
-    pub fairies: crate::agent::hub::FairyHub,
+    pub fairies: crate::agent::host::hub::FairyHub,
     /// The per-token rate limit on the fairy API (`None`: unlimited).
     pub fairy_rate: Option<Arc<fairies::FairyRate>>,
     /// The store rooms live in (for `/healthz`).
@@ -162,17 +162,17 @@ pub async fn start_with(
         rooms_config,
         config.max_rooms,
         Some(Arc::new(
-            crate::agent::state_migration::LegacyStateMigration,
+            crate::agent::state::migration::LegacyStateMigration,
         )),
     );
     let model = crate::llm::model_from_config(&config)?;
-    let runtime = crate::agent::runtime::RuntimeConfig {
+    let runtime = crate::agent::state::RuntimeConfig {
         max_iterations: config.fairy_max_iterations.max(1),
         history_budget: config.fairy_history_chars.max(1000),
-        throttle: crate::agent::throttle::ThrottleConfig::from_serve(&config),
+        throttle: crate::agent::apply::throttle::ThrottleConfig::from_serve(&config),
         vision: crate::llm::vision::vision_enabled(&config),
     };
-    let limits = crate::agent::hub::HubLimits {
+    let limits = crate::agent::host::hub::HubLimits {
         max_per_room: config.max_fairies_per_room,
         token_budget: config.fairy_token_budget,
     };
@@ -180,8 +180,13 @@ pub async fn start_with(
     // API calls here, at the bound address (docs/scaling.md "Fairies across nodes").
     let advertised = config.advertise.clone().unwrap_or_else(|| addr.to_string());
     let leases = pubsub.as_ref().map(|p| p.leases(advertised));
-    let fairies =
-        crate::agent::hub::FairyHub::with_leases(rooms.clone(), model, runtime, limits, leases);
+    let fairies = crate::agent::host::hub::FairyHub::with_leases(
+        rooms.clone(),
+        model,
+        runtime,
+        limits,
+        leases,
+    );
     // Scaled out, projects span nodes: each node listens on its own channel (until the
     // server has stopped).
     let direct_stop = CancellationToken::new();
@@ -197,7 +202,7 @@ pub async fn start_with(
         fairies.connect_nodes(channel, inbound);
     }
     // Screenshots render in their own process-wide pool; its budget is the server's.
-    crate::agent::screenshot::pool().set_budget(config.render_timeout());
+    crate::agent::prompt::screenshot::pool().set_budget(config.render_timeout());
     let state = AppState {
         renders: Arc::new(export::render_pool(config.render_timeout())),
         export_reads: Arc::new(export::reads::ExportReads::default()),

@@ -4,7 +4,7 @@
 //! `fairy_not_found`; fewer than two fairies or one already in a live project 409
 //! `fairy_in_project`), and `DELETE /rooms/{room}/projects/{projectId}` → `204` (disband).
 //! Admission, rate limits and errors are the fairy API's; the work is the hub's
-//! ([`crate::agent::hub::group`]). Scaled out, both are served by the node hosting the
+//! ([`crate::agent::host::hub::group`]). Scaled out, both are served by the node hosting the
 //! project's leader ([`super::forward::forward_projects`] sends them there).
 
 use axum::Json;
@@ -22,7 +22,7 @@ use super::access::{Admitted, FairyAccess};
 use super::error::{ApiError, ErrorBody};
 use super::fairies::{fairy_id, json_body, limit, user_request};
 use super::openapi::{RoomPath, TokenRefusals};
-use crate::agent::hub::group::{GroupPrompt, ProjectStarted};
+use crate::agent::host::hub::group::{GroupPrompt, ProjectStarted};
 use crate::canvas::geometry::Bounds;
 use crate::ids::ProjectId;
 

@@ -5,12 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fairyring::clock::ManualClock;
 use fairyring::llm::anthropic::AnthropicProvider;
 use fairyring::llm::mock::{MockResponse, MockScript, MockServer};
 use fairyring::llm::openai::OpenAiProvider;
 use fairyring::llm::{
-    ChatMessage, FailoverConfig, FailoverModel, LlmError, ManualClock, Model, ModelEvent,
-    ModelRequest, Profile, Provider,
+    ChatMessage, FailoverConfig, FailoverModel, LlmError, Model, ModelEvent, ModelRequest, Profile,
+    Provider,
 };
 use futures_util::StreamExt;
 

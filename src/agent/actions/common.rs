@@ -315,6 +315,23 @@ pub fn schema(name: &str, description: &str, props: Value, required: &[&str]) ->
     bare_schema(name, description, with_props(intent, props), required)
 }
 
+/// JSON Schema of a runtime action object (solo and project actions): [`bare_schema`] with a
+/// `title`.
+pub fn runtime_schema(name: &str, description: &str, props: Value, required: &[&str]) -> Value {
+    with_props(
+        bare_schema(name, description, props, required),
+        json!({"title": name}),
+    )
+}
+
+/// The properties of model-space bounds `{x, y, w, h}`.
+pub fn bounds_props() -> Value {
+    json!({
+        "x": {"type": "number"}, "y": {"type": "number"},
+        "w": {"type": "number"}, "h": {"type": "number"},
+    })
+}
+
 /// Schema of a list of shape ids.
 pub fn ids_schema() -> Value {
     json!({"type": "array", "items": {"type": "string"}, "minItems": 1})

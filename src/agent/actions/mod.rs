@@ -7,16 +7,20 @@
 //! - this file: the [`CanvasAction`] trait, [`CanvasArgs`] (the typed arguments of every canvas
 //!   action), [`Note`], [`ActionCtx`], [`ActionError`], the [`Registry`];
 //! - [`common`]: id, number and closed-set readers shared by the parsers, the list-of-shapes
-//!   preamble and apply frame, schema builders;
-//! - one file per canvas action: `create`, `update`, `delete`, `move_`, `label`, `place`,
-//!   `align`, `distribute`, `stack`, `rotate`, `resize`, `restack` (bring-to-front and
-//!   send-to-back as one `Restack { front }`),
-//!   `pen`, `clear`, `create_page`, `change_page`.
+//!   preamble and apply frame, schema builders (canvas and runtime actions alike);
+//! - [`canvas`]: one file per canvas action: `create`, `update`, `delete`, `move_`, `label`,
+//!   `place`, `align`, `distribute`, `stack`, `rotate`, `resize`, `restack` (bring-to-front
+//!   and send-to-back as one `Restack { front }`), `pen`, `clear`, `create_page`,
+//!   `change_page`;
+//! - [`runtime`]: the solo runtime actions (`message`, `think`, `review`,
+//!   `upsert-personal-todo`, `fly-to-bounds`, solo tasks), their typed arguments and
+//!   [`runtime::RuntimeCommand`], which reads any complete runtime action once;
+//! - [`project`]: the project actions' typed arguments and schemas.
 //!
-//! The runtime's non-canvas actions (`message`, `think`, `review`, `upsert-personal-todo`,
-//! `fly-to-bounds`, tasks, projects) are registered by the runtime as
-//! [`RuntimeAction`]s: a name, a schema and the history flag, with the same duplicate check,
-//! so one registry produces the model's whole response schema.
+//! The runtime actions are registered as [`RuntimeAction`]s: a name, a schema and the history
+//! flag, with the same duplicate check, so one registry ([`runtime::full_registry`]) produces
+//! the model's whole response schema. What they do is the runtime's (`runtime/turn/apply.rs`,
+//! `runtime/project/apply.rs`). Dependencies go `runtime` → `project` → `common`.
 //!
 //! # Parse → typed arguments → apply
 //! A canvas action is read from the model's JSON once: the [`Registry`] refuses what is not
@@ -38,7 +42,7 @@
 //! # How the fairy runtime calls this
 //! ```no_run
 //! use fairyring::agent::actions::{ActionCtx, Registry};
-//! use fairyring::agent::tentative::Tentative;
+//! use fairyring::agent::apply::tentative::Tentative;
 //! # let doc = yrs::Doc::new();
 //! let registry = Registry::canvas();             // + registry.register_runtime(...)
 //! let mut ctx = ActionCtx::new("f1");            // per request: renames, transform, page
@@ -55,23 +59,10 @@
 //! on each freshly received version exactly once, against the document that version is
 //! applied to.
 
-pub mod align;
-pub mod change_page;
-pub mod clear;
+pub mod canvas;
 pub mod common;
-pub mod create;
-pub mod create_page;
-pub mod delete;
-pub mod distribute;
-pub mod label;
-pub mod move_;
-pub mod pen;
-pub mod place;
-pub mod resize;
-pub mod restack;
-pub mod rotate;
-pub mod stack;
-pub mod update;
+pub mod project;
+pub mod runtime;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
@@ -203,11 +194,11 @@ macro_rules! canvas_args {
         /// documentation for why an enum).
         #[derive(Debug, Clone, PartialEq)]
         pub enum CanvasArgs {
-            $($(#[$doc])* $variant($module::$args)),+
+            $($(#[$doc])* $variant(canvas::$module::$args)),+
         }
 
-        $(impl From<$module::$args> for CanvasArgs {
-            fn from(args: $module::$args) -> Self {
+        $(impl From<canvas::$module::$args> for CanvasArgs {
+            fn from(args: canvas::$module::$args) -> Self {
                 CanvasArgs::$variant(args)
             }
         })+
@@ -221,7 +212,7 @@ macro_rules! canvas_args {
                 ctx: &mut ActionCtx,
             ) -> Result<(), ActionError> {
                 match self {
-                    $(CanvasArgs::$variant(args) => $module::apply(txn, args, ctx)),+
+                    $(CanvasArgs::$variant(args) => canvas::$module::apply(txn, args, ctx)),+
                 }
             }
         }
@@ -372,23 +363,23 @@ impl Registered {
 /// [`Registry::canvas`] are made from it.
 fn canvas_handlers() -> Vec<Arc<dyn CanvasAction>> {
     vec![
-        Arc::new(create::Create),
-        Arc::new(update::Update),
-        Arc::new(delete::Delete),
-        Arc::new(move_::Move),
-        Arc::new(label::Label),
-        Arc::new(place::Place),
-        Arc::new(align::Align),
-        Arc::new(distribute::Distribute),
-        Arc::new(stack::Stack),
-        Arc::new(rotate::Rotate),
-        Arc::new(resize::Resize),
-        Arc::new(restack::BRING_TO_FRONT),
-        Arc::new(restack::SEND_TO_BACK),
-        Arc::new(pen::Pen),
-        Arc::new(clear::Clear),
-        Arc::new(create_page::CreatePage),
-        Arc::new(change_page::ChangePage),
+        Arc::new(canvas::create::Create),
+        Arc::new(canvas::update::Update),
+        Arc::new(canvas::delete::Delete),
+        Arc::new(canvas::move_::Move),
+        Arc::new(canvas::label::Label),
+        Arc::new(canvas::place::Place),
+        Arc::new(canvas::align::Align),
+        Arc::new(canvas::distribute::Distribute),
+        Arc::new(canvas::stack::Stack),
+        Arc::new(canvas::rotate::Rotate),
+        Arc::new(canvas::resize::Resize),
+        Arc::new(canvas::restack::BRING_TO_FRONT),
+        Arc::new(canvas::restack::SEND_TO_BACK),
+        Arc::new(canvas::pen::Pen),
+        Arc::new(canvas::clear::Clear),
+        Arc::new(canvas::create_page::CreatePage),
+        Arc::new(canvas::change_page::ChangePage),
     ]
 }
 
@@ -520,12 +511,6 @@ impl Registry {
 }
 
 #[cfg(test)]
-pub(crate) mod test_util;
-
-#[cfg(test)]
-mod parse_tests;
-
-#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -556,7 +541,7 @@ mod tests {
     fn duplicates_are_refused_and_runtime_actions_fit() {
         let mut r = Registry::canvas();
         assert_eq!(
-            r.register_canvas(Arc::new(create::Create)),
+            r.register_canvas(Arc::new(canvas::create::Create)),
             Err(ActionError::Duplicate("create".into()))
         );
         let message = RuntimeAction {

@@ -15,6 +15,7 @@
 //! (and the offline model) answers with canvas actions at once. Planning with solo tasks still
 //! works as in the seed (soloing → working-solo → soloing).
 
+use crate::agent::actions::CANVAS_ACTIONS;
 use serde::{Deserialize, Serialize};
 
 mod hooks;
@@ -58,9 +59,6 @@ pub enum Mode {
     /// One of a duo, waiting for tasks to complete.
     DuoOrchestratingWaiting,
 }
-
-/// Canvas actions (the `actions` module's registry; the list lives there).
-pub use super::actions::CANVAS_ACTIONS;
 
 const SOLOING: &[&str] = &[
     "message",
@@ -341,8 +339,8 @@ mod tests {
         assert!(!Mode::OrchestratingActive.allows("start-duo-task"));
         assert!(Mode::OrchestratingWaiting.allowed_actions().is_empty());
         // Every project action is allowed in some mode, and every allowed name is registered.
-        let registry = crate::agent::runtime_actions::full_registry();
-        for name in crate::agent::projects::actions::PROJECT_ACTIONS {
+        let registry = crate::agent::actions::runtime::full_registry();
+        for name in crate::agent::actions::project::PROJECT_ACTIONS {
             assert!(Mode::ALL.iter().any(|m| m.allows(name)), "{name}");
         }
         for m in Mode::ALL {

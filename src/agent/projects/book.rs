@@ -20,10 +20,11 @@ use tokio::sync::{Notify, OnceCell, watch};
 use yrs::Doc;
 
 use super::doc::{self, PROJECT_COLORS, Project, ProjectTask};
-use super::{ProjectId, ProjectStatus, TaskStatus};
+use crate::agent::state::work::{ProjectStatus, TaskStatus};
 use crate::ids::FairyId;
+use crate::ids::ProjectId;
+use crate::ids::RoomName;
 use crate::origin::TxnOrigin;
-use crate::room::RoomName;
 use crate::store::{Store, StoreError};
 
 /// The stored form of one project.
@@ -516,8 +517,8 @@ async fn write_loop(writer: Arc<Writer>, store: Arc<dyn Store>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::projects::Role;
     use crate::agent::projects::doc::Member;
+    use crate::agent::state::work::Role;
     use crate::store::memory::MemoryStore;
 
     fn fairy(id: &str) -> FairyId {

@@ -2,7 +2,7 @@
 //! `{title, description, plan, orchestratorId, members: [{id, role}], color, status}` under its
 //! id; a project task is `{id, title, text, projectId, assignedTo, status, x, y, w, h, pageId}`
 //! under `PROJECT_ID/TASK_ID` (the model's task ids repeat across projects; solo tasks use
-//! `FAIRY_ID/TASK_ID`, [`crate::agent::tasks_doc`]). The roots only mirror the projects kept by
+//! `FAIRY_ID/TASK_ID`, [`crate::agent::state::tasks_doc`]). The roots only mirror the projects kept by
 //! [`super::book`] (the truth, in the store): this module writes them, touching only the keys
 //! whose value changed, and reads them only to end live records the store does not know. No
 //! I/O.
@@ -11,11 +11,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use yrs::{Any, Array, Doc, Map, Out, ReadTxn, Transact};
 
-use super::{ProjectId, ProjectStatus, Role, TaskStatus};
-use crate::agent::tasks_doc::upsert_map;
+use crate::agent::state::tasks_doc::upsert_map;
+use crate::agent::state::work::{ProjectStatus, Role, TaskStatus};
 use crate::canvas::geometry::Bounds;
 use crate::canvas::schema::{PROJECTS, TASKS};
 use crate::ids::FairyId;
+use crate::ids::ProjectId;
 use crate::origin::TxnOrigin;
 
 /// Colours given to live projects, one each while there are enough (tldraw's names).

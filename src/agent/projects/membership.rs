@@ -5,7 +5,7 @@
 
 use super::book::RoomProjects;
 use super::doc::ProjectTask;
-use super::is_project_mode;
+use crate::agent::state::work::is_project_mode;
 use crate::agent::state::{FairyState, Request};
 
 /// Whether a fairy found working after a restart keeps its mode (a member of a live project)

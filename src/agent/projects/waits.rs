@@ -19,15 +19,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 use yrs::Doc;
 
-use super::ProjectId;
-use super::TaskStatus;
 use super::book::RoomProjects;
 use super::doc::{Project, ProjectTask};
 use crate::agent::modes::Mode;
+use crate::agent::state::work::TaskStatus;
 use crate::agent::state::{Interrupt, Request};
 use crate::ids::FairyId;
+use crate::ids::ProjectId;
+use crate::ids::RoomName;
 use crate::origin::TxnOrigin;
-use crate::room::RoomName;
 
 /// A leader waiting for tasks.
 #[derive(Debug, Clone, PartialEq)]

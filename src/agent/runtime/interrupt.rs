@@ -3,12 +3,12 @@
 //! (its host dropped the request future, which aborts the model stream; the incomplete tentative
 //! action is reverted and `on_prompt_cancel` runs), the mode is switched if one is given (exit
 //! hook of the old mode, then enter hook of the new one), and the input is scheduled. An
-//! interrupt always succeeds: it is delivered through [`crate::agent::inbox`], which never refuses one.
+//! interrupt always succeeds: it is delivered through [`crate::agent::host::inbox`], which never refuses one.
 
-use super::{FairyRuntime, Request};
-use crate::agent::events::EndReason;
-
-pub use crate::agent::state::{Interrupt, MAX_MERGED_MESSAGES};
+use super::FairyRuntime;
+use crate::agent::host::events::EndReason;
+use crate::agent::state::Interrupt;
+use crate::agent::state::Request;
 
 impl FairyRuntime {
     /// Carries out an interrupt once the active request's future (if any) was dropped: aborts
@@ -41,15 +41,16 @@ mod tests {
     use tokio::sync::broadcast;
 
     use super::*;
-    use crate::agent::events::AgentEvent;
-    use crate::agent::fairy::{FairyEntity, insert_fairy};
-    use crate::agent::memory::HistoryItem;
+    use crate::agent::actions::runtime::full_registry;
+    use crate::agent::host::events::AgentEvent;
     use crate::agent::modes::Mode;
     use crate::agent::modes::ModeMachine;
-    use crate::agent::runtime::RuntimeConfig;
-    use crate::agent::runtime_actions::full_registry;
-    use crate::agent::state::SoloTask;
-    use crate::room::{RoomConfig, RoomName, Rooms};
+    use crate::agent::state::RuntimeConfig;
+    use crate::agent::state::fairy::{FairyEntity, insert_fairy};
+    use crate::agent::state::memory::HistoryItem;
+    use crate::agent::state::{MAX_MERGED_MESSAGES, SoloTask};
+    use crate::ids::RoomName;
+    use crate::room::{RoomConfig, Rooms};
 
     fn user(message: &str) -> Request {
         Request {
@@ -110,7 +111,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         insert_fairy(room.doc(), &entity);
         let (events, rx) = broadcast::channel(64);
-        let saver = crate::agent::state_store::StateSaver::spawn(
+        let saver = crate::agent::state::store::StateSaver::spawn(
             room.store().clone(),
             room.name().clone(),
             entity.id.clone(),
@@ -144,7 +145,7 @@ mod tests {
     /// The stored state's todo list.
     async fn stored_todo(rooms: &Rooms, rt: &FairyRuntime) -> usize {
         rt.state_sync().caught_up().await;
-        let stored = crate::agent::state_store::load(
+        let stored = crate::agent::state::store::load(
             rooms.store().as_ref(),
             rt.room().name(),
             &rt.entity.id,
@@ -165,7 +166,7 @@ mod tests {
         let todo = |n: usize| crate::agent::presence::TodoItem {
             id: n.to_string(),
             text: format!("step {n}"),
-            status: crate::agent::work::TaskStatus::Todo,
+            status: crate::agent::state::work::TaskStatus::Todo,
         };
         rt.state.todo.push(todo(1));
         rt.persist();
@@ -225,7 +226,7 @@ mod tests {
             id: "t1".into(),
             title: "t".into(),
             text: String::new(),
-            status: crate::agent::work::TaskStatus::Done,
+            status: crate::agent::state::work::TaskStatus::Done,
             bounds: None,
         });
         rt.state.current_task = Some("t1".into());
@@ -255,7 +256,7 @@ mod tests {
             id: "t1".into(),
             title: "t".into(),
             text: String::new(),
-            status: crate::agent::work::TaskStatus::InProgress,
+            status: crate::agent::state::work::TaskStatus::InProgress,
             bounds: None,
         });
         rt.state.current_task = Some("t1".into());

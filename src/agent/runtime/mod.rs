@@ -5,7 +5,7 @@
 //! `on_prompt_cancel`), failure (revert, chat message, idle) and restoring after a restart
 //! ([`FairyRuntime::restore`]). Each request has an id (the prompt route's, or one made here):
 //! its `request-started` event, history items and chat items carry it, and its change tracker
-//! records what it changed so that it can be taken back ([`super::revert`]).
+//! records what it changed so that it can be taken back ([`crate::agent::apply::revert`]).
 //!
 //! # Layout (parent → child only: children use this type and its helpers, never a sibling)
 //! - this file: the type, its construction and restore, the request loop, finishing, aborting,
@@ -17,11 +17,13 @@
 //! - [`interrupt`]: `interrupt({input, mode})` (the [`Interrupt`](crate::agent::state::Interrupt)
 //!   data and its merge rule live in [`super::state`]).
 //! - `report`: what a request reports to the webhooks when it ends (`fairy.request.ended`).
+//! - [`view`]: what the runtime gathers for a prompt beside the shapes (pages, task, viewport,
+//!   model name, instructions, screenshot).
 //! - [`project`]: the fairy's part in a project (project actions, joining and leaving,
 //!   what a member sees). The project data it works with is [`super::projects`]', a lower
 //!   module that never names the runtime: dependencies go runtime → projects only.
 //!
-//! The runtime is driven by its host task ([`super::hub`]); it never holds a lock across an
+//! The runtime is driven by its host task ([`crate::agent::host::hub`]); it never holds a lock across an
 //! `.await`, and all of its document writes are short transactions with the fairy's origin.
 //! Must not touch sockets or the store except through [`StateSaver`] and [`state_store`].
 
@@ -29,23 +31,26 @@ pub mod interrupt;
 pub mod project;
 mod report;
 mod turn;
+pub mod view;
 
+use crate::agent::state::{DEFAULT_VIEW, FairyState, Request, RuntimeConfig};
 use std::sync::Arc;
 
 use tokio::sync::broadcast;
 use yrs::Transact;
 
 use super::actions::Registry;
-use super::beacon::Beacon;
-use super::changes::ChangeTracker;
-use super::events::{AgentEvent, EndReason};
-use super::fairy::{ChatItem, FairyEntity, append_chat};
-use super::memory::HistoryItem;
 use super::modes::{HookCtx, Mode, ModeEffect, ModeMachine, Outcome};
 use super::presence::{Pose, TaskSummary, TodoItem};
-use super::state_store::{self, StateSaver, StateSync};
-use super::tentative::{QUIET_PATIENCE, Tentative, TentativeError};
-use super::work::TaskStatus;
+use crate::agent::apply::changes::ChangeTracker;
+use crate::agent::apply::tentative::{QUIET_PATIENCE, Tentative, TentativeError};
+use crate::agent::host::events::{AgentEvent, EndReason};
+use crate::agent::presence::beacon::Beacon;
+use crate::agent::state::fairy::{ChatItem, FairyEntity, append_chat};
+use crate::agent::state::memory::HistoryItem;
+use crate::agent::state::store as state_store;
+use crate::agent::state::store::{StateSaver, StateSync};
+use crate::agent::state::work::TaskStatus;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::shape::{delete_shape, list_shapes};
 use crate::clock::SharedClock;
@@ -54,10 +59,6 @@ use crate::llm::Model;
 use crate::origin::TxnOrigin;
 use crate::room::Room;
 use crate::store::StoreError;
-
-pub use super::state::{
-    DEFAULT_MAX_ITERATIONS, DEFAULT_VIEW, FairyState, Request, RuntimeConfig, SoloTask,
-};
 
 /// How the hub hosts a runtime.
 #[derive(Debug, Clone)]
@@ -130,7 +131,7 @@ pub struct FairyRuntime {
     /// How the running request's canvas actions land (its `apply`, else the fairy's default).
     apply: crate::review::ApplyMode,
     /// The turn's review-mode application, while a turn runs in review mode.
-    suggest: Option<super::suggest::Suggester>,
+    suggest: Option<crate::agent::apply::suggest::Suggester>,
 }
 
 /// Least time between two states handed to the store while the fairy works (see
@@ -241,7 +242,7 @@ impl FairyRuntime {
             // revert of it does not count them as someone else's change.
             self.tracker.reopen_latest_request();
             self.remove_locked_shapes();
-            super::suggest::remove_streaming(&self.room, &self.entity.id);
+            crate::agent::apply::suggest::remove_streaming(&self.room, &self.entity.id);
             self.tracker.close_request();
             if !resumes {
                 self.say("My previous work was interrupted (the server restarted); ask me again to continue.");
@@ -568,7 +569,8 @@ impl FairyRuntime {
         // was hosted; the root is the server's).
         let default = {
             let txn = self.room.doc().transact();
-            super::fairy::read_fairy(&txn, &self.entity.id).map_or(self.entity.apply, |e| e.apply)
+            crate::agent::state::fairy::read_fairy(&txn, &self.entity.id)
+                .map_or(self.entity.apply, |e| e.apply)
         };
         self.apply = first.apply.unwrap_or(default);
         self.state.working = true;

@@ -4,7 +4,7 @@
 //!
 //! Owns only that tally; it sends nothing itself and must not touch the document or the store.
 
-use super::super::events::AgentEvent;
+use crate::agent::host::events::AgentEvent;
 use crate::webhooks::RequestUsage;
 
 /// The request running and what it used so far.
@@ -64,7 +64,7 @@ impl RequestReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::events::{EndReason, UsagePurpose};
+    use crate::agent::host::events::{EndReason, UsagePurpose};
     use crate::ids::RequestId;
 
     #[test]

@@ -20,7 +20,7 @@ use yrs::{Map, ReadTxn, Transact};
 use crate::canvas::render::{Budget, RenderError};
 use crate::canvas::schema::PAGES;
 use crate::canvas::shape::{Shape, list_shapes};
-use crate::room::RoomName;
+use crate::ids::RoomName;
 use crate::room::registry::ReadSource;
 
 /// How long a decoded room serves further exports of it (unchanged: same sequence number).

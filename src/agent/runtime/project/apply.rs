@@ -9,16 +9,16 @@
 
 use std::sync::Arc;
 
-use crate::agent::modes::Mode;
-use crate::agent::projects::actions::{
+use crate::agent::actions::project::{
     AwaitTasks, CreateTask, Direct, ProjectAction, StartDuoTask, StartProject,
 };
+use crate::agent::modes::Mode;
 use crate::agent::projects::book::RoomProjects;
 use crate::agent::projects::doc::{Project, ProjectTask};
 use crate::agent::projects::membership::task_request;
 use crate::agent::projects::waits::{Report, Wait, wake_message};
-use crate::agent::projects::{Membership, ProjectStatus, Role, TaskStatus};
 use crate::agent::runtime::FairyRuntime;
+use crate::agent::state::work::{Membership, ProjectStatus, Role, TaskStatus};
 use crate::agent::state::{Interrupt, Request};
 use crate::canvas::transform::PromptTransform;
 use crate::ids::FairyId;

@@ -4,14 +4,14 @@
 //! pair, what it publishes in awareness (`projectId`, `taskId`, the project's `tasks`), and
 //! resuming after a restart (waiting leaders wait again, drones start their task again).
 
-use crate::agent::memory::HistoryItem;
 use crate::agent::modes::{MemoryLevel, Mode};
 use crate::agent::presence::TaskSummary;
 use crate::agent::projects::doc::ProjectTask;
 use crate::agent::projects::membership::task_request;
 use crate::agent::projects::waits::{Report, Wait, stopped_message, wake_message};
-use crate::agent::projects::{Membership, ProjectStatus, TaskStatus, is_project_mode};
 use crate::agent::runtime::FairyRuntime;
+use crate::agent::state::memory::HistoryItem;
+use crate::agent::state::work::{Membership, ProjectStatus, TaskStatus, is_project_mode};
 use crate::agent::state::{Interrupt, Request};
 
 impl FairyRuntime {

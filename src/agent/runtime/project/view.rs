@@ -5,9 +5,9 @@
 
 use serde_json::Value;
 
-use crate::agent::changes::{ChangeRecord, ChangeReport};
+use crate::agent::apply::changes::{ChangeRecord, ChangeReport};
 use crate::agent::projects::guard;
-use crate::agent::projects::prompt::ProjectPart;
+use crate::agent::prompt::project::ProjectPart;
 use crate::agent::runtime::FairyRuntime;
 use crate::canvas::geometry::{Bounds, shapes_in_bounds};
 use crate::canvas::transform::PromptTransform;

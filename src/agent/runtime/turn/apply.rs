@@ -5,13 +5,14 @@
 
 use serde_json::Value;
 
-use crate::agent::modes::Mode;
-use crate::agent::presence::TodoItem;
-use crate::agent::projects::TaskStatus;
-use crate::agent::runtime::{FairyRuntime, Request, SoloTask};
-use crate::agent::runtime_actions::{
+use crate::agent::actions::runtime::{
     Review, RuntimeCommand, SoloAction, TaskRef, Text, UpsertTodo,
 };
+use crate::agent::modes::Mode;
+use crate::agent::presence::TodoItem;
+use crate::agent::runtime::FairyRuntime;
+use crate::agent::state::work::TaskStatus;
+use crate::agent::state::{Request, SoloTask};
 use crate::canvas::transform::PromptTransform;
 
 impl FairyRuntime {
@@ -114,7 +115,7 @@ impl FairyRuntime {
     /// Writes the solo task's current state into the document's `tasks` root.
     fn mirror_task(&self, id: &str) {
         if let Some(task) = self.state.tasks.iter().find(|t| t.id == id) {
-            crate::agent::tasks_doc::upsert_task(
+            crate::agent::state::tasks_doc::upsert_task(
                 self.room.doc(),
                 &self.entity.id,
                 task,

@@ -17,10 +17,10 @@ use futures_util::StreamExt;
 
 use serde_json::Value;
 
-use crate::agent::events::{AgentEvent, CompactionLevel, CompactionReason, UsagePurpose};
-use crate::agent::memory::{HistoryItem, filter_by_level, visible_indices};
+use crate::agent::host::events::{AgentEvent, CompactionLevel, CompactionReason, UsagePurpose};
 use crate::agent::modes::MemoryLevel;
 use crate::agent::runtime::FairyRuntime;
+use crate::agent::state::memory::{HistoryItem, filter_by_level, visible_indices};
 use crate::llm::{ChatMessage, ModelEvent, ModelRequest, Usage};
 
 /// Longest summary kept, in characters.
@@ -36,7 +36,7 @@ pub const OVERFLOW_ITEM_CHARS: usize = 1_000;
 pub const OVERFLOW_MESSAGE_CHARS: usize = 8_000;
 
 fn rendered_len(item: &HistoryItem) -> usize {
-    crate::agent::memory::json_len(&item.to_prompt_json())
+    crate::agent::state::memory::json_len(&item.to_prompt_json())
 }
 
 /// How far a turn's context-overflow recovery went.
@@ -318,7 +318,7 @@ mod tests {
         let long = "x".repeat(50);
         let mut item = HistoryItem::Action {
             action: json!({"_type": "message", "text": long, "n": 1, "list": [long]}),
-            acceptance: crate::agent::memory::Acceptance::Accepted,
+            acceptance: crate::agent::state::memory::Acceptance::Accepted,
             note: Some(long.clone()),
             memory_level: MemoryLevel::Fairy,
         };

@@ -23,18 +23,19 @@ use serde_json::Value;
 use compact::OverflowRecovery;
 
 use crate::agent::actions::{ActionCtx, Registered};
-use crate::agent::events::{AgentEvent, UsagePurpose};
-use crate::agent::memory::HistoryItem;
+use crate::agent::apply::suggest::{Author, Suggester};
+use crate::agent::apply::throttle::{Decision, StreamThrottle};
+use crate::agent::host::events::{AgentEvent, UsagePurpose};
 use crate::agent::presence::Pose;
+use crate::agent::prompt::parts::{PromptExtras, ReviewPart};
 use crate::agent::prompt::{PromptInput, build_request};
-use crate::agent::prompt_parts::{PromptExtras, ReviewPart};
-use crate::agent::suggest::{Author, Suggester};
-use crate::agent::throttle::{Decision, StreamThrottle};
+use crate::agent::state::memory::HistoryItem;
 use crate::canvas::transform::PromptTransform;
 use crate::llm::{LlmError, ModelEvent, Usage};
 use crate::partial_json::{ActionStream, StreamedAction};
 
-use super::{FairyRuntime, Request};
+use super::FairyRuntime;
+use crate::agent::state::Request;
 
 /// Characters read after the actions array closed before the model stream is dropped: enough
 /// for a closing fence and the provider's final events, not for a rambling model.
@@ -193,7 +194,7 @@ impl FairyRuntime {
         &self,
         request: &Request,
         (changes, corrections, extras): (
-            &crate::agent::changes::ChangeReport,
+            &crate::agent::apply::changes::ChangeReport,
             &[String],
             &PromptExtras,
         ),
@@ -228,7 +229,7 @@ impl FairyRuntime {
             tasks: &tasks,
             other_fairies,
             corrections,
-            time: crate::agent::prompt_parts::readable_time(self.clock.unix_millis()),
+            time: crate::agent::prompt::parts::readable_time(self.clock.unix_millis()),
             history_budget: recovery.history_budget(self.config.history_budget),
             project: self.project_part(),
             extras,
@@ -595,12 +596,12 @@ impl FairyRuntime {
         let metrics = crate::metrics::global();
         crate::metrics::Metrics::count(
             &metrics.fairy_actions,
-            crate::agent::memory::Acceptance::Accepted.as_str(),
+            crate::agent::state::memory::Acceptance::Accepted.as_str(),
             1,
         );
         self.state.history.push(HistoryItem::Action {
             action: action.clone(),
-            acceptance: crate::agent::memory::Acceptance::Accepted,
+            acceptance: crate::agent::state::memory::Acceptance::Accepted,
             note: (!note.is_empty()).then_some(note),
             memory_level: level,
         });
@@ -616,7 +617,7 @@ impl FairyRuntime {
         let metrics = crate::metrics::global();
         crate::metrics::Metrics::count(
             &metrics.fairy_actions,
-            crate::agent::memory::Acceptance::Rejected.as_str(),
+            crate::agent::state::memory::Acceptance::Rejected.as_str(),
             1,
         );
         self.emit(AgentEvent::ActionRejected {
@@ -626,7 +627,7 @@ impl FairyRuntime {
         self.corrections.push(format!("Rejected '{kind}': {why}"));
         self.state.history.push(HistoryItem::Action {
             action: action.clone(),
-            acceptance: crate::agent::memory::Acceptance::Rejected,
+            acceptance: crate::agent::state::memory::Acceptance::Rejected,
             note: Some(why),
             memory_level: level,
         });

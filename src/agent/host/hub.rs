@@ -1,0 +1,855 @@
+//! Hosting fairies: one task per fairy per loaded room instance, driven by its [`Inbox`]
+//! (interrupts — a prompt is an interrupt with input, a cancel one without — and dismissal,
+//! never refused while the fairy is hosted; rejections of its requests, which interrupt it and
+//! take a request back, answered on a channel), with a broadcast of its [`AgentEvent`]s. The hub
+//! brings a room's fairies to life when the room is used (a peer joins, or a fairy route is
+//! called) — restoring their private state from the store — and lets an idle fairy's task end
+//! when its room unloads (after its last state is written).
+//!
+//! Owns the map of hosted fairies (a short critical section, never held across `.await`) and
+//! the per-room limits on them: how many a room may hold ([`HubLimits::max_per_room`]) and the
+//! room's hourly model-token budget, applied by wrapping each fairy's model in a
+//! [`BudgetedModel`]. A fairy's runtime is built in its own task, outside that lock; an
+//! invitation waits until it runs, and fails (`HubError::NotStarted`, the fairy removed
+//! again) if it could not be built.
+//!
+//! Scaled out (`--pubsub`), a fairy is hosted only by the node holding its lease
+//! ([`lease`], docs/scaling.md "Fairies across nodes"); without it, every fairy of a loaded
+//! room is hosted here, as always.
+
+pub mod group;
+mod lease;
+mod remote;
+
+pub use lease::Placement;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::agent::actions::Registry;
+use crate::agent::actions::runtime::full_registry;
+use crate::agent::apply::ledger::RevertOutcome;
+use crate::agent::apply::revert::RevertError;
+use crate::agent::host::budget::{BudgetedModel, TokenBudget};
+use crate::agent::host::events::{AgentEvent, EVENT_BUFFER, EndReason};
+use crate::agent::host::inbox::{Inbox, RevertJob, RevertRefused, Signal};
+use crate::agent::projects::book::ProjectBooks;
+use crate::agent::projects::waits::{Deliver, Peers, Report, WaitRegistry};
+use crate::agent::runtime::{FairyRuntime, Hosting};
+use crate::agent::state::Interrupt;
+use crate::agent::state::fairy::{
+    FairyEntity, FairyError, insert_fairy, list_fairies, remove_fairy,
+};
+use crate::agent::state::store as state_store;
+use crate::agent::state::store::{StateSaver, StateSync};
+use crate::agent::state::{FairyState, RuntimeConfig};
+use crate::ids::FairyId;
+use crate::ids::RequestId;
+use crate::ids::RoomName;
+use crate::llm::Model;
+use crate::room::{Room, RoomError, Rooms};
+use crate::store::StoreError;
+
+/// How often an idle fairy checks whether its room unloaded.
+const ROOM_CHECK: Duration = Duration::from_secs(2);
+/// Longest wait for a dismissed fairy to clean up.
+const DISMISS_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait for a fairy's pending state to be stored before the history route reads it.
+const STATE_SYNC_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest wait of an invitation for the fairy's runtime (its undo manager waits at most
+/// [`crate::agent::apply::tentative::QUIET_PATIENCE`] for a quiet document).
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait for a fairy to take a request back (it may still be starting).
+const REVERT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Why a fairy operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    /// The room could not be loaded.
+    #[error(transparent)]
+    Room(#[from] RoomError),
+    /// The fairy is unknown or its input invalid.
+    #[error(transparent)]
+    Fairy(#[from] FairyError),
+    /// The store failed to read or write a fairy's private state.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The server is shutting down.
+    #[error("shutting down")]
+    ShuttingDown,
+    /// The fairy's runtime could not be built (its room's document never got quiet).
+    #[error("the fairy could not start: {0}")]
+    NotStarted(String),
+    /// The room already holds the most fairies allowed.
+    #[error("this room already has {0} fairies, the most allowed")]
+    TooManyFairies(usize),
+    /// The request could not be taken back.
+    #[error(transparent)]
+    Revert(#[from] RevertError),
+    /// The fairy did not get to a rejection in time, or too many wait.
+    #[error("the fairy is busy: {0}")]
+    Busy(String),
+    /// A fairy is in a live project (or a group prompt names fewer than two).
+    #[error("{0}")]
+    FairyInProject(String),
+    /// No such project in the room.
+    #[error("no project '{0}' in this room")]
+    ProjectNotFound(String),
+    /// A group prompt that cannot be carried out as given.
+    #[error("{0}")]
+    InvalidGroup(String),
+    /// Scaled out: no node hosts the fairy at the moment (its lease is moving).
+    #[error("the fairy is moving to another node; retry shortly")]
+    Moving,
+    /// Scaled out: the fairy leases could not be read (Redis).
+    #[error("fairy leases unavailable: {0}")]
+    Leases(#[from] crate::pubsub::PubSubError),
+}
+
+/// A request taken back: what happened to its changes of the canvas, and (review mode) the
+/// pending suggestions rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reverted {
+    /// Shapes taken back and kept.
+    pub outcome: RevertOutcome,
+    /// Its suggestions that were pending and are now rejected.
+    pub rejected_suggestions: Vec<crate::ids::SuggestionId>,
+}
+
+/// Bounds on the fairies of a room.
+#[derive(Debug, Clone, Copy)]
+pub struct HubLimits {
+    /// Most fairies in one room (`--max-fairies-per-room`).
+    pub max_per_room: usize,
+    /// Model tokens per room per hour (`--fairy-token-budget`); 0: unlimited.
+    pub token_budget: u64,
+}
+
+impl Default for HubLimits {
+    fn default() -> Self {
+        HubLimits {
+            max_per_room: 16,
+            token_budget: 1_000_000,
+        }
+    }
+}
+
+/// Where a hosting's runtime stands.
+#[derive(Debug, Clone, PartialEq)]
+enum Readiness {
+    /// Its task is building it.
+    Starting,
+    /// It runs.
+    Ready,
+    /// It could not be built; why.
+    Failed(String),
+}
+
+#[derive(Clone)]
+struct Hosted {
+    room: Arc<Room>,
+    inbox: Arc<Inbox>,
+    events: broadcast::Sender<AgentEvent>,
+    state: StateSync,
+    ready: watch::Receiver<Readiness>,
+}
+
+/// A fairy as listed by the API.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FairyView {
+    /// The entity.
+    #[serde(flatten)]
+    pub entity: FairyEntity,
+    /// Its awareness client id, when hosted.
+    pub client_id: Option<u64>,
+    /// Scaled out: the HTTP address of the node hosting it, when one does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
+
+/// Hosted fairies by room and id, with their awareness client id (which tells two hostings of
+/// one fairy apart).
+type HostedMap = HashMap<(RoomName, FairyId), (Hosted, u64)>;
+
+struct Inner {
+    rooms: Rooms,
+    model: Arc<dyn Model>,
+    registry: Arc<Registry>,
+    config: RuntimeConfig,
+    max_per_room: usize,
+    budget: Arc<TokenBudget>,
+    hosted: Mutex<HostedMap>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+    /// How long a fairy's task waits for a quiet document to build its runtime.
+    quiet_patience: Duration,
+    /// Project leaders waiting for tasks.
+    waits: Arc<WaitRegistry>,
+    /// The projects of the rooms whose fairies it hosts.
+    projects: ProjectBooks,
+    /// Scaled out: this node's fairy leases (`None`: a single node hosts every fairy).
+    leases: Option<Arc<crate::pubsub::lease::RedisLeases>>,
+    /// Scaled out: the fairies a lease keeper of this node works on, by keeper id.
+    keepers: Mutex<HashMap<(RoomName, FairyId), u64>>,
+    /// Scaled out: the messages to fairies hosted by other nodes ([`remote`]).
+    remote: std::sync::OnceLock<remote::Remote>,
+}
+
+/// The hub's interrupt delivery for runtimes (weak: a runtime never keeps the hub alive).
+struct HubDeliver(Weak<Inner>);
+
+impl Deliver for HubDeliver {
+    fn interrupt(&self, room: &RoomName, fairy: &FairyId, interrupt: Interrupt) -> bool {
+        let Some(inner) = self.0.upgrade() else {
+            return false;
+        };
+        let hub = FairyHub { inner };
+        let inbox = hub
+            .lock()
+            .get(&(room.clone(), fairy.clone()))
+            .map(|(h, _)| h.inbox.clone());
+        match inbox {
+            Some(inbox) => inbox.interrupt(interrupt).is_ok(),
+            // Scaled out, it may be hosted by another node.
+            None => hub.interrupt_elsewhere(room, fairy, interrupt),
+        }
+    }
+
+    fn hosts(&self, room: &RoomName, fairy: &FairyId) -> bool {
+        let Some(inner) = self.0.upgrade() else {
+            return false;
+        };
+        let hub = FairyHub { inner };
+        hub.inner.leases.is_none() || hub.hosts_here(room, fairy)
+    }
+
+    fn report(&self, room: &RoomName, leader: &FairyId, report: Report) {
+        if let Some(inner) = self.0.upgrade() {
+            FairyHub { inner }.report_elsewhere(room, leader, report);
+        }
+    }
+}
+
+/// Every hosted fairy of the process.
+#[derive(Clone)]
+pub struct FairyHub {
+    inner: Arc<Inner>,
+}
+
+impl FairyHub {
+    /// A hub over the room registry, thinking with `model`, within `limits`.
+    pub fn new(
+        rooms: Rooms,
+        model: Arc<dyn Model>,
+        config: RuntimeConfig,
+        limits: HubLimits,
+    ) -> Self {
+        Self::with_leases(rooms, model, config, limits, None)
+    }
+
+    /// [`FairyHub::new`], scaled out when `leases` is given: a fairy is hosted here only
+    /// while this node holds its lease.
+    pub fn with_leases(
+        rooms: Rooms,
+        model: Arc<dyn Model>,
+        config: RuntimeConfig,
+        limits: HubLimits,
+        leases: Option<crate::pubsub::lease::RedisLeases>,
+    ) -> Self {
+        let scaled = leases.is_some();
+        // One clock for the rooms, the budget and the fairies: the rooms' (crate::clock).
+        let budget = TokenBudget::with_clock(limits.token_budget, rooms.clock().clone());
+        let projects =
+            ProjectBooks::new(rooms.store().clone()).with_webhooks(rooms.webhooks().cloned());
+        let hub = FairyHub {
+            inner: Arc::new(Inner {
+                rooms,
+                model,
+                registry: Arc::new(full_registry()),
+                config,
+                max_per_room: limits.max_per_room,
+                budget,
+                hosted: Mutex::new(HashMap::new()),
+                shutdown: CancellationToken::new(),
+                tracker: TaskTracker::new(),
+                quiet_patience: crate::agent::apply::tentative::QUIET_PATIENCE,
+                waits: Arc::new(WaitRegistry::default()),
+                projects,
+                leases: leases.map(Arc::new),
+                keepers: Mutex::new(HashMap::new()),
+                remote: std::sync::OnceLock::new(),
+            }),
+        };
+        if scaled {
+            hub.spawn_lease_sweeper();
+        }
+        hub
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HostedMap> {
+        self.inner.hosted.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The loaded room (its fairies hosted).
+    pub(super) async fn loaded_room(&self, name: &RoomName) -> Result<Arc<Room>, HubError> {
+        self.room(name).await
+    }
+
+    async fn room(&self, name: &RoomName) -> Result<Arc<Room>, HubError> {
+        if self.inner.shutdown.is_cancelled() {
+            return Err(HubError::ShuttingDown);
+        }
+        let room = self.inner.rooms.get(name).await?;
+        self.ensure_hosted(&room);
+        Ok(room)
+    }
+
+    /// Hosts every fairy of this room instance that is not hosted yet (after a load or a
+    /// reload) and republishes the presence of the others.
+    pub fn ensure_hosted(&self, room: &Arc<Room>) {
+        if self.inner.shutdown.is_cancelled() {
+            return;
+        }
+        // Only fairies the store knows have entries (peers cannot write `fairies`, and the load
+        // hook removes entries the store does not know); the cap holds for hosting too.
+        let mut entities = list_fairies(room.doc());
+        entities.truncate(self.inner.max_per_room);
+        if self.inner.leases.is_some() {
+            return self.keep_leases(room, entities);
+        }
+        // Checked and hosted under one lock, so two peers joining at once cannot host a fairy
+        // twice. Lock order: the hub's map, then the room's locks (rooms never call the hub).
+        let mut map = self.lock();
+        for entity in entities {
+            let key = (room.name().clone(), entity.id.clone());
+            match map.get(&key) {
+                Some((h, _)) if Arc::ptr_eq(&h.room, room) => {}
+                _ => self.host(&mut map, room, entity, self.inner.shutdown.clone(), None),
+            }
+        }
+    }
+
+    /// Records the fairy as hosted (under the map lock: at most once) and spawns its task,
+    /// which builds the runtime outside the lock: creating its undo manager waits for a quiet
+    /// moment of the document, which must not hold up the socket or HTTP task that triggered
+    /// the hosting, nor every other room's hosting behind the hub's lock.
+    /// Its task stops (as at shutdown) when `stop` is cancelled; `client_id` is its awareness
+    /// client id when already drawn (for its lease).
+    fn host(
+        &self,
+        map: &mut HostedMap,
+        room: &Arc<Room>,
+        entity: FairyEntity,
+        stop: CancellationToken,
+        client_id: Option<u64>,
+    ) {
+        let inbox = Arc::new(Inbox::new());
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let (ready_tx, ready) = watch::channel(Readiness::Starting);
+        let key = (room.name().clone(), entity.id.clone());
+        let span = tracing::info_span!("fairy", room = %room.name(), fairy = %entity.id);
+        let mut hosting = Hosting {
+            quiet_patience: self.inner.quiet_patience,
+            clock: self.inner.rooms.clock().clone(),
+            ..Hosting::new(events.clone())
+        };
+        if let Some(id) = client_id {
+            hosting.client_id = id;
+        }
+        let client_id = hosting.client_id;
+        let model: Arc<dyn Model> = Arc::new(BudgetedModel::new(
+            self.inner.model.clone(),
+            self.inner.budget.clone(),
+            room.name().clone(),
+        ));
+        let saver = StateSaver::spawn_fenced(
+            room.store().clone(),
+            room.name().clone(),
+            entity.id.clone(),
+            room.fence_of(entity.id.as_str()),
+        );
+        let hosted = Hosted {
+            room: room.clone(),
+            inbox: inbox.clone(),
+            events: events.clone(),
+            state: saver.sync(),
+            ready,
+        };
+        map.insert(key.clone(), (hosted, client_id));
+        let hub = self.clone();
+        let shutdown = stop;
+        let room = room.clone();
+        // On the fairy runtime, below the people's work (docs/fairies.md "People and fairies
+        // in one room").
+        crate::agent::host::executor::spawn(
+            &self.inner.tracker,
+            async move {
+                let built = FairyRuntime::new(
+                    room,
+                    entity,
+                    model,
+                    hub.inner.registry.clone(),
+                    hub.inner.config,
+                    hosting,
+                    saver,
+                )
+                .await;
+                let failed = |error: String| {
+                    tracing::error!(%error, "fairy could not be hosted");
+                    let _ = events.send(AgentEvent::Error {
+                        message: format!("the fairy could not start: {error}"),
+                    });
+                    inbox.close();
+                    hub.unlist(&key, client_id);
+                    ready_tx.send_replace(Readiness::Failed(error));
+                };
+                let mut runtime = match built {
+                    Ok(runtime) => runtime,
+                    Err(error) => return failed(error.to_string()),
+                };
+                // The room's projects, from the store (before its state: a restored member
+                // resumes from them).
+                let projects = match hub.projects_for_hosting(&key.0, &key.1).await {
+                    Ok(projects) => projects,
+                    Err(error) => {
+                        failed(format!("its room's projects could not be loaded: {error}"));
+                        hub.bury(key.0.clone(), runtime);
+                        return;
+                    }
+                };
+                runtime.peers = Some(Peers {
+                    waits: hub.inner.waits.clone(),
+                    deliver: Arc::new(HubDeliver(Arc::downgrade(&hub.inner))),
+                    projects,
+                });
+                if let Err(error) = runtime.restore().await {
+                    // Not hosted with a blank state that would overwrite the stored one;
+                    // the next use of the room tries again.
+                    failed(format!("its state could not be loaded: {error}"));
+                    hub.bury(key.0.clone(), runtime);
+                    return;
+                }
+                ready_tx.send_replace(Readiness::Ready);
+                if let Some(resume) = runtime.resume_project() {
+                    // Its part of a live project goes on where the restart stopped it.
+                    let _ = inbox.interrupt(Interrupt {
+                        input: Some(resume),
+                        mode: None,
+                    });
+                }
+                let mut runtime = run_host(runtime, &inbox, shutdown).await;
+                runtime.close_state().await;
+                inbox.close();
+                hub.unlist(&key, client_id);
+                hub.bury(key.0, runtime);
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Removes the map entry of the hosting with awareness id `client_id` (not a later one).
+    fn unlist(&self, key: &(RoomName, FairyId), client_id: u64) {
+        let mut map = self.lock();
+        if map.get(key).is_some_and(|(_, id)| *id == client_id) {
+            map.remove(key);
+        }
+    }
+
+    /// Waits until the hosting of fairy `id` in `room` has its runtime (or failed).
+    async fn started(&self, room: &Arc<Room>, id: &FairyId) -> Result<(), HubError> {
+        let key = (room.name().clone(), id.clone());
+        let ready = self.lock().get(&key).map(|(h, _)| h.ready.clone());
+        let Some(mut ready) = ready else {
+            return Err(HubError::NotStarted("the fairy is not hosted".into()));
+        };
+        let outcome = tokio::time::timeout(START_TIMEOUT, async {
+            match ready.wait_for(|r| !matches!(r, Readiness::Starting)).await {
+                Ok(r) => r.clone(),
+                Err(_) => Readiness::Failed("its task ended".into()),
+            }
+        })
+        .await
+        .unwrap_or_else(|_| Readiness::Failed("it took too long to start".into()));
+        match outcome {
+            Readiness::Failed(why) => Err(HubError::NotStarted(why)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Invites a new fairy into the room, unless it holds [`HubLimits::max_per_room`] already.
+    pub async fn invite(
+        &self,
+        room: &RoomName,
+        name: Option<&str>,
+        personality: Option<&str>,
+        hat: Option<&str>,
+        sub: &str,
+        apply: crate::review::ApplyMode,
+    ) -> Result<FairyView, HubError> {
+        let mut entity = FairyEntity::invite(name, personality, hat, sub)?;
+        entity.apply = apply;
+        let room = self.room(room).await?;
+        let max = self.inner.max_per_room;
+        if list_fairies(room.doc()).len() >= max {
+            return Err(HubError::TooManyFairies(max));
+        }
+        // Stored before the entity appears, so that every fairy has a stored state and a
+        // `runtime` key a client writes into its map is never taken for a legacy one.
+        state_store::save(
+            room.store().as_ref(),
+            room.name(),
+            &entity.id,
+            &FairyState::default(),
+        )
+        .await?;
+        let admitted = {
+            // Counted again and inserted under the map's lock, so concurrent invitations
+            // cannot overshoot the cap (lock order: the hub's map, then the room's document).
+            let _map = self.lock();
+            let admitted = list_fairies(room.doc()).len() < max;
+            if admitted {
+                insert_fairy(room.doc(), &entity);
+            }
+            admitted
+        };
+        if !admitted {
+            // A concurrent invitation took the last place: no state of this one stays.
+            room.store()
+                .delete_fairy_state(room.name(), entity.id.as_str())
+                .await?;
+            return Err(HubError::TooManyFairies(max));
+        }
+        self.ensure_hosted(&room);
+        if self.inner.leases.is_some() {
+            return self.invited_leased(&room, entity).await;
+        }
+        if let Err(error) = self.started(&room, &entity.id).await {
+            // Nothing of it stays: the invitation fails as a whole.
+            remove_fairy(room.doc(), &entity.id);
+            return Err(error);
+        }
+        // Answered once the entry is durable and sent to every peer and node: the server's
+        // own writes otherwise wait for the room's tick.
+        room.flushed().await;
+        Ok(self.view(&room, entity))
+    }
+
+    fn view(&self, room: &Arc<Room>, entity: FairyEntity) -> FairyView {
+        let key = (room.name().clone(), entity.id.clone());
+        let client_id = self.lock().get(&key).map(|(_, id)| *id);
+        FairyView {
+            entity,
+            client_id,
+            host: None,
+        }
+    }
+
+    /// The room's fairies.
+    pub async fn list(&self, room: &RoomName) -> Result<Vec<FairyView>, HubError> {
+        let room = self.room(room).await?;
+        let mut views = Vec::new();
+        for entity in list_fairies(room.doc()) {
+            let view = self.view(&room, entity);
+            views.push(self.view_anywhere(&room, view).await);
+        }
+        Ok(views)
+    }
+
+    async fn hosted(&self, room: &RoomName, id: &FairyId) -> Result<(Arc<Room>, Hosted), HubError> {
+        let r = self.room(room).await?;
+        let hosted = self
+            .lock()
+            .get(&(room.clone(), id.clone()))
+            .map(|(h, _)| h.clone())
+            .ok_or_else(|| FairyError::NotFound(id.to_string()))?;
+        Ok((r, hosted))
+    }
+
+    /// Interrupts the fairy (docs/fairies.md `interrupt({input, mode})`): its current request is
+    /// cancelled, it switches to `mode` if given, then runs `input` if given. Never refused
+    /// while the fairy is hosted: an interrupt not handled yet merges with this one.
+    pub async fn interrupt(
+        &self,
+        room: &RoomName,
+        id: &FairyId,
+        interrupt: Interrupt,
+    ) -> Result<(), HubError> {
+        let (_, hosted) = self.hosted(room, id).await?;
+        hosted
+            .inbox
+            .interrupt(interrupt)
+            .map_err(|_| HubError::ShuttingDown)
+    }
+
+    /// Takes back what the fairy changed in request `request` (docs/fairies.md "Overrule"):
+    /// a running request of the fairy is interrupted first; then
+    /// [`FairyRuntime::reject_request`] runs in the fairy's task.
+    pub async fn revert(
+        &self,
+        room: &RoomName,
+        id: &FairyId,
+        request: RequestId,
+        by: &crate::review::service::Person,
+    ) -> Result<Reverted, HubError> {
+        let (loaded, hosted) = self.hosted(room, id).await?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        hosted
+            .inbox
+            .revert(RevertJob {
+                request: request.clone(),
+                reply,
+            })
+            .map_err(|refused| match refused {
+                RevertRefused::Closed(_) => HubError::ShuttingDown,
+                RevertRefused::Full => HubError::Busy(refused.to_string()),
+            })?;
+        let outcome = match tokio::time::timeout(REVERT_TIMEOUT, answer).await {
+            Ok(Ok(outcome)) => outcome?,
+            // Dismissed (or its task ended) before it got to it.
+            Ok(Err(_)) => return Err(FairyError::NotFound(id.to_string()).into()),
+            Err(_) => {
+                return Err(HubError::Busy(format!(
+                    "no answer within {} s",
+                    REVERT_TIMEOUT.as_secs()
+                )));
+            }
+        };
+        // A review-mode request: its pending suggestions are rejected (the request stopped
+        // above, so none is being written any more).
+        let rejected_suggestions =
+            crate::review::service::reject_request(&loaded, id, &request, by).await?;
+        Ok(Reverted {
+            outcome,
+            rejected_suggestions,
+        })
+    }
+
+    /// Sets how the fairy's canvas actions land unless a prompt says otherwise (its entity's
+    /// `apply`, README "Review mode"); its next request follows it. Unknown fairy:
+    /// `Fairy(NotFound)`.
+    pub async fn set_apply(
+        &self,
+        room: &RoomName,
+        id: &FairyId,
+        apply: crate::review::ApplyMode,
+    ) -> Result<FairyView, HubError> {
+        let loaded = self.loaded_room(room).await?;
+        let entity = crate::agent::state::fairy::set_apply(loaded.doc(), id, apply)?;
+        loaded.flushed().await;
+        Ok(self.view(&loaded, entity))
+    }
+
+    /// Dismisses the fairy: its request is cancelled, its awareness state removed for
+    /// everyone, its private state deleted from the store and its entity removed from the
+    /// document.
+    pub async fn dismiss(&self, room: &RoomName, id: &FairyId) -> Result<(), HubError> {
+        let (r, hosted) = self.hosted(room, id).await?;
+        hosted.inbox.dismiss().map_err(|_| HubError::ShuttingDown)?;
+        let _ = tokio::time::timeout(DISMISS_TIMEOUT, hosted.inbox.ended()).await;
+        remove_fairy(r.doc(), id);
+        Ok(())
+    }
+
+    /// The fairy's events from now on.
+    pub async fn subscribe(
+        &self,
+        room: &RoomName,
+        id: &FairyId,
+    ) -> Result<broadcast::Receiver<AgentEvent>, HubError> {
+        let (_, hosted) = self.hosted(room, id).await?;
+        Ok(hosted.events.subscribe())
+    }
+
+    /// The fairy's private state (mode, history, todo, tasks) as stored, once what it handed
+    /// to the store before this call is written.
+    pub async fn state(&self, room: &RoomName, id: &FairyId) -> Result<FairyState, HubError> {
+        let (r, hosted) = self.hosted(room, id).await?;
+        if tokio::time::timeout(STATE_SYNC_TIMEOUT, hosted.state.caught_up())
+            .await
+            .is_err()
+        {
+            tracing::warn!(room = %room, fairy = %id, "reading a fairy state not fully written");
+        }
+        let stored = state_store::load(r.store().as_ref(), room, id).await?;
+        Ok(stored.unwrap_or_default())
+    }
+
+    /// Drops a finished runtime once its room has unloaded. yrs 0.28's undo manager
+    /// unregisters its document observers with `try_transact_mut().unwrap()` when dropped: a
+    /// panic if any other thread is in a transaction then, which would leave the document
+    /// calling into freed memory. After the unload nothing else uses the document. Not tracked
+    /// by the shutdown tracker (rooms unload after fairies stop); at process exit the runtime
+    /// is dropped with the task, when rooms are gone too.
+    fn bury(&self, room: RoomName, runtime: FairyRuntime) {
+        runtime.beacon().remove();
+        let rooms = self.inner.rooms.clone();
+        tokio::spawn(async move {
+            rooms.wait_unloaded(&room).await;
+            drop(runtime);
+        });
+    }
+
+    /// Stops every fairy (requests are aborted and reverted) and waits for them.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+        self.inner.tracker.close();
+        self.inner.tracker.wait().await;
+        self.inner.projects.flush().await;
+    }
+
+    /// The projects of a room (from the store the first time).
+    pub(super) async fn projects_of(
+        &self,
+        room: &RoomName,
+    ) -> Result<Arc<crate::agent::projects::book::RoomProjects>, HubError> {
+        Ok(self.inner.projects.of(room).await?)
+    }
+}
+
+/// One fairy's task: runs requests, and on a signal while a request runs, drops the request
+/// (aborting the model stream) before carrying the signal out (the runtime reverts and runs
+/// the cancel hook).
+async fn run_host(
+    mut rt: FairyRuntime,
+    inbox: &Inbox,
+    shutdown: CancellationToken,
+) -> FairyRuntime {
+    let mut next: Option<crate::agent::state::Request> = None;
+    loop {
+        if next.is_none() {
+            // Idle from here: what the last request changed is stored now, not at the next one.
+            rt.flush_state();
+        }
+        let signal = if let Some(request) = next.take() {
+            let stopped = {
+                let run = rt.run_request(request);
+                tokio::pin!(run);
+                tokio::select! {
+                    _ = &mut run => None,
+                    signal = inbox.recv() => Some(Some(signal)),
+                    _ = shutdown.cancelled() => Some(None),
+                }
+            };
+            match stopped {
+                None => None,
+                Some(Some(signal)) => Some(signal),
+                Some(None) => {
+                    rt.abort_for_shutdown();
+                    return rt;
+                }
+            }
+        } else {
+            tokio::select! {
+                signal = inbox.recv() => Some(signal),
+                _ = shutdown.cancelled() => {
+                    rt.flush_state();
+                    rt.beacon().remove();
+                    return rt;
+                }
+                _ = tokio::time::sleep(ROOM_CHECK) => {
+                    if rt.room().is_closing() {
+                        return rt;
+                    }
+                    // A waiting member shows the other members' progress on its tasks.
+                    rt.publish_project();
+                    // Reads the room's changes so that the room keeps little for it.
+                    rt.tracker.catch_up();
+                    None
+                }
+            }
+        };
+        match signal {
+            None => {}
+            Some(Signal::Interrupt(interrupt)) => next = rt.interrupt(interrupt),
+            Some(Signal::Revert(RevertJob { request, reply })) => {
+                // Whatever ran was stopped to get here (and does not resume).
+                let reason = if rt.is_running(&request) {
+                    EndReason::Rejected
+                } else {
+                    EndReason::Cancelled
+                };
+                rt.abort(reason);
+                // The caller may have given up waiting: nothing to do then.
+                let _ = reply.send(rt.reject_request(&request));
+            }
+            Some(Signal::Dismiss) => {
+                rt.abort(EndReason::Cancelled);
+                rt.forget_state();
+                remove_fairy(rt.room().doc(), &rt.entity.id);
+                rt.beacon().remove();
+                return rt;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::state::fairy::insert_fairy;
+    use crate::room::RoomConfig;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fairy_whose_document_never_gets_quiet_fails_cleanly_then_starts_when_it_does() {
+        let store = Arc::new(crate::store::memory::MemoryStore::default());
+        let config = RoomConfig::from_serve(&crate::config::ServeConfig::for_test());
+        let rooms = Rooms::new(store, config, 4);
+        let mut hub = FairyHub::new(
+            rooms.clone(),
+            Arc::new(crate::llm::OfflineModel),
+            RuntimeConfig::default(),
+            HubLimits::default(),
+        );
+        if let Some(inner) = Arc::get_mut(&mut hub.inner) {
+            inner.quiet_patience = Duration::from_millis(200);
+        }
+        let name = RoomName::parse("busy").unwrap_or_else(|e| panic!("{e}"));
+        let room = rooms.get(&name).await.unwrap_or_else(|e| panic!("{e}"));
+        let entity = FairyEntity::invite(Some("Pip"), None, None, "tester")
+            .unwrap_or_else(|e| panic!("{e}"));
+        insert_fairy(room.doc(), &entity);
+        // Another thread reads the document for longer than the fairy's patience: no write
+        // transaction (so no undo manager) can be had meanwhile.
+        let doc = room.doc().clone();
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let _reading = yrs::Transact::transact(&doc);
+            let _ = held_tx.send(());
+            let _ = release_rx.recv_timeout(Duration::from_secs(10));
+        });
+        let _ = held_rx.recv();
+        let asked = std::time::Instant::now();
+        hub.ensure_hosted(&room);
+        assert!(
+            asked.elapsed() < Duration::from_millis(100),
+            "hosting does not wait for the runtime"
+        );
+        let mut events = hub
+            .subscribe(&name, &entity.id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let started = hub.started(&room, &entity.id).await;
+        assert!(
+            matches!(started, Err(HubError::NotStarted(_))),
+            "{started:?}"
+        );
+        assert!(matches!(events.recv().await, Ok(AgentEvent::Error { .. })));
+        assert!(hub.lock().is_empty(), "the failed hosting is unlisted");
+        let _ = release_tx.send(());
+        let _ = holder.join();
+        // Quiet again: the next use hosts it.
+        hub.ensure_hosted(&room);
+        assert!(hub.started(&room, &entity.id).await.is_ok());
+        assert_eq!(hub.lock().len(), 1);
+        hub.shutdown().await;
+    }
+}

@@ -1,0 +1,258 @@
+//! A fairy's awareness state (docs/protocol.md "Awareness"): what every browser sees of it — position, pose, mode,
+//! todo list, tasks, the thought and message of the moment — and its flight, a smooth path to
+//! the bounds it works on sampled at [`FLIGHT_HZ`] (it never teleports).
+//!
+//! Owns the JSON of the state and the flight arithmetic. No I/O: the runtime publishes the
+//! state through [`crate::room::Room::set_presence`] under the fairy's own awareness client id,
+//! through its child [`beacon`] (the awareness peer that holds, publishes and renews it).
+
+pub mod beacon;
+
+use crate::agent::state::work::TaskStatus;
+use crate::ids::{FairyId, ProjectId};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Position updates per second while flying.
+pub const FLIGHT_HZ: u32 = 10;
+/// Pixels flown per second (a flight lasts between [`MIN_FLIGHT_STEPS`] and
+/// [`MAX_FLIGHT_STEPS`] updates whatever the distance).
+pub const FLIGHT_SPEED: f64 = 1500.0;
+/// Fewest updates of one flight.
+pub const MIN_FLIGHT_STEPS: u32 = 3;
+/// Most updates of one flight.
+pub const MAX_FLIGHT_STEPS: u32 = 20;
+
+/// What the fairy looks like it is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pose {
+    /// Waiting for work.
+    Idle,
+    /// Waiting on the model.
+    Thinking,
+    /// Applying actions.
+    Working,
+    /// Just finished a request.
+    Celebrating,
+}
+
+/// One item of the fairy's personal todo list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TodoItem {
+    /// Stable id (the model's, or a generated one).
+    pub id: String,
+    /// What to do.
+    pub text: String,
+    /// `todo`, `in-progress` or `done`.
+    #[serde(deserialize_with = "TaskStatus::lenient")]
+    pub status: TaskStatus,
+}
+
+impl TodoItem {
+    /// Whether the item still needs work.
+    pub fn is_open(&self) -> bool {
+        self.status != TaskStatus::Done
+    }
+}
+
+/// A task shown in awareness (solo tasks).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskSummary {
+    /// Task id.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// `todo`, `in-progress` or `done`.
+    #[serde(deserialize_with = "TaskStatus::lenient")]
+    pub status: TaskStatus,
+}
+
+/// Everything the fairy publishes in awareness.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Presence {
+    /// Fairy id.
+    pub id: FairyId,
+    /// Display name.
+    pub name: String,
+    /// Page position of the fairy.
+    pub x: f64,
+    /// Page position of the fairy.
+    pub y: f64,
+    /// Current mode name (`idling`, `soloing`, …).
+    pub mode: String,
+    /// Current pose.
+    pub pose: Pose,
+    /// Facing left (flying leftwards).
+    pub flip: bool,
+    /// Project it works for, if any.
+    pub project_id: Option<ProjectId>,
+    /// Task it works on, if any.
+    pub task_id: Option<String>,
+    /// Personal todo list.
+    pub todo: Vec<TodoItem>,
+    /// Its tasks.
+    pub tasks: Vec<TaskSummary>,
+    /// The latest thought while thinking.
+    pub thinking: Option<String>,
+    /// The latest message it wrote.
+    pub last_message: Option<String>,
+}
+
+impl Presence {
+    /// An idle fairy at `(x, y)`.
+    pub fn new(id: &FairyId, name: &str, x: f64, y: f64) -> Self {
+        Presence {
+            id: id.clone(),
+            name: name.into(),
+            x,
+            y,
+            mode: "idling".into(),
+            pose: Pose::Idle,
+            flip: false,
+            project_id: None,
+            task_id: None,
+            todo: Vec::new(),
+            tasks: Vec::new(),
+            thinking: None,
+            last_message: None,
+        }
+    }
+
+    /// The awareness state: `{fairy: {...}}`.
+    pub fn to_state(&self) -> Value {
+        json!({"fairy": {
+            "id": self.id,
+            "name": self.name,
+            "x": round2(self.x),
+            "y": round2(self.y),
+            "mode": self.mode,
+            "pose": self.pose,
+            "flip": self.flip,
+            "projectId": self.project_id,
+            "taskId": self.task_id,
+            "todo": self.todo,
+            "tasks": self.tasks,
+            "thinking": self.thinking,
+            "lastMessage": self.last_message,
+        }})
+    }
+}
+
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+/// A flight from one point to another, sampled once per tick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Flight {
+    from: (f64, f64),
+    to: (f64, f64),
+    step: u32,
+    steps: u32,
+}
+
+impl Flight {
+    /// A flight whose length in updates follows the distance.
+    pub fn new(from: (f64, f64), to: (f64, f64)) -> Self {
+        let distance = (to.0 - from.0).hypot(to.1 - from.1);
+        let seconds = if distance.is_finite() {
+            distance / FLIGHT_SPEED
+        } else {
+            0.0
+        };
+        let steps = (seconds * f64::from(FLIGHT_HZ)).ceil();
+        let steps = if steps.is_finite() {
+            (steps as u32).clamp(MIN_FLIGHT_STEPS, MAX_FLIGHT_STEPS)
+        } else {
+            MAX_FLIGHT_STEPS
+        };
+        Flight {
+            from,
+            to,
+            step: 0,
+            steps,
+        }
+    }
+
+    /// Whether the destination is left of the start (the fairy faces left).
+    pub fn flips(&self) -> bool {
+        self.to.0 < self.from.0
+    }
+
+    /// The next position (eased in and out), or `None` once arrived.
+    pub fn next_position(&mut self) -> Option<(f64, f64)> {
+        if self.step >= self.steps {
+            return None;
+        }
+        self.step += 1;
+        let t = f64::from(self.step) / f64::from(self.steps);
+        let eased = t * t * (3.0 - 2.0 * t);
+        Some((
+            self.from.0 + (self.to.0 - self.from.0) * eased,
+            self.from.1 + (self.to.1 - self.from.1) * eased,
+        ))
+    }
+
+    /// The destination.
+    pub fn destination(&self) -> (f64, f64) {
+        self.to
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_has_every_spec_key() {
+        let id = FairyId::parse("f1").unwrap_or_else(|e| panic!("{e}"));
+        let mut p = Presence::new(&id, "Pip", 1.234, 5.0);
+        p.todo.push(TodoItem {
+            id: "1".into(),
+            text: "walls".into(),
+            status: TaskStatus::Todo,
+        });
+        let s = p.to_state();
+        for key in [
+            "id",
+            "name",
+            "x",
+            "y",
+            "mode",
+            "pose",
+            "flip",
+            "projectId",
+            "taskId",
+            "todo",
+            "tasks",
+            "thinking",
+            "lastMessage",
+        ] {
+            assert!(s["fairy"].get(key).is_some(), "{key}");
+        }
+        assert_eq!(s["fairy"]["x"], json!(1.23));
+        assert_eq!(s["fairy"]["pose"], json!("idle"));
+        assert_eq!(s["fairy"]["todo"][0]["status"], json!("todo"));
+    }
+
+    #[test]
+    fn flights_are_smooth_and_end_at_the_destination() {
+        let mut f = Flight::new((0.0, 0.0), (-3000.0, 0.0));
+        assert!(f.flips());
+        let mut last = 0.0_f64;
+        let mut n = 0;
+        while let Some((x, _)) = f.next_position() {
+            assert!(x <= last, "monotonic");
+            assert!(last - x <= 3000.0 / 2.0, "no jump");
+            last = x;
+            n += 1;
+        }
+        assert_eq!(n, 20);
+        assert_eq!(last, -3000.0);
+        let mut short = Flight::new((0.0, 0.0), (1.0, 1.0));
+        assert_eq!(std::iter::from_fn(|| short.next_position()).count(), 3);
+        let mut bad = Flight::new((0.0, 0.0), (f64::NAN, 0.0));
+        assert!(bad.next_position().is_some());
+    }
+}
