@@ -309,10 +309,11 @@ impl Metrics {
             .inc_by(n);
     }
 
-    /// Counts the input and output tokens of one model call.
-    pub fn count_model_usage(&self, usage: &crate::llm::Usage) {
-        Self::count(&self.model_tokens, "input", usage.input_tokens);
-        Self::count(&self.model_tokens, "output", usage.output_tokens);
+    /// Counts the input and output tokens of one model call (metrics names no model type:
+    /// callers pass the counts).
+    pub fn count_model_tokens(&self, input: u64, output: u64) {
+        Self::count(&self.model_tokens, "input", input);
+        Self::count(&self.model_tokens, "output", output);
     }
 
     /// Counts one write for a fairy the store refused (a stale fencing token).

@@ -19,6 +19,26 @@ pub(crate) fn decode_update(bytes: &[u8]) -> Result<Update, RoomError> {
     decode(bytes, None).map(|(update, _)| update)
 }
 
+/// A fresh document holding a stored room (its snapshot, then its updates in order); an
+/// update that does not decode or apply is skipped with a warning. CPU work: off the async
+/// threads for a large room.
+pub(crate) fn doc_from_stored(stored: &crate::store::StoredRoom) -> yrs::Doc {
+    use yrs::Transact;
+    let doc = yrs::Doc::new();
+    {
+        let mut txn = doc.transact_mut();
+        for bytes in stored.snapshot.iter().chain(stored.updates.iter()) {
+            let applied = decode_update(bytes)
+                .map_err(|e| e.to_string())
+                .and_then(|u| txn.apply_update(u).map_err(|e| e.to_string()));
+            if let Err(error) = applied {
+                tracing::warn!(%error, "read: skipping an unreadable stored update");
+            }
+        }
+    }
+    doc
+}
+
 /// The items and deletes of an update the room's document emitted (its own encoding, which
 /// the walk reads like any other), for the room's [`RootIndex`].
 pub(crate) fn walk_emitted(bytes: &[u8]) -> Option<Walked> {

@@ -49,22 +49,7 @@ impl ReadSource {
     pub fn into_doc(self) -> yrs::Doc {
         match self {
             ReadSource::Loaded(doc) => doc,
-            ReadSource::Stored(stored) => {
-                let doc = yrs::Doc::new();
-                {
-                    use yrs::Transact;
-                    let mut txn = doc.transact_mut();
-                    for bytes in stored.snapshot.iter().chain(stored.updates.iter()) {
-                        let applied = super::decode::decode_update(bytes)
-                            .map_err(|e| e.to_string())
-                            .and_then(|u| txn.apply_update(u).map_err(|e| e.to_string()));
-                        if let Err(error) = applied {
-                            tracing::warn!(%error, "read: skipping an unreadable stored update");
-                        }
-                    }
-                }
-                doc
-            }
+            ReadSource::Stored(stored) => super::decode::doc_from_stored(&stored),
         }
     }
 }

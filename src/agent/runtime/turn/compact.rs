@@ -297,7 +297,7 @@ impl FairyRuntime {
         };
         drop(stream);
         let total = spent.with_attempt(&usage);
-        crate::metrics::global().count_model_usage(&total);
+        crate::metrics::global().count_model_tokens(total.input_tokens, total.output_tokens);
         self.emit(AgentEvent::usage(UsagePurpose::Summary, &total, attempts));
         if let Some(error) = failed {
             tracing::warn!(fairy = %self.entity.id, %error, "history summary failed");
