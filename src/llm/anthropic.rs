@@ -237,7 +237,7 @@ impl Provider for AnthropicProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::types::ChatMessage;
+    use crate::llm::types::{AgentMode, ChatMessage};
 
     fn ev(name: &str, data: &str) -> Event {
         Event {
@@ -316,8 +316,11 @@ mod tests {
             max_tokens: 100,
             temperature: Some(0.5),
             prefill: Some("{\"actions\": [".into()),
+            mode: Some(AgentMode::WorkingDrone),
         };
         let old = request_body("claude-3-5-sonnet-latest", &req);
+        // The fairy's mode is for the offline model; the provider never sends it.
+        assert!(!old.to_string().contains("working-drone"), "{old}");
         assert_eq!(old["system"][0]["cache_control"]["type"], "ephemeral");
         assert_eq!(old["stream"], true);
         assert_eq!(old["messages"].as_array().map(Vec::len), Some(2));

@@ -4,7 +4,8 @@
 //! documents: callers (the fairy runtime) get a [`Model`] and consume its [`ModelEvent`]s.
 //!
 //! # Layout
-//! - [`types`]: [`Model`], [`ModelRequest`], [`ModelEvent`] (provider-neutral).
+//! - [`types`]: [`Model`], [`ModelRequest`] (with the asking fairy's [`AgentMode`], which
+//!   only the offline model reads), [`ModelEvent`] (provider-neutral).
 //! - [`error`]: [`LlmError`] and error classification (retriable or not).
 //! - [`sse`]: `reqwest` + `eventsource-stream` glue, idle timeout, the [`sse::Decoder`] loop.
 //! - [`anthropic`], [`openai`]: the two wire formats (request bodies, decoders, capabilities).
@@ -36,7 +37,7 @@ use std::time::Duration;
 pub use error::LlmError;
 pub use failover::{FailoverConfig, FailoverModel, Profile, Provider};
 pub use offline::OfflineModel;
-pub use types::{ChatMessage, Model, ModelEvent, ModelRequest, ModelStream, Part, Role};
+pub use types::{AgentMode, ChatMessage, Model, ModelEvent, ModelRequest, ModelStream, Part, Role};
 pub use usage::{Usage, UsageLedger};
 
 use crate::clock::SystemClock;

@@ -4,23 +4,17 @@
 //! a member draws its task's subject (a house, a tree, else a labelled box) inside its task's
 //! bounds and marks the task done.
 //!
-//! Reads only what a real model would: the mode named in the system prompt, the context part
-//! (`bounds`, `currentProject`) and the request's message. Owns no I/O.
+//! Reads the fairy's mode from the request's typed [`ModelRequest::mode`] (never from the system
+//! prompt's prose, which may be reworded), and otherwise only what a real model would: the
+//! context part (`bounds`, `currentProject`) and the request's message. Owns no I/O.
 
 use serde_json::{Value, json};
 
 use super::offline_draw::{OFFLINE_NOTICE, create, geo, house};
-use super::types::{ModelRequest, Role};
+use super::types::{AgentMode, ModelRequest, Role};
 
 /// Most tasks the offline leader plans.
 const MAX_TASKS: usize = 4;
-
-/// The mode named in the system prompt (`You are in mode `X``).
-fn mode(system: &str) -> Option<&str> {
-    let start = system.find("You are in mode `")? + "You are in mode `".len();
-    let len = system.get(start..)?.find('`')?;
-    system.get(start..start + len)
-}
 
 /// The JSON object of the context part (the first user turn).
 fn context(request: &ModelRequest) -> Value {
@@ -59,16 +53,21 @@ enum Part {
 
 /// The project answer for this request, or `None` when the fairy is in no project mode.
 pub fn respond(request: &ModelRequest) -> Option<String> {
-    let part = match mode(&request.system)? {
-        "orchestrating-active" => Part::Lead { duo: false },
-        "duo-orchestrating-active" => Part::Lead { duo: true },
-        "working-drone" => Part::Work {
+    let part = match request.mode? {
+        AgentMode::OrchestratingActive => Part::Lead { duo: false },
+        AgentMode::DuoOrchestratingActive => Part::Lead { duo: true },
+        AgentMode::WorkingDrone => Part::Work {
             done: "mark-drone-task-done",
         },
-        "working-orchestrator" => Part::Work {
+        AgentMode::WorkingOrchestrator => Part::Work {
             done: "mark-duo-task-done",
         },
-        _ => return None,
+        AgentMode::Idling
+        | AgentMode::Soloing
+        | AgentMode::WorkingSolo
+        | AgentMode::StandingBy
+        | AgentMode::OrchestratingWaiting
+        | AgentMode::DuoOrchestratingWaiting => return None,
     };
     // Read only in a project mode: parsing it was most of a solo answer's cost.
     let (ctx, message) = (context(request), last_message(request));
@@ -235,16 +234,17 @@ mod tests {
     use super::*;
     use crate::llm::ChatMessage;
 
-    fn request(mode: &str, context: Value, message: &str) -> ModelRequest {
+    /// A request of a fairy in `mode`, whose system prompt names no mode at all.
+    fn request(mode: AgentMode, context: Value, message: &str) -> ModelRequest {
         ModelRequest {
-            system: format!("## Mode\nYou are in mode `{mode}`. Only these actions"),
+            system: "## Rules\nAnswer with actions.".into(),
             messages: vec![
                 ChatMessage::user(format!("Here is the state:\n{context}")),
                 ChatMessage::user(message.to_owned()),
             ],
             max_tokens: 100,
-            temperature: None,
-            prefill: None,
+            mode: Some(mode),
+            ..ModelRequest::default()
         }
     }
 
@@ -260,7 +260,7 @@ mod tests {
             "currentProject": {"description": "a house and a tree", "tasks": [],
                 "members": [{"id": "o", "role": "orchestrator"}, {"id": "d1", "role": "drone"}, {"id": "d2", "role": "drone"}]}});
         let plan = parse(respond(&request(
-            "orchestrating-active",
+            AgentMode::OrchestratingActive,
             ctx,
             "a house and a tree",
         )));
@@ -280,16 +280,20 @@ mod tests {
         assert_eq!(plan[3]["x"], json!(500));
         assert_eq!(plan[5]["fairyId"], json!("d2"));
         let ctx = json!({"currentProject": {"tasks": [{"id": "t1", "title": "a house", "status": "done"}]}});
-        let end = parse(respond(&request("orchestrating-active", ctx, "woken")));
+        let end = parse(respond(&request(
+            AgentMode::OrchestratingActive,
+            ctx,
+            "woken",
+        )));
         assert_eq!(end[0]["_type"], json!("end-project"));
-        assert!(respond(&request("soloing", Value::Null, "hi")).is_none());
+        assert!(respond(&request(AgentMode::Soloing, Value::Null, "hi")).is_none());
     }
 
     #[test]
     fn a_member_draws_its_subject_in_its_bounds() {
         let ctx = json!({"bounds": {"x": 500, "y": 0, "w": 500, "h": 600}});
         let work = parse(respond(&request(
-            "working-drone",
+            AgentMode::WorkingDrone,
             ctx,
             "Your task 't2': a tree\nDraw a tree",
         )));
@@ -297,6 +301,57 @@ mod tests {
         assert_eq!(work[0]["shape"]["x"], json!(620));
         assert_eq!(
             work.last().map(|a| a["_type"].clone()),
+            Some(json!("mark-drone-task-done"))
+        );
+    }
+
+    #[test]
+    fn the_typed_mode_decides_not_the_system_prompts_prose() {
+        let ctx = json!({"bounds": {"x": 0, "y": 0, "w": 1000, "h": 600},
+            "currentProject": {"description": "a house", "tasks": [],
+                "members": [{"id": "o", "role": "orchestrator"}, {"id": "d1", "role": "drone"}]}});
+        let lead = |system: &str, mode: Option<AgentMode>| {
+            let mut r = request(AgentMode::Soloing, ctx.clone(), "a house");
+            r.system = system.into();
+            r.mode = mode;
+            parse(respond(&r))
+        };
+        let first_type = |actions: &[Value]| actions.get(1).map(|a| a["_type"].clone());
+        // The prompt builder's sentence, reworded or absent, changes nothing: the field decides.
+        for system in [
+            "## Mode\nYou are in mode `orchestrating-active`. Only these actions are allowed",
+            "## Mode\nYour current mode is orchestrating-active.",
+            "",
+        ] {
+            let duo = lead(system, Some(AgentMode::DuoOrchestratingActive));
+            assert_eq!(
+                first_type(&duo),
+                Some(json!("start-duo-project")),
+                "{system}"
+            );
+            let solo = lead(system, Some(AgentMode::OrchestratingActive));
+            assert_eq!(first_type(&solo), Some(json!("start-project")), "{system}");
+            // A prompt naming a project mode does not make a request without one a project's.
+            assert!(lead(system, None).is_empty(), "{system}");
+            assert!(
+                lead(system, Some(AgentMode::Soloing)).is_empty(),
+                "{system}"
+            );
+        }
+        let done = |mode| {
+            let r = request(
+                mode,
+                json!({"bounds": {"x": 0, "y": 0, "w": 400, "h": 400}}),
+                "a box",
+            );
+            parse(respond(&r)).last().map(|a| a["_type"].clone())
+        };
+        assert_eq!(
+            done(AgentMode::WorkingOrchestrator),
+            Some(json!("mark-duo-task-done"))
+        );
+        assert_eq!(
+            done(AgentMode::WorkingDrone),
             Some(json!("mark-drone-task-done"))
         );
     }

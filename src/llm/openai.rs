@@ -181,7 +181,7 @@ impl Provider for OpenAiProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::types::ChatMessage;
+    use crate::llm::types::{AgentMode, ChatMessage};
 
     fn data(d: &str) -> Event {
         Event {
@@ -257,8 +257,11 @@ mod tests {
             max_tokens: 50,
             temperature: Some(0.2),
             prefill: Some("{".into()),
+            mode: Some(AgentMode::Soloing),
         };
         let b = request_body("o3-mini", &req);
+        // The fairy's mode is for the offline model; the provider never sends it.
+        assert!(!b.to_string().contains("soloing"), "{b}");
         assert!(b.get("temperature").is_none());
         assert_eq!(b["max_completion_tokens"], 50);
         let b = request_body("llama3.1:8b", &req);

@@ -63,6 +63,27 @@ impl ChatMessage {
     }
 }
 
+/// The mode of the fairy a request is for, as the model layer names it: variant for variant
+/// the agent's own mode (`agent::modes::Mode`, where each is described), converted by an
+/// exhaustive `From` there, so a new mode does not compile until it is named here too (`llm`
+/// does not depend on the agent). Serialized with the same kebab-case names. Providers that talk
+/// to a real model ignore it (the model reads its mode in the system prompt); the offline model,
+/// which cannot read prose, decides by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentMode {
+    Idling,
+    Soloing,
+    WorkingSolo,
+    StandingBy,
+    WorkingDrone,
+    WorkingOrchestrator,
+    OrchestratingActive,
+    OrchestratingWaiting,
+    DuoOrchestratingActive,
+    DuoOrchestratingWaiting,
+}
+
 /// Everything a model needs for one completion.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ModelRequest {
@@ -78,6 +99,10 @@ pub struct ModelRequest {
     /// capability flag allows it. When sent, it is also streamed back as the first text delta,
     /// so the caller sees the same whole document either way.
     pub prefill: Option<String>,
+    /// The mode of the fairy asking, when a fairy's turn asks (not a history summary or a test);
+    /// never sent over the wire (see [`AgentMode`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<AgentMode>,
 }
 
 /// What a model stream yields.

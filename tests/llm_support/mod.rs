@@ -36,7 +36,7 @@ pub fn request() -> ModelRequest {
         messages: vec![ChatMessage::user("draw a box")],
         max_tokens: 512,
         temperature: Some(0.3),
-        prefill: None,
+        ..Default::default()
     }
 }
 

@@ -16,6 +16,7 @@
 //! works as in the seed (soloing → working-solo → soloing).
 
 use crate::agent::actions::CANVAS_ACTIONS;
+use crate::llm::AgentMode;
 use serde::{Deserialize, Serialize};
 
 mod hooks;
@@ -208,6 +209,25 @@ impl Mode {
     }
 }
 
+/// The mode as the model layer names it, carried typed on the fairy's model request (the
+/// offline model decides by it, never by the system prompt's prose).
+impl From<Mode> for AgentMode {
+    fn from(mode: Mode) -> AgentMode {
+        match mode {
+            Mode::Idling => AgentMode::Idling,
+            Mode::Soloing => AgentMode::Soloing,
+            Mode::WorkingSolo => AgentMode::WorkingSolo,
+            Mode::StandingBy => AgentMode::StandingBy,
+            Mode::WorkingDrone => AgentMode::WorkingDrone,
+            Mode::WorkingOrchestrator => AgentMode::WorkingOrchestrator,
+            Mode::OrchestratingActive => AgentMode::OrchestratingActive,
+            Mode::OrchestratingWaiting => AgentMode::OrchestratingWaiting,
+            Mode::DuoOrchestratingActive => AgentMode::DuoOrchestratingActive,
+            Mode::DuoOrchestratingWaiting => AgentMode::DuoOrchestratingWaiting,
+        }
+    }
+}
+
 /// Longest chain of switches one event may cause (a hook loop is a bug, not a hang).
 pub const MAX_SWITCHES: usize = 8;
 
@@ -309,6 +329,11 @@ mod tests {
             assert_eq!(Mode::parse(m.name()), Some(m));
             assert_eq!(
                 serde_json::to_value(m).ok(),
+                Some(serde_json::json!(m.name()))
+            );
+            // The model layer's mirror names each mode the same.
+            assert_eq!(
+                serde_json::to_value(AgentMode::from(m)).ok(),
                 Some(serde_json::json!(m.name()))
             );
         }

@@ -325,6 +325,7 @@ pub fn build_request(
         max_tokens: MAX_ANSWER_TOKENS,
         temperature: None,
         prefill: Some(ACTIONS_PREFILL.to_owned()),
+        mode: Some(input.mode.into()),
     }
 }
 
@@ -397,6 +398,7 @@ mod tests {
         let req = build_request(&input, &r, &mut t);
         assert_eq!(req.messages.len(), 3);
         assert_eq!(req.messages[2].text(), "draw a house");
+        assert_eq!(req.mode, Some(crate::llm::AgentMode::Soloing));
         let ctx = req.messages[0].text();
         assert!(ctx.contains(r#""shapeId":"box""#), "{ctx}");
         assert!(ctx.contains(r#""x":10,"#), "{ctx}");

@@ -212,8 +212,8 @@ impl FairyRuntime {
                 "Summarise this history:\n{text}"
             ))],
             max_tokens: 1024,
-            temperature: None,
-            prefill: None,
+            // A summary, not a fairy's turn: no mode.
+            ..ModelRequest::default()
         };
         let Some(summary) = self.summarise(request).await else {
             return 0;
