@@ -6,7 +6,7 @@
 //! and answers the request's id), dismiss, history (the fairy's private state, from the
 //! store), the SSE stream of a fairy's events, and taking a request back
 //! (`POST …/requests/{requestId}/revert`: `200 {reverted, kept}`, `404 request_not_found`). Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
-//! is done by [`crate::agent::host::hub::FairyHub`]; this file only admits requests and maps errors.
+//! is done by [`crate::agent::host::hub::FairyHub`]; this file only admits requests; its errors map to HTTP in [`super::error`].
 //!
 //! Calls that start or stop work (invite, prompt, cancel, dismiss, revert) are rate limited per token
 //! `sub` (`--fairy-api-rate-per-min`, 429 `rate_limited` with `retry-after`); reads (list,
@@ -37,12 +37,11 @@ use super::access::{Admitted, FairyAccess};
 use super::body::OptionalJson;
 use super::error::{ApiError, ErrorBody};
 use super::openapi::{FairyPath, RoomPath, TokenRefusals};
-use crate::agent::apply::revert::RevertError;
 use crate::agent::host::hub::{FairyView, HubError};
 use crate::agent::modes::Mode;
 use crate::agent::state::Interrupt;
 use crate::agent::state::Request;
-use crate::agent::state::fairy::{ChatItem, FairyError, MAX_TEXT_CHARS, append_chat};
+use crate::agent::state::fairy::{ChatItem, MAX_TEXT_CHARS, append_chat};
 use crate::canvas::geometry::Bounds;
 use crate::ids::FairyId;
 use crate::ids::RequestId;
@@ -94,74 +93,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(history))
         .routes(routes!(events))
         .routes(routes!(revert))
-}
-
-impl From<HubError> for ApiError {
-    fn from(error: HubError) -> Self {
-        match error {
-            HubError::Room(e) => e.into(),
-            HubError::Fairy(FairyError::NotFound(id)) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "fairy_not_found",
-                format!("no fairy '{id}' in this room"),
-            ),
-            HubError::Fairy(e) => {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_fairy", e.to_string())
-            }
-            HubError::Store(e) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                e.to_string(),
-            ),
-            HubError::ShuttingDown => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "shutting_down",
-                error.to_string(),
-            ),
-            HubError::NotStarted(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "fairy_not_started",
-                error.to_string(),
-            ),
-            HubError::TooManyFairies(_) => {
-                ApiError::new(StatusCode::CONFLICT, "too_many_fairies", error.to_string())
-            }
-            HubError::Revert(RevertError::UnknownRequest(_)) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "request_not_found",
-                error.to_string(),
-            ),
-            HubError::Busy(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "fairy_busy",
-                error.to_string(),
-            ),
-            HubError::FairyInProject(_) => {
-                ApiError::new(StatusCode::CONFLICT, "fairy_in_project", error.to_string())
-            }
-            HubError::ProjectNotFound(_) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "project_not_found",
-                error.to_string(),
-            ),
-            HubError::InvalidGroup(_) => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_group_prompt",
-                error.to_string(),
-            ),
-            HubError::Moving => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "fairy_moving",
-                error.to_string(),
-            )
-            .with_retry_after(1),
-            HubError::Leases(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "pubsub_unavailable",
-                error.to_string(),
-            ),
-        }
-    }
 }
 
 pub(super) fn fairy_id(raw: &str) -> Result<FairyId, ApiError> {
