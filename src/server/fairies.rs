@@ -6,7 +6,9 @@
 //! and answers the request's id), dismiss, history (the fairy's private state, from the
 //! store), the SSE stream of a fairy's events, and taking a request back
 //! (`POST …/requests/{requestId}/revert`: `200 {reverted, kept}`, `404 request_not_found`). Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
-//! is done by [`crate::agent::host::hub::FairyHub`]; this file only admits requests; its errors map to HTTP in [`super::error`].
+//! is done by [`crate::agent::host::hub::FairyHub`] (a prompt and a cancel through
+//! [`crate::agent::host::hub::prompt`]); this file only admits and parses requests, and its
+//! errors map to HTTP in [`super::error`].
 //!
 //! Calls that start or stop work (invite, prompt, cancel, dismiss, revert) are rate limited per token
 //! `sub` (`--fairy-api-rate-per-min`, 429 `rate_limited` with `retry-after`); reads (list,
@@ -37,11 +39,11 @@ use super::access::{Admitted, FairyAccess};
 use super::body::OptionalJson;
 use super::error::{ApiError, ErrorBody};
 use super::openapi::{FairyPath, RoomPath, TokenRefusals};
-use crate::agent::host::hub::{FairyView, HubError};
+use crate::agent::host::hub::FairyView;
+use crate::agent::host::hub::prompt::UserPrompt;
 use crate::agent::modes::Mode;
-use crate::agent::state::Interrupt;
 use crate::agent::state::Request;
-use crate::agent::state::fairy::{ChatItem, MAX_TEXT_CHARS, append_chat};
+use crate::agent::state::fairy::MAX_TEXT_CHARS;
 use crate::canvas::geometry::Bounds;
 use crate::ids::FairyId;
 use crate::ids::RequestId;
@@ -291,27 +293,13 @@ async fn prompt(
         body.selected_shape_ids,
         "invalid_prompt",
     )?;
-    // A member of a live project answers to its project, not to users (they disband it).
-    state.fairies.refuse_if_in_project(&room, &id).await?;
-    // The person's side of the conversation goes into the fairy's `chat` before the fairy can
-    // answer, so every browser shows the exchange in order.
-    let request_id = RequestId::random();
-    let loaded = state.rooms.get(&room).await?;
-    let mut request = request;
-    request.ids = vec![request_id.clone()];
-    request.from_user = Some(sub.clone());
-    request.apply = body.apply;
-    let message = request.messages.join("\n\n");
-    let item = ChatItem {
-        request_id: Some(request_id.clone()),
-        ..ChatItem::from_user(&sub, &message)
-    };
-    append_chat(loaded.doc(), &id, &item).map_err(|e| ApiError::from(HubError::Fairy(e)))?;
-    let interrupt = Interrupt {
-        input: Some(request),
+    let prompt = UserPrompt {
+        request,
+        sub,
         mode,
+        apply: body.apply,
     };
-    state.fairies.interrupt(&room, &id, interrupt).await?;
+    let request_id = state.fairies.prompt(&room, &id, prompt).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(PromptAccepted {
@@ -400,9 +388,7 @@ async fn cancel(
     // The body is optional: nothing (or whitespace) just cancels.
     let OptionalJson(body) = body?;
     let mode = parse_mode(body.mode.as_deref(), "invalid_mode")?;
-    state.fairies.refuse_if_in_project(&room, &id).await?;
-    let interrupt = Interrupt { input: None, mode };
-    state.fairies.interrupt(&room, &id, interrupt).await?;
+    state.fairies.cancel(&room, &id, mode).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(Cancelling {
