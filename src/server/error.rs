@@ -1,5 +1,6 @@
 //! The one place where errors become HTTP responses (status + JSON `{error, detail}`) or
-//! WebSocket close frames (code + reason). Internal details of 5xx are logged, not sent.
+//! WebSocket close frames (code + reason): the room's, the token's, and the fairy hub's
+//! (fairies and projects). Internal details of 5xx are logged, not sent.
 //! Request bodies are capped at [`MAX_BODY_BYTES`] (413 `body_too_large`), and
 //! [`json_errors`] turns the plain-text refusals axum's extractors and router produce on their
 //! own (a bad query string, a wrong method) into the same JSON shape.
@@ -9,6 +10,9 @@ use axum::extract::rejection::{BytesRejection, JsonRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use crate::agent::apply::revert::RevertError;
+use crate::agent::host::hub::HubError;
+use crate::agent::state::fairy::FairyError;
 use crate::room::RoomError;
 
 /// WebSocket close codes used by the server.
@@ -204,6 +208,76 @@ impl From<RoomError> for ApiError {
             _ => (StatusCode::BAD_REQUEST, "bad_request"),
         };
         ApiError::new(status, code, error.to_string())
+    }
+}
+
+/// A fairy or project operation's failure (the fairy and project APIs, and their forwarding):
+/// the status and code each answers (docs/fairies.md "HTTP API", `/openapi.json`).
+impl From<HubError> for ApiError {
+    fn from(error: HubError) -> Self {
+        match error {
+            HubError::Room(e) => e.into(),
+            HubError::Fairy(FairyError::NotFound(id)) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "fairy_not_found",
+                format!("no fairy '{id}' in this room"),
+            ),
+            HubError::Fairy(e) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_fairy", e.to_string())
+            }
+            HubError::Store(e) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                e.to_string(),
+            ),
+            HubError::ShuttingDown => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                error.to_string(),
+            ),
+            HubError::NotStarted(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "fairy_not_started",
+                error.to_string(),
+            ),
+            HubError::TooManyFairies(_) => {
+                ApiError::new(StatusCode::CONFLICT, "too_many_fairies", error.to_string())
+            }
+            HubError::Revert(RevertError::UnknownRequest(_)) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "request_not_found",
+                error.to_string(),
+            ),
+            HubError::Busy(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "fairy_busy",
+                error.to_string(),
+            ),
+            HubError::FairyInProject(_) => {
+                ApiError::new(StatusCode::CONFLICT, "fairy_in_project", error.to_string())
+            }
+            HubError::ProjectNotFound(_) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "project_not_found",
+                error.to_string(),
+            ),
+            HubError::InvalidGroup(_) => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_group_prompt",
+                error.to_string(),
+            ),
+            HubError::Moving => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "fairy_moving",
+                error.to_string(),
+            )
+            .with_retry_after(1),
+            HubError::Leases(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "pubsub_unavailable",
+                error.to_string(),
+            ),
+        }
     }
 }
 

@@ -6,7 +6,9 @@
 //! and answers the request's id), dismiss, history (the fairy's private state, from the
 //! store), the SSE stream of a fairy's events, and taking a request back
 //! (`POST …/requests/{requestId}/revert`: `200 {reverted, kept}`, `404 request_not_found`). Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
-//! is done by [`crate::agent::host::hub::FairyHub`]; this file only admits requests and maps errors.
+//! is done by [`crate::agent::host::hub::FairyHub`] (a prompt and a cancel through
+//! [`crate::agent::host::hub::prompt`]); this file only admits and parses requests, and its
+//! errors map to HTTP in [`super::error`].
 //!
 //! Calls that start or stop work (invite, prompt, cancel, dismiss, revert) are rate limited per token
 //! `sub` (`--fairy-api-rate-per-min`, 429 `rate_limited` with `retry-after`); reads (list,
@@ -37,12 +39,11 @@ use super::access::{Admitted, FairyAccess};
 use super::body::OptionalJson;
 use super::error::{ApiError, ErrorBody};
 use super::openapi::{FairyPath, RoomPath, TokenRefusals};
-use crate::agent::apply::revert::RevertError;
-use crate::agent::host::hub::{FairyView, HubError};
+use crate::agent::host::hub::FairyView;
+use crate::agent::host::hub::prompt::UserPrompt;
 use crate::agent::modes::Mode;
-use crate::agent::state::Interrupt;
 use crate::agent::state::Request;
-use crate::agent::state::fairy::{ChatItem, FairyError, MAX_TEXT_CHARS, append_chat};
+use crate::agent::state::fairy::MAX_TEXT_CHARS;
 use crate::canvas::geometry::Bounds;
 use crate::ids::FairyId;
 use crate::ids::RequestId;
@@ -94,74 +95,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(history))
         .routes(routes!(events))
         .routes(routes!(revert))
-}
-
-impl From<HubError> for ApiError {
-    fn from(error: HubError) -> Self {
-        match error {
-            HubError::Room(e) => e.into(),
-            HubError::Fairy(FairyError::NotFound(id)) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "fairy_not_found",
-                format!("no fairy '{id}' in this room"),
-            ),
-            HubError::Fairy(e) => {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_fairy", e.to_string())
-            }
-            HubError::Store(e) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                e.to_string(),
-            ),
-            HubError::ShuttingDown => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "shutting_down",
-                error.to_string(),
-            ),
-            HubError::NotStarted(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "fairy_not_started",
-                error.to_string(),
-            ),
-            HubError::TooManyFairies(_) => {
-                ApiError::new(StatusCode::CONFLICT, "too_many_fairies", error.to_string())
-            }
-            HubError::Revert(RevertError::UnknownRequest(_)) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "request_not_found",
-                error.to_string(),
-            ),
-            HubError::Busy(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "fairy_busy",
-                error.to_string(),
-            ),
-            HubError::FairyInProject(_) => {
-                ApiError::new(StatusCode::CONFLICT, "fairy_in_project", error.to_string())
-            }
-            HubError::ProjectNotFound(_) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "project_not_found",
-                error.to_string(),
-            ),
-            HubError::InvalidGroup(_) => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_group_prompt",
-                error.to_string(),
-            ),
-            HubError::Moving => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "fairy_moving",
-                error.to_string(),
-            )
-            .with_retry_after(1),
-            HubError::Leases(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "pubsub_unavailable",
-                error.to_string(),
-            ),
-        }
-    }
 }
 
 pub(super) fn fairy_id(raw: &str) -> Result<FairyId, ApiError> {
@@ -360,27 +293,13 @@ async fn prompt(
         body.selected_shape_ids,
         "invalid_prompt",
     )?;
-    // A member of a live project answers to its project, not to users (they disband it).
-    state.fairies.refuse_if_in_project(&room, &id).await?;
-    // The person's side of the conversation goes into the fairy's `chat` before the fairy can
-    // answer, so every browser shows the exchange in order.
-    let request_id = RequestId::random();
-    let loaded = state.rooms.get(&room).await?;
-    let mut request = request;
-    request.ids = vec![request_id.clone()];
-    request.from_user = Some(sub.clone());
-    request.apply = body.apply;
-    let message = request.messages.join("\n\n");
-    let item = ChatItem {
-        request_id: Some(request_id.clone()),
-        ..ChatItem::from_user(&sub, &message)
-    };
-    append_chat(loaded.doc(), &id, &item).map_err(|e| ApiError::from(HubError::Fairy(e)))?;
-    let interrupt = Interrupt {
-        input: Some(request),
+    let prompt = UserPrompt {
+        request,
+        sub,
         mode,
+        apply: body.apply,
     };
-    state.fairies.interrupt(&room, &id, interrupt).await?;
+    let request_id = state.fairies.prompt(&room, &id, prompt).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(PromptAccepted {
@@ -469,9 +388,7 @@ async fn cancel(
     // The body is optional: nothing (or whitespace) just cancels.
     let OptionalJson(body) = body?;
     let mode = parse_mode(body.mode.as_deref(), "invalid_mode")?;
-    state.fairies.refuse_if_in_project(&room, &id).await?;
-    let interrupt = Interrupt { input: None, mode };
-    state.fairies.interrupt(&room, &id, interrupt).await?;
+    state.fairies.cancel(&room, &id, mode).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(Cancelling {

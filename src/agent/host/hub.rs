@@ -19,6 +19,7 @@
 
 pub mod group;
 mod lease;
+pub mod prompt;
 mod remote;
 
 pub use lease::Placement;
@@ -575,8 +576,9 @@ impl FairyHub {
 
     /// Interrupts the fairy (docs/fairies.md `interrupt({input, mode})`): its current request is
     /// cancelled, it switches to `mode` if given, then runs `input` if given. Never refused
-    /// while the fairy is hosted: an interrupt not handled yet merges with this one.
-    pub async fn interrupt(
+    /// while the fairy is hosted: an interrupt not handled yet merges with this one. Reached from
+    /// outside through [`FairyHub::prompt`] and [`FairyHub::cancel`] ([`prompt`]).
+    async fn interrupt(
         &self,
         room: &RoomName,
         id: &FairyId,

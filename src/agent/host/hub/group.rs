@@ -198,7 +198,7 @@ impl FairyHub {
     }
 
     /// Refuses a user's prompt or cancel to a member of a live project.
-    pub async fn refuse_if_in_project(
+    pub(super) async fn refuse_if_in_project(
         &self,
         room: &RoomName,
         id: &FairyId,
