@@ -24,7 +24,9 @@ enum Command {
     Bench(fairyring::bench::BenchArgs),
     /// Mint an HS256 token signed with the server's secret and print it on stdout.
     Token(fairyring::auth::TokenArgs),
-    /// Serve scripted model answers (Anthropic and OpenAI wire formats) for tests and demos.
+    /// Serve scripted model answers (Anthropic and OpenAI wire formats) for tests and demos
+    /// (test tooling: only in builds with the `dev-tools` feature, as `cargo test` makes).
+    #[cfg(feature = "dev-tools")]
     MockModel(fairyring::llm::mock::MockModelArgs),
     /// Print the OpenAPI 3.1 description of the HTTP API (what `GET /openapi.json` serves
     /// with `--dev`), to generate clients without running a server.
@@ -45,6 +47,7 @@ fn main() -> anyhow::Result<()> {
             served
         }
         Command::Bench(args) => runtime()?.block_on(fairyring::bench::run(args)),
+        #[cfg(feature = "dev-tools")]
         Command::MockModel(args) => runtime()?.block_on(fairyring::llm::mock::run(args)),
         Command::Openapi => {
             let description = fairyring::server::openapi_description().to_pretty_json()?;
