@@ -1,5 +1,5 @@
-//! Language-model providers: streaming clients, failover, the offline model and (test tooling,
-//! feature `dev-tools`) a mock server.
+//! Language-model providers: streaming clients, failover, the offline model and a mock server
+//! (test tooling: its HTTP server only with the feature `dev-tools`).
 //!
 //! Owns: HTTP calls to model providers and their wire formats. Must not touch rooms or
 //! documents: callers (the fairy runtime) get a [`Model`] and consume its [`ModelEvent`]s.
@@ -15,14 +15,14 @@
 //! - [`offline`]: the embedded default model (no network, no key), with its project answers
 //!   in [`offline_project`] and the notice and shapes both draw with in [`offline_draw`].
 //! - [`paced`]: spacing a model's text out in time (`--llm-pace-ms`).
-//! - `mock`: the scripted mock model server (tests and `fairyring mock-model`), compiled only
-//!   with the `dev-tools` feature, which `cargo test` turns on and release builds leave out.
+//! - [`mock`]: scripted answers rendered in the providers' wire formats (which the offline
+//!   model streams through too) and, with the `dev-tools` feature that `cargo test` turns on
+//!   and release builds leave out, the mock model server (tests and `fairyring mock-model`).
 //! - [`vision`]: which models take images (`--llm-vision auto`).
 
 pub mod anthropic;
 pub mod error;
 pub mod failover;
-#[cfg(feature = "dev-tools")]
 pub mod mock;
 pub mod offline;
 pub mod offline_draw;
