@@ -128,23 +128,83 @@ pub enum ProjectAction {
     EndDuoProject(EndProject),
 }
 
-/// The names of every project action (the `_type`s of [`ProjectAction`]).
-pub const PROJECT_ACTIONS: &[&str] = &[
-    "start-project",
-    "create-project-task",
-    "direct-to-start-project-task",
-    "await-tasks-completion",
-    "end-project",
-    "abort-project",
-    "mark-drone-task-done",
-    "start-duo-project",
-    "create-duo-task",
-    "direct-to-start-duo-task",
-    "start-duo-task",
-    "mark-duo-task-done",
-    "await-duo-tasks-completion",
-    "end-duo-project",
-];
+/// The project actions by kind (one per [`ProjectAction`] variant), for what a mode allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProjectKind {
+    /// `start-project`.
+    StartProject,
+    /// `create-project-task`.
+    CreateProjectTask,
+    /// `direct-to-start-project-task`.
+    DirectToStartProjectTask,
+    /// `await-tasks-completion`.
+    AwaitTasksCompletion,
+    /// `end-project`.
+    EndProject,
+    /// `abort-project`.
+    AbortProject,
+    /// `mark-drone-task-done`.
+    MarkDroneTaskDone,
+    /// `start-duo-project`.
+    StartDuoProject,
+    /// `create-duo-task`.
+    CreateDuoTask,
+    /// `direct-to-start-duo-task`.
+    DirectToStartDuoTask,
+    /// `start-duo-task`.
+    StartDuoTask,
+    /// `mark-duo-task-done`.
+    MarkDuoTaskDone,
+    /// `await-duo-tasks-completion`.
+    AwaitDuoTasksCompletion,
+    /// `end-duo-project`.
+    EndDuoProject,
+}
+
+impl ProjectKind {
+    /// Every project action, in the order of their schemas.
+    pub const ALL: [ProjectKind; 14] = [
+        ProjectKind::StartProject,
+        ProjectKind::CreateProjectTask,
+        ProjectKind::DirectToStartProjectTask,
+        ProjectKind::AwaitTasksCompletion,
+        ProjectKind::EndProject,
+        ProjectKind::AbortProject,
+        ProjectKind::MarkDroneTaskDone,
+        ProjectKind::StartDuoProject,
+        ProjectKind::CreateDuoTask,
+        ProjectKind::DirectToStartDuoTask,
+        ProjectKind::StartDuoTask,
+        ProjectKind::MarkDuoTaskDone,
+        ProjectKind::AwaitDuoTasksCompletion,
+        ProjectKind::EndDuoProject,
+    ];
+
+    /// The `_type` the model writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProjectKind::StartProject => "start-project",
+            ProjectKind::CreateProjectTask => "create-project-task",
+            ProjectKind::DirectToStartProjectTask => "direct-to-start-project-task",
+            ProjectKind::AwaitTasksCompletion => "await-tasks-completion",
+            ProjectKind::EndProject => "end-project",
+            ProjectKind::AbortProject => "abort-project",
+            ProjectKind::MarkDroneTaskDone => "mark-drone-task-done",
+            ProjectKind::StartDuoProject => "start-duo-project",
+            ProjectKind::CreateDuoTask => "create-duo-task",
+            ProjectKind::DirectToStartDuoTask => "direct-to-start-duo-task",
+            ProjectKind::StartDuoTask => "start-duo-task",
+            ProjectKind::MarkDuoTaskDone => "mark-duo-task-done",
+            ProjectKind::AwaitDuoTasksCompletion => "await-duo-tasks-completion",
+            ProjectKind::EndDuoProject => "end-duo-project",
+        }
+    }
+
+    /// The project action named `name`.
+    pub fn parse(name: &str) -> Option<ProjectKind> {
+        ProjectKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
 
 /// A project action the model wrote that cannot be read; the text is its correction.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -159,7 +219,7 @@ pub struct MalformedAction {
 impl ProjectAction {
     /// Whether `name` is a project action.
     pub fn is_project_action(name: &str) -> bool {
-        PROJECT_ACTIONS.contains(&name)
+        ProjectKind::parse(name).is_some()
     }
 
     /// Reads the action's arguments (once).
@@ -348,8 +408,9 @@ mod tests {
     #[test]
     fn every_name_has_a_schema_and_a_variant() {
         let declared: Vec<&str> = runtime_actions().iter().map(|a| a.name).collect();
-        assert_eq!(declared, PROJECT_ACTIONS);
-        for name in PROJECT_ACTIONS {
+        let kinds: Vec<&str> = ProjectKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(declared, kinds);
+        for name in kinds {
             // Every variant exists: a bare action fails on a missing field or parses, never
             // on an unknown variant.
             let err = ProjectAction::parse(&json!({"_type": name}))

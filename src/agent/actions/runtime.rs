@@ -13,7 +13,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 
 use crate::agent::actions::common::{bounds_props, runtime_schema, with_props};
-use crate::agent::actions::project::{MalformedAction, ProjectAction};
+use crate::agent::actions::project::{MalformedAction, ProjectAction, ProjectKind};
 use crate::agent::actions::{Registry, RuntimeAction};
 use crate::agent::state::work::TaskStatus;
 use crate::canvas::geometry::Bounds;
@@ -156,17 +156,85 @@ pub enum SoloAction {
     MarkSoloTaskDone(serde::de::IgnoredAny),
 }
 
-/// The names of the solo runtime actions (the `_type`s of [`SoloAction`]).
-pub const SOLO_ACTIONS: &[&str] = &[
-    "message",
-    "think",
-    "review",
-    "upsert-personal-todo",
-    "fly-to-bounds",
-    "create-solo-task",
-    "start-solo-task",
-    "mark-solo-task-done",
-];
+/// The solo runtime actions by kind (one per [`SoloAction`] variant), for what a mode allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SoloKind {
+    /// `message`.
+    Message,
+    /// `think`.
+    Think,
+    /// `review`.
+    Review,
+    /// `upsert-personal-todo`.
+    UpsertPersonalTodo,
+    /// `fly-to-bounds`.
+    FlyToBounds,
+    /// `create-solo-task`.
+    CreateSoloTask,
+    /// `start-solo-task`.
+    StartSoloTask,
+    /// `mark-solo-task-done`.
+    MarkSoloTaskDone,
+}
+
+impl SoloKind {
+    /// Every solo action, in the order of their schemas.
+    pub const ALL: [SoloKind; 8] = [
+        SoloKind::Message,
+        SoloKind::Think,
+        SoloKind::Review,
+        SoloKind::UpsertPersonalTodo,
+        SoloKind::FlyToBounds,
+        SoloKind::CreateSoloTask,
+        SoloKind::StartSoloTask,
+        SoloKind::MarkSoloTaskDone,
+    ];
+
+    /// The `_type` the model writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            SoloKind::Message => "message",
+            SoloKind::Think => "think",
+            SoloKind::Review => "review",
+            SoloKind::UpsertPersonalTodo => "upsert-personal-todo",
+            SoloKind::FlyToBounds => "fly-to-bounds",
+            SoloKind::CreateSoloTask => "create-solo-task",
+            SoloKind::StartSoloTask => "start-solo-task",
+            SoloKind::MarkSoloTaskDone => "mark-solo-task-done",
+        }
+    }
+
+    /// The solo action named `name`.
+    pub fn parse(name: &str) -> Option<SoloKind> {
+        SoloKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// A runtime (non-canvas) action by kind: what a mode's table of allowed actions lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RuntimeKind {
+    /// A solo action.
+    Solo(SoloKind),
+    /// A project action.
+    Project(ProjectKind),
+}
+
+impl RuntimeKind {
+    /// The `_type` the model writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            RuntimeKind::Solo(kind) => kind.name(),
+            RuntimeKind::Project(kind) => kind.name(),
+        }
+    }
+
+    /// The runtime action named `name` (`None`: a canvas action or no action at all).
+    pub fn parse(name: &str) -> Option<RuntimeKind> {
+        SoloKind::parse(name)
+            .map(RuntimeKind::Solo)
+            .or_else(|| ProjectKind::parse(name).map(RuntimeKind::Project))
+    }
+}
 
 /// A complete runtime action, read once.
 #[derive(Debug, Clone, PartialEq)]
@@ -192,7 +260,7 @@ impl RuntimeCommand {
     /// Reads a complete runtime action's arguments (once).
     pub fn parse(action: &Value) -> Result<Self, CommandError> {
         let kind = action.get("_type").and_then(Value::as_str).unwrap_or("");
-        if SOLO_ACTIONS.contains(&kind) {
+        if SoloKind::parse(kind).is_some() {
             serde_json::from_value(action.clone())
                 .map(RuntimeCommand::Solo)
                 .map_err(|e| {
@@ -216,7 +284,7 @@ pub fn runtime_actions() -> Vec<RuntimeAction> {
     all
 }
 
-/// The solo actions' schemas, in [`SOLO_ACTIONS`] order.
+/// The solo actions' schemas, in [`SoloKind::ALL`] order.
 fn solo_actions() -> Vec<RuntimeAction> {
     let text = json!({"text": {"type": "string"}});
     vec![
@@ -341,8 +409,9 @@ mod tests {
     #[test]
     fn solo_actions_parse_once_and_leniently() {
         let names: Vec<&str> = solo_actions().iter().map(|a| a.name).collect();
-        assert_eq!(names, SOLO_ACTIONS);
-        for name in SOLO_ACTIONS {
+        let kinds: Vec<&str> = SoloKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names, kinds);
+        for name in kinds {
             let bare = RuntimeCommand::parse(&json!({"_type": name}));
             assert!(
                 matches!(bare, Ok(RuntimeCommand::Solo(_))),

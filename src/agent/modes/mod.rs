@@ -16,6 +16,8 @@
 //! works as in the seed (soloing → working-solo → soloing).
 
 use crate::agent::actions::CANVAS_ACTIONS;
+use crate::agent::actions::project::ProjectKind;
+use crate::agent::actions::runtime::{RuntimeKind, SoloKind};
 use crate::llm::AgentMode;
 use serde::{Deserialize, Serialize};
 
@@ -61,49 +63,60 @@ pub enum Mode {
     DuoOrchestratingWaiting,
 }
 
-const SOLOING: &[&str] = &[
-    "message",
-    "think",
-    "review",
-    "upsert-personal-todo",
-    "fly-to-bounds",
-    "create-solo-task",
-    "start-solo-task",
+// What each mode may do beside drawing: one table of typed actions (the names the model
+// writes come from the kinds; a misspelt action cannot be listed).
+const MESSAGE: RuntimeKind = RuntimeKind::Solo(SoloKind::Message);
+const THINK: RuntimeKind = RuntimeKind::Solo(SoloKind::Think);
+const REVIEW: RuntimeKind = RuntimeKind::Solo(SoloKind::Review);
+const TODO: RuntimeKind = RuntimeKind::Solo(SoloKind::UpsertPersonalTodo);
+const FLY: RuntimeKind = RuntimeKind::Solo(SoloKind::FlyToBounds);
+const fn project(kind: ProjectKind) -> RuntimeKind {
+    RuntimeKind::Project(kind)
+}
+
+const SOLOING: &[RuntimeKind] = &[
+    MESSAGE,
+    THINK,
+    REVIEW,
+    TODO,
+    FLY,
+    RuntimeKind::Solo(SoloKind::CreateSoloTask),
+    RuntimeKind::Solo(SoloKind::StartSoloTask),
 ];
-const WORKING_SOLO: &[&str] = &[
-    "mark-solo-task-done",
-    "think",
-    "message",
-    "upsert-personal-todo",
+const WORKING_SOLO: &[RuntimeKind] = &[
+    RuntimeKind::Solo(SoloKind::MarkSoloTaskDone),
+    THINK,
+    MESSAGE,
+    TODO,
 ];
-const WORKING_DRONE: &[&str] = &["mark-drone-task-done", "think", "upsert-personal-todo"];
-const WORKING_ORCHESTRATOR: &[&str] = &["mark-duo-task-done", "think", "upsert-personal-todo"];
-const DUO_ORCHESTRATING: &[&str] = &[
-    "message",
-    "think",
-    "review",
-    "fly-to-bounds",
-    "start-duo-project",
-    "create-duo-task",
-    "direct-to-start-duo-task",
-    "start-duo-task",
-    "await-duo-tasks-completion",
-    "end-duo-project",
-    "abort-project",
+const WORKING_DRONE: &[RuntimeKind] = &[project(ProjectKind::MarkDroneTaskDone), THINK, TODO];
+const WORKING_ORCHESTRATOR: &[RuntimeKind] = &[project(ProjectKind::MarkDuoTaskDone), THINK, TODO];
+const DUO_ORCHESTRATING: &[RuntimeKind] = &[
+    MESSAGE,
+    THINK,
+    REVIEW,
+    FLY,
+    project(ProjectKind::StartDuoProject),
+    project(ProjectKind::CreateDuoTask),
+    project(ProjectKind::DirectToStartDuoTask),
+    project(ProjectKind::StartDuoTask),
+    project(ProjectKind::AwaitDuoTasksCompletion),
+    project(ProjectKind::EndDuoProject),
+    project(ProjectKind::AbortProject),
 ];
-const ORCHESTRATING: &[&str] = &[
-    "message",
-    "think",
-    "review",
-    "fly-to-bounds",
-    "start-project",
-    "create-project-task",
-    "direct-to-start-project-task",
-    "await-tasks-completion",
-    "end-project",
-    "abort-project",
+const ORCHESTRATING: &[RuntimeKind] = &[
+    MESSAGE,
+    THINK,
+    REVIEW,
+    FLY,
+    project(ProjectKind::StartProject),
+    project(ProjectKind::CreateProjectTask),
+    project(ProjectKind::DirectToStartProjectTask),
+    project(ProjectKind::AwaitTasksCompletion),
+    project(ProjectKind::EndProject),
+    project(ProjectKind::AbortProject),
 ];
-const WAITING: &[&str] = &[];
+const WAITING: &[RuntimeKind] = &[];
 
 impl Mode {
     /// Every mode.
@@ -162,7 +175,7 @@ impl Mode {
     }
 
     /// The runtime (non-canvas) actions the model may use.
-    fn runtime_actions(self) -> &'static [&'static str] {
+    pub fn runtime_actions(self) -> &'static [RuntimeKind] {
         match self {
             Mode::Idling | Mode::Soloing => SOLOING,
             Mode::WorkingSolo => WORKING_SOLO,
@@ -195,7 +208,7 @@ impl Mode {
 
     /// Every action the model may write in this mode.
     pub fn allowed_actions(self) -> Vec<&'static str> {
-        let mut out: Vec<&'static str> = self.runtime_actions().to_vec();
+        let mut out: Vec<&'static str> = self.runtime_actions().iter().map(|k| k.name()).collect();
         if self.draws() {
             out.extend_from_slice(&CANVAS_ACTIONS);
         }
@@ -204,8 +217,10 @@ impl Mode {
 
     /// Whether `action` may be used in this mode.
     pub fn allows(self, action: &str) -> bool {
-        self.runtime_actions().contains(&action)
-            || (self.draws() && CANVAS_ACTIONS.contains(&action))
+        match RuntimeKind::parse(action) {
+            Some(kind) => self.runtime_actions().contains(&kind),
+            None => self.draws() && CANVAS_ACTIONS.contains(&action),
+        }
     }
 }
 
@@ -365,8 +380,16 @@ mod tests {
         assert!(Mode::OrchestratingWaiting.allowed_actions().is_empty());
         // Every project action is allowed in some mode, and every allowed name is registered.
         let registry = crate::agent::actions::runtime::full_registry();
-        for name in crate::agent::actions::project::PROJECT_ACTIONS {
-            assert!(Mode::ALL.iter().any(|m| m.allows(name)), "{name}");
+        for kind in ProjectKind::ALL {
+            assert!(
+                Mode::ALL.iter().any(|m| m.allows(kind.name())),
+                "{}",
+                kind.name()
+            );
+        }
+        // A canvas action's name is never a runtime action's.
+        for name in CANVAS_ACTIONS.iter() {
+            assert_eq!(RuntimeKind::parse(name), None, "{name}");
         }
         for m in Mode::ALL {
             for name in m.allowed_actions() {
