@@ -15,7 +15,9 @@
 //! - [`runtime`]: the solo runtime actions (`message`, `think`, `review`,
 //!   `upsert-personal-todo`, `fly-to-bounds`, solo tasks), their typed arguments and
 //!   [`runtime::RuntimeCommand`], which reads any complete runtime action once;
-//! - [`project`]: the project actions' typed arguments and schemas.
+//! - [`project`]: the project actions' typed arguments and schemas;
+//! - [`kinds`]: the runtime and project actions by kind (a leaf), which the modes' one table of
+//!   allowed actions lists.
 //!
 //! The runtime actions are registered as [`RuntimeAction`]s: a name, a schema and the history
 //! flag, with the same duplicate check, so one registry ([`runtime::full_registry`]) produces
@@ -61,6 +63,7 @@
 
 pub mod canvas;
 pub mod common;
+pub mod kinds;
 pub mod project;
 pub mod runtime;
 

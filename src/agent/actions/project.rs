@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::agent::actions::RuntimeAction;
 use crate::agent::actions::common::{bounds_props, runtime_schema, with_props};
+use crate::agent::actions::kinds::ProjectKind;
 
 /// `start-project` / `start-duo-project`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -126,84 +127,6 @@ pub enum ProjectAction {
     AwaitDuoTasksCompletion(AwaitTasks),
     /// The duo's `end-project`.
     EndDuoProject(EndProject),
-}
-
-/// The project actions by kind (one per [`ProjectAction`] variant), for what a mode allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProjectKind {
-    /// `start-project`.
-    StartProject,
-    /// `create-project-task`.
-    CreateProjectTask,
-    /// `direct-to-start-project-task`.
-    DirectToStartProjectTask,
-    /// `await-tasks-completion`.
-    AwaitTasksCompletion,
-    /// `end-project`.
-    EndProject,
-    /// `abort-project`.
-    AbortProject,
-    /// `mark-drone-task-done`.
-    MarkDroneTaskDone,
-    /// `start-duo-project`.
-    StartDuoProject,
-    /// `create-duo-task`.
-    CreateDuoTask,
-    /// `direct-to-start-duo-task`.
-    DirectToStartDuoTask,
-    /// `start-duo-task`.
-    StartDuoTask,
-    /// `mark-duo-task-done`.
-    MarkDuoTaskDone,
-    /// `await-duo-tasks-completion`.
-    AwaitDuoTasksCompletion,
-    /// `end-duo-project`.
-    EndDuoProject,
-}
-
-impl ProjectKind {
-    /// Every project action, in the order of their schemas.
-    pub const ALL: [ProjectKind; 14] = [
-        ProjectKind::StartProject,
-        ProjectKind::CreateProjectTask,
-        ProjectKind::DirectToStartProjectTask,
-        ProjectKind::AwaitTasksCompletion,
-        ProjectKind::EndProject,
-        ProjectKind::AbortProject,
-        ProjectKind::MarkDroneTaskDone,
-        ProjectKind::StartDuoProject,
-        ProjectKind::CreateDuoTask,
-        ProjectKind::DirectToStartDuoTask,
-        ProjectKind::StartDuoTask,
-        ProjectKind::MarkDuoTaskDone,
-        ProjectKind::AwaitDuoTasksCompletion,
-        ProjectKind::EndDuoProject,
-    ];
-
-    /// The `_type` the model writes.
-    pub fn name(self) -> &'static str {
-        match self {
-            ProjectKind::StartProject => "start-project",
-            ProjectKind::CreateProjectTask => "create-project-task",
-            ProjectKind::DirectToStartProjectTask => "direct-to-start-project-task",
-            ProjectKind::AwaitTasksCompletion => "await-tasks-completion",
-            ProjectKind::EndProject => "end-project",
-            ProjectKind::AbortProject => "abort-project",
-            ProjectKind::MarkDroneTaskDone => "mark-drone-task-done",
-            ProjectKind::StartDuoProject => "start-duo-project",
-            ProjectKind::CreateDuoTask => "create-duo-task",
-            ProjectKind::DirectToStartDuoTask => "direct-to-start-duo-task",
-            ProjectKind::StartDuoTask => "start-duo-task",
-            ProjectKind::MarkDuoTaskDone => "mark-duo-task-done",
-            ProjectKind::AwaitDuoTasksCompletion => "await-duo-tasks-completion",
-            ProjectKind::EndDuoProject => "end-duo-project",
-        }
-    }
-
-    /// The project action named `name`.
-    pub fn parse(name: &str) -> Option<ProjectKind> {
-        ProjectKind::ALL.into_iter().find(|k| k.name() == name)
-    }
 }
 
 /// A project action the model wrote that cannot be read; the text is its correction.

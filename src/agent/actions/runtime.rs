@@ -13,7 +13,8 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 
 use crate::agent::actions::common::{bounds_props, runtime_schema, with_props};
-use crate::agent::actions::project::{MalformedAction, ProjectAction, ProjectKind};
+use crate::agent::actions::kinds::SoloKind;
+use crate::agent::actions::project::{MalformedAction, ProjectAction};
 use crate::agent::actions::{Registry, RuntimeAction};
 use crate::agent::state::work::TaskStatus;
 use crate::canvas::geometry::Bounds;
@@ -154,86 +155,6 @@ pub enum SoloAction {
     StartSoloTask(TaskRef),
     /// Finish the current solo task.
     MarkSoloTaskDone(serde::de::IgnoredAny),
-}
-
-/// The solo runtime actions by kind (one per [`SoloAction`] variant), for what a mode allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SoloKind {
-    /// `message`.
-    Message,
-    /// `think`.
-    Think,
-    /// `review`.
-    Review,
-    /// `upsert-personal-todo`.
-    UpsertPersonalTodo,
-    /// `fly-to-bounds`.
-    FlyToBounds,
-    /// `create-solo-task`.
-    CreateSoloTask,
-    /// `start-solo-task`.
-    StartSoloTask,
-    /// `mark-solo-task-done`.
-    MarkSoloTaskDone,
-}
-
-impl SoloKind {
-    /// Every solo action, in the order of their schemas.
-    pub const ALL: [SoloKind; 8] = [
-        SoloKind::Message,
-        SoloKind::Think,
-        SoloKind::Review,
-        SoloKind::UpsertPersonalTodo,
-        SoloKind::FlyToBounds,
-        SoloKind::CreateSoloTask,
-        SoloKind::StartSoloTask,
-        SoloKind::MarkSoloTaskDone,
-    ];
-
-    /// The `_type` the model writes.
-    pub fn name(self) -> &'static str {
-        match self {
-            SoloKind::Message => "message",
-            SoloKind::Think => "think",
-            SoloKind::Review => "review",
-            SoloKind::UpsertPersonalTodo => "upsert-personal-todo",
-            SoloKind::FlyToBounds => "fly-to-bounds",
-            SoloKind::CreateSoloTask => "create-solo-task",
-            SoloKind::StartSoloTask => "start-solo-task",
-            SoloKind::MarkSoloTaskDone => "mark-solo-task-done",
-        }
-    }
-
-    /// The solo action named `name`.
-    pub fn parse(name: &str) -> Option<SoloKind> {
-        SoloKind::ALL.into_iter().find(|k| k.name() == name)
-    }
-}
-
-/// A runtime (non-canvas) action by kind: what a mode's table of allowed actions lists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RuntimeKind {
-    /// A solo action.
-    Solo(SoloKind),
-    /// A project action.
-    Project(ProjectKind),
-}
-
-impl RuntimeKind {
-    /// The `_type` the model writes.
-    pub fn name(self) -> &'static str {
-        match self {
-            RuntimeKind::Solo(kind) => kind.name(),
-            RuntimeKind::Project(kind) => kind.name(),
-        }
-    }
-
-    /// The runtime action named `name` (`None`: a canvas action or no action at all).
-    pub fn parse(name: &str) -> Option<RuntimeKind> {
-        SoloKind::parse(name)
-            .map(RuntimeKind::Solo)
-            .or_else(|| ProjectKind::parse(name).map(RuntimeKind::Project))
-    }
 }
 
 /// A complete runtime action, read once.

@@ -16,8 +16,7 @@
 //! works as in the seed (soloing → working-solo → soloing).
 
 use crate::agent::actions::CANVAS_ACTIONS;
-use crate::agent::actions::project::ProjectKind;
-use crate::agent::actions::runtime::{RuntimeKind, SoloKind};
+use crate::agent::actions::kinds::{ProjectKind, RuntimeKind, SoloKind};
 use crate::llm::AgentMode;
 use serde::{Deserialize, Serialize};
 
