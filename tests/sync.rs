@@ -637,30 +637,14 @@ async fn a_large_live_room_compacts_from_the_store() {
 #[cfg(debug_assertions)]
 #[tokio::test]
 async fn a_frame_that_panics_the_decoder_prints_no_report_or_backtrace() {
-    use std::io::{BufRead, BufReader};
+    use support::services::Node;
     let dir = tempfile::tempdir().expect("tempdir");
     let log_path = dir.path().join("stderr.log");
     let log = std::fs::File::create(&log_path).expect("stderr log");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fairyring"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--insecure-no-auth"])
-        .args(["--store", "memory:"])
-        .env("RUST_BACKTRACE", "full")
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .expect("spawn fairyring");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("first line");
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("listening line, got {line:?}"))
-        .to_owned();
-    let base = format!("ws://{addr}");
+    let mut node = Node::spawn_with(&["--store".into(), "memory:".into()], |command| {
+        command.env("RUST_BACKTRACE", "full").stderr(log);
+    });
+    let base = node.ws();
     let frame = vec![
         0, 0, 10, 1, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10, 0,
     ];
@@ -677,8 +661,7 @@ async fn a_frame_that_panics_the_decoder_prints_no_report_or_backtrace() {
             shape_x(&c.doc, "after") == Some(3.0)
         })
         .await;
-    child.kill().expect("kill");
-    child.wait().expect("wait");
+    node.kill();
     let printed = std::fs::read_to_string(&log_path).expect("read stderr");
     assert!(
         !printed.contains("panicked at") && !printed.contains("stack backtrace"),

@@ -151,14 +151,21 @@ pub struct Node {
 impl Node {
     /// Starts `fairyring serve --listen 127.0.0.1:0 --insecure-no-auth ARGS…`.
     pub fn spawn(args: &[String]) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_fairyring"))
+        Node::spawn_with(args, |_| {})
+    }
+
+    /// [`Node::spawn`], with `configure` setting more of the command (environment, stderr)
+    /// before it starts.
+    pub fn spawn_with(args: &[String], configure: impl FnOnce(&mut Command)) -> Node {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_fairyring"));
+        command
             .args(["serve", "--listen", "127.0.0.1:0", "--insecure-no-auth"])
             .args(args)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn fairyring");
+            .stderr(Stdio::inherit());
+        configure(&mut command);
+        let mut child = command.spawn().expect("spawn fairyring");
         let stdout = child.stdout.take().expect("stdout");
         let mut line = String::new();
         BufReader::new(stdout)
