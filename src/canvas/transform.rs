@@ -148,6 +148,25 @@ impl PromptTransform {
     }
 }
 
+/// Writes whole numbers without a fraction (`10`, not `10.0`): shorter prompts, and what the
+/// model is expected to write back.
+pub fn tidy_numbers(value: &mut Value) {
+    match value {
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64()
+                && n.is_f64()
+                && f.fract() == 0.0
+                && f.abs() < 9.0e15
+            {
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(tidy_numbers),
+        Value::Object(map) => map.values_mut().for_each(tidy_numbers),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

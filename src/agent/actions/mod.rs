@@ -395,6 +395,9 @@ pub static CANVAS_ACTIONS: LazyLock<Vec<&'static str>> =
 #[derive(Clone, Default)]
 pub struct Registry {
     actions: BTreeMap<&'static str, Registered>,
+    /// The response schema's text per list of allowed actions (a handful of lists: one per
+    /// mode), written once: every turn's system prompt ends with it.
+    schema_texts: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<str>>>>,
 }
 
 impl Registry {
@@ -421,7 +424,28 @@ impl Registry {
             return Err(ActionError::Duplicate(name.into()));
         }
         self.actions.insert(name, entry);
+        self.schema_texts = Arc::default();
         Ok(())
+    }
+
+    /// The text `write` makes of the response schema for `allowed`, made once per list of
+    /// allowed actions and kept (the list is the cache's key, so `write` must depend on
+    /// nothing else).
+    pub fn schema_text(&self, allowed: &[&str], write: impl FnOnce() -> String) -> Arc<str> {
+        let key = allowed.join(",");
+        let cached = match self.schema_texts.lock() {
+            Ok(texts) => texts.get(&key).cloned(),
+            Err(_) => None,
+        };
+        if let Some(text) = cached {
+            return text;
+        }
+        // Written outside the lock: two turns may both write it once, never wait on it.
+        let text: Arc<str> = write().into();
+        if let Ok(mut texts) = self.schema_texts.lock() {
+            texts.insert(key, text.clone());
+        }
+        text
     }
 
     /// Adds a canvas action; refuses a name already taken.

@@ -35,7 +35,7 @@ use super::presence::{TaskSummary, TodoItem};
 use crate::agent::actions::CANVAS_ACTIONS;
 use crate::agent::actions::runtime::response_schema_for;
 use crate::agent::apply::changes::ChangeReport;
-use crate::agent::prompt::model_space::{bounds_to_model, tidy_numbers};
+use crate::agent::prompt::model_space::bounds_to_model;
 use crate::agent::prompt::parts as prompt_parts;
 use crate::agent::prompt::parts::PromptExtras;
 use crate::agent::state::fairy::FairyEntity;
@@ -44,6 +44,7 @@ use crate::canvas::format::{peripheral_clusters, to_blurry, to_simple};
 use crate::canvas::geometry::{Bounds, shape_bounds};
 use crate::canvas::shape::{Shape, paint_order};
 use crate::canvas::transform::PromptTransform;
+use crate::canvas::transform::tidy_numbers;
 use crate::llm::{ChatMessage, ModelRequest, Part, Role};
 use crate::partial_json::ACTIONS_PREFILL;
 
@@ -177,11 +178,10 @@ pub fn system_prompt(
     sections.extend(prompt_parts::instructions_section(
         extras.instructions.as_deref(),
     ));
-    let schema = response_schema_for(registry, &allowed);
-    sections.push(format!(
-        "## Response schema\n```json\n{}\n```",
-        serde_json::to_string_pretty(&schema).unwrap_or_default()
-    ));
+    let schema = registry.schema_text(&allowed, || {
+        serde_json::to_string_pretty(&response_schema_for(registry, &allowed)).unwrap_or_default()
+    });
+    sections.push(format!("## Response schema\n```json\n{schema}\n```"));
     sections.join("\n\n")
 }
 
@@ -218,8 +218,61 @@ fn other_fairy(f: &Value, t: &PromptTransform) -> Value {
     out
 }
 
+/// The context parts: one JSON object, whose `chatHistory` is kept as the items' JSON texts
+/// (see [`crate::agent::state::memory::ActionJson`]) and spliced in when it is written out.
+pub struct ContextParts {
+    /// Every part but `chatHistory`.
+    pub parts: Value,
+    /// The `chatHistory` part, each item as compact JSON text.
+    pub history: Vec<String>,
+}
+
+/// The key of the history part.
+const CHAT_HISTORY: &str = "chatHistory";
+
+impl std::fmt::Display for ContextParts {
+    /// The object as compact JSON, keys in a `Value`'s (sorted) order, `chatHistory` among
+    /// them: the text [`serde_json::Value`] would write for the whole object.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Some(map) = self.parts.as_object() else {
+            return write!(f, "{}", self.parts);
+        };
+        let key = |k: &str| serde_json::to_string(k).unwrap_or_default();
+        let history = |f: &mut std::fmt::Formatter<'_>| -> std::fmt::Result {
+            write!(f, "{}:[", key(CHAT_HISTORY))?;
+            for (i, item) in self.history.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(",")?;
+                }
+                f.write_str(item)?;
+            }
+            f.write_str("]")
+        };
+        f.write_str("{")?;
+        let mut history_written = false;
+        for (i, (k, v)) in map.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            if !history_written && k.as_str() > CHAT_HISTORY {
+                history(f)?;
+                f.write_str(",")?;
+                history_written = true;
+            }
+            write!(f, "{}:{v}", key(k))?;
+        }
+        if !history_written {
+            if !map.is_empty() {
+                f.write_str(",")?;
+            }
+            history(f)?;
+        }
+        f.write_str("}")
+    }
+}
+
 /// The context parts, as one JSON object.
-pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> Value {
+pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> ContextParts {
     // One pass, each shape's bounds computed once; only what is listed is put in z-order.
     let (mut inside, outside): (Vec<&Shape>, Vec<&Shape>) = input
         .shapes
@@ -258,7 +311,6 @@ pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> Value 
         .collect();
     let mut parts = json!({
         "mode": input.mode.name(),
-        "chatHistory": compact_for_prompt(&history, input.history_budget),
         "bounds": bounds_to_model(&input.bounds, t),
         "blurryShapes": blurry,
         "shapesInBounds": inside.len(),
@@ -283,7 +335,11 @@ pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> Value 
         parts["reviewMode"] = review.to_json(t);
     }
     tidy_numbers(&mut parts);
-    parts
+    ContextParts {
+        parts,
+        // Tidy already: kept so by the history (`ActionJson`, `HistoryItem::prompt_text`).
+        history: compact_for_prompt(&history, input.history_budget),
+    }
 }
 
 /// The whole model request. The prefill is always offered; the provider sends it only to
@@ -403,5 +459,35 @@ mod tests {
         assert!(ctx.contains(r#""shapeId":"box""#), "{ctx}");
         assert!(ctx.contains(r#""x":10,"#), "{ctx}");
         assert!((t.from_model("box", "x", 10.0) - 1010.4).abs() < 1e-9);
+    }
+
+    /// The context written out is the JSON a `Value` holding every part would write, the
+    /// history spliced in at its key's place; empty or alone, the same.
+    #[test]
+    fn context_text_is_the_whole_objects_json() {
+        let history = vec![r#"{"a":1}"#.to_owned(), r#""cut""#.to_owned()];
+        let whole = |parts: &Value, history: &[String]| {
+            let mut v = parts.clone();
+            let items: Vec<Value> = history
+                .iter()
+                .map(|h| serde_json::from_str(h).unwrap())
+                .collect();
+            v[CHAT_HISTORY] = Value::Array(items);
+            v.to_string()
+        };
+        for parts in [
+            json!({"bounds": {"x": 1}, "mode": "soloing", "time": "t\"q"}),
+            json!({"a": 1}),
+            json!({"zz": [1, 2]}),
+            json!({}),
+        ] {
+            for h in [history.clone(), Vec::new()] {
+                let context = ContextParts {
+                    parts: parts.clone(),
+                    history: h.clone(),
+                };
+                assert_eq!(context.to_string(), whole(&parts, &h));
+            }
+        }
     }
 }

@@ -10,12 +10,13 @@
 use serde_json::{Value, json};
 
 use crate::agent::modes::Mode;
-use crate::agent::prompt::model_space::{bounds_to_model, tidy_numbers};
+use crate::agent::prompt::model_space::bounds_to_model;
 use crate::agent::prompt::screenshot::Screenshot;
 use crate::agent::state::fairy::FairyEntity;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::page::PageInfo;
 use crate::canvas::transform::PromptTransform;
+use crate::canvas::transform::tidy_numbers;
 use crate::llm::{ChatMessage, Part};
 
 /// The task a fairy in a working mode works on.
@@ -477,7 +478,7 @@ mod tests {
             extras: &PromptExtras::default(),
             project: None,
         };
-        let parts = context_parts(&input, &mut PromptTransform::new(0.0, 0.0));
+        let parts = context_parts(&input, &mut PromptTransform::new(0.0, 0.0)).parts;
         let ids: Vec<&str> = parts["blurryShapes"]
             .as_array()
             .into_iter()

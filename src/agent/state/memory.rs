@@ -4,12 +4,19 @@
 //! history inside the model's context budget (oldest items folded into one summary item, then
 //! oversized items truncated).
 //!
+//! An action is kept as its compact JSON text ([`ActionJson`]), not as a `serde_json::Value`
+//! tree: a fairy drawing at full speed keeps hundreds of them (a tree took ~2.4 KB each, the
+//! text ~250 bytes), and every turn's prompt copies the text instead of rebuilding and
+//! re-serialising a tree per item.
+//!
 //! Owns the item types and pure functions over them. No I/O.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::agent::modes::MemoryLevel;
+use crate::canvas::transform::tidy_numbers;
 use crate::ids::RequestId;
 
 /// Characters of history sent to the model at most (≈ 25k tokens).
@@ -38,6 +45,67 @@ impl Acceptance {
     }
 }
 
+/// An action as the history keeps it: its compact JSON text, numbers tidied
+/// ([`tidy_numbers`]: `10`, not `10.0`, as the prompt shows them), keys in serde_json's order.
+/// Serialised as that JSON (the stored state and the REST API see the action itself);
+/// deserialised from any JSON value, which is written again in this form.
+#[derive(Clone)]
+pub struct ActionJson(Box<RawValue>);
+
+impl ActionJson {
+    /// The action `value`, kept as text.
+    pub fn new(value: &Value) -> Self {
+        let mut value = value.clone();
+        tidy_numbers(&mut value);
+        // A `Value` always serialises, and its text is valid JSON.
+        let text = value.to_string();
+        match RawValue::from_string(text) {
+            Ok(raw) => ActionJson(raw),
+            Err(_) => ActionJson(RawValue::NULL.to_owned()),
+        }
+    }
+
+    /// The action as JSON text.
+    pub fn text(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The action as a JSON value (parsed again: for the rare readers that edit it).
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(self.text()).unwrap_or(Value::Null)
+    }
+}
+
+impl From<Value> for ActionJson {
+    fn from(value: Value) -> Self {
+        ActionJson::new(&value)
+    }
+}
+
+impl PartialEq for ActionJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.text() == other.text()
+    }
+}
+
+impl std::fmt::Debug for ActionJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.text())
+    }
+}
+
+impl Serialize for ActionJson {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ActionJson {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(|value| ActionJson::new(&value))
+    }
+}
+
 /// One history item.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "kebab-case")]
@@ -62,7 +130,8 @@ pub enum HistoryItem {
     #[serde(rename_all = "camelCase")]
     Action {
         /// The (sanitized) action.
-        action: Value,
+        #[schema(value_type = Object)]
+        action: ActionJson,
         /// Whether it was carried out.
         acceptance: Acceptance,
         /// Why it was rejected or corrected, for the model.
@@ -108,7 +177,38 @@ impl HistoryItem {
         if let Some(o) = v.as_object_mut() {
             o.remove("memoryLevel");
         }
+        tidy_numbers(&mut v);
         v
+    }
+
+    /// [`HistoryItem::to_prompt_json`] as compact JSON text. An action (most of a busy
+    /// fairy's history) is written around its kept text, with no tree built: keys in the
+    /// order a `Value` writes them (sorted).
+    pub fn prompt_text(&self) -> String {
+        let HistoryItem::Action {
+            action,
+            acceptance,
+            note,
+            ..
+        } = self
+        else {
+            return self.to_prompt_json().to_string();
+        };
+        let note = note
+            .as_ref()
+            .map(|n| serde_json::to_string(n).unwrap_or_default());
+        let mut out =
+            String::with_capacity(action.text().len() + note.as_ref().map_or(0, String::len) + 64);
+        out.push_str("{\"acceptance\":\"");
+        out.push_str(acceptance.as_str());
+        out.push_str("\",\"action\":");
+        out.push_str(action.text());
+        if let Some(note) = note {
+            out.push_str(",\"note\":");
+            out.push_str(&note);
+        }
+        out.push_str(",\"type\":\"action\"}");
+        out
     }
 }
 
@@ -164,57 +264,36 @@ fn clip(text: &str, max: usize) -> String {
     format!("{head}… (truncated)")
 }
 
-/// Bytes of `value` written as compact JSON, counted without keeping the text.
-pub fn json_len(value: &impl Serialize) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+/// One item as the prompt carries it, and its length in the prompt: its JSON text, or that
+/// text cut to [`MAX_ITEM_CHARS`] (as a JSON string) when longer.
+fn prompt_item(item: &HistoryItem) -> (String, usize) {
+    let text = item.prompt_text();
+    // A text is never longer in characters than in bytes: only a long one is counted.
+    if text.len() > MAX_ITEM_CHARS && text.chars().count() > MAX_ITEM_CHARS {
+        let cut = clip(&text, MAX_ITEM_CHARS);
+        let len = cut.len();
+        return (serde_json::to_string(&cut).unwrap_or_default(), len);
     }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail, nor can serializing these types.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
+    let len = text.len();
+    (text, len)
 }
 
-/// One item as the prompt carries it, and its length in the prompt: its JSON, or the JSON's
-/// text cut to [`MAX_ITEM_CHARS`] when longer.
-fn prompt_item(item: &HistoryItem) -> (Value, usize) {
-    let value = item.to_prompt_json();
-    let len = json_len(&value);
-    // A text is never longer in characters than in bytes: only a long one is written out.
-    if len > MAX_ITEM_CHARS {
-        let text = value.to_string();
-        if text.chars().count() > MAX_ITEM_CHARS {
-            let cut = clip(&text, MAX_ITEM_CHARS);
-            let len = cut.len();
-            return (Value::String(cut), len);
-        }
-    }
-    (value, len)
-}
-
-/// The prompt's history items as JSON, within `budget` characters: the oldest items are folded
-/// into one memory-transition summary (counting what was left out, by kind), then every item
-/// is cut to [`MAX_ITEM_CHARS`]. Never fails: at worst only the summary remains. Only the
+/// The prompt's history items as JSON texts, within `budget` characters: the oldest items are
+/// folded into one memory-transition summary (counting what was left out, by kind), then every
+/// item is cut to [`MAX_ITEM_CHARS`]. Never fails: at worst only the summary remains. Only the
 /// items that fit are written: the cost is the budget's, not the whole history's.
-pub fn compact_for_prompt(items: &[&HistoryItem], budget: usize) -> Vec<Value> {
+pub fn compact_for_prompt(items: &[&HistoryItem], budget: usize) -> Vec<String> {
     let mut total = 0usize;
     let mut keep_from = items.len();
     let mut kept = Vec::new();
     for (i, item) in items.iter().enumerate().rev() {
-        let (value, len) = prompt_item(item);
+        let (text, len) = prompt_item(item);
         if total + len > budget {
             break;
         }
         total += len;
         keep_from = i;
-        kept.push(value);
+        kept.push(text);
     }
     let mut out = Vec::with_capacity(kept.len() + 1);
     if keep_from > 0 {
@@ -240,7 +319,10 @@ pub fn compact_for_prompt(items: &[&HistoryItem], budget: usize) -> Vec<Value> {
         if let Some(last) = last_request {
             text.push_str(&format!(" The last of those requests was: {last}"));
         }
-        out.push(serde_json::json!({"type": "memory-transition", "agentFacingMessage": text}));
+        out.push(
+            serde_json::json!({"type": "memory-transition", "agentFacingMessage": text})
+                .to_string(),
+        );
     }
     out.extend(kept.into_iter().rev());
     out
@@ -304,9 +386,15 @@ mod tests {
             })
             .collect();
         let refs: Vec<&HistoryItem> = items.iter().collect();
-        let all = compact_for_prompt(&refs, usize::MAX);
+        let parse = |texts: Vec<String>| -> Vec<Value> {
+            texts
+                .iter()
+                .map(|t| serde_json::from_str(t).unwrap())
+                .collect()
+        };
+        let all = parse(compact_for_prompt(&refs, usize::MAX));
         assert_eq!(all.len(), 50);
-        let out = compact_for_prompt(&refs, 1000);
+        let out = parse(compact_for_prompt(&refs, 1000));
         assert!(out.len() < 50 && out.len() > 1);
         assert_eq!(out[0]["type"], "memory-transition");
         let summary = out[0]["agentFacingMessage"].as_str().unwrap_or_default();
@@ -320,7 +408,52 @@ mod tests {
         let huge = [prompt(&"y".repeat(MAX_ITEM_CHARS * 3), MemoryLevel::Fairy)];
         let refs: Vec<&HistoryItem> = huge.iter().collect();
         let out = compact_for_prompt(&refs, HISTORY_BUDGET_CHARS);
-        assert!(out[0].to_string().len() < MAX_ITEM_CHARS + 100);
+        assert!(out[0].len() < MAX_ITEM_CHARS + 100);
         assert_eq!(compact_for_prompt(&refs, 10).len(), 1);
+    }
+
+    /// An item's prompt text is exactly its prompt JSON written out, for every kind; an
+    /// action's text is kept tidy and survives a store round trip.
+    #[test]
+    fn prompt_text_is_the_prompt_json_written_out() {
+        use serde_json::json;
+        let action = json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "b\u{e9}\"x", "x": 10.0, "y": -2.5, "w": 1e3}});
+        let items = [
+            prompt("draw \"this\" \u{2713}", MemoryLevel::Task),
+            HistoryItem::Action {
+                action: ActionJson::new(&action),
+                acceptance: Acceptance::Accepted,
+                note: None,
+                memory_level: MemoryLevel::Fairy,
+            },
+            HistoryItem::Action {
+                action: ActionJson::new(&json!({"_type": "x"})),
+                acceptance: Acceptance::Rejected,
+                note: Some("why \"not\"\n".into()),
+                memory_level: MemoryLevel::Project,
+            },
+            HistoryItem::Continuation {
+                data: vec![json!({"a": 1.0}), json!("b")],
+                memory_level: MemoryLevel::Fairy,
+            },
+            HistoryItem::MemoryTransition {
+                agent_facing_message: "done".into(),
+                user_facing_message: None,
+                memory_level: MemoryLevel::Fairy,
+            },
+        ];
+        for item in &items {
+            assert_eq!(item.prompt_text(), item.to_prompt_json().to_string());
+            let stored = serde_json::to_string(item).unwrap();
+            let back: HistoryItem = serde_json::from_str(&stored).unwrap();
+            assert_eq!(&back, item);
+        }
+        let HistoryItem::Action { action: kept, .. } = &items[1] else {
+            unreachable!()
+        };
+        assert!(kept.text().contains(r#""x":10,"#), "{}", kept.text());
+        let mut tidy = action.clone();
+        tidy_numbers(&mut tidy);
+        assert_eq!(kept.to_value(), tidy);
     }
 }

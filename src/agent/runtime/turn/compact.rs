@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::agent::host::events::{AgentEvent, CompactionLevel, CompactionReason, UsagePurpose};
 use crate::agent::modes::MemoryLevel;
 use crate::agent::runtime::FairyRuntime;
-use crate::agent::state::memory::{HistoryItem, filter_by_level, visible_indices};
+use crate::agent::state::memory::{ActionJson, HistoryItem, filter_by_level, visible_indices};
 use crate::llm::{ChatMessage, ModelEvent, ModelRequest, Usage};
 
 /// Longest summary kept, in characters.
@@ -36,7 +36,7 @@ pub const OVERFLOW_ITEM_CHARS: usize = 1_000;
 pub const OVERFLOW_MESSAGE_CHARS: usize = 8_000;
 
 fn rendered_len(item: &HistoryItem) -> usize {
-    crate::agent::state::memory::json_len(&item.to_prompt_json())
+    item.prompt_text().len()
 }
 
 /// How far a turn's context-overflow recovery went.
@@ -113,7 +113,11 @@ pub fn truncate_item(item: &mut HistoryItem, max: usize) -> bool {
             ..
         } => clip_string(agent_facing_message),
         HistoryItem::Action { action, note, .. } => {
-            let a = clip_value(action, max);
+            let mut value = action.to_value();
+            let a = clip_value(&mut value, max);
+            if a {
+                *action = ActionJson::new(&value);
+            }
             note.as_mut().is_some_and(clip_string) | a
         }
         HistoryItem::Continuation { data, .. } => data
@@ -317,7 +321,7 @@ mod tests {
     fn truncation_clips_every_long_string_of_an_item() {
         let long = "x".repeat(50);
         let mut item = HistoryItem::Action {
-            action: json!({"_type": "message", "text": long, "n": 1, "list": [long]}),
+            action: json!({"_type": "message", "text": long, "n": 1, "list": [long]}).into(),
             acceptance: crate::agent::state::memory::Acceptance::Accepted,
             note: Some(long.clone()),
             memory_level: MemoryLevel::Fairy,

@@ -29,7 +29,7 @@ use crate::agent::host::events::{AgentEvent, UsagePurpose};
 use crate::agent::presence::Pose;
 use crate::agent::prompt::parts::{PromptExtras, ReviewPart};
 use crate::agent::prompt::{PromptInput, build_request};
-use crate::agent::state::memory::HistoryItem;
+use crate::agent::state::memory::{ActionJson, HistoryItem};
 use crate::canvas::transform::PromptTransform;
 use crate::llm::{LlmError, ModelEvent, Usage};
 use crate::partial_json::{ActionStream, StreamedAction};
@@ -600,7 +600,7 @@ impl FairyRuntime {
             1,
         );
         self.state.history.push(HistoryItem::Action {
-            action: action.clone(),
+            action: ActionJson::new(action),
             acceptance: crate::agent::state::memory::Acceptance::Accepted,
             note: (!note.is_empty()).then_some(note),
             memory_level: level,
@@ -626,7 +626,7 @@ impl FairyRuntime {
         });
         self.corrections.push(format!("Rejected '{kind}': {why}"));
         self.state.history.push(HistoryItem::Action {
-            action: action.clone(),
+            action: ActionJson::new(action),
             acceptance: crate::agent::state::memory::Acceptance::Rejected,
             note: Some(why),
             memory_level: level,
