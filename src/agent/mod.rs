@@ -6,9 +6,10 @@
 //!   never refuses an interrupt, the [`host::events`] observers see, the per-room hourly token
 //!   [`host::budget`] and the [`host::executor`] fairies run on, below the people's work.
 //! - [`runtime`]: one fairy at work, a folder whose children depend only on their parent:
-//!   the type and the request loop (`runtime/mod.rs`), one model turn (`runtime/turn/`, with
-//!   the runtime actions carried out in `turn/apply.rs` and the history summarised in
-//!   `turn/compact.rs`), `interrupt({input, mode})` ([`runtime::interrupt`]), what the prompt
+//!   the type (`runtime/mod.rs`), the request loop (`runtime/request.rs`), one model turn
+//!   along its pipeline (`runtime/turn/`: the prompt builder `prompt.rs`, the streaming loop,
+//!   the checks `pipeline.rs`, `canvas.rs` and `runtime_actions.rs` applying what passed, the
+//!   history summarised in `compact.rs`), `interrupt({input, mode})` ([`runtime::interrupt`]), what the prompt
 //!   needs beside the shapes ([`runtime::view`]) and the fairy's part in a project
 //!   ([`runtime::project`]).
 //! - [`prompt`]: building the model request, with its [`prompt::parts`], [`prompt::project`]

@@ -13,24 +13,40 @@
 //! A failover retry that discards delivered text reverts the incomplete action and skips the
 //! actions already completed when the answer streams again, so the document ends as if only
 //! the completed actions had been applied once.
+//!
+//! # The turn's pipeline (parent → child only; the hand-offs are typed)
+//! - [`prompt`]: the prompt builder. What the prompt is built from is gathered once per turn
+//!   (`Gathered`), then built into a `TurnPrompt` (the model request and its transform),
+//!   again for each context-overflow recovery level.
+//! - this file: the streaming loop (`stream_turn`: model events, retries, the throttle's
+//!   timer, the tail after the actions) and the dispatch of each streamed object
+//!   (`on_streamed`), with the history's accept / reject.
+//! - [`pipeline`]: the checks. Each streamed object is read once and judged (`Routed`:
+//!   preview, hidden, canvas, runtime, refused) before anything is applied.
+//! - [`canvas`]: applying canvas actions (tentative versions through the throttle and the
+//!   write budget, complete actions for good or as suggestions).
+//! - [`runtime_actions`]: carrying out runtime actions (message, think, review, todo, solo
+//!   tasks; project actions go on to [`crate::agent::runtime::project`]).
+//! - [`compact`]: keeping the history in budget, and recovering from a context overflow.
 
-mod apply;
+mod canvas;
 mod compact;
+mod pipeline;
+mod prompt;
+mod runtime_actions;
 
 use futures_util::StreamExt;
 use serde_json::Value;
 
 use compact::OverflowRecovery;
 
-use crate::agent::actions::{ActionCtx, Registered};
-use crate::agent::apply::suggest::{Author, Suggester};
-use crate::agent::apply::throttle::{Decision, StreamThrottle};
+use pipeline::Routed;
+use prompt::TurnPrompt;
+
+use crate::agent::actions::ActionCtx;
+use crate::agent::apply::throttle::StreamThrottle;
 use crate::agent::host::events::{AgentEvent, UsagePurpose};
-use crate::agent::presence::Pose;
-use crate::agent::prompt::parts::{PromptExtras, ReviewPart};
-use crate::agent::prompt::{PromptInput, build_request};
 use crate::agent::state::memory::{ActionJson, HistoryItem};
-use crate::canvas::transform::PromptTransform;
 use crate::llm::{LlmError, ModelEvent, Usage};
 use crate::partial_json::{ActionStream, StreamedAction};
 
@@ -93,92 +109,12 @@ impl FairyRuntime {
         outcome
     }
 
-    /// Its pending suggestions (in review mode) and people's decisions on its suggestions not
-    /// told yet, for the prompt; marks those decisions told.
-    fn review_part(&mut self) -> Option<ReviewPart> {
-        use crate::review::record::{self, Status};
-        let suggesting = self.suggest.is_some();
-        let mine: Vec<record::Suggestion> = {
-            let txn = yrs::Transact::transact(self.room.doc());
-            let any = yrs::ReadTxn::get_map(&txn, crate::canvas::schema::SUGGESTIONS)
-                .is_some_and(|root| yrs::Map::len(&root, &txn) > 0);
-            if !any {
-                Vec::new()
-            } else {
-                record::list(&txn)
-                    .into_iter()
-                    .filter(|s| s.fairy_id == self.entity.id)
-                    .collect()
-            }
-        };
-        let mut part = ReviewPart {
-            suggesting,
-            ..ReviewPart::default()
-        };
-        for s in mine {
-            match s.status {
-                Status::Pending if suggesting => part.pending.push(s),
-                Status::Pending => {}
-                _ if s.decided_at.unwrap_or(0.0) > self.state.decisions_told => {
-                    part.decided.push(s)
-                }
-                _ => {}
-            }
-        }
-        part.pending.sort_by(|a, b| a.at.total_cmp(&b.at));
-        part.decided.sort_by(|a, b| {
-            a.decided_at
-                .unwrap_or(0.0)
-                .total_cmp(&b.decided_at.unwrap_or(0.0))
-        });
-        if let Some(newest) = part.decided.last().and_then(|s| s.decided_at) {
-            self.state.decisions_told = newest;
-        }
-        (!part.is_empty()).then_some(part)
-    }
-
-    /// In review mode, the turn's [`Suggester`] over the room's shapes now.
-    fn suggester(&self, request: &Request) -> Option<Suggester> {
-        if self.apply_mode() != crate::review::ApplyMode::Suggest {
-            return None;
-        }
-        let request_id = self.request_ids.first()?.clone();
-        let author = Author {
-            fairy: self.entity.id.clone(),
-            request: request_id,
-            prompted_by: self.prompted_by(request.from_user.as_deref()),
-            model: self.model.name(),
-        };
-        Some(Suggester::new(
-            self.room.clone(),
-            self.shapes_now(),
-            author,
-            self.clock.clone(),
-        ))
-    }
-
     async fn run_turn_here(&mut self, request: &Request) -> Result<(), LlmError> {
-        let origin = self
-            .state
-            .chat_origin
-            .unwrap_or((self.bounds.x, self.bounds.y));
-        let mut transform = PromptTransform::new(origin.0, origin.1);
-        let changes = self.scope_changes(self.tracker.report(&mut transform));
-        self.tracker.start_request();
-        let mut corrections = std::mem::take(&mut self.corrections);
-        corrections.append(&mut self.notes);
-        let mut extras = self.prompt_extras(request).await;
-        extras.review = self.review_part();
+        let gathered = self.gather_prompt(request).await;
         let mut recovery = OverflowRecovery::default();
         loop {
-            let mut transform = transform.clone();
-            let model_request = self.build_prompt(
-                request,
-                (&changes, &corrections, &extras),
-                &recovery,
-                &mut transform,
-            );
-            match self.stream_turn(model_request, transform).await {
+            let prompt = self.build_prompt(request, &gathered, &recovery);
+            match self.stream_turn(prompt).await {
                 Err(error) if error.is_context_overflow() => {
                     self.revert_streamed();
                     if !self.recover_overflow(&mut recovery).await {
@@ -190,63 +126,16 @@ impl FairyRuntime {
         }
     }
 
-    fn build_prompt(
-        &self,
-        request: &Request,
-        (changes, corrections, extras): (
-            &crate::agent::apply::changes::ChangeReport,
-            &[String],
-            &PromptExtras,
-        ),
-        recovery: &OverflowRecovery,
-        transform: &mut PromptTransform,
-    ) -> crate::llm::ModelRequest {
-        let shapes = self.shapes_now();
-        let me = self.beacon.client_id();
-        let other_fairies: Vec<Value> = self
-            .room
-            .presence()
-            .into_iter()
-            .filter(|(id, _)| *id != me)
-            .filter_map(|(_, s)| {
-                let f = s.get("fairy")?;
-                Some(serde_json::json!({"id": f["id"], "name": f["name"], "x": f["x"], "y": f["y"], "mode": f["mode"]}))
-            })
-            .collect();
-        let tasks: Vec<_> = self.beacon.snapshot().tasks;
-        let messages = recovery.messages(&request.messages);
-        let input = PromptInput {
-            fairy: &self.entity,
-            mode: self.modes.mode(),
-            history: &self.state.history,
-            messages: &messages,
-            bounds: self.bounds,
-            page_id: &self.state.page_id,
-            shapes: &shapes,
-            selected: &request.selected,
-            changes,
-            todo: &self.state.todo,
-            tasks: &tasks,
-            other_fairies,
-            corrections,
-            time: crate::agent::prompt::parts::readable_time(self.clock.unix_millis()),
-            history_budget: recovery.history_budget(self.config.history_budget),
-            project: self.project_part(),
-            extras,
-        };
-        build_request(&input, &self.registry, transform)
-    }
-
     /// Streams one model call and applies what it says. The stream is dropped (the HTTP
     /// request aborted) as soon as the actions JSON broke beyond repair, and once the actions
     /// array closed as soon as more than [`TAIL_CHARS`] characters follow or [`TAIL_WAIT`]
     /// passes without the end (which carries the provider's usage report): nothing after the
     /// actions would be used, so it is neither waited for nor billed.
-    async fn stream_turn(
-        &mut self,
-        model_request: crate::llm::ModelRequest,
-        transform: PromptTransform,
-    ) -> Result<(), LlmError> {
+    async fn stream_turn(&mut self, prompt: TurnPrompt) -> Result<(), LlmError> {
+        let TurnPrompt {
+            request: model_request,
+            transform,
+        } = prompt;
         let mut ctx = ActionCtx::new(self.entity.id.as_str());
         ctx.transform = transform;
         ctx.page_id = self.state.page_id.clone();
@@ -374,221 +263,40 @@ impl FairyRuntime {
         Ok(())
     }
 
-    /// The room's fairy write budget (docs/fairies.md "People and fairies in one room"): a
-    /// complete canvas action waits until the room's fairies may write again. Nothing else
-    /// waits: a streamed version is skipped instead (see [`FairyRuntime::show`]).
-    async fn admit(&self, a: &StreamedAction) {
-        let canvas = a.complete
-            && a.action
-                .get("_type")
-                .and_then(Value::as_str)
-                .is_some_and(|kind| matches!(self.registry.get(kind), Some(Registered::Canvas(_))));
-        if canvas {
-            self.room.fairy_writes().ready().await;
-            // One action at a time: the other fairies of the runtime get their turn between
-            // two actions, even when a model's answer is all there at once.
-            tokio::task::yield_now().await;
-        }
-    }
-
-    /// `Err(correction)` when a canvas action could take the room's document past
-    /// `--max-doc-bytes` (docs/protocol.md "Document size"): it is bounded by its JSON
-    /// ([`crate::room::size::json_write_bound`]). Deleting is always allowed: it is how a room
-    /// at its cap makes room.
-    fn size_check(&self, kind: &str, action: &Value) -> Result<(), String> {
-        if matches!(kind, "delete" | "clear") {
-            return Ok(());
-        }
-        let json = serde_json::to_vec(action).map_or(0, |v| v.len());
-        self.room
-            .admit_write(crate::room::size::json_write_bound(json))
-            .map_err(|too_large| {
-                format!(
-                    "{too_large}: the room's document is full; nothing can be added or grown until shapes are deleted"
-                )
-            })
-    }
-
-    /// Charges the room's fairy write budget with the shapes the complete action just changed
-    /// (streamed versions before it are previews: they wait while the budget is spent, but
-    /// cost nothing).
-    fn charge_writes(&self) {
-        let changed = self.tracker.take_own_writes();
-        crate::metrics::global()
-            .fairy_shape_writes
-            .inc_by(u64::from(changed));
-        self.room.fairy_writes().charge(changed);
-    }
-
-    /// The throttle's trailing edge: applies the version it held back.
-    fn apply_held(&mut self, turn: &mut TurnState) {
-        let Some(held) = turn.held.take() else {
-            return;
-        };
-        if held.index == turn.handled {
-            self.show(held.index, held.action, turn);
-        }
-    }
-
-    /// Applies an incomplete version tentatively; only a version that could be applied
-    /// starts the throttle's interval. While the room's fairy write budget is spent the
-    /// version is held back instead, and tried again a budget's tick later unless a newer one
-    /// comes first.
-    fn show(&mut self, index: usize, action: Value, turn: &mut TurnState) {
-        if !self.room.fairy_writes().try_ready() {
-            turn.held = Some(Held {
-                index,
-                action,
-                until: tokio::time::Instant::now() + BUDGET_RETRY,
-            });
-            return;
-        }
-        // Nor is one that could take the document past its size cap (the complete action is
-        // refused with a correction).
-        let kind = action
-            .get("_type")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if self.size_check(kind, &action).is_err() {
-            return;
-        }
-        self.beacon.update_if_changed(|p| p.pose = Pose::Working);
-        // An incomplete version that cannot be applied yet is simply not shown.
-        let shown = match &mut self.suggest {
-            Some(suggest) => suggest.apply_tentative(&self.registry, &action, &mut turn.ctx),
-            None => self
-                .tentative
-                .apply_tentative(&self.registry, &action, &mut turn.ctx),
-        };
-        if shown.is_ok() {
-            turn.throttle.applied(self.clock.now(), &action);
-        }
-    }
-
+    /// One streamed object through the pipeline: told to observers, checked
+    /// ([`FairyRuntime::route`]), then shown, applied, carried out or refused.
     fn on_streamed(&mut self, a: StreamedAction, turn: &mut TurnState) {
-        if a.index < turn.skip_below {
+        let routed = self.route(&a, turn);
+        if routed == Routed::Handled {
             return;
         }
-        let kind = a
-            .action
-            .get("_type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
         self.emit(AgentEvent::Action {
             index: a.index,
             action: a.action.clone(),
             complete: a.complete,
             received_at: self.clock.unix_millis_f64(),
         });
-        let mode = self.modes.mode();
-        let canvas = matches!(self.registry.get(&kind), Some(Registered::Canvas(_)));
-        if !a.complete {
-            // Incomplete events only come last in a push, so `id_streaming` describes this one.
-            if canvas
-                && mode.allows(&kind)
-                && !turn.id_streaming
-                && self
-                    .task_bounds_check(&a.action, &turn.ctx.transform)
-                    .is_ok()
-            {
-                match turn.throttle.decide(self.clock.now(), &a.action) {
-                    Decision::Apply => {
-                        turn.held = None;
-                        self.show(a.index, a.action, turn);
-                    }
-                    Decision::Hold { until } => {
-                        turn.held = Some(Held {
-                            index: a.index,
-                            action: a.action,
-                            until: tokio::time::Instant::from_std(until),
-                        });
-                    }
+        if a.complete {
+            turn.handled = a.index + 1;
+            turn.throttle.reset();
+            turn.held = None;
+        }
+        let level = self.modes.mode().memory_level();
+        match routed {
+            Routed::Handled | Routed::Hidden => {}
+            Routed::Preview => self.preview(a.index, a.action, turn),
+            Routed::Refused { kind, why } => {
+                self.revert_streamed();
+                self.reject(&a.action, &kind, why, level);
+            }
+            Routed::Canvas { kind } => self.apply_canvas(kind, &a.action, turn, level),
+            Routed::Runtime { saves } => {
+                self.revert_streamed();
+                self.apply_runtime(&a.action, &turn.ctx.transform);
+                if saves {
+                    self.accept(&a.action, String::new(), level);
                 }
             }
-            return;
-        }
-        turn.handled = a.index + 1;
-        turn.throttle.reset();
-        turn.held = None;
-        let level = mode.memory_level();
-        if kind.is_empty() {
-            self.revert_streamed();
-            self.reject(
-                &a.action,
-                "unknown",
-                "the action has no '_type'".into(),
-                level,
-            );
-            return;
-        }
-        if !mode.allows(&kind) {
-            self.revert_streamed();
-            let why = format!(
-                "'{kind}' is not allowed in mode {}; allowed actions: {}",
-                mode.name(),
-                mode.allowed_actions().join(", ")
-            );
-            self.reject(&a.action, &kind, why, level);
-            return;
-        }
-        if canvas && let Err(why) = self.task_bounds_check(&a.action, &turn.ctx.transform) {
-            self.revert_streamed();
-            self.reject(&a.action, &kind, why, level);
-            return;
-        }
-        if canvas && let Err(why) = self.size_check(&kind, &a.action) {
-            self.revert_streamed();
-            self.reject(&a.action, &kind, why, level);
-            return;
-        }
-        if canvas && self.suggest.is_some() && kind == "create-page" {
-            self.revert_streamed();
-            let why =
-                "in review mode your changes are suggestions on shapes: pages cannot be created"
-                    .to_owned();
-            self.reject(&a.action, &kind, why, level);
-            return;
-        }
-        if canvas {
-            // What the streamed versions wrote is not the action's.
-            self.tracker.take_own_writes();
-            let applied = match &mut self.suggest {
-                Some(suggest) => {
-                    let (applied, records) =
-                        suggest.apply_complete(&self.registry, &a.action, &mut turn.ctx);
-                    self.room.fairy_writes().charge(records);
-                    applied
-                }
-                None => {
-                    let applied =
-                        self.tentative
-                            .apply_complete(&self.registry, &a.action, &mut turn.ctx);
-                    self.charge_writes();
-                    applied
-                }
-            };
-            // What the request changed survives a crash within half a second (its ledger
-            // is stored).
-            self.persist();
-            match applied {
-                Ok(notes) => {
-                    crate::metrics::global().fairy_canvas_actions.inc();
-                    self.notes.extend(notes.notes.iter().cloned());
-                    self.accept(&a.action, notes.notes.join(" "), level);
-                }
-                Err(error) => self.reject(&a.action, &kind, error.to_string(), level),
-            }
-            return;
-        }
-        self.revert_streamed();
-        self.apply_runtime(&a.action, &turn.ctx.transform);
-        let saves = self
-            .registry
-            .get(&kind)
-            .is_none_or(Registered::saves_to_history);
-        if saves {
-            self.accept(&a.action, String::new(), level);
         }
     }
 

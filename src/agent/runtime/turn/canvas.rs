@@ -1,0 +1,193 @@
+//! The canvas end of a turn's action pipeline: applying what [`super::pipeline`] let through.
+//! An incomplete version is shown tentatively (through the [`StreamThrottle`]'s interval, held
+//! back while the room's fairy write budget is spent, never past the document's size cap); a
+//! complete action is applied for good (directly, or as suggestions in review mode), charged
+//! to the room's write budget and kept in the fairy's ledger. Waiting for the write budget
+//! before a complete action ([`FairyRuntime::admit`]) is the only wait: streamed versions are
+//! skipped instead.
+//!
+//! Writes the document only through the fairy's [`crate::agent::apply::tentative::Tentative`]
+//! or its turn's [`Suggester`].
+
+use serde_json::Value;
+
+use super::{BUDGET_RETRY, Held, TurnState};
+use crate::agent::actions::Registered;
+use crate::agent::apply::suggest::{Author, Suggester};
+use crate::agent::apply::throttle::Decision;
+use crate::agent::modes::MemoryLevel;
+use crate::agent::presence::Pose;
+use crate::agent::runtime::FairyRuntime;
+use crate::agent::state::Request;
+use crate::partial_json::StreamedAction;
+
+impl FairyRuntime {
+    /// In review mode, the turn's [`Suggester`] over the room's shapes now.
+    pub(super) fn suggester(&self, request: &Request) -> Option<Suggester> {
+        if self.apply_mode() != crate::review::ApplyMode::Suggest {
+            return None;
+        }
+        let request_id = self.request_ids.first()?.clone();
+        let author = Author {
+            fairy: self.entity.id.clone(),
+            request: request_id,
+            prompted_by: self.prompted_by(request.from_user.as_deref()),
+            model: self.model.name(),
+        };
+        Some(Suggester::new(
+            self.room.clone(),
+            self.shapes_now(),
+            author,
+            self.clock.clone(),
+        ))
+    }
+
+    /// The room's fairy write budget (docs/fairies.md "People and fairies in one room"): a
+    /// complete canvas action waits until the room's fairies may write again. Nothing else
+    /// waits: a streamed version is skipped instead (see [`FairyRuntime::show`]).
+    pub(super) async fn admit(&self, a: &StreamedAction) {
+        let canvas = a.complete
+            && a.action
+                .get("_type")
+                .and_then(Value::as_str)
+                .is_some_and(|kind| matches!(self.registry.get(kind), Some(Registered::Canvas(_))));
+        if canvas {
+            self.room.fairy_writes().ready().await;
+            // One action at a time: the other fairies of the runtime get their turn between
+            // two actions, even when a model's answer is all there at once.
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// `Err(correction)` when a canvas action could take the room's document past
+    /// `--max-doc-bytes` (docs/protocol.md "Document size"): it is bounded by its JSON
+    /// ([`crate::room::size::json_write_bound`]). Deleting is always allowed: it is how a room
+    /// at its cap makes room.
+    pub(super) fn size_check(&self, kind: &str, action: &Value) -> Result<(), String> {
+        if matches!(kind, "delete" | "clear") {
+            return Ok(());
+        }
+        let json = serde_json::to_vec(action).map_or(0, |v| v.len());
+        self.room
+            .admit_write(crate::room::size::json_write_bound(json))
+            .map_err(|too_large| {
+                format!(
+                    "{too_large}: the room's document is full; nothing can be added or grown until shapes are deleted"
+                )
+            })
+    }
+
+    /// Charges the room's fairy write budget with the shapes the complete action just changed
+    /// (streamed versions before it are previews: they wait while the budget is spent, but
+    /// cost nothing).
+    pub(super) fn charge_writes(&self) {
+        let changed = self.tracker.take_own_writes();
+        crate::metrics::global()
+            .fairy_shape_writes
+            .inc_by(u64::from(changed));
+        self.room.fairy_writes().charge(changed);
+    }
+
+    /// The throttle's trailing edge: applies the version it held back.
+    pub(super) fn apply_held(&mut self, turn: &mut TurnState) {
+        let Some(held) = turn.held.take() else {
+            return;
+        };
+        if held.index == turn.handled {
+            self.show(held.index, held.action, turn);
+        }
+    }
+
+    /// Applies an incomplete version tentatively; only a version that could be applied
+    /// starts the throttle's interval. While the room's fairy write budget is spent the
+    /// version is held back instead, and tried again a budget's tick later unless a newer one
+    /// comes first.
+    pub(super) fn show(&mut self, index: usize, action: Value, turn: &mut TurnState) {
+        if !self.room.fairy_writes().try_ready() {
+            turn.held = Some(Held {
+                index,
+                action,
+                until: tokio::time::Instant::now() + BUDGET_RETRY,
+            });
+            return;
+        }
+        // Nor is one that could take the document past its size cap (the complete action is
+        // refused with a correction).
+        let kind = action
+            .get("_type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if self.size_check(kind, &action).is_err() {
+            return;
+        }
+        self.beacon.update_if_changed(|p| p.pose = Pose::Working);
+        // An incomplete version that cannot be applied yet is simply not shown.
+        let shown = match &mut self.suggest {
+            Some(suggest) => suggest.apply_tentative(&self.registry, &action, &mut turn.ctx),
+            None => self
+                .tentative
+                .apply_tentative(&self.registry, &action, &mut turn.ctx),
+        };
+        if shown.is_ok() {
+            turn.throttle.applied(self.clock.now(), &action);
+        }
+    }
+
+    /// An incomplete version the pipeline lets through: shown now, or held back until the
+    /// throttle's interval ends (its trailing edge applies the newest one held).
+    pub(super) fn preview(&mut self, index: usize, action: Value, turn: &mut TurnState) {
+        match turn.throttle.decide(self.clock.now(), &action) {
+            Decision::Apply => {
+                turn.held = None;
+                self.show(index, action, turn);
+            }
+            Decision::Hold { until } => {
+                turn.held = Some(Held {
+                    index,
+                    action,
+                    until: tokio::time::Instant::from_std(until),
+                });
+            }
+        }
+    }
+
+    /// A complete canvas action the pipeline let through: applied for good (as suggestions in
+    /// review mode), charged to the room's write budget, kept in the history (or refused with
+    /// the handler's correction).
+    pub(super) fn apply_canvas(
+        &mut self,
+        kind: &str,
+        action: &Value,
+        turn: &mut TurnState,
+        level: MemoryLevel,
+    ) {
+        // What the streamed versions wrote is not the action's.
+        self.tracker.take_own_writes();
+        let applied = match &mut self.suggest {
+            Some(suggest) => {
+                let (applied, records) =
+                    suggest.apply_complete(&self.registry, action, &mut turn.ctx);
+                self.room.fairy_writes().charge(records);
+                applied
+            }
+            None => {
+                let applied = self
+                    .tentative
+                    .apply_complete(&self.registry, action, &mut turn.ctx);
+                self.charge_writes();
+                applied
+            }
+        };
+        // What the request changed survives a crash within half a second (its ledger is
+        // stored).
+        self.persist();
+        match applied {
+            Ok(notes) => {
+                crate::metrics::global().fairy_canvas_actions.inc();
+                self.notes.extend(notes.notes.iter().cloned());
+                self.accept(action, notes.notes.join(" "), level);
+            }
+            Err(error) => self.reject(action, kind, error.to_string(), level),
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! The checking stage of a turn's action pipeline: every object the [`ActionStream`] parses
+//! out of the answer is read once (its `_type` against the registry: a canvas action, a
+//! runtime action, or nothing known) and checked (the mode's table of allowed actions, the
+//! project task's bounds, the document's size cap, what review mode cannot do) before anything
+//! is applied. The verdict is a [`Routed`]: the streaming loop hands it to the canvas end
+//! ([`super::canvas`]) or the runtime actions ([`super::runtime_actions`]), or tells the model
+//! why it was refused.
+//!
+//! Pure: reads the fairy's mode, the registry, the tracker and the room's size; writes
+//! nothing.
+//!
+//! [`ActionStream`]: crate::partial_json::ActionStream
+
+use serde_json::Value;
+
+use super::TurnState;
+use crate::agent::actions::Registered;
+use crate::agent::runtime::FairyRuntime;
+use crate::partial_json::StreamedAction;
+
+/// What becomes of one streamed object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Routed {
+    /// Before the point a discarding retry streams again from: handled already.
+    Handled,
+    /// An incomplete version of a canvas action the mode allows, inside the task's bounds,
+    /// with no id still streaming: shown tentatively.
+    Preview,
+    /// An incomplete version not shown (not a canvas action, not allowed, an id still
+    /// streaming, outside the task's bounds): it waits for the complete action.
+    Hidden,
+    /// A complete canvas action that passed every check: applied.
+    Canvas {
+        /// The registered action's name.
+        kind: &'static str,
+    },
+    /// A complete runtime action the mode allows: carried out.
+    Runtime {
+        /// Whether the history keeps it (`think` is not kept).
+        saves: bool,
+    },
+    /// A complete action refused: nothing of it is applied and the model is told why.
+    Refused {
+        /// Its `_type` (`unknown` when it has none).
+        kind: String,
+        /// The correction.
+        why: String,
+    },
+}
+
+impl FairyRuntime {
+    /// The verdict on `a` (see [`Routed`]).
+    pub(super) fn route(&self, a: &StreamedAction, turn: &TurnState) -> Routed {
+        if a.index < turn.skip_below {
+            return Routed::Handled;
+        }
+        let kind = a
+            .action
+            .get("_type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let mode = self.modes.mode();
+        let registered = self.registry.get(kind);
+        let canvas = match registered {
+            Some(Registered::Canvas(handler)) => Some(handler.name()),
+            _ => None,
+        };
+        if !a.complete {
+            // Incomplete events only come last in a push, so `id_streaming` describes this one.
+            let shown = canvas.is_some()
+                && mode.allows(kind)
+                && !turn.id_streaming
+                && self
+                    .task_bounds_check(&a.action, &turn.ctx.transform)
+                    .is_ok();
+            return if shown {
+                Routed::Preview
+            } else {
+                Routed::Hidden
+            };
+        }
+        let refused = |kind: &str, why: String| Routed::Refused {
+            kind: kind.to_owned(),
+            why,
+        };
+        if kind.is_empty() {
+            return refused("unknown", "the action has no '_type'".into());
+        }
+        if !mode.allows(kind) {
+            let why = format!(
+                "'{kind}' is not allowed in mode {}; allowed actions: {}",
+                mode.name(),
+                mode.allowed_actions().join(", ")
+            );
+            return refused(kind, why);
+        }
+        let Some(canvas) = canvas else {
+            return Routed::Runtime {
+                saves: registered.is_none_or(Registered::saves_to_history),
+            };
+        };
+        if let Err(why) = self.task_bounds_check(&a.action, &turn.ctx.transform) {
+            return refused(kind, why);
+        }
+        if let Err(why) = self.size_check(kind, &a.action) {
+            return refused(kind, why);
+        }
+        if self.suggest.is_some() && kind == "create-page" {
+            let why =
+                "in review mode your changes are suggestions on shapes: pages cannot be created"
+                    .to_owned();
+            return refused(kind, why);
+        }
+        Routed::Canvas { kind: canvas }
+    }
+}
