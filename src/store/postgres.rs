@@ -17,8 +17,12 @@
 //! that carries it (docs/scaling.md "Fencing"). Tables live in one schema
 //! (`--store-schema`), set as the connections' `search_path`.
 //!
-//! This module knows nothing of sockets, peers or Yjs; it must not be used by anything but the
-//! store's callers through the [`Store`] trait.
+//! The keyed side tables ([`super::keyed`]) are `fairy_states`, `projects` and
+//! `room_instructions`; the SQL both dialects share for them is in
+//! [`super::keyed::sql`], this file keeps the rest of its SQL (the writer's appends and
+//! fences, snapshot and checkpoint writes). This module knows nothing of sockets, peers or Yjs;
+//! it must not be used by anything but the store's callers through the [`Store`] trait, and it
+//! must not touch the outbox's table (in [`super::outbox::postgres`]).
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -31,6 +35,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Row, Transaction};
 
 use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash_off_thread};
+use super::keyed::{self, SideTables, Table};
 use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, known_actor, to_i64, to_u64};
 use super::{Checkpoint, Fence, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
@@ -115,6 +120,10 @@ impl PostgresStore {
 impl Store for PostgresStore {
     fn outbox(&self) -> &dyn super::outbox::Outbox {
         &self.outbox
+    }
+
+    fn side(&self) -> &dyn SideTables {
+        self
     }
 
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
@@ -380,100 +389,6 @@ impl Store for PostgresStore {
         Ok(dropped)
     }
 
-    async fn load_fairy_state(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-    ) -> Result<Option<Bytes>, StoreError> {
-        let row = sqlx::query("SELECT data FROM fairy_states WHERE room = $1 AND fairy = $2")
-            .bind(room.as_str())
-            .bind(fairy)
-            .fetch_optional(&self.pool)
-            .await?;
-        match row {
-            Some(row) => Ok(Some(Bytes::from(row.try_get::<Vec<u8>, _>(0)?))),
-            None => Ok(None),
-        }
-    }
-
-    async fn save_fairy_state(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-        state: Bytes,
-    ) -> Result<(), StoreError> {
-        self.writer.save_fairy(room, fairy, state, None).await
-    }
-
-    async fn save_fairy_state_fenced(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-        state: Bytes,
-        fence: u64,
-    ) -> Result<(), StoreError> {
-        self.writer
-            .save_fairy(room, fairy, state, Some(fence))
-            .await
-    }
-
-    async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
-        self.writer.delete_fairy(room, fairy).await
-    }
-
-    async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
-        let rows = sqlx::query("SELECT data FROM projects WHERE room = $1")
-            .bind(room.as_str())
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|row| Ok(Bytes::from(row.try_get::<Vec<u8>, _>(0)?)))
-            .collect()
-    }
-
-    /// Written outside the group-commit writer: a project changes a few times a minute at most.
-    async fn save_project(
-        &self,
-        room: &RoomName,
-        project: &str,
-        record: Bytes,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO projects (room, project, data) VALUES ($1, $2, $3)
-             ON CONFLICT (room, project) DO UPDATE SET data = excluded.data",
-        )
-        .bind(room.as_str())
-        .bind(project)
-        .bind(record.as_ref())
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
-        let row = sqlx::query("SELECT text FROM room_instructions WHERE room = $1")
-            .bind(room.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| r.try_get::<String, _>(0)).transpose()?)
-    }
-
-    /// Written outside the group-commit writer: an admin's rare edit needs no batching.
-    async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError> {
-        let query = if text.is_empty() {
-            sqlx::query("DELETE FROM room_instructions WHERE room = $1").bind(room.as_str())
-        } else {
-            sqlx::query(
-                "INSERT INTO room_instructions (room, text) VALUES ($1, $2)
-                 ON CONFLICT (room) DO UPDATE SET text = excluded.text",
-            )
-            .bind(room.as_str())
-            .bind(text)
-        };
-        query.execute(&self.pool).await?;
-        Ok(())
-    }
-
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
@@ -481,6 +396,63 @@ impl Store for PostgresStore {
 
     async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// The side tables: reads on the pool; writes of a table written by group commit (fairy states)
+/// through the writer, where a fenced put is checked in the transaction that writes it
+/// ([`stale_fence`]); the others' rare writes on the pool.
+#[async_trait]
+impl SideTables for PostgresStore {
+    async fn get(
+        &self,
+        table: Table,
+        room: &RoomName,
+        key: &str,
+    ) -> Result<Option<Bytes>, StoreError> {
+        let row = keyed::sql::get::<Postgres>(table, room.as_str(), key)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row
+            .map(|row| keyed::sql::value::<Postgres>(table, &row))
+            .transpose()?)
+    }
+
+    async fn list(&self, table: Table, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
+        let rows = keyed::sql::list::<Postgres>(table, room.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| keyed::sql::value::<Postgres>(table, row))
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn put(
+        &self,
+        table: Table,
+        room: &RoomName,
+        key: &str,
+        value: Bytes,
+        fence: Option<u64>,
+    ) -> Result<(), StoreError> {
+        if table.group_commit() || fence.is_some() {
+            return self.writer.put(table, room, key, value, fence).await;
+        }
+        keyed::sql::upsert::<Postgres>(table, room.as_str(), key, &value)?
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn delete(&self, table: Table, room: &RoomName, key: &str) -> Result<(), StoreError> {
+        if table.group_commit() {
+            return self.writer.delete(table, room, key).await;
+        }
+        keyed::sql::delete::<Postgres>(table, room.as_str(), key)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 }
 
@@ -607,15 +579,16 @@ async fn commit_batch(
             .execute(&mut *tx)
             .await?
             .rows_affected(),
-            WriteOp::SaveFairy {
+            WriteOp::Put {
+                table,
                 room,
-                fairy,
-                state,
+                key,
+                value,
                 fence,
             } => {
                 if let Some(generation) = fence {
                     let fence = Fence {
-                        fairy: fairy.clone(),
+                        fairy: key.clone(),
                         generation: *generation,
                     };
                     if let Some(fairy) = stale_fence(&mut tx, room, &[fence]).await? {
@@ -623,21 +596,13 @@ async fn commit_batch(
                         continue;
                     }
                 }
-                sqlx::query(
-                    "INSERT INTO fairy_states (room, fairy, data) VALUES ($1, $2, $3)
-                     ON CONFLICT (room, fairy) DO UPDATE SET data = excluded.data",
-                )
-                .bind(room)
-                .bind(fairy)
-                .bind(state.as_ref())
-                .execute(&mut *tx)
-                .await?;
+                keyed::sql::upsert::<Postgres>(*table, room, key, value)?
+                    .execute(&mut *tx)
+                    .await?;
                 0
             }
-            WriteOp::DeleteFairy { room, fairy } => {
-                sqlx::query("DELETE FROM fairy_states WHERE room = $1 AND fairy = $2")
-                    .bind(room)
-                    .bind(fairy)
+            WriteOp::Delete { table, room, key } => {
+                keyed::sql::delete::<Postgres>(*table, room, key)
                     .execute(&mut *tx)
                     .await?;
                 0

@@ -1,18 +1,19 @@
 //! The embedded SQLite [`Store`]: one file, WAL journal, `synchronous=FULL`.
 //!
-//! Tables: `updates` (each room's log, every update with its time and actor), `actors` (each
-//! distinct actor's JSON once, named by number from `updates`), `snapshots` (the state a room
-//! loads from) and `checkpoints` (the history's states, a chain of deltas; docs/storage.md "History"),
-//! `fairy_states` (each fairy's private
-//! state, keyed by room and fairy id), `projects` (each room's projects, keyed by room and project
-//! id), `room_instructions` (a room's text for its fairies) and `webhook_outbox` (in
-//! [`super::outbox::sqlite`]). The schema is created, or completed for a database made
-//! by an earlier version, when the store opens.
+//! Tables: the room log (`updates`, each room's log, every update with its time and actor;
+//! `actors`, each distinct actor's JSON once, named by number from `updates`; `snapshots`, the
+//! state a room loads from; `checkpoints`, the history's states, a chain of deltas,
+//! docs/storage.md "History"), the keyed side tables of [`super::keyed`] (`fairy_states`,
+//! `projects`, `room_instructions`) and `webhook_outbox` (in [`super::outbox::sqlite`]). The
+//! schema is created, or completed for a database made by an earlier version, when the store
+//! opens.
 //!
 //! Writes go through the group-commit writer ([`super::writer`]): every write request (log
 //! appends, compactions, fairy-state saves and deletes) that arrives while a commit is in flight
 //! joins the next transaction, across all rooms, so one fsync serves many of them. A write
-//! returns only after its transaction committed. This file owns the SQL of those transactions.
+//! returns only after its transaction committed. This file owns the SQL of those transactions and
+//! which connection runs what; the SQL both dialects share for the side tables is in
+//! [`super::keyed::sql`]. It must not touch the outbox's table.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -21,11 +22,12 @@ use std::str::FromStr;
 use async_trait::async_trait;
 use bytes::Bytes;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{ConnectOptions, Connection, Row, SqliteConnection, SqlitePool};
+use sqlx::{ConnectOptions, Connection, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use std::sync::Arc;
 
 use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash_off_thread};
+use super::keyed::{self, SideTables, Table};
 use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, known_actor, to_i64, to_u64};
 use super::{Checkpoint, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
@@ -153,6 +155,10 @@ impl SqliteStore {
 impl Store for SqliteStore {
     fn outbox(&self) -> &dyn super::outbox::Outbox {
         &self.outbox
+    }
+
+    fn side(&self) -> &dyn SideTables {
+        self
     }
 
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
@@ -374,90 +380,6 @@ impl Store for SqliteStore {
         Ok(dropped)
     }
 
-    async fn load_fairy_state(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-    ) -> Result<Option<Bytes>, StoreError> {
-        let row = sqlx::query("SELECT data FROM fairy_states WHERE room = ? AND fairy = ?")
-            .bind(room.as_str())
-            .bind(fairy)
-            .fetch_optional(&self.pool)
-            .await?;
-        match row {
-            Some(row) => Ok(Some(Bytes::from(row.try_get::<Vec<u8>, _>(0)?))),
-            None => Ok(None),
-        }
-    }
-
-    async fn save_fairy_state(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-        state: Bytes,
-    ) -> Result<(), StoreError> {
-        self.writer.save_fairy(room, fairy, state, None).await
-    }
-
-    async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
-        self.writer.delete_fairy(room, fairy).await
-    }
-
-    async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
-        let rows = sqlx::query("SELECT data FROM projects WHERE room = ?")
-            .bind(room.as_str())
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|row| Ok(Bytes::from(row.try_get::<Vec<u8>, _>(0)?)))
-            .collect()
-    }
-
-    /// Written outside the group-commit writer, like the instructions: a project changes a few
-    /// times a minute at most.
-    async fn save_project(
-        &self,
-        room: &RoomName,
-        project: &str,
-        record: Bytes,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO projects (room, project, data) VALUES (?1, ?2, ?3)
-             ON CONFLICT(room, project) DO UPDATE SET data = excluded.data",
-        )
-        .bind(room.as_str())
-        .bind(project)
-        .bind(record.as_ref())
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
-        let row = sqlx::query("SELECT text FROM room_instructions WHERE room = ?")
-            .bind(room.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| r.try_get::<String, _>(0)).transpose()?)
-    }
-
-    /// Written outside the group-commit writer: an admin's rare edit needs no batching, and
-    /// SQLite serialises it with the writer's transactions (busy timeout).
-    async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError> {
-        let query = if text.is_empty() {
-            sqlx::query("DELETE FROM room_instructions WHERE room = ?1").bind(room.as_str())
-        } else {
-            sqlx::query(
-                "INSERT INTO room_instructions (room, text) VALUES (?1, ?2)
-                 ON CONFLICT(room) DO UPDATE SET text = excluded.text",
-            )
-            .bind(room.as_str())
-            .bind(text)
-        };
-        query.execute(&self.pool).await?;
-        Ok(())
-    }
-
     /// Closes the idle read connections (each holds a page cache and prepared statements) and
     /// has the writer drop its connection and its cache of sequence numbers.
     async fn release_memory(&self) {
@@ -472,6 +394,64 @@ impl Store for SqliteStore {
     async fn close(&self) {
         self.writer.release_memory();
         self.pool.close().await;
+    }
+}
+
+/// The side tables: reads on the read pool; writes of a table written by group commit (fairy
+/// states) through the writer, the others' rare writes on the pool (SQLite serialises them with
+/// the writer's transactions, busy timeout). A SQLite store serves one node and takes no
+/// fences: a fenced put writes.
+#[async_trait]
+impl SideTables for SqliteStore {
+    async fn get(
+        &self,
+        table: Table,
+        room: &RoomName,
+        key: &str,
+    ) -> Result<Option<Bytes>, StoreError> {
+        let row = keyed::sql::get::<Sqlite>(table, room.as_str(), key)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row
+            .map(|row| keyed::sql::value::<Sqlite>(table, &row))
+            .transpose()?)
+    }
+
+    async fn list(&self, table: Table, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
+        let rows = keyed::sql::list::<Sqlite>(table, room.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| keyed::sql::value::<Sqlite>(table, row))
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn put(
+        &self,
+        table: Table,
+        room: &RoomName,
+        key: &str,
+        value: Bytes,
+        _fence: Option<u64>,
+    ) -> Result<(), StoreError> {
+        if table.group_commit() {
+            return self.writer.put(table, room, key, value, None).await;
+        }
+        keyed::sql::upsert::<Sqlite>(table, room.as_str(), key, &value)?
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn delete(&self, table: Table, room: &RoomName, key: &str) -> Result<(), StoreError> {
+        if table.group_commit() {
+            return self.writer.delete(table, room, key).await;
+        }
+        keyed::sql::delete::<Sqlite>(table, room.as_str(), key)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 }
 
@@ -665,24 +645,20 @@ async fn commit_batch<'a>(
                 .rows_affected();
                 seqs.push(kept);
             }
-            WriteOp::SaveFairy {
-                room, fairy, state, ..
+            WriteOp::Put {
+                table,
+                room,
+                key,
+                value,
+                ..
             } => {
-                sqlx::query(
-                    "INSERT INTO fairy_states (room, fairy, data) VALUES (?1, ?2, ?3)
-                     ON CONFLICT(room, fairy) DO UPDATE SET data = excluded.data",
-                )
-                .bind(room)
-                .bind(fairy)
-                .bind(state.as_ref())
-                .execute(&mut *tx)
-                .await?;
+                keyed::sql::upsert::<Sqlite>(*table, room, key, value)?
+                    .execute(&mut *tx)
+                    .await?;
                 seqs.push(0);
             }
-            WriteOp::DeleteFairy { room, fairy } => {
-                sqlx::query("DELETE FROM fairy_states WHERE room = ? AND fairy = ?")
-                    .bind(room)
-                    .bind(fairy)
+            WriteOp::Delete { table, room, key } => {
+                keyed::sql::delete::<Sqlite>(*table, room, key)
                     .execute(&mut *tx)
                     .await?;
                 seqs.push(0);
