@@ -10,14 +10,15 @@
 //! WAL, group commit across rooms), [`postgres::PostgresStore`] (the shared store of the
 //! scale-out mode, group commit, safe with several nodes appending to one room, migrations in
 //! `migrations/postgres`) and [`memory::MemoryStore`] (tests and `--store memory:`); the SQL
-//! both dialects share for the side tables is [`keyed`]'s `sql`. Only this module touches
-//! databases; it knows nothing about sockets, peers or the Yjs protocol.
+//! both dialects share is in `sql` (the log's) and [`keyed`]'s `sql` (the side tables'). Only
+//! this module touches databases; it knows nothing about sockets, peers or the Yjs protocol.
 
 pub mod checkpoints;
 pub mod keyed;
 pub mod memory;
 pub mod outbox;
 pub mod postgres;
+mod sql;
 pub mod sqlite;
 mod writer;
 

@@ -18,8 +18,8 @@
 //! (`--store-schema`), set as the connections' `search_path`.
 //!
 //! The keyed side tables ([`super::keyed`]) are `fairy_states`, `projects` and
-//! `room_instructions`; the SQL both dialects share for them is in
-//! [`super::keyed::sql`], this file keeps the rest of its SQL (the writer's appends and
+//! `room_instructions`; the SQL both dialects share is in [`super::sql`] and
+//! [`super::keyed::sql`], this file keeps the PostgreSQL-only SQL (the writer's appends and
 //! fences, snapshot and checkpoint writes). This module knows nothing of sockets, peers or Yjs;
 //! it must not be used by anything but the store's callers through the [`Store`] trait, and it
 //! must not touch the outbox's table (in [`super::outbox::postgres`]).
@@ -36,6 +36,7 @@ use sqlx::{PgPool, Postgres, Row, Transaction};
 
 use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash_off_thread};
 use super::keyed::{self, SideTables, Table};
+use super::sql;
 use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, known_actor, to_i64, to_u64};
 use super::{Checkpoint, Fence, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
@@ -137,7 +138,7 @@ impl Store for PostgresStore {
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             .execute(&mut *tx)
             .await?;
-        let snapshot = sqlx::query("SELECT seq, data FROM snapshots WHERE room = $1")
+        let snapshot = sqlx::query(sql::SNAPSHOT)
             .bind(room.as_str())
             .fetch_optional(&mut *tx)
             .await?;
@@ -149,12 +150,11 @@ impl Store for PostgresStore {
             ),
             _ => (to_i64(after_seq), None),
         };
-        let rows =
-            sqlx::query("SELECT seq, data FROM updates WHERE room = $1 AND seq > $2 ORDER BY seq")
-                .bind(room.as_str())
-                .bind(from_seq)
-                .fetch_all(&mut *tx)
-                .await?;
+        let rows = sqlx::query(sql::UPDATES_AFTER)
+            .bind(room.as_str())
+            .bind(from_seq)
+            .fetch_all(&mut *tx)
+            .await?;
         tx.commit().await?;
         let mut last_seq = from_seq;
         let mut updates = Vec::with_capacity(rows.len());
@@ -217,7 +217,7 @@ impl Store for PostgresStore {
     }
 
     async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError> {
-        let row = sqlx::query("SELECT MAX(seq) FROM checkpoints WHERE room = $1")
+        let row = sqlx::query(sql::NEWEST_CHECKPOINT)
             .bind(room.as_str())
             .fetch_one(&self.pool)
             .await?;
@@ -238,15 +238,12 @@ impl Store for PostgresStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<LogRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT u.seq, u.at, a.data, u.data FROM updates u LEFT JOIN actors a ON a.id = u.actor
-             WHERE u.room = $1 AND u.seq > $2 ORDER BY u.seq LIMIT $3",
-        )
-        .bind(room.as_str())
-        .bind(to_i64(after))
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(sql::HISTORY)
+            .bind(room.as_str())
+            .bind(to_i64(after))
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter()
             .map(|row| {
                 Ok(LogRow {
@@ -278,7 +275,7 @@ impl Store for PostgresStore {
             )),
             None => None,
         };
-        let snapshot = sqlx::query("SELECT seq, data FROM snapshots WHERE room = $1 AND seq <= $2")
+        let snapshot = sqlx::query(sql::SNAPSHOT_AT_MOST)
             .bind(room.as_str())
             .bind(upto)
             .fetch_optional(&mut *tx)
@@ -291,14 +288,12 @@ impl Store for PostgresStore {
             })
             .transpose()?;
         let from = chain.as_ref().map_or(0, |(head, _)| *head);
-        let rows = sqlx::query(
-            "SELECT seq, data FROM updates WHERE room = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
-        )
-        .bind(room.as_str())
-        .bind(to_i64(from))
-        .bind(upto)
-        .fetch_all(&mut *tx)
-        .await?;
+        let rows = sqlx::query(sql::UPDATES_BETWEEN)
+            .bind(room.as_str())
+            .bind(to_i64(from))
+            .bind(upto)
+            .fetch_all(&mut *tx)
+            .await?;
         tx.commit().await?;
         let rows = rows
             .iter()
@@ -313,7 +308,7 @@ impl Store for PostgresStore {
     }
 
     async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
-        let row = sqlx::query("SELECT MAX(seq) FROM updates WHERE room = $1 AND at <= $2")
+        let row = sqlx::query(sql::SEQ_AT)
             .bind(room.as_str())
             .bind(to_i64(at))
             .fetch_one(&self.pool)
@@ -326,7 +321,7 @@ impl Store for PostgresStore {
     /// delta checkpoint is made full (read, squashed off the async threads, written) before
     /// anything below it goes.
     async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
-        let rooms: Vec<String> = sqlx::query("SELECT DISTINCT room FROM checkpoints")
+        let rooms: Vec<String> = sqlx::query(sql::ROOMS_WITH_CHECKPOINTS)
             .fetch_all(&self.pool)
             .await?
             .iter()
@@ -335,14 +330,11 @@ impl Store for PostgresStore {
         let mut dropped = 0;
         for room in rooms {
             let mut tx = self.pool.begin().await?;
-            let row = sqlx::query(
-                "SELECT (SELECT MAX(seq) FROM updates WHERE room = $1 AND (at IS NULL OR at < $2)),
-                        (SELECT seq FROM snapshots WHERE room = $1)",
-            )
-            .bind(&room)
-            .bind(to_i64(before))
-            .fetch_one(&mut *tx)
-            .await?;
+            let row = sqlx::query(sql::PRUNE_BOUNDS)
+                .bind(&room)
+                .bind(to_i64(before))
+                .fetch_one(&mut *tx)
+                .await?;
             let old = row.try_get::<Option<i64>, _>(0)?.map(to_u64);
             let snapshot = row.try_get::<Option<i64>, _>(1)?.map(to_u64);
             let meta = checkpoint_meta(&mut tx, &room, i64::MAX).await?;
@@ -364,22 +356,20 @@ impl Store for PostgresStore {
             };
             let mut tx = self.pool.begin().await?;
             if let Some(full) = full {
-                sqlx::query(
-                    "UPDATE checkpoints SET data = $1, base = NULL WHERE room = $2 AND seq = $3",
-                )
-                .bind(full.as_ref())
-                .bind(&room)
-                .bind(to_i64(keep))
-                .execute(&mut *tx)
-                .await?;
+                sqlx::query(sql::SQUASH_CHECKPOINT)
+                    .bind(full.as_ref())
+                    .bind(&room)
+                    .bind(to_i64(keep))
+                    .execute(&mut *tx)
+                    .await?;
             }
-            dropped += sqlx::query("DELETE FROM updates WHERE room = $1 AND seq <= $2")
+            dropped += sqlx::query(sql::PRUNE_UPDATES)
                 .bind(&room)
                 .bind(to_i64(keep))
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
-            sqlx::query("DELETE FROM checkpoints WHERE room = $1 AND seq < $2")
+            sqlx::query(sql::PRUNE_CHECKPOINTS)
                 .bind(&room)
                 .bind(to_i64(keep))
                 .execute(&mut *tx)
@@ -492,7 +482,7 @@ async fn checkpoint_meta(
     room: &str,
     upto: i64,
 ) -> Result<Vec<(u64, Option<u64>)>, sqlx::Error> {
-    sqlx::query("SELECT seq, base FROM checkpoints WHERE room = $1 AND seq <= $2")
+    sqlx::query(sql::CHECKPOINT_META)
         .bind(room)
         .bind(upto)
         .fetch_all(&mut **tx)
@@ -703,11 +693,11 @@ async fn actor_id(
     if let Some(id) = known_actor(known, interned, actor) {
         return Ok(id);
     }
-    sqlx::query("INSERT INTO actors (data) VALUES ($1) ON CONFLICT (data) DO NOTHING")
+    sqlx::query(sql::ADD_ACTOR)
         .bind(actor.as_ref())
         .execute(&mut **tx)
         .await?;
-    let id: i64 = sqlx::query("SELECT id FROM actors WHERE data = $1")
+    let id: i64 = sqlx::query(sql::ACTOR_ID)
         .bind(actor.as_ref())
         .fetch_one(&mut **tx)
         .await?

@@ -11,9 +11,9 @@
 //! Writes go through the group-commit writer ([`super::writer`]): every write request (log
 //! appends, compactions, fairy-state saves and deletes) that arrives while a commit is in flight
 //! joins the next transaction, across all rooms, so one fsync serves many of them. A write
-//! returns only after its transaction committed. This file owns the SQL of those transactions and
-//! which connection runs what; the SQL both dialects share for the side tables is in
-//! [`super::keyed::sql`]. It must not touch the outbox's table.
+//! returns only after its transaction committed. This file owns the SQLite-only SQL of those
+//! transactions and which connection runs what; the SQL both dialects share is in
+//! [`super::sql`] and [`super::keyed::sql`]. It must not touch the outbox's table.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash_off_thread};
 use super::keyed::{self, SideTables, Table};
+use super::sql;
 use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, known_actor, to_i64, to_u64};
 use super::{Checkpoint, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
@@ -162,7 +163,7 @@ impl Store for SqliteStore {
     }
 
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
-        let snapshot = sqlx::query("SELECT seq, data FROM snapshots WHERE room = ?")
+        let snapshot = sqlx::query(sql::SNAPSHOT)
             .bind(room.as_str())
             .fetch_optional(&self.pool)
             .await?;
@@ -173,12 +174,11 @@ impl Store for SqliteStore {
             ),
             None => (0, None),
         };
-        let rows =
-            sqlx::query("SELECT seq, data FROM updates WHERE room = ? AND seq > ? ORDER BY seq")
-                .bind(room.as_str())
-                .bind(snapshot_seq)
-                .fetch_all(&self.pool)
-                .await?;
+        let rows = sqlx::query(sql::UPDATES_AFTER)
+            .bind(room.as_str())
+            .bind(snapshot_seq)
+            .fetch_all(&self.pool)
+            .await?;
         let mut last_seq = snapshot_seq;
         let mut updates = Vec::with_capacity(rows.len());
         for row in rows {
@@ -210,7 +210,7 @@ impl Store for SqliteStore {
     }
 
     async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError> {
-        let row = sqlx::query("SELECT MAX(seq) FROM checkpoints WHERE room = ?")
+        let row = sqlx::query(sql::NEWEST_CHECKPOINT)
             .bind(room.as_str())
             .fetch_one(&self.pool)
             .await?;
@@ -231,15 +231,12 @@ impl Store for SqliteStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<LogRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT u.seq, u.at, a.data, u.data FROM updates u LEFT JOIN actors a ON a.id = u.actor
-             WHERE u.room = ? AND u.seq > ? ORDER BY u.seq LIMIT ?",
-        )
-        .bind(room.as_str())
-        .bind(to_i64(after))
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(sql::HISTORY)
+            .bind(room.as_str())
+            .bind(to_i64(after))
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter()
             .map(|row| {
                 Ok(LogRow {
@@ -270,7 +267,7 @@ impl Store for SqliteStore {
             )),
             None => None,
         };
-        let snapshot = sqlx::query("SELECT seq, data FROM snapshots WHERE room = ? AND seq <= ?")
+        let snapshot = sqlx::query(sql::SNAPSHOT_AT_MOST)
             .bind(room.as_str())
             .bind(upto)
             .fetch_optional(&mut *tx)
@@ -283,14 +280,12 @@ impl Store for SqliteStore {
             })
             .transpose()?;
         let from = chain.as_ref().map_or(0, |(head, _)| *head);
-        let rows = sqlx::query(
-            "SELECT seq, data FROM updates WHERE room = ? AND seq > ? AND seq <= ? ORDER BY seq",
-        )
-        .bind(room.as_str())
-        .bind(to_i64(from))
-        .bind(upto)
-        .fetch_all(&mut *tx)
-        .await?;
+        let rows = sqlx::query(sql::UPDATES_BETWEEN)
+            .bind(room.as_str())
+            .bind(to_i64(from))
+            .bind(upto)
+            .fetch_all(&mut *tx)
+            .await?;
         tx.commit().await?;
         let rows = rows
             .iter()
@@ -305,7 +300,7 @@ impl Store for SqliteStore {
     }
 
     async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
-        let row = sqlx::query("SELECT MAX(seq) FROM updates WHERE room = ? AND at <= ?")
+        let row = sqlx::query(sql::SEQ_AT)
             .bind(room.as_str())
             .bind(to_i64(at))
             .fetch_one(&self.pool)
@@ -317,7 +312,7 @@ impl Store for SqliteStore {
     /// kept delta checkpoint is made full (read, squashed off the async threads, written)
     /// before anything below it goes.
     async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
-        let rooms: Vec<String> = sqlx::query("SELECT DISTINCT room FROM checkpoints")
+        let rooms: Vec<String> = sqlx::query(sql::ROOMS_WITH_CHECKPOINTS)
             .fetch_all(&self.pool)
             .await?
             .iter()
@@ -326,14 +321,11 @@ impl Store for SqliteStore {
         let mut dropped = 0;
         for room in rooms {
             let mut tx = self.pool.begin().await?;
-            let row = sqlx::query(
-                "SELECT (SELECT MAX(seq) FROM updates WHERE room = ?1 AND (at IS NULL OR at < ?2)),
-                        (SELECT seq FROM snapshots WHERE room = ?1)",
-            )
-            .bind(&room)
-            .bind(to_i64(before))
-            .fetch_one(&mut *tx)
-            .await?;
+            let row = sqlx::query(sql::PRUNE_BOUNDS)
+                .bind(&room)
+                .bind(to_i64(before))
+                .fetch_one(&mut *tx)
+                .await?;
             let old = row.try_get::<Option<i64>, _>(0)?.map(to_u64);
             let snapshot = row.try_get::<Option<i64>, _>(1)?.map(to_u64);
             let meta = checkpoint_meta(&mut tx, &room, i64::MAX).await?;
@@ -355,22 +347,20 @@ impl Store for SqliteStore {
             };
             let mut tx = self.pool.begin().await?;
             if let Some(full) = full {
-                sqlx::query(
-                    "UPDATE checkpoints SET data = ?, base = NULL WHERE room = ? AND seq = ?",
-                )
-                .bind(full.as_ref())
-                .bind(&room)
-                .bind(to_i64(keep))
-                .execute(&mut *tx)
-                .await?;
+                sqlx::query(sql::SQUASH_CHECKPOINT)
+                    .bind(full.as_ref())
+                    .bind(&room)
+                    .bind(to_i64(keep))
+                    .execute(&mut *tx)
+                    .await?;
             }
-            dropped += sqlx::query("DELETE FROM updates WHERE room = ? AND seq <= ?")
+            dropped += sqlx::query(sql::PRUNE_UPDATES)
                 .bind(&room)
                 .bind(to_i64(keep))
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
-            sqlx::query("DELETE FROM checkpoints WHERE room = ? AND seq < ?")
+            sqlx::query(sql::PRUNE_CHECKPOINTS)
                 .bind(&room)
                 .bind(to_i64(keep))
                 .execute(&mut *tx)
@@ -511,7 +501,7 @@ async fn checkpoint_meta(
     room: &str,
     upto: i64,
 ) -> Result<Vec<(u64, Option<u64>)>, sqlx::Error> {
-    sqlx::query("SELECT seq, base FROM checkpoints WHERE room = ? AND seq <= ?")
+    sqlx::query(sql::CHECKPOINT_META)
         .bind(room)
         .bind(upto)
         .fetch_all(&mut *conn)
@@ -566,11 +556,11 @@ async fn actor_id(
     if let Some(id) = known_actor(known, interned, actor) {
         return Ok(id);
     }
-    sqlx::query("INSERT INTO actors (data) VALUES (?1) ON CONFLICT(data) DO NOTHING")
+    sqlx::query(sql::ADD_ACTOR)
         .bind(actor.as_ref())
         .execute(&mut *conn)
         .await?;
-    let id: i64 = sqlx::query("SELECT id FROM actors WHERE data = ?1")
+    let id: i64 = sqlx::query(sql::ACTOR_ID)
         .bind(actor.as_ref())
         .fetch_one(&mut *conn)
         .await?
