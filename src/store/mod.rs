@@ -7,11 +7,12 @@
 //! [`keyed`] (fairies' private state keyed by room and fairy id, each room's projects, each
 //! room's instructions for its fairies: never part of a document nor broadcast) and the webhook
 //! outbox in [`outbox`]. Its implementations: [`sqlite::SqliteStore`] (the embedded default,
-//! WAL, group commit across rooms), [`postgres::PostgresStore`] (the shared store of the
-//! scale-out mode, group commit, safe with several nodes appending to one room, migrations in
-//! `migrations/postgres`) and [`memory::MemoryStore`] (tests and `--store memory:`); the SQL
-//! both dialects share is in `sql` (the log's) and [`keyed`]'s `sql` (the side tables'). Only
-//! this module touches databases; it knows nothing about sockets, peers or the Yjs protocol.
+//! WAL, group commit across rooms, migrations in `migrations/sqlite`),
+//! [`postgres::PostgresStore`] (the shared store of the scale-out mode, group commit, safe with
+//! several nodes appending to one room, migrations in `migrations/postgres`) and
+//! [`memory::MemoryStore`] (tests and `--store memory:`); the SQL both dialects share is in
+//! `sql` (the log's) and [`keyed`]'s `sql` (the side tables'). Only this module touches
+//! databases; it knows nothing about sockets, peers or the Yjs protocol.
 
 pub mod checkpoints;
 pub mod keyed;

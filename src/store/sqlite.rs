@@ -5,8 +5,10 @@
 //! state a room loads from; `checkpoints`, the history's states, a chain of deltas,
 //! docs/storage.md "History"), the keyed side tables of [`super::keyed`] (`fairy_states`,
 //! `projects`, `room_instructions`) and `webhook_outbox` (in [`super::outbox::sqlite`]). The
-//! schema is created, or completed for a database made by an earlier version, when the store
-//! opens.
+//! schema is the migrations' under `migrations/sqlite`, run when the store opens; a database
+//! made before them (tables created in code) first gets the columns it may lack
+//! ([`ADDED_COLUMNS`]), then converges through the first migration, whose statements are all
+//! `IF NOT EXISTS`.
 //!
 //! Writes go through the group-commit writer ([`super::writer`]): every write request (log
 //! appends, compactions, fairy-state saves and deletes) that arrives while a commit is in flight
@@ -33,50 +35,12 @@ use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, known_actor, to_i
 use super::{Checkpoint, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
 
-const SCHEMA: &[&str] = &[
-    "CREATE TABLE IF NOT EXISTS updates (
-        room TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        data BLOB NOT NULL,
-        PRIMARY KEY (room, seq)
-    ) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS snapshots (
-        room TEXT PRIMARY KEY NOT NULL,
-        seq INTEGER NOT NULL,
-        data BLOB NOT NULL
-    )",
-    // Added after the first release: `IF NOT EXISTS` completes older databases on open.
-    "CREATE TABLE IF NOT EXISTS fairy_states (
-        room TEXT NOT NULL,
-        fairy TEXT NOT NULL,
-        data BLOB NOT NULL,
-        PRIMARY KEY (room, fairy)
-    ) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS room_instructions (
-        room TEXT PRIMARY KEY NOT NULL,
-        text TEXT NOT NULL
-    )",
-    "CREATE TABLE IF NOT EXISTS projects (
-        room TEXT NOT NULL,
-        project TEXT NOT NULL,
-        data BLOB NOT NULL,
-        PRIMARY KEY (room, project)
-    ) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS actors (
-        id INTEGER PRIMARY KEY,
-        data TEXT NOT NULL UNIQUE
-    )",
-    "CREATE TABLE IF NOT EXISTS checkpoints (
-        room TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        data BLOB NOT NULL,
-        PRIMARY KEY (room, seq)
-    ) WITHOUT ROWID",
-];
-
-/// Columns added after the first release, as (table, column, declaration): a database made
-/// before gets them on open. Old `updates` rows have neither a time nor a known actor; old
-/// checkpoints have no `base` (they are full states).
+/// Columns added to tables of the first releases, before migrations, as (table, column,
+/// declaration). A database made then, whose table lacks one, gets it when it opens, before
+/// the migrations run: `CREATE TABLE IF NOT EXISTS` in the first migration leaves an existing
+/// table as it is, and every later migration must find the first one's schema. Old `updates`
+/// rows have neither a time nor a known actor; old checkpoints have no `base` (they are full
+/// states). A table the database lacks altogether is created by the first migration.
 const ADDED_COLUMNS: [(&str, &str, &str); 3] = [
     ("updates", "at", "INTEGER"),
     ("updates", "actor", "INTEGER"),
@@ -111,27 +75,12 @@ impl SqliteStore {
             .min_connections(0)
             .connect_with(options.clone())
             .await?;
-        for statement in SCHEMA {
-            sqlx::query(sqlx::AssertSqlSafe(*statement))
-                .execute(&pool)
-                .await?;
-        }
-        for (table, column, declaration) in ADDED_COLUMNS {
-            let present: i64 =
-                sqlx::query("SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2")
-                    .bind(table)
-                    .bind(column)
-                    .fetch_one(&pool)
-                    .await?
-                    .try_get(0)?;
-            if present == 0 {
-                let alter = format!("ALTER TABLE {table} ADD COLUMN {column} {declaration}");
-                sqlx::query(sqlx::AssertSqlSafe(alter))
-                    .execute(&pool)
-                    .await?;
-            }
-        }
-        let outbox = super::outbox::sqlite::SqliteOutbox::open(pool.clone()).await?;
+        add_missing_columns(&pool).await?;
+        sqlx::migrate!("migrations/sqlite")
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Migration(e.to_string()))?;
+        let outbox = super::outbox::sqlite::SqliteOutbox::new(pool.clone());
         let writer = Writer::start(SqliteBatch {
             options,
             conn: None,
@@ -150,6 +99,28 @@ impl SqliteStore {
     fn pooled_connections(&self) -> u32 {
         self.pool.size()
     }
+}
+
+/// Adds [`ADDED_COLUMNS`] to the tables of a database made before migrations that lack them
+/// (a table that does not exist is left to the migrations).
+async fn add_missing_columns(pool: &SqlitePool) -> Result<(), StoreError> {
+    for (table, column, declaration) in ADDED_COLUMNS {
+        let row = sqlx::query(
+            "SELECT COUNT(*), COUNT(CASE WHEN name = $2 THEN 1 END) FROM pragma_table_info($1)",
+        )
+        .bind(table)
+        .bind(column)
+        .fetch_one(pool)
+        .await?;
+        let (columns, present): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+        if columns > 0 && present == 0 {
+            let alter = format!("ALTER TABLE {table} ADD COLUMN {column} {declaration}");
+            sqlx::query(sqlx::AssertSqlSafe(alter))
+                .execute(pool)
+                .await?;
+        }
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -806,5 +777,201 @@ mod tests {
         assert_eq!(store.append(&name, updates("b", 2)).await.unwrap(), 5);
         assert_eq!(store.load(&name).await.unwrap().updates.len(), 5);
         store.close().await;
+    }
+
+    /// The schema before migrations, exactly as the store created it in code (its `SCHEMA`,
+    /// then its `ADDED_COLUMNS`, then the outbox's table and index).
+    const PREVIOUS_LAYOUT: &[&str] = &[
+        "CREATE TABLE IF NOT EXISTS updates (
+        room TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (room, seq)
+    ) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS snapshots (
+        room TEXT PRIMARY KEY NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL
+    )",
+        "CREATE TABLE IF NOT EXISTS fairy_states (
+        room TEXT NOT NULL,
+        fairy TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (room, fairy)
+    ) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS room_instructions (
+        room TEXT PRIMARY KEY NOT NULL,
+        text TEXT NOT NULL
+    )",
+        "CREATE TABLE IF NOT EXISTS projects (
+        room TEXT NOT NULL,
+        project TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (room, project)
+    ) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS actors (
+        id INTEGER PRIMARY KEY,
+        data TEXT NOT NULL UNIQUE
+    )",
+        "CREATE TABLE IF NOT EXISTS checkpoints (
+        room TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (room, seq)
+    ) WITHOUT ROWID",
+        "ALTER TABLE updates ADD COLUMN at INTEGER",
+        "ALTER TABLE updates ADD COLUMN actor INTEGER",
+        "ALTER TABLE checkpoints ADD COLUMN base INTEGER",
+        "CREATE TABLE IF NOT EXISTS webhook_outbox (
+        id TEXT PRIMARY KEY NOT NULL,
+        body BLOB NOT NULL,
+        created_at INTEGER NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at INTEGER NOT NULL,
+        claimed_until INTEGER NOT NULL DEFAULT 0,
+        dead_at INTEGER,
+        last_error TEXT
+    )",
+        "CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (next_at)
+        WHERE dead_at IS NULL",
+    ];
+
+    /// Runs statements on a database file outside the store.
+    async fn run_sql(path: &Path, statements: &[&str]) {
+        let url = format!("sqlite://{}?mode=rwc", path.display());
+        let pool = SqlitePool::connect(&url).await.unwrap();
+        for statement in statements {
+            sqlx::query(sqlx::AssertSqlSafe(*statement))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        pool.close().await;
+    }
+
+    /// Every table, index and column of a database file (migrations' bookkeeping left out).
+    async fn layout(path: &Path) -> Vec<String> {
+        let url = format!("sqlite://{}", path.display());
+        let pool = SqlitePool::connect(&url).await.unwrap();
+        let rows = sqlx::query(
+            "SELECT m.type, m.name, p.name, p.type, p.\"notnull\", p.pk, p.dflt_value
+             FROM sqlite_master m LEFT JOIN pragma_table_info(m.name) p
+             WHERE m.name NOT LIKE '_sqlx%' AND m.name NOT LIKE 'sqlite_%'
+             ORDER BY m.name, p.cid",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        rows.iter()
+            .map(|row| {
+                format!(
+                    "{} {} {:?} {:?} {:?} {:?} {:?}",
+                    row.get::<String, _>(0),
+                    row.get::<String, _>(1),
+                    row.get::<Option<String>, _>(2),
+                    row.get::<Option<String>, _>(3),
+                    row.get::<Option<i64>, _>(4),
+                    row.get::<Option<i64>, _>(5),
+                    row.get::<Option<String>, _>(6),
+                )
+            })
+            .collect()
+    }
+
+    /// A database made by the previous layout (tables created in code, no migrations table)
+    /// opens, keeps its rows, and ends with the very layout of a new database; so does one of
+    /// the first release (two tables, no history columns).
+    #[tokio::test]
+    async fn databases_of_the_previous_layouts_open_and_keep_their_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = dir.path().join("fresh.db");
+        SqliteStore::open(&fresh).await.unwrap().close().await;
+        let expected = layout(&fresh).await;
+        for table in [
+            "updates",
+            "snapshots",
+            "checkpoints",
+            "actors",
+            "fairy_states",
+        ] {
+            assert!(
+                expected
+                    .iter()
+                    .any(|line| line.starts_with(&format!("table {table} "))),
+                "{table} in {expected:?}"
+            );
+        }
+
+        let previous = dir.path().join("previous.db");
+        let mut statements = PREVIOUS_LAYOUT.to_vec();
+        statements.extend([
+            "INSERT INTO actors (id, data) VALUES (1, '{\"user\":\"ann\"}')",
+            "INSERT INTO updates (room, seq, data, at, actor) VALUES ('old', 1, x'01', 10, 1)",
+            "INSERT INTO updates (room, seq, data, at, actor) VALUES ('old', 2, x'02', 20, NULL)",
+            "INSERT INTO snapshots (room, seq, data) VALUES ('old', 1, x'0a')",
+            "INSERT INTO checkpoints (room, seq, data, base) VALUES ('old', 1, x'0b', NULL)",
+            "INSERT INTO fairy_states (room, fairy, data) VALUES ('old', 'f-1', x'7b7d')",
+            "INSERT INTO projects (room, project, data) VALUES ('old', 'p-1', x'70')",
+            "INSERT INTO room_instructions (room, text) VALUES ('old', 'Use blue.')",
+            "INSERT INTO webhook_outbox (id, body, created_at, next_at) VALUES ('e-1', x'65', 5, 5)",
+        ]);
+        run_sql(&previous, &statements).await;
+        let store = SqliteStore::open(&previous).await.unwrap();
+        let old = room("old");
+        let loaded = store.load(&old).await.unwrap();
+        assert_eq!(loaded.snapshot.as_deref(), Some(&[0x0a][..]));
+        assert_eq!(loaded.updates, vec![Bytes::from_static(&[2])]);
+        assert_eq!(loaded.last_seq, 2);
+        let history = store.history(&old, 0, 10).await.unwrap();
+        assert_eq!(history.len(), 2);
+        assert_eq!(history[0].actor.as_deref(), Some("{\"user\":\"ann\"}"));
+        assert_eq!(history[1].at, Some(20));
+        assert_eq!(store.newest_checkpoint(&old).await.unwrap(), Some(1));
+        let side = store.side();
+        assert_eq!(
+            side.load_fairy_state(&old, "f-1").await.unwrap().as_deref(),
+            Some(&b"{}"[..])
+        );
+        assert_eq!(
+            side.load_projects(&old).await.unwrap(),
+            vec![Bytes::from_static(b"p")]
+        );
+        assert_eq!(
+            side.load_instructions(&old).await.unwrap().as_deref(),
+            Some("Use blue.")
+        );
+        let claimed = store.outbox().claim(10, 100, 10).await.unwrap();
+        assert_eq!(claimed.len(), 1);
+        assert_eq!(store.append(&old, updates("new", 1)).await.unwrap(), 3);
+        store.close().await;
+        drop(store);
+        assert_eq!(
+            layout(&previous).await,
+            expected,
+            "the previous layout converges"
+        );
+        // Reopening (migrations applied) changes nothing.
+        let store = SqliteStore::open(&previous).await.unwrap();
+        assert_eq!(store.load(&old).await.unwrap().last_seq, 3);
+        store.close().await;
+
+        // The first release: the log and the snapshots only, without times nor actors.
+        let first = dir.path().join("first.db");
+        run_sql(
+            &first,
+            &[
+                PREVIOUS_LAYOUT[0],
+                PREVIOUS_LAYOUT[1],
+                "INSERT INTO updates (room, seq, data) VALUES ('old', 1, x'00')",
+            ],
+        )
+        .await;
+        let store = SqliteStore::open(&first).await.unwrap();
+        let history = store.history(&old, 0, 10).await.unwrap();
+        assert_eq!((history.len(), history[0].at), (1, None));
+        store.close().await;
+        drop(store);
+        assert_eq!(layout(&first).await, expected, "the first layout converges");
     }
 }
