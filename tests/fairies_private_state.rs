@@ -348,6 +348,7 @@ async fn a_fairy_only_the_document_knows_is_removed_on_load_unread() {
     assert!(!doc_contains(&client, "LEGACY-PROMPT"));
     assert!(
         store
+            .side()
             .load_fairy_state(&room("legacy"), &id)
             .await
             .expect("load")
@@ -373,6 +374,7 @@ async fn a_dismissed_fairys_private_state_is_deleted() {
     let id = invite(&http, "dismiss", "Moss").await;
     assert!(
         store
+            .side()
             .load_fairy_state(&room("dismiss"), &id)
             .await
             .expect("load")
@@ -393,6 +395,7 @@ async fn a_dismissed_fairys_private_state_is_deleted() {
     assert_eq!(response.status().as_u16(), 204);
     assert_eq!(
         store
+            .side()
             .load_fairy_state(&room("dismiss"), &id)
             .await
             .expect("load"),

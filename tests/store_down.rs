@@ -12,6 +12,7 @@ use bytes::Bytes;
 use fairyring::config::ServeConfig;
 use fairyring::ids::RoomName;
 use fairyring::room::RoomConfig;
+use fairyring::store::keyed::{SideTables, Table};
 use fairyring::store::memory::MemoryStore;
 use fairyring::store::{LogRow, Logged, Store, StoreError, StoredRoom};
 use support::{Client, put_shape, shape_count};
@@ -37,6 +38,9 @@ impl Switchable {
 impl Store for Switchable {
     fn outbox(&self) -> &dyn fairyring::store::outbox::Outbox {
         self.inner.outbox()
+    }
+    fn side(&self) -> &dyn SideTables {
+        self
     }
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
         self.check()?;
@@ -91,50 +95,41 @@ impl Store for Switchable {
         self.check()?;
         self.inner.prune_history(before).await
     }
-    async fn load_fairy_state(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-    ) -> Result<Option<Bytes>, StoreError> {
-        self.check()?;
-        self.inner.load_fairy_state(room, fairy).await
-    }
-    async fn save_fairy_state(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-        state: Bytes,
-    ) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.save_fairy_state(room, fairy, state).await
-    }
-    async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.delete_fairy_state(room, fairy).await
-    }
-    async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
-        self.check()?;
-        self.inner.load_projects(room).await
-    }
-    async fn save_project(
-        &self,
-        room: &RoomName,
-        project: &str,
-        record: Bytes,
-    ) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.save_project(room, project, record).await
-    }
-    async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
-        self.check()?;
-        self.inner.load_instructions(room).await
-    }
-    async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.save_instructions(room, text).await
-    }
     async fn ping(&self) -> Result<(), StoreError> {
         self.check()
+    }
+}
+
+/// The side tables fail like the rest while the store is down.
+#[async_trait]
+impl SideTables for Switchable {
+    async fn get(
+        &self,
+        table: Table,
+        room: &RoomName,
+        key: &str,
+    ) -> Result<Option<Bytes>, StoreError> {
+        self.check()?;
+        self.inner.side().get(table, room, key).await
+    }
+    async fn list(&self, table: Table, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
+        self.check()?;
+        self.inner.side().list(table, room).await
+    }
+    async fn put(
+        &self,
+        table: Table,
+        room: &RoomName,
+        key: &str,
+        value: Bytes,
+        fence: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.side().put(table, room, key, value, fence).await
+    }
+    async fn delete(&self, table: Table, room: &RoomName, key: &str) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.side().delete(table, room, key).await
     }
 }
 

@@ -351,6 +351,9 @@ mod tests {
         fn outbox(&self) -> &dyn crate::store::outbox::Outbox {
             self.inner.outbox()
         }
+        fn side(&self) -> &dyn crate::store::keyed::SideTables {
+            self.inner.side()
+        }
         async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
             self.loads.fetch_add(1, Ordering::SeqCst);
             tokio::task::yield_now().await;
@@ -401,41 +404,6 @@ mod tests {
         }
         async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
             self.inner.prune_history(before).await
-        }
-        async fn load_fairy_state(
-            &self,
-            room: &RoomName,
-            fairy: &str,
-        ) -> Result<Option<Bytes>, StoreError> {
-            self.inner.load_fairy_state(room, fairy).await
-        }
-        async fn save_fairy_state(
-            &self,
-            room: &RoomName,
-            fairy: &str,
-            state: Bytes,
-        ) -> Result<(), StoreError> {
-            self.inner.save_fairy_state(room, fairy, state).await
-        }
-        async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
-            self.inner.delete_fairy_state(room, fairy).await
-        }
-        async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
-            self.inner.load_projects(room).await
-        }
-        async fn save_project(
-            &self,
-            room: &RoomName,
-            project: &str,
-            record: Bytes,
-        ) -> Result<(), StoreError> {
-            self.inner.save_project(room, project, record).await
-        }
-        async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
-            self.inner.load_instructions(room).await
-        }
-        async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError> {
-            self.inner.save_instructions(room, text).await
         }
         async fn release_memory(&self) {
             self.releases.fetch_add(1, Ordering::SeqCst);

@@ -79,6 +79,7 @@ async fn read(
     let text = state
         .rooms
         .store()
+        .side()
         .load_instructions(&name)
         .await
         .map_err(store_error)?
@@ -120,6 +121,7 @@ async fn write(
     state
         .rooms
         .store()
+        .side()
         .save_instructions(&name, text)
         .await
         .map_err(store_error)?;

@@ -1,5 +1,8 @@
-//! An in-memory [`Store`] (room logs, fairies' private state, projects, instructions): nothing survives the
-//! process. For tests and `--store memory:`.
+//! An in-memory [`Store`]: nothing survives the process. For tests and `--store memory:`.
+//!
+//! Owns the rooms' logs (with the fairies' fencing tokens) in maps; its keyed side tables are
+//! [`super::keyed::memory::MemoryTables`] and its outbox [`super::outbox::memory`]. It must not
+//! keep anything a SQL store would not (nothing of sockets, peers or documents).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -8,6 +11,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash};
+use super::keyed::memory::MemoryTables;
+use super::keyed::{SideTables, Table};
 use super::{Checkpoint, Fence, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
 
@@ -45,13 +50,11 @@ impl Log {
     }
 }
 
-/// Keeps every room's log, and every fairy's private state, in maps.
+/// Keeps every room's log, the side tables and the outbox in memory.
 #[derive(Default)]
 pub struct MemoryStore {
     rooms: Mutex<HashMap<String, Log>>,
-    fairy_states: Mutex<HashMap<(String, String), Bytes>>,
-    instructions: Mutex<HashMap<String, String>>,
-    projects: Mutex<HashMap<(String, String), Bytes>>,
+    tables: MemoryTables,
     outbox: super::outbox::memory::MemoryOutbox,
 }
 
@@ -60,21 +63,16 @@ impl MemoryStore {
         let mut guard = self.rooms.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut guard)
     }
-
-    fn with_fairies<R>(&self, f: impl FnOnce(&mut HashMap<(String, String), Bytes>) -> R) -> R {
-        let mut guard = self.fairy_states.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut guard)
-    }
-}
-
-fn fairy_key(room: &RoomName, fairy: &str) -> (String, String) {
-    (room.as_str().to_owned(), fairy.to_owned())
 }
 
 #[async_trait]
 impl Store for MemoryStore {
     fn outbox(&self) -> &dyn super::outbox::Outbox {
         &self.outbox
+    }
+
+    fn side(&self) -> &dyn SideTables {
+        self
     }
 
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
@@ -268,84 +266,53 @@ impl Store for MemoryStore {
             dropped
         }))
     }
+}
 
-    async fn load_fairy_state(
+/// The side tables, with the fence check of a fenced put against the rooms' fencing tokens.
+#[async_trait]
+impl SideTables for MemoryStore {
+    async fn get(
         &self,
+        table: Table,
         room: &RoomName,
-        fairy: &str,
+        key: &str,
     ) -> Result<Option<Bytes>, StoreError> {
-        Ok(self.with_fairies(|states| states.get(&fairy_key(room, fairy)).cloned()))
+        Ok(self.tables.get(table, room, key))
     }
 
-    async fn save_fairy_state(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-        state: Bytes,
-    ) -> Result<(), StoreError> {
-        self.with_fairies(|states| states.insert(fairy_key(room, fairy), state));
-        Ok(())
+    async fn list(&self, table: Table, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
+        Ok(self.tables.list(table, room))
     }
 
-    async fn save_fairy_state_fenced(
+    async fn put(
         &self,
+        table: Table,
         room: &RoomName,
-        fairy: &str,
-        state: Bytes,
-        fence: u64,
+        key: &str,
+        value: Bytes,
+        fence: Option<u64>,
     ) -> Result<(), StoreError> {
-        // Rooms, then fairy states: the only place holding both takes them in this order.
+        let Some(fence) = fence else {
+            self.tables.put(table, room, key, value);
+            return Ok(());
+        };
+        // Rooms, then the tables: the only place holding both takes them in this order.
         self.with(|rooms| {
             let newest = rooms
                 .get(room.as_str())
-                .and_then(|log| log.fences.get(fairy).copied());
+                .and_then(|log| log.fences.get(key).copied());
             if newest.is_some_and(|newest| newest > fence) {
                 return Err(StoreError::Fenced {
-                    fairy: fairy.to_owned(),
+                    fairy: key.to_owned(),
                 });
             }
-            self.with_fairies(|states| states.insert(fairy_key(room, fairy), state));
+            self.tables.put(table, room, key, value);
             Ok(())
         })
     }
 
-    async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
-        let projects = self.projects.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(projects
-            .iter()
-            .filter(|((r, _), _)| r == room.as_str())
-            .map(|(_, record)| record.clone())
-            .collect())
-    }
-
-    async fn save_project(
-        &self,
-        room: &RoomName,
-        project: &str,
-        record: Bytes,
-    ) -> Result<(), StoreError> {
-        let mut projects = self.projects.lock().unwrap_or_else(|p| p.into_inner());
-        projects.insert(fairy_key(room, project), record);
-        Ok(())
-    }
-
-    async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
-        self.with_fairies(|states| states.remove(&fairy_key(room, fairy)));
-        Ok(())
-    }
-
-    async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
-        let guard = self.instructions.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(guard.get(room.as_str()).cloned())
-    }
-
-    async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError> {
-        let mut guard = self.instructions.lock().unwrap_or_else(|p| p.into_inner());
-        if text.is_empty() {
-            guard.remove(room.as_str());
-        } else {
-            guard.insert(room.as_str().to_owned(), text.to_owned());
-        }
+    async fn delete(&self, table: Table, room: &RoomName, key: &str) -> Result<(), StoreError> {
+        self.tables.delete(table, room, key);
         Ok(())
     }
 }

@@ -1,20 +1,25 @@
-//! Durable storage of room documents and of fairies' private state.
+//! Durable storage of room documents and of what is kept beside them (docs/storage.md "Layout
+//! of the store").
 //!
-//! Owns the narrow async [`Store`] trait (an append-only update log per room, each update with
-//! its actor and time, plus a compacted snapshot and the history's checkpoints; docs/storage.md
-//! "History"; and beside it a table of fairies' private state keyed by room and fairy id, which
-//! is never part of a document nor broadcast, each room's projects, and each room's
-//! instructions for its fairies, and the webhook outbox in [`outbox`]) and
-//! its implementations: [`sqlite::SqliteStore`] (the embedded default, WAL, group commit across
-//! rooms), [`postgres::PostgresStore`] (the shared store of the scale-out mode, group commit,
-//! safe with several nodes appending to one room) and [`memory::MemoryStore`] (tests and
-//! `--store memory:`). Only this module touches databases; it knows nothing about sockets, peers
-//! or the Yjs protocol.
+//! Owns the narrow async [`Store`] trait: the room log (an append-only update log per room,
+//! each update with its actor and time, plus a compacted snapshot and the history's
+//! checkpoints; docs/storage.md "History"), and, reached from it, the keyed side tables in
+//! [`keyed`] (fairies' private state keyed by room and fairy id, each room's projects, each
+//! room's instructions for its fairies: never part of a document nor broadcast) and the webhook
+//! outbox in [`outbox`]. Its implementations: [`sqlite::SqliteStore`] (the embedded default,
+//! WAL, group commit across rooms, migrations in `migrations/sqlite`),
+//! [`postgres::PostgresStore`] (the shared store of the scale-out mode, group commit, safe with
+//! several nodes appending to one room, migrations in `migrations/postgres`) and
+//! [`memory::MemoryStore`] (tests and `--store memory:`); the SQL both dialects share is in
+//! `sql` (the log's) and [`keyed`]'s `sql` (the side tables'). Only this module touches
+//! databases; it knows nothing about sockets, peers or the Yjs protocol.
 
 pub mod checkpoints;
+pub mod keyed;
 pub mod memory;
 pub mod outbox;
 pub mod postgres;
+mod sql;
 pub mod sqlite;
 mod writer;
 
@@ -127,8 +132,9 @@ pub fn now_millis() -> u64 {
         .unwrap_or(0)
 }
 
-/// The storage contract rooms rely on. Implementations must make [`Store::append`] durable
-/// before returning: rooms broadcast an update only after it returns.
+/// The storage contract rooms rely on: the room log, and the side tables ([`Store::side`]) and
+/// the outbox ([`Store::outbox`]) kept beside it. Implementations must make [`Store::append`]
+/// durable before returning: rooms broadcast an update only after it returns.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Loads everything stored for a room (empty for a new room).
@@ -243,59 +249,10 @@ pub trait Store: Send + Sync + 'static {
     /// was a delta, then everything below it goes. Returns how many updates were dropped.
     async fn prune_history(&self, before: u64) -> Result<u64, StoreError>;
 
-    /// A fairy's private state (mode, model-facing history, todo list, tasks), as last saved
-    /// with [`Store::save_fairy_state`]; `None` when there is none. The bytes are opaque to the
-    /// store (the agent writes JSON).
-    async fn load_fairy_state(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-    ) -> Result<Option<Bytes>, StoreError>;
-
-    /// Replaces a fairy's private state, durably (it is never broadcast).
-    async fn save_fairy_state(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-        state: Bytes,
-    ) -> Result<(), StoreError>;
-
-    /// [`Store::save_fairy_state`] by the host holding fencing token `fence` of the fairy:
-    /// refused ([`StoreError::Fenced`], nothing written) when the fairy has a newer one, taken
-    /// by the node that took it over. A store that takes no fences saves (the default).
-    async fn save_fairy_state_fenced(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-        state: Bytes,
-        fence: u64,
-    ) -> Result<(), StoreError> {
-        let _ = fence;
-        self.save_fairy_state(room, fairy, state).await
-    }
-
-    /// Deletes a fairy's private state, durably; deleting a missing one is not an error.
-    async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError>;
-
-    /// The room's projects (docs/fairies.md "Projects"): every record saved with
-    /// [`Store::save_project`], in no particular order. The bytes are opaque to the store (the
-    /// agent writes a project with its tasks as JSON); never part of the document.
-    async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError>;
-
-    /// Replaces one project's record (keyed by room and project id), durably.
-    async fn save_project(
-        &self,
-        room: &RoomName,
-        project: &str,
-        record: Bytes,
-    ) -> Result<(), StoreError>;
-
-    /// The room's instructions for its fairies (plain text an admin set with
-    /// `PUT /rooms/{room}/instructions`); `None` when none are set.
-    async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError>;
-
-    /// Replaces the room's instructions, durably; an empty text removes them.
-    async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError>;
+    /// The keyed side tables kept beside the rooms (fairies' private state, projects, room
+    /// instructions; [`keyed`]): a wrapping store hands out its inner store's, or its own
+    /// [`keyed::SideTables`] forwarding to them.
+    fn side(&self) -> &dyn keyed::SideTables;
 
     /// The webhook outbox kept beside the rooms (docs/webhooks.md): a wrapping store must
     /// hand out its inner store's.
@@ -374,9 +331,12 @@ mod tests {
         assert_eq!(loaded.updates, vec![&b"c"[..]]);
         let other = RoomName::parse("other").unwrap();
         assert!(store.load(&other).await.unwrap().updates.is_empty());
-        fairy_state_contract(store.as_ref(), &room, &other).await;
-        instructions_contract(store.as_ref(), &room, &other).await;
-        projects_contract(store.as_ref(), &room, &other).await;
+        keyed::tests::fairy_state_contract(store.side(), &room, &other).await;
+        // The room's log is untouched by fairy state.
+        assert_eq!(store.load(&other).await.unwrap().last_seq, 0);
+        keyed::tests::instructions_contract(store.side(), &room, &other).await;
+        keyed::tests::projects_contract(store.side(), &room, &other).await;
+        keyed::tests::tables_are_apart(store.side()).await;
         outbox::tests::outbox_contract(store.outbox()).await;
     }
 
@@ -429,17 +389,20 @@ mod tests {
             .unwrap();
         // A fairy's private state, saved under a stale fence, is refused.
         store
+            .side()
             .save_fairy_state_fenced(&room, "f-1", Bytes::from_static(b"new host"), 2)
             .await
             .unwrap();
         assert!(matches!(
             store
+                .side()
                 .save_fairy_state_fenced(&room, "f-1", Bytes::from_static(b"old host"), 1)
                 .await,
             Err(StoreError::Fenced { .. })
         ));
         assert_eq!(
             store
+                .side()
                 .load_fairy_state(&room, "f-1")
                 .await
                 .unwrap()
@@ -456,99 +419,6 @@ mod tests {
 
     fn logged(update: &'static [u8]) -> Logged {
         Logged::unattributed(Bytes::from_static(update), 1)
-    }
-
-    /// Projects: per room and project, replaced on save, listed per room.
-    async fn projects_contract(store: &dyn Store, room: &RoomName, other: &RoomName) {
-        assert!(store.load_projects(room).await.unwrap().is_empty());
-        for (project, data) in [("p-1", "one"), ("p-2", "two"), ("p-1", "one again")] {
-            store
-                .save_project(room, project, Bytes::from(data.as_bytes().to_vec()))
-                .await
-                .unwrap();
-        }
-        store
-            .save_project(other, "p-1", Bytes::from_static(b"other"))
-            .await
-            .unwrap();
-        let mut saved = store.load_projects(room).await.unwrap();
-        saved.sort();
-        assert_eq!(
-            saved,
-            vec![Bytes::from_static(b"one again"), Bytes::from_static(b"two")]
-        );
-        assert_eq!(
-            store.load_projects(other).await.unwrap(),
-            vec![Bytes::from_static(b"other")]
-        );
-    }
-
-    /// Room instructions: per room, replaced on save, removed by an empty text.
-    async fn instructions_contract(store: &dyn Store, room: &RoomName, other: &RoomName) {
-        assert_eq!(store.load_instructions(room).await.unwrap(), None);
-        store.save_instructions(room, "Use blue.").await.unwrap();
-        store
-            .save_instructions(room, "Use red, é ✓.")
-            .await
-            .unwrap();
-        store.save_instructions(other, "Other.").await.unwrap();
-        assert_eq!(
-            store.load_instructions(room).await.unwrap().as_deref(),
-            Some("Use red, é ✓.")
-        );
-        store.save_instructions(other, "").await.unwrap();
-        assert_eq!(store.load_instructions(other).await.unwrap(), None);
-        assert_eq!(
-            store.load_instructions(room).await.unwrap().as_deref(),
-            Some("Use red, é ✓.")
-        );
-    }
-
-    async fn stored(store: &dyn Store, room: &RoomName, fairy: &str) -> Option<Bytes> {
-        store.load_fairy_state(room, fairy).await.unwrap()
-    }
-
-    /// Fairies' private state: keyed by (room, fairy), replaced on save, gone on delete, and
-    /// apart from the room's log.
-    async fn fairy_state_contract(store: &dyn Store, room: &RoomName, other: &RoomName) {
-        assert_eq!(store.load_fairy_state(room, "f-1").await.unwrap(), None);
-        store
-            .save_fairy_state(room, "f-1", Bytes::from_static(b"{\"mode\":\"idling\"}"))
-            .await
-            .unwrap();
-        store
-            .save_fairy_state(room, "f-1", Bytes::from_static(b"{\"mode\":\"soloing\"}"))
-            .await
-            .unwrap();
-        store
-            .save_fairy_state(other, "f-1", Bytes::from_static(b"other"))
-            .await
-            .unwrap();
-        store
-            .save_fairy_state(room, "f-2", Bytes::from_static(b"two"))
-            .await
-            .unwrap();
-        assert_eq!(
-            stored(store, room, "f-1").await.as_deref(),
-            Some(&b"{\"mode\":\"soloing\"}"[..])
-        );
-        assert_eq!(
-            stored(store, other, "f-1").await.as_deref(),
-            Some(&b"other"[..])
-        );
-        store.delete_fairy_state(room, "f-1").await.unwrap();
-        store.delete_fairy_state(room, "f-1").await.unwrap();
-        assert_eq!(store.load_fairy_state(room, "f-1").await.unwrap(), None);
-        assert_eq!(
-            stored(store, room, "f-2").await.as_deref(),
-            Some(&b"two"[..])
-        );
-        assert_eq!(
-            stored(store, other, "f-1").await.as_deref(),
-            Some(&b"other"[..])
-        );
-        // The room's log is untouched by fairy state.
-        assert_eq!(store.load(other).await.unwrap().last_seq, 0);
     }
 
     #[tokio::test]
@@ -601,6 +471,7 @@ mod tests {
         assert_eq!(store.load(&room).await.unwrap().updates.len(), 1);
         assert_eq!(
             store
+                .side()
                 .load_fairy_state(&room, "f-2")
                 .await
                 .unwrap()
@@ -609,7 +480,12 @@ mod tests {
             "fairy state survives a reopen"
         );
         assert_eq!(
-            store.load_instructions(&room).await.unwrap().as_deref(),
+            store
+                .side()
+                .load_instructions(&room)
+                .await
+                .unwrap()
+                .as_deref(),
             Some("Use red, é ✓."),
             "instructions survive a reopen"
         );
@@ -639,11 +515,13 @@ mod tests {
         let room = RoomName::parse("old").unwrap();
         assert_eq!(store.load(&room).await.unwrap().last_seq, 1);
         store
+            .side()
             .save_fairy_state(&room, "f-1", Bytes::from_static(b"{}"))
             .await
             .unwrap();
         assert!(
             store
+                .side()
                 .load_fairy_state(&room, "f-1")
                 .await
                 .unwrap()

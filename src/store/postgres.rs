@@ -17,8 +17,12 @@
 //! that carries it (docs/scaling.md "Fencing"). Tables live in one schema
 //! (`--store-schema`), set as the connections' `search_path`.
 //!
-//! This module knows nothing of sockets, peers or Yjs; it must not be used by anything but the
-//! store's callers through the [`Store`] trait.
+//! The keyed side tables ([`super::keyed`]) are `fairy_states`, `projects` and
+//! `room_instructions`; the SQL both dialects share is in [`super::sql`] and
+//! [`super::keyed::sql`], this file keeps the PostgreSQL-only SQL (the writer's appends and
+//! fences, snapshot and checkpoint writes). This module knows nothing of sockets, peers or Yjs;
+//! it must not be used by anything but the store's callers through the [`Store`] trait, and it
+//! must not touch the outbox's table (in [`super::outbox::postgres`]).
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -31,6 +35,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Row, Transaction};
 
 use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash_off_thread};
+use super::keyed::{self, SideTables, Table};
+use super::sql;
 use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, known_actor, to_i64, to_u64};
 use super::{Checkpoint, Fence, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
@@ -117,6 +123,10 @@ impl Store for PostgresStore {
         &self.outbox
     }
 
+    fn side(&self) -> &dyn SideTables {
+        self
+    }
+
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
         self.load_since(room, 0).await
     }
@@ -128,7 +138,7 @@ impl Store for PostgresStore {
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             .execute(&mut *tx)
             .await?;
-        let snapshot = sqlx::query("SELECT seq, data FROM snapshots WHERE room = $1")
+        let snapshot = sqlx::query(sql::SNAPSHOT)
             .bind(room.as_str())
             .fetch_optional(&mut *tx)
             .await?;
@@ -140,12 +150,11 @@ impl Store for PostgresStore {
             ),
             _ => (to_i64(after_seq), None),
         };
-        let rows =
-            sqlx::query("SELECT seq, data FROM updates WHERE room = $1 AND seq > $2 ORDER BY seq")
-                .bind(room.as_str())
-                .bind(from_seq)
-                .fetch_all(&mut *tx)
-                .await?;
+        let rows = sqlx::query(sql::UPDATES_AFTER)
+            .bind(room.as_str())
+            .bind(from_seq)
+            .fetch_all(&mut *tx)
+            .await?;
         tx.commit().await?;
         let mut last_seq = from_seq;
         let mut updates = Vec::with_capacity(rows.len());
@@ -208,7 +217,7 @@ impl Store for PostgresStore {
     }
 
     async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError> {
-        let row = sqlx::query("SELECT MAX(seq) FROM checkpoints WHERE room = $1")
+        let row = sqlx::query(sql::NEWEST_CHECKPOINT)
             .bind(room.as_str())
             .fetch_one(&self.pool)
             .await?;
@@ -229,15 +238,12 @@ impl Store for PostgresStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<LogRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT u.seq, u.at, a.data, u.data FROM updates u LEFT JOIN actors a ON a.id = u.actor
-             WHERE u.room = $1 AND u.seq > $2 ORDER BY u.seq LIMIT $3",
-        )
-        .bind(room.as_str())
-        .bind(to_i64(after))
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(sql::HISTORY)
+            .bind(room.as_str())
+            .bind(to_i64(after))
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter()
             .map(|row| {
                 Ok(LogRow {
@@ -269,7 +275,7 @@ impl Store for PostgresStore {
             )),
             None => None,
         };
-        let snapshot = sqlx::query("SELECT seq, data FROM snapshots WHERE room = $1 AND seq <= $2")
+        let snapshot = sqlx::query(sql::SNAPSHOT_AT_MOST)
             .bind(room.as_str())
             .bind(upto)
             .fetch_optional(&mut *tx)
@@ -282,14 +288,12 @@ impl Store for PostgresStore {
             })
             .transpose()?;
         let from = chain.as_ref().map_or(0, |(head, _)| *head);
-        let rows = sqlx::query(
-            "SELECT seq, data FROM updates WHERE room = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
-        )
-        .bind(room.as_str())
-        .bind(to_i64(from))
-        .bind(upto)
-        .fetch_all(&mut *tx)
-        .await?;
+        let rows = sqlx::query(sql::UPDATES_BETWEEN)
+            .bind(room.as_str())
+            .bind(to_i64(from))
+            .bind(upto)
+            .fetch_all(&mut *tx)
+            .await?;
         tx.commit().await?;
         let rows = rows
             .iter()
@@ -304,7 +308,7 @@ impl Store for PostgresStore {
     }
 
     async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
-        let row = sqlx::query("SELECT MAX(seq) FROM updates WHERE room = $1 AND at <= $2")
+        let row = sqlx::query(sql::SEQ_AT)
             .bind(room.as_str())
             .bind(to_i64(at))
             .fetch_one(&self.pool)
@@ -317,7 +321,7 @@ impl Store for PostgresStore {
     /// delta checkpoint is made full (read, squashed off the async threads, written) before
     /// anything below it goes.
     async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
-        let rooms: Vec<String> = sqlx::query("SELECT DISTINCT room FROM checkpoints")
+        let rooms: Vec<String> = sqlx::query(sql::ROOMS_WITH_CHECKPOINTS)
             .fetch_all(&self.pool)
             .await?
             .iter()
@@ -326,14 +330,11 @@ impl Store for PostgresStore {
         let mut dropped = 0;
         for room in rooms {
             let mut tx = self.pool.begin().await?;
-            let row = sqlx::query(
-                "SELECT (SELECT MAX(seq) FROM updates WHERE room = $1 AND (at IS NULL OR at < $2)),
-                        (SELECT seq FROM snapshots WHERE room = $1)",
-            )
-            .bind(&room)
-            .bind(to_i64(before))
-            .fetch_one(&mut *tx)
-            .await?;
+            let row = sqlx::query(sql::PRUNE_BOUNDS)
+                .bind(&room)
+                .bind(to_i64(before))
+                .fetch_one(&mut *tx)
+                .await?;
             let old = row.try_get::<Option<i64>, _>(0)?.map(to_u64);
             let snapshot = row.try_get::<Option<i64>, _>(1)?.map(to_u64);
             let meta = checkpoint_meta(&mut tx, &room, i64::MAX).await?;
@@ -355,22 +356,20 @@ impl Store for PostgresStore {
             };
             let mut tx = self.pool.begin().await?;
             if let Some(full) = full {
-                sqlx::query(
-                    "UPDATE checkpoints SET data = $1, base = NULL WHERE room = $2 AND seq = $3",
-                )
-                .bind(full.as_ref())
-                .bind(&room)
-                .bind(to_i64(keep))
-                .execute(&mut *tx)
-                .await?;
+                sqlx::query(sql::SQUASH_CHECKPOINT)
+                    .bind(full.as_ref())
+                    .bind(&room)
+                    .bind(to_i64(keep))
+                    .execute(&mut *tx)
+                    .await?;
             }
-            dropped += sqlx::query("DELETE FROM updates WHERE room = $1 AND seq <= $2")
+            dropped += sqlx::query(sql::PRUNE_UPDATES)
                 .bind(&room)
                 .bind(to_i64(keep))
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
-            sqlx::query("DELETE FROM checkpoints WHERE room = $1 AND seq < $2")
+            sqlx::query(sql::PRUNE_CHECKPOINTS)
                 .bind(&room)
                 .bind(to_i64(keep))
                 .execute(&mut *tx)
@@ -380,100 +379,6 @@ impl Store for PostgresStore {
         Ok(dropped)
     }
 
-    async fn load_fairy_state(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-    ) -> Result<Option<Bytes>, StoreError> {
-        let row = sqlx::query("SELECT data FROM fairy_states WHERE room = $1 AND fairy = $2")
-            .bind(room.as_str())
-            .bind(fairy)
-            .fetch_optional(&self.pool)
-            .await?;
-        match row {
-            Some(row) => Ok(Some(Bytes::from(row.try_get::<Vec<u8>, _>(0)?))),
-            None => Ok(None),
-        }
-    }
-
-    async fn save_fairy_state(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-        state: Bytes,
-    ) -> Result<(), StoreError> {
-        self.writer.save_fairy(room, fairy, state, None).await
-    }
-
-    async fn save_fairy_state_fenced(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-        state: Bytes,
-        fence: u64,
-    ) -> Result<(), StoreError> {
-        self.writer
-            .save_fairy(room, fairy, state, Some(fence))
-            .await
-    }
-
-    async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
-        self.writer.delete_fairy(room, fairy).await
-    }
-
-    async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
-        let rows = sqlx::query("SELECT data FROM projects WHERE room = $1")
-            .bind(room.as_str())
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|row| Ok(Bytes::from(row.try_get::<Vec<u8>, _>(0)?)))
-            .collect()
-    }
-
-    /// Written outside the group-commit writer: a project changes a few times a minute at most.
-    async fn save_project(
-        &self,
-        room: &RoomName,
-        project: &str,
-        record: Bytes,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO projects (room, project, data) VALUES ($1, $2, $3)
-             ON CONFLICT (room, project) DO UPDATE SET data = excluded.data",
-        )
-        .bind(room.as_str())
-        .bind(project)
-        .bind(record.as_ref())
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
-        let row = sqlx::query("SELECT text FROM room_instructions WHERE room = $1")
-            .bind(room.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| r.try_get::<String, _>(0)).transpose()?)
-    }
-
-    /// Written outside the group-commit writer: an admin's rare edit needs no batching.
-    async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError> {
-        let query = if text.is_empty() {
-            sqlx::query("DELETE FROM room_instructions WHERE room = $1").bind(room.as_str())
-        } else {
-            sqlx::query(
-                "INSERT INTO room_instructions (room, text) VALUES ($1, $2)
-                 ON CONFLICT (room) DO UPDATE SET text = excluded.text",
-            )
-            .bind(room.as_str())
-            .bind(text)
-        };
-        query.execute(&self.pool).await?;
-        Ok(())
-    }
-
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
@@ -481,6 +386,63 @@ impl Store for PostgresStore {
 
     async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// The side tables: reads on the pool; writes of a table written by group commit (fairy states)
+/// through the writer, where a fenced put is checked in the transaction that writes it
+/// ([`stale_fence`]); the others' rare writes on the pool.
+#[async_trait]
+impl SideTables for PostgresStore {
+    async fn get(
+        &self,
+        table: Table,
+        room: &RoomName,
+        key: &str,
+    ) -> Result<Option<Bytes>, StoreError> {
+        let row = keyed::sql::get::<Postgres>(table, room.as_str(), key)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row
+            .map(|row| keyed::sql::value::<Postgres>(table, &row))
+            .transpose()?)
+    }
+
+    async fn list(&self, table: Table, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
+        let rows = keyed::sql::list::<Postgres>(table, room.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| keyed::sql::value::<Postgres>(table, row))
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn put(
+        &self,
+        table: Table,
+        room: &RoomName,
+        key: &str,
+        value: Bytes,
+        fence: Option<u64>,
+    ) -> Result<(), StoreError> {
+        if table.group_commit() || fence.is_some() {
+            return self.writer.put(table, room, key, value, fence).await;
+        }
+        keyed::sql::upsert::<Postgres>(table, room.as_str(), key, &value)?
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn delete(&self, table: Table, room: &RoomName, key: &str) -> Result<(), StoreError> {
+        if table.group_commit() {
+            return self.writer.delete(table, room, key).await;
+        }
+        keyed::sql::delete::<Postgres>(table, room.as_str(), key)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 }
 
@@ -520,7 +482,7 @@ async fn checkpoint_meta(
     room: &str,
     upto: i64,
 ) -> Result<Vec<(u64, Option<u64>)>, sqlx::Error> {
-    sqlx::query("SELECT seq, base FROM checkpoints WHERE room = $1 AND seq <= $2")
+    sqlx::query(sql::CHECKPOINT_META)
         .bind(room)
         .bind(upto)
         .fetch_all(&mut **tx)
@@ -607,15 +569,16 @@ async fn commit_batch(
             .execute(&mut *tx)
             .await?
             .rows_affected(),
-            WriteOp::SaveFairy {
+            WriteOp::Put {
+                table,
                 room,
-                fairy,
-                state,
+                key,
+                value,
                 fence,
             } => {
                 if let Some(generation) = fence {
                     let fence = Fence {
-                        fairy: fairy.clone(),
+                        fairy: key.clone(),
                         generation: *generation,
                     };
                     if let Some(fairy) = stale_fence(&mut tx, room, &[fence]).await? {
@@ -623,21 +586,13 @@ async fn commit_batch(
                         continue;
                     }
                 }
-                sqlx::query(
-                    "INSERT INTO fairy_states (room, fairy, data) VALUES ($1, $2, $3)
-                     ON CONFLICT (room, fairy) DO UPDATE SET data = excluded.data",
-                )
-                .bind(room)
-                .bind(fairy)
-                .bind(state.as_ref())
-                .execute(&mut *tx)
-                .await?;
+                keyed::sql::upsert::<Postgres>(*table, room, key, value)?
+                    .execute(&mut *tx)
+                    .await?;
                 0
             }
-            WriteOp::DeleteFairy { room, fairy } => {
-                sqlx::query("DELETE FROM fairy_states WHERE room = $1 AND fairy = $2")
-                    .bind(room)
-                    .bind(fairy)
+            WriteOp::Delete { table, room, key } => {
+                keyed::sql::delete::<Postgres>(*table, room, key)
                     .execute(&mut *tx)
                     .await?;
                 0
@@ -738,11 +693,11 @@ async fn actor_id(
     if let Some(id) = known_actor(known, interned, actor) {
         return Ok(id);
     }
-    sqlx::query("INSERT INTO actors (data) VALUES ($1) ON CONFLICT (data) DO NOTHING")
+    sqlx::query(sql::ADD_ACTOR)
         .bind(actor.as_ref())
         .execute(&mut **tx)
         .await?;
-    let id: i64 = sqlx::query("SELECT id FROM actors WHERE data = $1")
+    let id: i64 = sqlx::query(sql::ACTOR_ID)
         .bind(actor.as_ref())
         .fetch_one(&mut **tx)
         .await?

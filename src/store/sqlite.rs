@@ -1,18 +1,21 @@
 //! The embedded SQLite [`Store`]: one file, WAL journal, `synchronous=FULL`.
 //!
-//! Tables: `updates` (each room's log, every update with its time and actor), `actors` (each
-//! distinct actor's JSON once, named by number from `updates`), `snapshots` (the state a room
-//! loads from) and `checkpoints` (the history's states, a chain of deltas; docs/storage.md "History"),
-//! `fairy_states` (each fairy's private
-//! state, keyed by room and fairy id), `projects` (each room's projects, keyed by room and project
-//! id), `room_instructions` (a room's text for its fairies) and `webhook_outbox` (in
-//! [`super::outbox::sqlite`]). The schema is created, or completed for a database made
-//! by an earlier version, when the store opens.
+//! Tables: the room log (`updates`, each room's log, every update with its time and actor;
+//! `actors`, each distinct actor's JSON once, named by number from `updates`; `snapshots`, the
+//! state a room loads from; `checkpoints`, the history's states, a chain of deltas,
+//! docs/storage.md "History"), the keyed side tables of [`super::keyed`] (`fairy_states`,
+//! `projects`, `room_instructions`) and `webhook_outbox` (in [`super::outbox::sqlite`]). The
+//! schema is the migrations' under `migrations/sqlite`, run when the store opens; a database
+//! made before them (tables created in code) first gets the columns it may lack
+//! ([`ADDED_COLUMNS`]), then converges through the first migration, whose statements are all
+//! `IF NOT EXISTS`.
 //!
 //! Writes go through the group-commit writer ([`super::writer`]): every write request (log
 //! appends, compactions, fairy-state saves and deletes) that arrives while a commit is in flight
 //! joins the next transaction, across all rooms, so one fsync serves many of them. A write
-//! returns only after its transaction committed. This file owns the SQL of those transactions.
+//! returns only after its transaction committed. This file owns the SQLite-only SQL of those
+//! transactions and which connection runs what; the SQL both dialects share is in
+//! [`super::sql`] and [`super::keyed::sql`]. It must not touch the outbox's table.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -21,59 +24,23 @@ use std::str::FromStr;
 use async_trait::async_trait;
 use bytes::Bytes;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{ConnectOptions, Connection, Row, SqliteConnection, SqlitePool};
+use sqlx::{ConnectOptions, Connection, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use std::sync::Arc;
 
 use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash_off_thread};
+use super::keyed::{self, SideTables, Table};
+use super::sql;
 use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, known_actor, to_i64, to_u64};
 use super::{Checkpoint, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
 
-const SCHEMA: &[&str] = &[
-    "CREATE TABLE IF NOT EXISTS updates (
-        room TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        data BLOB NOT NULL,
-        PRIMARY KEY (room, seq)
-    ) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS snapshots (
-        room TEXT PRIMARY KEY NOT NULL,
-        seq INTEGER NOT NULL,
-        data BLOB NOT NULL
-    )",
-    // Added after the first release: `IF NOT EXISTS` completes older databases on open.
-    "CREATE TABLE IF NOT EXISTS fairy_states (
-        room TEXT NOT NULL,
-        fairy TEXT NOT NULL,
-        data BLOB NOT NULL,
-        PRIMARY KEY (room, fairy)
-    ) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS room_instructions (
-        room TEXT PRIMARY KEY NOT NULL,
-        text TEXT NOT NULL
-    )",
-    "CREATE TABLE IF NOT EXISTS projects (
-        room TEXT NOT NULL,
-        project TEXT NOT NULL,
-        data BLOB NOT NULL,
-        PRIMARY KEY (room, project)
-    ) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS actors (
-        id INTEGER PRIMARY KEY,
-        data TEXT NOT NULL UNIQUE
-    )",
-    "CREATE TABLE IF NOT EXISTS checkpoints (
-        room TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        data BLOB NOT NULL,
-        PRIMARY KEY (room, seq)
-    ) WITHOUT ROWID",
-];
-
-/// Columns added after the first release, as (table, column, declaration): a database made
-/// before gets them on open. Old `updates` rows have neither a time nor a known actor; old
-/// checkpoints have no `base` (they are full states).
+/// Columns added to tables of the first releases, before migrations, as (table, column,
+/// declaration). A database made then, whose table lacks one, gets it when it opens, before
+/// the migrations run: `CREATE TABLE IF NOT EXISTS` in the first migration leaves an existing
+/// table as it is, and every later migration must find the first one's schema. Old `updates`
+/// rows have neither a time nor a known actor; old checkpoints have no `base` (they are full
+/// states). A table the database lacks altogether is created by the first migration.
 const ADDED_COLUMNS: [(&str, &str, &str); 3] = [
     ("updates", "at", "INTEGER"),
     ("updates", "actor", "INTEGER"),
@@ -108,27 +75,12 @@ impl SqliteStore {
             .min_connections(0)
             .connect_with(options.clone())
             .await?;
-        for statement in SCHEMA {
-            sqlx::query(sqlx::AssertSqlSafe(*statement))
-                .execute(&pool)
-                .await?;
-        }
-        for (table, column, declaration) in ADDED_COLUMNS {
-            let present: i64 =
-                sqlx::query("SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2")
-                    .bind(table)
-                    .bind(column)
-                    .fetch_one(&pool)
-                    .await?
-                    .try_get(0)?;
-            if present == 0 {
-                let alter = format!("ALTER TABLE {table} ADD COLUMN {column} {declaration}");
-                sqlx::query(sqlx::AssertSqlSafe(alter))
-                    .execute(&pool)
-                    .await?;
-            }
-        }
-        let outbox = super::outbox::sqlite::SqliteOutbox::open(pool.clone()).await?;
+        add_missing_columns(&pool).await?;
+        sqlx::migrate!("migrations/sqlite")
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Migration(e.to_string()))?;
+        let outbox = super::outbox::sqlite::SqliteOutbox::new(pool.clone());
         let writer = Writer::start(SqliteBatch {
             options,
             conn: None,
@@ -149,14 +101,40 @@ impl SqliteStore {
     }
 }
 
+/// Adds [`ADDED_COLUMNS`] to the tables of a database made before migrations that lack them
+/// (a table that does not exist is left to the migrations).
+async fn add_missing_columns(pool: &SqlitePool) -> Result<(), StoreError> {
+    for (table, column, declaration) in ADDED_COLUMNS {
+        let row = sqlx::query(
+            "SELECT COUNT(*), COUNT(CASE WHEN name = $2 THEN 1 END) FROM pragma_table_info($1)",
+        )
+        .bind(table)
+        .bind(column)
+        .fetch_one(pool)
+        .await?;
+        let (columns, present): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+        if columns > 0 && present == 0 {
+            let alter = format!("ALTER TABLE {table} ADD COLUMN {column} {declaration}");
+            sqlx::query(sqlx::AssertSqlSafe(alter))
+                .execute(pool)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl Store for SqliteStore {
     fn outbox(&self) -> &dyn super::outbox::Outbox {
         &self.outbox
     }
 
+    fn side(&self) -> &dyn SideTables {
+        self
+    }
+
     async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
-        let snapshot = sqlx::query("SELECT seq, data FROM snapshots WHERE room = ?")
+        let snapshot = sqlx::query(sql::SNAPSHOT)
             .bind(room.as_str())
             .fetch_optional(&self.pool)
             .await?;
@@ -167,12 +145,11 @@ impl Store for SqliteStore {
             ),
             None => (0, None),
         };
-        let rows =
-            sqlx::query("SELECT seq, data FROM updates WHERE room = ? AND seq > ? ORDER BY seq")
-                .bind(room.as_str())
-                .bind(snapshot_seq)
-                .fetch_all(&self.pool)
-                .await?;
+        let rows = sqlx::query(sql::UPDATES_AFTER)
+            .bind(room.as_str())
+            .bind(snapshot_seq)
+            .fetch_all(&self.pool)
+            .await?;
         let mut last_seq = snapshot_seq;
         let mut updates = Vec::with_capacity(rows.len());
         for row in rows {
@@ -204,7 +181,7 @@ impl Store for SqliteStore {
     }
 
     async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError> {
-        let row = sqlx::query("SELECT MAX(seq) FROM checkpoints WHERE room = ?")
+        let row = sqlx::query(sql::NEWEST_CHECKPOINT)
             .bind(room.as_str())
             .fetch_one(&self.pool)
             .await?;
@@ -225,15 +202,12 @@ impl Store for SqliteStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<LogRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT u.seq, u.at, a.data, u.data FROM updates u LEFT JOIN actors a ON a.id = u.actor
-             WHERE u.room = ? AND u.seq > ? ORDER BY u.seq LIMIT ?",
-        )
-        .bind(room.as_str())
-        .bind(to_i64(after))
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(sql::HISTORY)
+            .bind(room.as_str())
+            .bind(to_i64(after))
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter()
             .map(|row| {
                 Ok(LogRow {
@@ -264,7 +238,7 @@ impl Store for SqliteStore {
             )),
             None => None,
         };
-        let snapshot = sqlx::query("SELECT seq, data FROM snapshots WHERE room = ? AND seq <= ?")
+        let snapshot = sqlx::query(sql::SNAPSHOT_AT_MOST)
             .bind(room.as_str())
             .bind(upto)
             .fetch_optional(&mut *tx)
@@ -277,14 +251,12 @@ impl Store for SqliteStore {
             })
             .transpose()?;
         let from = chain.as_ref().map_or(0, |(head, _)| *head);
-        let rows = sqlx::query(
-            "SELECT seq, data FROM updates WHERE room = ? AND seq > ? AND seq <= ? ORDER BY seq",
-        )
-        .bind(room.as_str())
-        .bind(to_i64(from))
-        .bind(upto)
-        .fetch_all(&mut *tx)
-        .await?;
+        let rows = sqlx::query(sql::UPDATES_BETWEEN)
+            .bind(room.as_str())
+            .bind(to_i64(from))
+            .bind(upto)
+            .fetch_all(&mut *tx)
+            .await?;
         tx.commit().await?;
         let rows = rows
             .iter()
@@ -299,7 +271,7 @@ impl Store for SqliteStore {
     }
 
     async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
-        let row = sqlx::query("SELECT MAX(seq) FROM updates WHERE room = ? AND at <= ?")
+        let row = sqlx::query(sql::SEQ_AT)
             .bind(room.as_str())
             .bind(to_i64(at))
             .fetch_one(&self.pool)
@@ -311,7 +283,7 @@ impl Store for SqliteStore {
     /// kept delta checkpoint is made full (read, squashed off the async threads, written)
     /// before anything below it goes.
     async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
-        let rooms: Vec<String> = sqlx::query("SELECT DISTINCT room FROM checkpoints")
+        let rooms: Vec<String> = sqlx::query(sql::ROOMS_WITH_CHECKPOINTS)
             .fetch_all(&self.pool)
             .await?
             .iter()
@@ -320,14 +292,11 @@ impl Store for SqliteStore {
         let mut dropped = 0;
         for room in rooms {
             let mut tx = self.pool.begin().await?;
-            let row = sqlx::query(
-                "SELECT (SELECT MAX(seq) FROM updates WHERE room = ?1 AND (at IS NULL OR at < ?2)),
-                        (SELECT seq FROM snapshots WHERE room = ?1)",
-            )
-            .bind(&room)
-            .bind(to_i64(before))
-            .fetch_one(&mut *tx)
-            .await?;
+            let row = sqlx::query(sql::PRUNE_BOUNDS)
+                .bind(&room)
+                .bind(to_i64(before))
+                .fetch_one(&mut *tx)
+                .await?;
             let old = row.try_get::<Option<i64>, _>(0)?.map(to_u64);
             let snapshot = row.try_get::<Option<i64>, _>(1)?.map(to_u64);
             let meta = checkpoint_meta(&mut tx, &room, i64::MAX).await?;
@@ -349,22 +318,20 @@ impl Store for SqliteStore {
             };
             let mut tx = self.pool.begin().await?;
             if let Some(full) = full {
-                sqlx::query(
-                    "UPDATE checkpoints SET data = ?, base = NULL WHERE room = ? AND seq = ?",
-                )
-                .bind(full.as_ref())
-                .bind(&room)
-                .bind(to_i64(keep))
-                .execute(&mut *tx)
-                .await?;
+                sqlx::query(sql::SQUASH_CHECKPOINT)
+                    .bind(full.as_ref())
+                    .bind(&room)
+                    .bind(to_i64(keep))
+                    .execute(&mut *tx)
+                    .await?;
             }
-            dropped += sqlx::query("DELETE FROM updates WHERE room = ? AND seq <= ?")
+            dropped += sqlx::query(sql::PRUNE_UPDATES)
                 .bind(&room)
                 .bind(to_i64(keep))
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
-            sqlx::query("DELETE FROM checkpoints WHERE room = ? AND seq < ?")
+            sqlx::query(sql::PRUNE_CHECKPOINTS)
                 .bind(&room)
                 .bind(to_i64(keep))
                 .execute(&mut *tx)
@@ -372,90 +339,6 @@ impl Store for SqliteStore {
             tx.commit().await?;
         }
         Ok(dropped)
-    }
-
-    async fn load_fairy_state(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-    ) -> Result<Option<Bytes>, StoreError> {
-        let row = sqlx::query("SELECT data FROM fairy_states WHERE room = ? AND fairy = ?")
-            .bind(room.as_str())
-            .bind(fairy)
-            .fetch_optional(&self.pool)
-            .await?;
-        match row {
-            Some(row) => Ok(Some(Bytes::from(row.try_get::<Vec<u8>, _>(0)?))),
-            None => Ok(None),
-        }
-    }
-
-    async fn save_fairy_state(
-        &self,
-        room: &RoomName,
-        fairy: &str,
-        state: Bytes,
-    ) -> Result<(), StoreError> {
-        self.writer.save_fairy(room, fairy, state, None).await
-    }
-
-    async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
-        self.writer.delete_fairy(room, fairy).await
-    }
-
-    async fn load_projects(&self, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
-        let rows = sqlx::query("SELECT data FROM projects WHERE room = ?")
-            .bind(room.as_str())
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|row| Ok(Bytes::from(row.try_get::<Vec<u8>, _>(0)?)))
-            .collect()
-    }
-
-    /// Written outside the group-commit writer, like the instructions: a project changes a few
-    /// times a minute at most.
-    async fn save_project(
-        &self,
-        room: &RoomName,
-        project: &str,
-        record: Bytes,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO projects (room, project, data) VALUES (?1, ?2, ?3)
-             ON CONFLICT(room, project) DO UPDATE SET data = excluded.data",
-        )
-        .bind(room.as_str())
-        .bind(project)
-        .bind(record.as_ref())
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    async fn load_instructions(&self, room: &RoomName) -> Result<Option<String>, StoreError> {
-        let row = sqlx::query("SELECT text FROM room_instructions WHERE room = ?")
-            .bind(room.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| r.try_get::<String, _>(0)).transpose()?)
-    }
-
-    /// Written outside the group-commit writer: an admin's rare edit needs no batching, and
-    /// SQLite serialises it with the writer's transactions (busy timeout).
-    async fn save_instructions(&self, room: &RoomName, text: &str) -> Result<(), StoreError> {
-        let query = if text.is_empty() {
-            sqlx::query("DELETE FROM room_instructions WHERE room = ?1").bind(room.as_str())
-        } else {
-            sqlx::query(
-                "INSERT INTO room_instructions (room, text) VALUES (?1, ?2)
-                 ON CONFLICT(room) DO UPDATE SET text = excluded.text",
-            )
-            .bind(room.as_str())
-            .bind(text)
-        };
-        query.execute(&self.pool).await?;
-        Ok(())
     }
 
     /// Closes the idle read connections (each holds a page cache and prepared statements) and
@@ -472,6 +355,64 @@ impl Store for SqliteStore {
     async fn close(&self) {
         self.writer.release_memory();
         self.pool.close().await;
+    }
+}
+
+/// The side tables: reads on the read pool; writes of a table written by group commit (fairy
+/// states) through the writer, the others' rare writes on the pool (SQLite serialises them with
+/// the writer's transactions, busy timeout). A SQLite store serves one node and takes no
+/// fences: a fenced put writes.
+#[async_trait]
+impl SideTables for SqliteStore {
+    async fn get(
+        &self,
+        table: Table,
+        room: &RoomName,
+        key: &str,
+    ) -> Result<Option<Bytes>, StoreError> {
+        let row = keyed::sql::get::<Sqlite>(table, room.as_str(), key)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row
+            .map(|row| keyed::sql::value::<Sqlite>(table, &row))
+            .transpose()?)
+    }
+
+    async fn list(&self, table: Table, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
+        let rows = keyed::sql::list::<Sqlite>(table, room.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| keyed::sql::value::<Sqlite>(table, row))
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn put(
+        &self,
+        table: Table,
+        room: &RoomName,
+        key: &str,
+        value: Bytes,
+        _fence: Option<u64>,
+    ) -> Result<(), StoreError> {
+        if table.group_commit() {
+            return self.writer.put(table, room, key, value, None).await;
+        }
+        keyed::sql::upsert::<Sqlite>(table, room.as_str(), key, &value)?
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn delete(&self, table: Table, room: &RoomName, key: &str) -> Result<(), StoreError> {
+        if table.group_commit() {
+            return self.writer.delete(table, room, key).await;
+        }
+        keyed::sql::delete::<Sqlite>(table, room.as_str(), key)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 }
 
@@ -531,7 +472,7 @@ async fn checkpoint_meta(
     room: &str,
     upto: i64,
 ) -> Result<Vec<(u64, Option<u64>)>, sqlx::Error> {
-    sqlx::query("SELECT seq, base FROM checkpoints WHERE room = ? AND seq <= ?")
+    sqlx::query(sql::CHECKPOINT_META)
         .bind(room)
         .bind(upto)
         .fetch_all(&mut *conn)
@@ -586,11 +527,11 @@ async fn actor_id(
     if let Some(id) = known_actor(known, interned, actor) {
         return Ok(id);
     }
-    sqlx::query("INSERT INTO actors (data) VALUES (?1) ON CONFLICT(data) DO NOTHING")
+    sqlx::query(sql::ADD_ACTOR)
         .bind(actor.as_ref())
         .execute(&mut *conn)
         .await?;
-    let id: i64 = sqlx::query("SELECT id FROM actors WHERE data = ?1")
+    let id: i64 = sqlx::query(sql::ACTOR_ID)
         .bind(actor.as_ref())
         .fetch_one(&mut *conn)
         .await?
@@ -665,24 +606,20 @@ async fn commit_batch<'a>(
                 .rows_affected();
                 seqs.push(kept);
             }
-            WriteOp::SaveFairy {
-                room, fairy, state, ..
+            WriteOp::Put {
+                table,
+                room,
+                key,
+                value,
+                ..
             } => {
-                sqlx::query(
-                    "INSERT INTO fairy_states (room, fairy, data) VALUES (?1, ?2, ?3)
-                     ON CONFLICT(room, fairy) DO UPDATE SET data = excluded.data",
-                )
-                .bind(room)
-                .bind(fairy)
-                .bind(state.as_ref())
-                .execute(&mut *tx)
-                .await?;
+                keyed::sql::upsert::<Sqlite>(*table, room, key, value)?
+                    .execute(&mut *tx)
+                    .await?;
                 seqs.push(0);
             }
-            WriteOp::DeleteFairy { room, fairy } => {
-                sqlx::query("DELETE FROM fairy_states WHERE room = ? AND fairy = ?")
-                    .bind(room)
-                    .bind(fairy)
+            WriteOp::Delete { table, room, key } => {
+                keyed::sql::delete::<Sqlite>(*table, room, key)
                     .execute(&mut *tx)
                     .await?;
                 seqs.push(0);
@@ -840,5 +777,201 @@ mod tests {
         assert_eq!(store.append(&name, updates("b", 2)).await.unwrap(), 5);
         assert_eq!(store.load(&name).await.unwrap().updates.len(), 5);
         store.close().await;
+    }
+
+    /// The schema before migrations, exactly as the store created it in code (its `SCHEMA`,
+    /// then its `ADDED_COLUMNS`, then the outbox's table and index).
+    const PREVIOUS_LAYOUT: &[&str] = &[
+        "CREATE TABLE IF NOT EXISTS updates (
+        room TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (room, seq)
+    ) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS snapshots (
+        room TEXT PRIMARY KEY NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL
+    )",
+        "CREATE TABLE IF NOT EXISTS fairy_states (
+        room TEXT NOT NULL,
+        fairy TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (room, fairy)
+    ) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS room_instructions (
+        room TEXT PRIMARY KEY NOT NULL,
+        text TEXT NOT NULL
+    )",
+        "CREATE TABLE IF NOT EXISTS projects (
+        room TEXT NOT NULL,
+        project TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (room, project)
+    ) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS actors (
+        id INTEGER PRIMARY KEY,
+        data TEXT NOT NULL UNIQUE
+    )",
+        "CREATE TABLE IF NOT EXISTS checkpoints (
+        room TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (room, seq)
+    ) WITHOUT ROWID",
+        "ALTER TABLE updates ADD COLUMN at INTEGER",
+        "ALTER TABLE updates ADD COLUMN actor INTEGER",
+        "ALTER TABLE checkpoints ADD COLUMN base INTEGER",
+        "CREATE TABLE IF NOT EXISTS webhook_outbox (
+        id TEXT PRIMARY KEY NOT NULL,
+        body BLOB NOT NULL,
+        created_at INTEGER NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at INTEGER NOT NULL,
+        claimed_until INTEGER NOT NULL DEFAULT 0,
+        dead_at INTEGER,
+        last_error TEXT
+    )",
+        "CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (next_at)
+        WHERE dead_at IS NULL",
+    ];
+
+    /// Runs statements on a database file outside the store.
+    async fn run_sql(path: &Path, statements: &[&str]) {
+        let url = format!("sqlite://{}?mode=rwc", path.display());
+        let pool = SqlitePool::connect(&url).await.unwrap();
+        for statement in statements {
+            sqlx::query(sqlx::AssertSqlSafe(*statement))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        pool.close().await;
+    }
+
+    /// Every table, index and column of a database file (migrations' bookkeeping left out).
+    async fn layout(path: &Path) -> Vec<String> {
+        let url = format!("sqlite://{}", path.display());
+        let pool = SqlitePool::connect(&url).await.unwrap();
+        let rows = sqlx::query(
+            "SELECT m.type, m.name, p.name, p.type, p.\"notnull\", p.pk, p.dflt_value
+             FROM sqlite_master m LEFT JOIN pragma_table_info(m.name) p
+             WHERE m.name NOT LIKE '_sqlx%' AND m.name NOT LIKE 'sqlite_%'
+             ORDER BY m.name, p.cid",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        rows.iter()
+            .map(|row| {
+                format!(
+                    "{} {} {:?} {:?} {:?} {:?} {:?}",
+                    row.get::<String, _>(0),
+                    row.get::<String, _>(1),
+                    row.get::<Option<String>, _>(2),
+                    row.get::<Option<String>, _>(3),
+                    row.get::<Option<i64>, _>(4),
+                    row.get::<Option<i64>, _>(5),
+                    row.get::<Option<String>, _>(6),
+                )
+            })
+            .collect()
+    }
+
+    /// A database made by the previous layout (tables created in code, no migrations table)
+    /// opens, keeps its rows, and ends with the very layout of a new database; so does one of
+    /// the first release (two tables, no history columns).
+    #[tokio::test]
+    async fn databases_of_the_previous_layouts_open_and_keep_their_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = dir.path().join("fresh.db");
+        SqliteStore::open(&fresh).await.unwrap().close().await;
+        let expected = layout(&fresh).await;
+        for table in [
+            "updates",
+            "snapshots",
+            "checkpoints",
+            "actors",
+            "fairy_states",
+        ] {
+            assert!(
+                expected
+                    .iter()
+                    .any(|line| line.starts_with(&format!("table {table} "))),
+                "{table} in {expected:?}"
+            );
+        }
+
+        let previous = dir.path().join("previous.db");
+        let mut statements = PREVIOUS_LAYOUT.to_vec();
+        statements.extend([
+            "INSERT INTO actors (id, data) VALUES (1, '{\"user\":\"ann\"}')",
+            "INSERT INTO updates (room, seq, data, at, actor) VALUES ('old', 1, x'01', 10, 1)",
+            "INSERT INTO updates (room, seq, data, at, actor) VALUES ('old', 2, x'02', 20, NULL)",
+            "INSERT INTO snapshots (room, seq, data) VALUES ('old', 1, x'0a')",
+            "INSERT INTO checkpoints (room, seq, data, base) VALUES ('old', 1, x'0b', NULL)",
+            "INSERT INTO fairy_states (room, fairy, data) VALUES ('old', 'f-1', x'7b7d')",
+            "INSERT INTO projects (room, project, data) VALUES ('old', 'p-1', x'70')",
+            "INSERT INTO room_instructions (room, text) VALUES ('old', 'Use blue.')",
+            "INSERT INTO webhook_outbox (id, body, created_at, next_at) VALUES ('e-1', x'65', 5, 5)",
+        ]);
+        run_sql(&previous, &statements).await;
+        let store = SqliteStore::open(&previous).await.unwrap();
+        let old = room("old");
+        let loaded = store.load(&old).await.unwrap();
+        assert_eq!(loaded.snapshot.as_deref(), Some(&[0x0a][..]));
+        assert_eq!(loaded.updates, vec![Bytes::from_static(&[2])]);
+        assert_eq!(loaded.last_seq, 2);
+        let history = store.history(&old, 0, 10).await.unwrap();
+        assert_eq!(history.len(), 2);
+        assert_eq!(history[0].actor.as_deref(), Some("{\"user\":\"ann\"}"));
+        assert_eq!(history[1].at, Some(20));
+        assert_eq!(store.newest_checkpoint(&old).await.unwrap(), Some(1));
+        let side = store.side();
+        assert_eq!(
+            side.load_fairy_state(&old, "f-1").await.unwrap().as_deref(),
+            Some(&b"{}"[..])
+        );
+        assert_eq!(
+            side.load_projects(&old).await.unwrap(),
+            vec![Bytes::from_static(b"p")]
+        );
+        assert_eq!(
+            side.load_instructions(&old).await.unwrap().as_deref(),
+            Some("Use blue.")
+        );
+        let claimed = store.outbox().claim(10, 100, 10).await.unwrap();
+        assert_eq!(claimed.len(), 1);
+        assert_eq!(store.append(&old, updates("new", 1)).await.unwrap(), 3);
+        store.close().await;
+        drop(store);
+        assert_eq!(
+            layout(&previous).await,
+            expected,
+            "the previous layout converges"
+        );
+        // Reopening (migrations applied) changes nothing.
+        let store = SqliteStore::open(&previous).await.unwrap();
+        assert_eq!(store.load(&old).await.unwrap().last_seq, 3);
+        store.close().await;
+
+        // The first release: the log and the snapshots only, without times nor actors.
+        let first = dir.path().join("first.db");
+        run_sql(
+            &first,
+            &[
+                PREVIOUS_LAYOUT[0],
+                PREVIOUS_LAYOUT[1],
+                "INSERT INTO updates (room, seq, data) VALUES ('old', 1, x'00')",
+            ],
+        )
+        .await;
+        let store = SqliteStore::open(&first).await.unwrap();
+        let history = store.history(&old, 0, 10).await.unwrap();
+        assert_eq!((history.len(), history[0].at), (1, None));
+        store.close().await;
+        drop(store);
+        assert_eq!(layout(&first).await, expected, "the first layout converges");
     }
 }

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::{Notify, mpsc, oneshot};
 
+use super::keyed::Table;
 use super::{Checkpoint, Fence, Logged, StoreError};
 use crate::ids::RoomName;
 
@@ -50,35 +51,41 @@ pub(crate) enum WriteOp {
         room: String,
         checkpoint: Checkpoint,
     },
-    /// Replaces a fairy's private state, unless `fence` (the writer's token of the fairy) is
-    /// stale.
-    SaveFairy {
+    /// Replaces a row of a keyed side table (a fairy's private state), unless `fence` (the
+    /// writer's token of fairy `key`) is stale (see [`super::keyed::SideTables::put`]).
+    Put {
+        table: Table,
         room: String,
-        fairy: String,
-        state: Bytes,
+        key: String,
+        value: Bytes,
         fence: Option<u64>,
     },
-    /// Deletes a fairy's private state.
-    DeleteFairy { room: String, fairy: String },
+    /// Deletes a row of a keyed side table.
+    Delete {
+        table: Table,
+        room: String,
+        key: String,
+    },
 }
 
 impl WriteOp {
-    /// Whether nobody waits for it to broadcast: a compaction or a fairy's state (not an
-    /// append, which a peer's update waits for).
+    /// Whether nobody waits for it to broadcast: a compaction or a side table's row (a
+    /// fairy's state; not an append, which a peer's update waits for).
     pub fn is_background(&self) -> bool {
         !matches!(self, WriteOp::Append { .. })
     }
 
     /// The order in which a batch may take its locks: appends by room, then compactions and
-    /// checkpoints by room, then fairy states by (room, fairy). A stable sort keeps one key's
-    /// writes in order.
+    /// checkpoints by room, then side tables' rows by (table, room, key) (fairy states by
+    /// (room, fairy)). A stable sort keeps one key's writes in order.
     pub fn lock_key(&self) -> (u8, &str, &str) {
         match self {
             WriteOp::Append { room, .. } => (0, room, ""),
             WriteOp::Compact { room, .. } | WriteOp::Checkpoint { room, .. } => (1, room, ""),
-            WriteOp::SaveFairy { room, fairy, .. } | WriteOp::DeleteFairy { room, fairy } => {
-                (2, room, fairy)
+            WriteOp::Put {
+                table, room, key, ..
             }
+            | WriteOp::Delete { table, room, key } => (2 + *table as u8, room, key),
         }
     }
 }
@@ -215,36 +222,39 @@ impl Writer {
             .map(|kept| kept == 1)
     }
 
-    /// Replaces a fairy's private state, unless `fence` is stale (`None`: no check).
-    pub async fn save_fairy(
+    /// Replaces a row of a keyed side table, unless `fence` is stale (`None`: no check).
+    pub async fn put(
         &self,
+        table: Table,
         room: &RoomName,
-        fairy: &str,
-        state: Bytes,
+        key: &str,
+        value: Bytes,
         fence: Option<u64>,
     ) -> Result<(), StoreError> {
-        let (room, fairy) = (room.as_str().to_owned(), fairy.to_owned());
-        self.write(WriteOp::SaveFairy {
+        let (room, key) = (room.as_str().to_owned(), key.to_owned());
+        self.write(WriteOp::Put {
+            table,
             room,
-            fairy,
-            state,
+            key,
+            value,
             fence,
         })
         .await
         .map(|_| ())
     }
 
-    /// Deletes a fairy's private state.
-    pub async fn delete_fairy(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
-        let (room, fairy) = (room.as_str().to_owned(), fairy.to_owned());
-        self.write(WriteOp::DeleteFairy { room, fairy })
+    /// Deletes a row of a keyed side table.
+    pub async fn delete(&self, table: Table, room: &RoomName, key: &str) -> Result<(), StoreError> {
+        let (room, key) = (room.as_str().to_owned(), key.to_owned());
+        self.write(WriteOp::Delete { table, room, key })
             .await
             .map(|_| ())
     }
 }
 
 /// The writer task: takes every queued request, commits the appends of them in one
-/// transaction and answers those, then the rest (compactions, fairy states) in another; between
+/// transaction and answers those, then the rest (compactions, side tables' rows such as fairy
+/// states) in another; between
 /// batches, frees the backend's memory when asked.
 ///
 /// Two transactions, appends first: a snapshot is the whole document and a fairy's state its

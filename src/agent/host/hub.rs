@@ -524,6 +524,7 @@ impl FairyHub {
         if !admitted {
             // A concurrent invitation took the last place: no state of this one stays.
             room.store()
+                .side()
                 .delete_fairy_state(room.name(), entity.id.as_str())
                 .await?;
             return Err(HubError::TooManyFairies(max));

@@ -157,6 +157,7 @@ impl RoomProjects {
         if let Some(record) = record
             && let Err(error) = self
                 .store
+                .side()
                 .save_project(&self.room, id.as_str(), record)
                 .await
         {
@@ -315,6 +316,7 @@ pub async fn end_unknown_projects(
 /// The readable records the store holds for `room` (an unreadable one is logged and skipped).
 async fn stored_records(store: &dyn Store, room: &RoomName) -> Result<Vec<Record>, StoreError> {
     Ok(store
+        .side()
         .load_projects(room)
         .await?
         .iter()
@@ -505,7 +507,7 @@ async fn write_loop(writer: Arc<Writer>, store: Arc<dyn Store>) {
             continue;
         }
         for ((room, id), record) in next {
-            if let Err(error) = store.save_project(&room, id.as_str(), record).await {
+            if let Err(error) = store.side().save_project(&room, id.as_str(), record).await {
                 // The project's next change writes it whole; nothing is half-stored.
                 tracing::error!(%room, project = %id, %error, "project not stored");
             }

@@ -56,7 +56,13 @@ impl FairyRuntime {
             let own = self.room.presence_of(sub);
             user_viewport(&own, sub)
         });
-        let instructions = match self.room.store().load_instructions(self.room.name()).await {
+        let instructions = match self
+            .room
+            .store()
+            .side()
+            .load_instructions(self.room.name())
+            .await
+        {
             Ok(text) => text,
             Err(error) => {
                 tracing::warn!(fairy = %self.entity.id, %error, "room instructions not read; this turn goes without them");

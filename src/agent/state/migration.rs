@@ -42,6 +42,7 @@ impl LoadHook for LegacyStateMigration {
         let mut unknown = Vec::new();
         for entity in list_fairies(room.doc()) {
             if store
+                .side()
                 .load_fairy_state(room.name(), entity.id.as_str())
                 .await?
                 .is_none()

@@ -41,7 +41,7 @@ pub async fn load(
     room: &RoomName,
     fairy: &FairyId,
 ) -> Result<Option<FairyState>, StoreError> {
-    let bytes = store.load_fairy_state(room, fairy.as_str()).await?;
+    let bytes = store.side().load_fairy_state(room, fairy.as_str()).await?;
     Ok(bytes.and_then(|b| decode(fairy, &b)))
 }
 
@@ -53,7 +53,10 @@ pub async fn save(
     state: &FairyState,
 ) -> Result<(), StoreError> {
     let bytes = encode(state).map_err(|e| StoreError::Encoding(e.to_string()))?;
-    store.save_fairy_state(room, fairy.as_str(), bytes).await
+    store
+        .side()
+        .save_fairy_state(room, fairy.as_str(), bytes)
+        .await
 }
 
 /// What the saver writes next.
@@ -223,13 +226,17 @@ async fn write_loop(shared: Arc<Shared>, store: Arc<dyn Store>, target: Target) 
         let written = match (write, fence) {
             (Write::Save(bytes), Some(fence)) => {
                 store
+                    .side()
                     .save_fairy_state_fenced(&room, fairy.as_str(), bytes, fence)
                     .await
             }
             (Write::Save(bytes), None) => {
-                store.save_fairy_state(&room, fairy.as_str(), bytes).await
+                store
+                    .side()
+                    .save_fairy_state(&room, fairy.as_str(), bytes)
+                    .await
             }
-            (Write::Delete, _) => store.delete_fairy_state(&room, fairy.as_str()).await,
+            (Write::Delete, _) => store.side().delete_fairy_state(&room, fairy.as_str()).await,
         };
         if let Err(StoreError::Fenced { .. }) = written {
             crate::metrics::global().count_fenced(crate::metrics::FencedWrite::State);
@@ -308,6 +315,7 @@ mod tests {
         let store = MemoryStore::default();
         let (room, fairy) = ids();
         store
+            .side()
             .save_fairy_state(&room, fairy.as_str(), Bytes::from_static(b"not json"))
             .await
             .unwrap_or_else(|e| panic!("{e}"));

@@ -1,5 +1,5 @@
-//! The webhook outbox in the SQLite store: the table `webhook_outbox`, created (if missing)
-//! when the store opens, and its SQL.
+//! The webhook outbox in the SQLite store: the SQL of the table `webhook_outbox` (created by the
+//! store's migrations, `migrations/sqlite`).
 //!
 //! Owns only that table; it must not touch the rooms' tables nor go through the group-commit
 //! writer (an outbox write is one small row a debounce window, on the read pool's
@@ -13,36 +13,15 @@ use super::{Claimed, DeadLetter, Outbox, OutboxEvent, attempts_from, in_due_orde
 use crate::store::StoreError;
 use crate::store::writer::{to_i64, to_u64};
 
-/// The table and its index, created when the store opens.
-const SCHEMA: &[&str] = &[
-    "CREATE TABLE IF NOT EXISTS webhook_outbox (
-        id TEXT PRIMARY KEY NOT NULL,
-        body BLOB NOT NULL,
-        created_at INTEGER NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        next_at INTEGER NOT NULL,
-        claimed_until INTEGER NOT NULL DEFAULT 0,
-        dead_at INTEGER,
-        last_error TEXT
-    )",
-    "CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (next_at)
-        WHERE dead_at IS NULL",
-];
-
 /// The outbox of a SQLite store.
 pub struct SqliteOutbox {
     pool: SqlitePool,
 }
 
 impl SqliteOutbox {
-    /// Creates the outbox's table if missing.
-    pub async fn open(pool: SqlitePool) -> Result<Self, StoreError> {
-        for statement in SCHEMA {
-            sqlx::query(sqlx::AssertSqlSafe(*statement))
-                .execute(&pool)
-                .await?;
-        }
-        Ok(SqliteOutbox { pool })
+    /// The outbox on the store's read pool (its table is created by the store's migrations).
+    pub fn new(pool: SqlitePool) -> Self {
+        SqliteOutbox { pool }
     }
 }
 

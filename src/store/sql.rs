@@ -1,0 +1,62 @@
+//! The SQL of the rooms' logs that the two SQL dialects share, written once: SQLite and
+//! PostgreSQL take the same texts (`$N` placeholders, unqualified table names: PostgreSQL finds
+//! them through the connection's `search_path`, the `--store-schema`). Owns only these texts;
+//! what differs between the dialects (the group-commit writer's appends, snapshot and
+//! checkpoint writes, reading a checkpoint chain) stays in each backend, and the keyed side
+//! tables' SQL is [`super::keyed::sql`].
+
+/// A room's snapshot: `seq`, `data`.
+pub(crate) const SNAPSHOT: &str = "SELECT seq, data FROM snapshots WHERE room = $1";
+
+/// A room's snapshot if it covers no more than `$2`.
+pub(crate) const SNAPSHOT_AT_MOST: &str =
+    "SELECT seq, data FROM snapshots WHERE room = $1 AND seq <= $2";
+
+/// A room's updates after `$2`, oldest first: `seq`, `data`.
+pub(crate) const UPDATES_AFTER: &str =
+    "SELECT seq, data FROM updates WHERE room = $1 AND seq > $2 ORDER BY seq";
+
+/// A room's updates after `$2` up to `$3`, oldest first: `seq`, `data`.
+pub(crate) const UPDATES_BETWEEN: &str =
+    "SELECT seq, data FROM updates WHERE room = $1 AND seq > $2 AND seq <= $3 ORDER BY seq";
+
+/// Up to `$3` updates after `$2` with their time and actor: `seq`, `at`, actor JSON, `data`.
+pub(crate) const HISTORY: &str =
+    "SELECT u.seq, u.at, a.data, u.data FROM updates u LEFT JOIN actors a ON a.id = u.actor
+     WHERE u.room = $1 AND u.seq > $2 ORDER BY u.seq LIMIT $3";
+
+/// The last update logged at or before time `$2`.
+pub(crate) const SEQ_AT: &str = "SELECT MAX(seq) FROM updates WHERE room = $1 AND at <= $2";
+
+/// The sequence number of a room's newest checkpoint.
+pub(crate) const NEWEST_CHECKPOINT: &str = "SELECT MAX(seq) FROM checkpoints WHERE room = $1";
+
+/// `(seq, base)` of a room's checkpoints at or below `$2`.
+pub(crate) const CHECKPOINT_META: &str =
+    "SELECT seq, base FROM checkpoints WHERE room = $1 AND seq <= $2";
+
+/// Every room with checkpoints (the rooms history pruning looks at).
+pub(crate) const ROOMS_WITH_CHECKPOINTS: &str = "SELECT DISTINCT room FROM checkpoints";
+
+/// What pruning before time `$2` keeps to: the room's last update older than `$2` (or of no
+/// known time), and its snapshot's sequence number.
+pub(crate) const PRUNE_BOUNDS: &str =
+    "SELECT (SELECT MAX(seq) FROM updates WHERE room = $1 AND (at IS NULL OR at < $2)),
+            (SELECT seq FROM snapshots WHERE room = $1)";
+
+/// Makes checkpoint `$3` of room `$2` the full state `$1`.
+pub(crate) const SQUASH_CHECKPOINT: &str =
+    "UPDATE checkpoints SET data = $1, base = NULL WHERE room = $2 AND seq = $3";
+
+/// Drops a room's updates up to `$2`.
+pub(crate) const PRUNE_UPDATES: &str = "DELETE FROM updates WHERE room = $1 AND seq <= $2";
+
+/// Drops a room's checkpoints below `$2`.
+pub(crate) const PRUNE_CHECKPOINTS: &str = "DELETE FROM checkpoints WHERE room = $1 AND seq < $2";
+
+/// Adds an actor's JSON unless present.
+pub(crate) const ADD_ACTOR: &str =
+    "INSERT INTO actors (data) VALUES ($1) ON CONFLICT (data) DO NOTHING";
+
+/// The number of an actor's JSON.
+pub(crate) const ACTOR_ID: &str = "SELECT id FROM actors WHERE data = $1";
