@@ -130,7 +130,7 @@ pub enum HistoryItem {
     #[serde(rename_all = "camelCase")]
     Action {
         /// The (sanitized) action.
-        #[schema(value_type = Object)]
+        #[schema(value_type = serde_json::Value)]
         action: ActionJson,
         /// Whether it was carried out.
         acceptance: Acceptance,
