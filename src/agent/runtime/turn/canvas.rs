@@ -59,24 +59,6 @@ impl FairyRuntime {
         }
     }
 
-    /// `Err(correction)` when a canvas action could take the room's document past
-    /// `--max-doc-bytes` (docs/protocol.md "Document size"): it is bounded by its JSON
-    /// ([`crate::room::size::json_write_bound`]). Deleting is always allowed: it is how a room
-    /// at its cap makes room.
-    pub(super) fn size_check(&self, kind: &str, action: &Value) -> Result<(), String> {
-        if matches!(kind, "delete" | "clear") {
-            return Ok(());
-        }
-        let json = serde_json::to_vec(action).map_or(0, |v| v.len());
-        self.room
-            .admit_write(crate::room::size::json_write_bound(json))
-            .map_err(|too_large| {
-                format!(
-                    "{too_large}: the room's document is full; nothing can be added or grown until shapes are deleted"
-                )
-            })
-    }
-
     /// Charges the room's fairy write budget with the shapes the complete action just changed
     /// (streamed versions before it are previews: they wait while the budget is spent, but
     /// cost nothing).

@@ -113,7 +113,9 @@ impl FairyRuntime {
         let gathered = self.gather_prompt(request).await;
         let mut recovery = OverflowRecovery::default();
         loop {
-            let prompt = self.build_prompt(request, &gathered, &recovery);
+            let messages = recovery.messages(&request.messages);
+            let budget = recovery.history_budget(self.config.history_budget);
+            let prompt = self.build_prompt(request, &gathered, (&messages, budget));
             match self.stream_turn(prompt).await {
                 Err(error) if error.is_context_overflow() => {
                     self.revert_streamed();
@@ -298,6 +300,24 @@ impl FairyRuntime {
                 }
             }
         }
+    }
+
+    /// `Err(correction)` when a canvas action could take the room's document past
+    /// `--max-doc-bytes` (docs/protocol.md "Document size"): it is bounded by its JSON
+    /// ([`crate::room::size::json_write_bound`]). Deleting is always allowed: it is how a room
+    /// at its cap makes room.
+    fn size_check(&self, kind: &str, action: &Value) -> Result<(), String> {
+        if matches!(kind, "delete" | "clear") {
+            return Ok(());
+        }
+        let json = serde_json::to_vec(action).map_or(0, |v| v.len());
+        self.room
+            .admit_write(crate::room::size::json_write_bound(json))
+            .map_err(|too_large| {
+                format!(
+                    "{too_large}: the room's document is full; nothing can be added or grown until shapes are deleted"
+                )
+            })
     }
 
     fn accept(&mut self, action: &Value, note: String, level: crate::agent::modes::MemoryLevel) {

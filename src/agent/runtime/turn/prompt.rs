@@ -3,7 +3,7 @@
 //! the parts beside the shapes, the review part), and the model request built from it
 //! ([`TurnPrompt`]: the request and the transform its coordinates went through, which the
 //! action pipeline needs to read the answer's coordinates back). A context overflow builds the
-//! prompt again from the same gathering, with the recovery level's budgets.
+//! prompt again from the same gathering, with the recovery level's messages and budget.
 //!
 //! Reads the room (shapes through the live view, presence, suggestions) and the fairy's state;
 //! writes nothing but the review part's "decisions told" mark. The prompt's text is
@@ -11,7 +11,6 @@
 
 use serde_json::Value;
 
-use super::compact::OverflowRecovery;
 use crate::agent::apply::changes::ChangeReport;
 use crate::agent::prompt::parts::{PromptExtras, ReviewPart};
 use crate::agent::prompt::{PromptInput, build_request};
@@ -64,12 +63,13 @@ impl FairyRuntime {
         }
     }
 
-    /// The model request for `request` from `gathered`, at the overflow `recovery` level.
+    /// The model request for `request` from `gathered`, with the request's `messages` and the
+    /// history's budget in characters as the turn's overflow recovery level has them.
     pub(super) fn build_prompt(
         &self,
         request: &Request,
         gathered: &Gathered,
-        recovery: &OverflowRecovery,
+        (messages, history_budget): (&[String], usize),
     ) -> TurnPrompt {
         let mut transform = gathered.transform.clone();
         let shapes = self.shapes_now();
@@ -85,12 +85,11 @@ impl FairyRuntime {
             })
             .collect();
         let tasks: Vec<_> = self.beacon.snapshot().tasks;
-        let messages = recovery.messages(&request.messages);
         let input = PromptInput {
             fairy: &self.entity,
             mode: self.modes.mode(),
             history: &self.state.history,
-            messages: &messages,
+            messages,
             bounds: self.bounds,
             page_id: &self.state.page_id,
             shapes: &shapes,
@@ -101,7 +100,7 @@ impl FairyRuntime {
             other_fairies,
             corrections: &gathered.corrections,
             time: crate::agent::prompt::parts::readable_time(self.clock.unix_millis()),
-            history_budget: recovery.history_budget(self.config.history_budget),
+            history_budget,
             project: self.project_part(),
             extras: &gathered.extras,
         };
