@@ -34,9 +34,10 @@
 //!   wait and wake, task bounds, membership); below the runtime: it never names it (runtime →
 //!   projects only).
 //!
-//! Must not touch sockets; reaches the store only through the [`crate::store::Store`] trait's
-//! fairy-state methods, in [`state::store`] and [`state::migration`], and to read the room's
-//! instructions, in [`runtime::view`].
+//! Must not touch sockets; reaches the store only through its side tables
+//! ([`crate::store::Store::side`]): fairies' private state, in [`state::store`],
+//! [`state::migration`] and the hub's invitation, the room's projects, in [`projects::book`],
+//! and the room's instructions, read in [`runtime::view`].
 
 pub mod actions;
 pub mod apply;

@@ -21,7 +21,7 @@
 //!
 //! The runtime actions are registered as [`RuntimeAction`]s: a name, a schema and the history
 //! flag, with the same duplicate check, so one registry ([`runtime::full_registry`]) produces
-//! the model's whole response schema. What they do is the runtime's (`runtime/turn/apply.rs`,
+//! the model's whole response schema. What they do is the runtime's (`runtime/turn/runtime_actions.rs`,
 //! `runtime/project/apply.rs`). Dependencies go `runtime` → `project` → `common`.
 //!
 //! # Parse → typed arguments → apply

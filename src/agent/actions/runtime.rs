@@ -2,7 +2,7 @@
 //! the canvas actions so that one [`Registry`] yields the model's whole response schema, and
 //! their typed arguments: [`RuntimeCommand::parse`] reads a complete action once into
 //! [`SoloAction`] or [`ProjectAction`], so the runtime matches on variants, never on name
-//! strings. What they do is the runtime's business (`runtime/turn/apply.rs`); this file only
+//! strings. What they do is the runtime's business (`runtime/turn/runtime_actions.rs`); this file only
 //! declares them.
 //!
 //! The solo actions' fields are read as leniently as before typed arguments existed: a text

@@ -15,7 +15,7 @@
 //!   membership), below this file and [`super::projects`].
 //!
 //! Must not touch sockets; reaches the store only in [`store`] and [`migration`], through
-//! the [`crate::store::Store`] trait's fairy-state methods.
+//! the store's side tables ([`crate::store::Store::side`]).
 
 pub mod fairy;
 pub mod memory;
