@@ -24,9 +24,11 @@ use yrs::{Doc, Map, Transact, WriteTxn};
 pub const BUDGET: Duration = Duration::from_millis(300);
 /// How far past the budget a render may end (one step of its loops, on a slow debug build). A
 /// step can be one shape filled over a whole 32-megapixel image: instrumented for fuzzing
-/// (ASAN, coverage on every comparison) that alone took 6.2 s, ~0.2 s in release.
+/// (ASAN, coverage on every comparison, unoptimised as `.ci/run`'s smoke runs build it) that
+/// alone took 6.2 s, and 13.5 s on a CI machine slowed 3-4x by its host; ~0.2 s in release. The
+/// bound is for a render that ignores its budget (minutes, or never), not for a slow machine.
 pub const OVERRUN: Duration = if cfg!(fuzzing) {
-    Duration::from_secs(12)
+    Duration::from_secs(45)
 } else {
     Duration::from_secs(3)
 };
