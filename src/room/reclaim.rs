@@ -7,6 +7,10 @@
 //! stopped. `malloc_trim` returns the free pages of every arena. It is asked for once per burst
 //! of unloads, a moment after the last of them, on a blocking thread.
 //!
+//! The `fairyring` binary allocates Rust's heap with jemalloc (src/main.rs), which returns freed
+//! memory by itself; what is left to glibc there is the C libraries' heap (SQLite's caches).
+//! Programs that embed the library with glibc's allocator get the rest of this module's help.
+//!
 //! Before the server starts, [`cap_arenas`] limits glibc to one arena per four cores (at least
 //! two) instead of eight per core: a thread that builds a whole document for a moment (the
 //! snapshot thread's compactions and history checkpoints) otherwise leaves that peak in an
