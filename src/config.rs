@@ -20,6 +20,17 @@ pub enum LogFormat {
     Json,
 }
 
+/// How the server's background threads (the fairies' workers, the snapshot thread) are
+/// lowered below the threads that serve people ([`crate::priority`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum BackgroundPriority {
+    /// The scheduler's idle class: background threads run only on cycles nothing else wants.
+    #[default]
+    Idle,
+    /// Niceness 10: background threads still get about a tenth of a busy core.
+    Nice,
+}
+
 /// Which language-model provider fairies think with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum LlmProvider {
@@ -302,6 +313,18 @@ pub struct ServeConfig {
     )]
     pub fairy_writes_per_sec: u32,
 
+    /// How the fairies' threads and the snapshot thread are lowered below people's: `idle`
+    /// (they run only on spare cycles; people's updates take a core at once) or `nice`
+    /// (niceness 10: they keep a tenth of a busy core, for machines whose other work keeps
+    /// every core busy). Process-wide, set when the server starts.
+    #[arg(
+        long,
+        env = "FAIRYRING_BACKGROUND_PRIORITY",
+        value_enum,
+        default_value = "idle"
+    )]
+    pub background_priority: BackgroundPriority,
+
     /// Wall-clock budget of one render (an export, a fairy's screenshot), in milliseconds: an
     /// export past it answers 503 `render_timeout`, a screenshot past it is left out of the
     /// fairy's request.
@@ -393,6 +416,9 @@ impl ServeConfig {
             fairy_api_rate_per_min: 60,
             fairy_token_budget: 1_000_000,
             fairy_writes_per_sec: crate::room::write_budget::DEFAULT_FAIRY_WRITES_PER_SEC,
+            // Test processes run many servers beside the test harness's own busy threads,
+            // where idle-class fairies would wait for every other test.
+            background_priority: BackgroundPriority::Nice,
             render_timeout_ms: 2000,
             webhook_url: None,
             webhook_secret: None,

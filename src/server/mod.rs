@@ -129,6 +129,7 @@ pub async fn start_with(
     room_config: impl FnOnce(&ServeConfig) -> RoomConfig,
     store: Arc<dyn crate::store::Store>,
 ) -> anyhow::Result<ServerHandle> {
+    crate::priority::set_background(config.background_priority);
     let auth = authenticator(&config)?;
     // A webhook URL that is not http(s), or without a secret, is refused before anything starts.
     let webhooks = crate::webhooks::WebhookSettings::from_serve(&config)?;

@@ -162,6 +162,9 @@ impl Node {
             .args(["serve", "--listen", "127.0.0.1:0", "--insecure-no-auth"])
             .args(args)
             .env("RUST_LOG", "warn")
+            // The test harness keeps the cores busy with other tests: idle-class fairies
+            // would wait for all of them (src/priority.rs).
+            .env("FAIRYRING_BACKGROUND_PRIORITY", "nice")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         configure(&mut command);
