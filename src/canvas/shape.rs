@@ -106,8 +106,8 @@ pub struct Connector {
 /// Width and height of a sticky note, as tldraw draws them.
 pub const NOTE_SIZE: f64 = 200.0;
 
-/// One stored property value; `Absent` removes the key.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+/// One stored property value; `Absent` removes the key (and is the default: no value).
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Prop {
     /// A number.
     Num(f64),
@@ -118,6 +118,7 @@ pub enum Prop {
     /// A flat `Y.Array` of numbers.
     Points(Vec<f64>),
     /// The key is not set.
+    #[default]
     Absent,
 }
 
