@@ -55,12 +55,8 @@ pub struct Change<T> {
     pub fairy: T,
     /// Someone else wrote it after the fairy's latest write: it stays as they left it.
     /// Stored only when set: a third of a stored ledger was `"changedAfter":false`.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub changed_after: bool,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -114,7 +110,7 @@ pub struct RequestRecord {
     /// Per shape id.
     pub shapes: BTreeMap<String, ShapeRecord>,
     /// It touched more than [`MAX_SHAPES`] shapes: the rest were not recorded.
-    #[serde(skip_serializing_if = "is_false")]
+    #[serde(skip_serializing_if = "is_default")]
     pub truncated: bool,
     /// Set once it was rejected (a second rejection answers the same outcome).
     #[serde(skip_serializing_if = "Option::is_none")]
