@@ -71,9 +71,9 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 /// The process's allocator: jemalloc, with a background thread that returns freed memory to
 /// the system about a second after it was freed (`dirty_decay_ms`; `muzzy_decay_ms: 0` so
 /// that it is really unmapped, not only marked for lazy reuse). Beside 16 drawing fairies on
-/// 2 cores, glibc's allocator left the server at 190–209 MB after the load, holding the peaks
+/// 2 cores, glibc's allocator left the server at 196–228 MB after the load, holding the peaks
 /// of the snapshot thread's private copies of the room (docs/storage.md "Compaction") and its
-/// arenas' fragmentation; jemalloc 123–148 MB, people's latency and the fairies' throughput
+/// arenas' fragmentation; jemalloc 123–149 MB, people's latency and the fairies' throughput
 /// unchanged or better (docs/benchmarks.md, 2026-11-26 sixth session). `_RJEM_MALLOC_CONF` at run
 /// time overrides these settings. Only the binary: the library leaves the choice to whoever
 /// embeds it.
