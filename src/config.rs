@@ -55,6 +55,34 @@ pub enum LlmVision {
     Off,
 }
 
+/// How long Anthropic keeps the prompt prefixes a fairy's calls write to its cache
+/// (docs/llm.md "Prompt caching").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LlmCacheTtl {
+    /// Five minutes (the default; a cache write costs 1.25 × input).
+    #[default]
+    #[value(name = "5m")]
+    FiveMinutes,
+    /// One hour, for rooms whose fairies come back within the hour (a write costs 2 × input).
+    #[value(name = "1h")]
+    OneHour,
+}
+
+/// Whether model providers are asked for structured output: OpenAI-compatible servers a
+/// `response_format` JSON schema, Anthropic a tool whose input is the actions list
+/// (docs/llm.md "Structured output").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LlmStructured {
+    /// Ask; a provider that refuses it is answered with the prompt's schema alone from then
+    /// on (a logged note).
+    #[default]
+    Auto,
+    /// Ask; a refusal is an error (to check that a provider constrains its output).
+    On,
+    /// Never ask: the schema is in the prompt only.
+    Off,
+}
+
 /// JWT signature algorithm; fixed by configuration, never read from a token's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum JwtAlg {
@@ -256,6 +284,21 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_LLM_TIMEOUT", default_value_t = 60)]
     pub llm_timeout: u64,
 
+    /// Seconds to wait for the model's first byte (a local model reads the whole prompt
+    /// first: minutes on a CPU); `--llm-timeout` bounds the waits after it.
+    #[arg(long, env = "FAIRYRING_LLM_FIRST_BYTE_TIMEOUT", default_value_t = 300)]
+    pub llm_first_byte_timeout: u64,
+
+    /// Lifetime of Anthropic prompt-cache entries: `5m` or `1h` (rooms whose fairies come back
+    /// within the hour).
+    #[arg(long, env = "FAIRYRING_LLM_CACHE_TTL", value_enum, default_value = "5m")]
+    pub llm_cache_ttl: LlmCacheTtl,
+
+    /// Structured output: `auto` (ask, fall back to the prompt's schema where refused), `on`
+    /// (ask; a refusal is an error) or `off`.
+    #[arg(long, env = "FAIRYRING_LLM_STRUCTURED", value_enum, default_value = "auto")]
+    pub llm_structured: LlmStructured,
+
     /// Retries of a failed model request (on the next auth profile) before giving up.
     #[arg(long, env = "FAIRYRING_LLM_MAX_RETRIES", default_value_t = 4)]
     pub llm_max_retries: u32,
@@ -406,6 +449,9 @@ impl ServeConfig {
             llm_base_url: None,
             llm_vision: LlmVision::Auto,
             llm_timeout: 60,
+            llm_first_byte_timeout: 300,
+            llm_cache_ttl: LlmCacheTtl::FiveMinutes,
+            llm_structured: LlmStructured::Auto,
             llm_max_retries: 4,
             llm_pace_ms: 0,
             fairy_apply_interval_ms: 250,

@@ -74,7 +74,8 @@ pub struct Metrics {
     pub fairy_shape_writes: Counter,
     /// Complete canvas actions fairies committed (the shapes they drew, moved, deleted…).
     pub fairy_canvas_actions: Counter,
-    /// Model tokens used by fairies, by kind (`input`, `output`).
+    /// Model tokens used by fairies, by kind (`input` uncached, `output`, `cache_read`,
+    /// `cache_write`).
     pub model_tokens: Family<ReasonLabel, Counter>,
     /// Fairy model calls that failed after their retries.
     pub model_errors: Counter,
@@ -314,6 +315,13 @@ impl Metrics {
     pub fn count_model_tokens(&self, input: u64, output: u64) {
         Self::count(&self.model_tokens, "input", input);
         Self::count(&self.model_tokens, "output", output);
+    }
+
+    /// Counts the prompt tokens one model call read from and wrote to the provider's cache
+    /// (kinds `cache_read`, `cache_write`; `input` counts the uncached ones).
+    pub fn count_cache_tokens(&self, read: u64, written: u64) {
+        Self::count(&self.model_tokens, "cache_read", read);
+        Self::count(&self.model_tokens, "cache_write", written);
     }
 
     /// Counts one write for a fairy the store refused (a stale fencing token).

@@ -5,7 +5,11 @@
 //!   fromId, toId, bend, text, color`; `pen` `points: [{x, y}], color` (page coordinates);
 //! - *blurry*: `{shapeId, type, text, x, y, w, h}` from the bounds;
 //! - *peripheral clusters*: shapes outside the request bounds grouped by overlap after 75 px
-//!   padding, as `{bounds, numberOfShapes}`.
+//!   padding, as `{bounds, numberOfShapes}`; [`clusters_at_most`] groups coarser (the padding
+//!   doubled) until a bounded number of clusters holds every shape;
+//! - *tables*: a list of blurry shapes or clusters as `{columns, rows}`, each row the values
+//!   in the columns' order, so that no key is repeated per shape ([`blurry_row`],
+//!   [`cluster_row`]).
 //!
 //! Owns the conversions between [`Shape`] and those JSON shapes; never reads the document.
 
@@ -341,6 +345,10 @@ pub struct Cluster {
 /// Groups shapes whose bounds, padded by [`CLUSTER_PADDING`], overlap (transitively); the
 /// clusters are ordered by position (top, then left), whatever the order of `shapes`.
 pub fn peripheral_clusters(shapes: &[&Shape]) -> Vec<Cluster> {
+    clusters_with_padding(shapes, CLUSTER_PADDING)
+}
+
+fn clusters_with_padding(shapes: &[&Shape], padding: f64) -> Vec<Cluster> {
     let mut clusters: Vec<Cluster> = Vec::new();
     for shape in shapes {
         let bounds = shape_bounds(shape);
@@ -356,11 +364,11 @@ pub fn peripheral_clusters(shapes: &[&Shape]) -> Vec<Cluster> {
         };
         // Absorb every cluster the padded bounds touch, until nothing more merges.
         loop {
-            let padded = current.bounds.expand(CLUSTER_PADDING);
+            let padded = current.bounds.expand(padding);
             let before = clusters.len();
             let mut kept = Vec::with_capacity(clusters.len());
             for c in clusters.drain(..) {
-                if c.bounds.expand(CLUSTER_PADDING).intersects(&padded) {
+                if c.bounds.expand(padding).intersects(&padded) {
                     current.bounds = current.bounds.union(&c.bounds);
                     current.number_of_shapes += c.number_of_shapes;
                 } else {
@@ -380,6 +388,87 @@ pub fn peripheral_clusters(shapes: &[&Shape]) -> Vec<Cluster> {
             .unwrap_or(std::cmp::Ordering::Equal)
     });
     clusters
+}
+
+/// Groups `shapes` as [`peripheral_clusters`] does, with the padding doubled until at most
+/// `max` clusters remain (at least one, when there are shapes): every shape is in exactly one
+/// cluster, however many there are.
+pub fn clusters_at_most(shapes: &[&Shape], max: usize) -> Vec<Cluster> {
+    let mut padding = CLUSTER_PADDING;
+    let mut clusters = clusters_with_padding(shapes, padding);
+    // Each doubling at least keeps the count; 64 doublings cover any finite canvas.
+    for _ in 0..64 {
+        if clusters.len() <= max.max(1) {
+            break;
+        }
+        padding *= 2.0;
+        clusters = merge_clusters(clusters, padding);
+    }
+    clusters
+}
+
+/// Merges clusters whose bounds, padded by `padding`, overlap (transitively).
+fn merge_clusters(clusters: Vec<Cluster>, padding: f64) -> Vec<Cluster> {
+    let mut out: Vec<Cluster> = Vec::with_capacity(clusters.len());
+    for mut current in clusters {
+        loop {
+            let padded = current.bounds.expand(padding);
+            let before = out.len();
+            let mut kept = Vec::with_capacity(out.len());
+            for c in out.drain(..) {
+                if c.bounds.expand(padding).intersects(&padded) {
+                    current.bounds = current.bounds.union(&c.bounds);
+                    current.number_of_shapes += c.number_of_shapes;
+                } else {
+                    kept.push(c);
+                }
+            }
+            out = kept;
+            if out.len() == before {
+                break;
+            }
+        }
+        out.push(current);
+    }
+    out
+}
+
+/// The columns of a blurry-shape row ([`blurry_row`]).
+pub const BLURRY_COLUMNS: [&str; 7] = ["shapeId", "type", "x", "y", "w", "h", "text"];
+
+/// The columns of a cluster row ([`cluster_row`]).
+pub const CLUSTER_COLUMNS: [&str; 5] = ["x", "y", "w", "h", "numberOfShapes"];
+
+/// A blurry shape's object (see [`to_blurry`], possibly offset to the model's coordinates) as
+/// a row in [`BLURRY_COLUMNS`] order; a shape without text ends at `h`.
+pub fn blurry_row(blurry: &Value) -> Value {
+    let mut row: Vec<Value> = BLURRY_COLUMNS[..6]
+        .iter()
+        .map(|k| blurry.get(*k).cloned().unwrap_or(Value::Null))
+        .collect();
+    if let Some(text) = blurry.get("text").filter(|t| t.as_str() != Some("")) {
+        row.push(text.clone());
+    }
+    Value::Array(row)
+}
+
+/// A cluster as a row in [`CLUSTER_COLUMNS`] order, its bounds given as the model reads them
+/// (`{x, y, w, h}`).
+pub fn cluster_row(bounds: &Value, number_of_shapes: usize) -> Value {
+    let mut row: Vec<Value> = CLUSTER_COLUMNS[..4]
+        .iter()
+        .map(|k| bounds.get(*k).cloned().unwrap_or(Value::Null))
+        .collect();
+    row.push(json!(number_of_shapes));
+    Value::Array(row)
+}
+
+/// A table `{columns, rows}`; no rows is an empty list (nothing to name columns for).
+pub fn table(columns: &[&str], rows: Vec<Value>) -> Value {
+    if rows.is_empty() {
+        return json!([]);
+    }
+    json!({"columns": columns, "rows": rows})
 }
 
 /// Geo kinds, for schemas.
@@ -470,5 +559,45 @@ mod tests {
         );
         let blurry = to_blurry(&a);
         assert_eq!(blurry["w"], json!(10.0));
+    }
+
+    #[test]
+    fn clusters_at_most_coarsen_until_few_enough_and_keep_every_shape() {
+        // 40 shapes in a row, 400 px apart: 40 clusters at the usual padding.
+        let shapes: Vec<Shape> = (0..40)
+            .map(|i| {
+                shape(json!({"_type": "rectangle", "shapeId": format!("s{i}"), "x": i * 400, "y": 0, "w": 10, "h": 10}))
+            })
+            .collect();
+        let refs: Vec<&Shape> = shapes.iter().collect();
+        assert_eq!(peripheral_clusters(&refs).len(), 40);
+        for max in [40, 10, 3, 1, 0] {
+            let c = clusters_at_most(&refs, max);
+            assert!(c.len() <= max.max(1), "{max}: {}", c.len());
+            assert_eq!(c.iter().map(|c| c.number_of_shapes).sum::<usize>(), 40);
+        }
+        assert!(clusters_at_most(&[], 3).is_empty());
+    }
+
+    #[test]
+    fn rows_follow_their_columns() {
+        let a = shape(
+            json!({"_type": "note", "shapeId": "n", "x": 1, "y": 2, "text": "hi"}),
+        );
+        let b = shape(json!({"_type": "rectangle", "shapeId": "r", "x": 1, "y": 2, "w": 3, "h": 4}));
+        assert_eq!(
+            blurry_row(&to_blurry(&a)),
+            json!(["n", "note", 1.0, 2.0, 200.0, 200.0, "hi"])
+        );
+        assert_eq!(blurry_row(&to_blurry(&b)), json!(["r", "rectangle", 1.0, 2.0, 3.0, 4.0]));
+        assert_eq!(
+            cluster_row(&json!({"x": 1, "y": 2, "w": 3, "h": 4}), 7),
+            json!([1, 2, 3, 4, 7])
+        );
+        assert_eq!(
+            table(&CLUSTER_COLUMNS, vec![json!([1, 2, 3, 4, 7])]),
+            json!({"columns": ["x", "y", "w", "h", "numberOfShapes"], "rows": [[1, 2, 3, 4, 7]]})
+        );
+        assert_eq!(table(&CLUSTER_COLUMNS, vec![]), json!([]));
     }
 }

@@ -3,6 +3,7 @@
 //! Owns: the Anthropic wire format (`POST {base}/v1/messages`, `x-api-key`,
 //! `anthropic-version: 2023-06-01`, `stream: true`). Must not retry (see [`super::failover`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use eventsource_stream::Event;
@@ -10,9 +11,11 @@ use serde_json::{Value, json};
 
 use super::error::LlmError;
 use super::failover::{Profile, Provider};
-use super::sse::{Decoder, http_stream, json_data};
+use super::sse::{Decoder, Timeouts, http_stream, json_data};
 use super::types::{ModelEvent, ModelRequest, ModelStream, Part, Role};
+use super::structured::{SCHEMA_NAME, Structured};
 use super::usage::Usage;
+use crate::config::{LlmCacheTtl, LlmStructured};
 
 /// The API version header value this client speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -37,8 +40,29 @@ pub fn supports_prefill(model: &str) -> bool {
     PREFILL_OK.iter().any(|p| model.starts_with(p))
 }
 
-/// Builds the JSON body of a streaming Messages request.
-pub fn request_body(model: &str, request: &ModelRequest) -> Value {
+/// Cache breakpoints a request may carry (the API's limit).
+pub const MAX_CACHE_BREAKPOINTS: usize = 4;
+
+/// The `cache_control` of a breakpoint with `ttl`.
+fn cache_control(ttl: LlmCacheTtl) -> Value {
+    match ttl {
+        LlmCacheTtl::FiveMinutes => json!({"type": "ephemeral"}),
+        LlmCacheTtl::OneHour => json!({"type": "ephemeral", "ttl": "1h"}),
+    }
+}
+
+/// Builds the JSON body of a streaming Messages request: a cache breakpoint ends the system
+/// prompt and each of the request's [`ModelRequest::cache_points`] (up to
+/// [`MAX_CACHE_BREAKPOINTS`] in all, the first ones kept), each written with `ttl`.
+/// `structured`: the request's schema is the input of a tool the model must call (its input,
+/// `{"actions": [...]}`, streams as `input_json_delta`); no prefill then.
+pub fn request_body(
+    model: &str,
+    request: &ModelRequest,
+    ttl: LlmCacheTtl,
+    structured: bool,
+) -> Value {
+    let structured = structured && request.response_schema.is_some();
     let mut messages: Vec<Value> = request
         .messages
         .iter()
@@ -47,7 +71,24 @@ pub fn request_body(model: &str, request: &ModelRequest) -> Value {
             json!({"role": role(m.role), "content": content})
         })
         .collect();
-    let prefill = prefill_used(model, request);
+    let mut placed = 1; // the system prompt's
+    for point in &request.cache_points {
+        if placed >= MAX_CACHE_BREAKPOINTS {
+            break;
+        }
+        let block = messages
+            .get_mut(point.message)
+            .and_then(|m| m.get_mut("content"))
+            .and_then(|c| c.get_mut(point.part))
+            .and_then(Value::as_object_mut);
+        if let Some(block) = block
+            && !block.contains_key("cache_control")
+        {
+            block.insert("cache_control".into(), cache_control(ttl));
+            placed += 1;
+        }
+    }
+    let prefill = prefill_used(model, request).filter(|_| !structured);
     if let Some(p) = prefill {
         messages.push(json!({"role": "assistant", "content": [{"type": "text", "text": p}]}));
     }
@@ -55,11 +96,25 @@ pub fn request_body(model: &str, request: &ModelRequest) -> Value {
         "model": model,
         "max_tokens": request.max_tokens.max(1),
         "stream": true,
-        "system": [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}],
+        "system": [{"type": "text", "text": request.system_text(structured), "cache_control": cache_control(ttl)}],
         "messages": messages,
     });
     if let (Some(t), Some(obj)) = (request.temperature, body.as_object_mut()) {
         obj.insert("temperature".into(), json!(t));
+    }
+    if let (true, Some(schema), Some(obj)) =
+        (structured, &request.response_schema, body.as_object_mut())
+    {
+        obj.insert(
+            "tools".into(),
+            json!([{"name": SCHEMA_NAME,
+                    "description": "The actions to take, in order: call it once with all of them.",
+                    "input_schema": *schema.value}]),
+        );
+        obj.insert(
+            "tool_choice".into(),
+            json!({"type": "tool", "name": SCHEMA_NAME}),
+        );
     }
     body
 }
@@ -153,6 +208,19 @@ impl Decoder for AnthropicDecoder {
                     out.push(ModelEvent::TextDelta(t.to_owned()));
                 }
             }
+            // Structured output: the tool's input, streamed as JSON text like an answer's.
+            "content_block_delta"
+                if data.pointer("/delta/type").and_then(Value::as_str)
+                    == Some("input_json_delta") =>
+            {
+                let json = data
+                    .pointer("/delta/partial_json")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| LlmError::Protocol("input_json_delta without json".into()))?;
+                if !json.is_empty() {
+                    out.push(ModelEvent::TextDelta(json.to_owned()));
+                }
+            }
             "content_block_delta"
                 if data.pointer("/delta/type").and_then(Value::as_str) == Some("text_delta") =>
             {
@@ -197,7 +265,9 @@ impl Decoder for AnthropicDecoder {
 pub struct AnthropicProvider {
     http: reqwest::Client,
     model: String,
-    idle: Duration,
+    timeouts: Timeouts,
+    cache_ttl: LlmCacheTtl,
+    structured: Arc<Structured>,
 }
 
 impl AnthropicProvider {
@@ -206,8 +276,47 @@ impl AnthropicProvider {
         AnthropicProvider {
             http,
             model: model.into(),
-            idle,
+            timeouts: Timeouts::idle(idle),
+            cache_ttl: LlmCacheTtl::FiveMinutes,
+            structured: Structured::new(LlmStructured::Auto),
         }
+    }
+
+    /// The same provider waiting up to `first_byte` for the provider's first byte
+    /// (`--llm-first-byte-timeout`); the idle bound stays.
+    pub fn with_first_byte_timeout(mut self, first_byte: Duration) -> Self {
+        self.timeouts.first_byte = first_byte;
+        self
+    }
+
+    /// The same provider with structured output as `mode` says (`--llm-structured`).
+    pub fn with_structured(mut self, mode: LlmStructured) -> Self {
+        self.structured = Structured::new(mode);
+        self
+    }
+
+    fn send(&self, profile: &Profile, request: &ModelRequest, structured: bool) -> ModelStream {
+        let url = format!("{}/v1/messages", profile.base_url);
+        let mut rb = self
+            .http
+            .post(url)
+            .header("anthropic-version", ANTHROPIC_VERSION)
+            .header("accept", "text/event-stream")
+            .json(&request_body(&self.model, request, self.cache_ttl, structured));
+        if let Some(key) = &profile.api_key {
+            rb = rb.header("x-api-key", key);
+        }
+        let prelude = prefill_used(&self.model, request)
+            .filter(|_| !structured)
+            .map(|p| vec![ModelEvent::TextDelta(p.to_owned())])
+            .unwrap_or_default();
+        http_stream(rb, AnthropicDecoder::default(), self.timeouts, prelude)
+    }
+
+    /// The same provider writing its cache entries with `ttl` (`--llm-cache-ttl`).
+    pub fn with_cache_ttl(mut self, ttl: LlmCacheTtl) -> Self {
+        self.cache_ttl = ttl;
+        self
     }
 }
 
@@ -217,20 +326,15 @@ impl Provider for AnthropicProvider {
     }
 
     fn attempt(&self, profile: &Profile, request: &ModelRequest) -> ModelStream {
-        let url = format!("{}/v1/messages", profile.base_url);
-        let mut rb = self
-            .http
-            .post(url)
-            .header("anthropic-version", ANTHROPIC_VERSION)
-            .header("accept", "text/event-stream")
-            .json(&request_body(&self.model, request));
-        if let Some(key) = &profile.api_key {
-            rb = rb.header("x-api-key", key);
+        let structured = self.structured.wanted(request);
+        if !structured {
+            return self.send(profile, request, false);
         }
-        let prelude = prefill_used(&self.model, request)
-            .map(|p| vec![ModelEvent::TextDelta(p.to_owned())])
-            .unwrap_or_default();
-        http_stream(rb, AnthropicDecoder::default(), self.idle, prelude)
+        let first = self.send(profile, request, true);
+        let (this, profile, request) = (self.clone(), profile.clone(), request.clone());
+        self.structured.with_fallback(self.name(), first, move || {
+            this.send(&profile, &request, false)
+        })
     }
 }
 
@@ -287,6 +391,50 @@ mod tests {
     }
 
     #[test]
+    fn a_tools_streamed_input_is_the_answers_text() {
+        let out = run(&[
+            ev("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_01","name":"fairy_actions","input":{}}}"#),
+            ev("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":""}}"#),
+            ev("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"actions\": [{\"_type\""}}"#),
+            ev("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":": \"think\"}]}"}}"#),
+        ])
+        .unwrap();
+        assert_eq!(
+            out,
+            vec![
+                ModelEvent::TextDelta("{\"actions\": [{\"_type\"".into()),
+                ModelEvent::TextDelta(": \"think\"}]}".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn structured_bodies_carry_the_schema_as_a_forced_tool_without_prefill() {
+        let schema = json!({"type": "object", "properties": {"actions": {"type": "array"}}});
+        let req = ModelRequest {
+            system: "sys".into(),
+            messages: vec![ChatMessage::user("hi")],
+            max_tokens: 100,
+            prefill: Some("{\"actions\": [".into()),
+            response_schema: Some(crate::llm::types::ResponseSchema {
+                value: Arc::new(schema.clone()),
+                text: schema.to_string().into(),
+            }),
+            ..ModelRequest::default()
+        };
+        let b = request_body("claude-sonnet-4-5", &req, LlmCacheTtl::FiveMinutes, true);
+        assert_eq!(b["tools"][0]["name"], "fairy_actions");
+        assert_eq!(b["tools"][0]["input_schema"], schema);
+        assert_eq!(b["tool_choice"], json!({"type": "tool", "name": "fairy_actions"}));
+        assert_eq!(b["messages"].as_array().map(Vec::len), Some(1), "no prefill");
+        let plain = request_body("claude-sonnet-4-5", &req, LlmCacheTtl::FiveMinutes, false);
+        assert!(plain.get("tools").is_none() && plain.get("tool_choice").is_none());
+        assert_eq!(plain["messages"].as_array().map(Vec::len), Some(2));
+        let system = plain["system"][0]["text"].as_str().unwrap_or_default();
+        assert!(system.starts_with("sys\n\n## Response schema\n```json\n"), "{system}");
+    }
+
+    #[test]
     fn error_event_is_an_error() {
         let e = run(&[ev(
             "error",
@@ -317,16 +465,57 @@ mod tests {
             temperature: Some(0.5),
             prefill: Some("{\"actions\": [".into()),
             mode: Some(AgentMode::WorkingDrone),
+            ..ModelRequest::default()
         };
-        let old = request_body("claude-3-5-sonnet-latest", &req);
+        let old = request_body("claude-3-5-sonnet-latest", &req, LlmCacheTtl::FiveMinutes, false);
         // The fairy's mode is for the offline model; the provider never sends it.
         assert!(!old.to_string().contains("working-drone"), "{old}");
         assert_eq!(old["system"][0]["cache_control"]["type"], "ephemeral");
         assert_eq!(old["stream"], true);
         assert_eq!(old["messages"].as_array().map(Vec::len), Some(2));
         assert_eq!(old["messages"][1]["role"], "assistant");
-        let new = request_body("claude-opus-4-6", &req);
+        let new = request_body("claude-opus-4-6", &req, LlmCacheTtl::FiveMinutes, false);
         assert_eq!(new["messages"].as_array().map(Vec::len), Some(1));
         assert_eq!(new["temperature"], 0.5);
+    }
+
+    #[test]
+    fn cache_points_become_at_most_four_breakpoints_with_the_ttl() {
+        use crate::llm::types::CachePoint;
+        let two = ChatMessage {
+            role: Role::User,
+            parts: vec![
+                Part::Text { text: "a".into() },
+                Part::Text { text: "b".into() },
+            ],
+        };
+        let req = ModelRequest {
+            system: "sys".into(),
+            messages: vec![two.clone(), ChatMessage::user("ack"), two],
+            max_tokens: 10,
+            cache_points: vec![
+                CachePoint::new(0, 0),
+                CachePoint::new(0, 0), // twice the same: one breakpoint
+                CachePoint::new(9, 0), // no such message: none
+                CachePoint::new(0, 1),
+                CachePoint::new(2, 0),
+                CachePoint::new(2, 1), // a fifth: over the limit
+            ],
+            ..ModelRequest::default()
+        };
+        let body = request_body("claude-sonnet-4-5", &req, LlmCacheTtl::OneHour, false);
+        let marked: Vec<(usize, usize)> = (0..3)
+            .flat_map(|m| (0..2).map(move |p| (m, p)))
+            .filter(|(m, p)| body["messages"][*m]["content"][*p].get("cache_control").is_some())
+            .collect();
+        assert_eq!(marked, [(0, 0), (0, 1), (2, 0)]);
+        let one_hour = json!({"type": "ephemeral", "ttl": "1h"});
+        assert_eq!(body["system"][0]["cache_control"], one_hour);
+        assert_eq!(body["messages"][2]["content"][0]["cache_control"], one_hour);
+        let five = request_body("claude-sonnet-4-5", &req, LlmCacheTtl::FiveMinutes, false);
+        assert_eq!(
+            five["messages"][0]["content"][0]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
     }
 }

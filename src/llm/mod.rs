@@ -11,6 +11,8 @@
 //! - [`sse`]: `reqwest` + `eventsource-stream` glue, idle timeout, the [`sse::Decoder`] loop.
 //! - [`anthropic`], [`openai`]: the two wire formats (request bodies, decoders, capabilities).
 //! - [`failover`]: auth profiles, cooldowns (1 s doubling to 60 s), retries.
+//! - [`structured`]: structured output (`--llm-structured`): when it is asked for, what a
+//!   refusal looks like, the fallback to the prompt's schema.
 //! - [`usage`]: token accounting.
 //! - [`offline`]: the embedded default model (no network, no key), with its project answers
 //!   in [`offline_project`] and the notice and shapes both draw with in [`offline_draw`].
@@ -30,6 +32,7 @@ pub mod offline_project;
 pub mod openai;
 pub mod paced;
 pub mod sse;
+pub mod structured;
 pub mod types;
 pub mod usage;
 pub mod vision;
@@ -40,7 +43,10 @@ use std::time::Duration;
 pub use error::LlmError;
 pub use failover::{FailoverConfig, FailoverModel, Profile, Provider};
 pub use offline::OfflineModel;
-pub use types::{AgentMode, ChatMessage, Model, ModelEvent, ModelRequest, ModelStream, Part, Role};
+pub use types::{
+    AgentMode, CachePoint, ChatMessage, Model, ModelEvent, ModelRequest, ModelStream, Part,
+    ResponseSchema, Role,
+};
 pub use usage::{Usage, UsageLedger};
 
 use crate::clock::SystemClock;
@@ -75,6 +81,7 @@ pub fn model_with_keys(
     keys: Option<&str>,
 ) -> Result<Arc<dyn Model>, LlmError> {
     let idle = Duration::from_secs(config.llm_timeout.max(1));
+    let first_byte = Duration::from_secs(config.llm_first_byte_timeout.max(1));
     let failover = FailoverConfig {
         max_retries: config.llm_max_retries,
     };
@@ -96,12 +103,20 @@ pub fn model_with_keys(
                 .llm_model
                 .as_deref()
                 .unwrap_or(anthropic::DEFAULT_MODEL);
-            let p = anthropic::AnthropicProvider::new(build_http()?, model, idle);
-            (Arc::new(p), anthropic::DEFAULT_BASE_URL, true)
+            let p = anthropic::AnthropicProvider::new(build_http()?, model, idle)
+                .with_cache_ttl(config.llm_cache_ttl)
+                .with_first_byte_timeout(first_byte)
+                .with_structured(config.llm_structured);
+            // api.anthropic.com needs a key; a server of your own (llama.cpp's Anthropic
+            // endpoint, a proxy) may not.
+            let needs_key = config.llm_base_url.is_none();
+            (Arc::new(p), anthropic::DEFAULT_BASE_URL, needs_key)
         }
         LlmProvider::Openai => {
             let model = config.llm_model.as_deref().unwrap_or(openai::DEFAULT_MODEL);
-            let p = openai::OpenAiProvider::new(build_http()?, model, idle);
+            let p = openai::OpenAiProvider::new(build_http()?, model, idle)
+                .with_first_byte_timeout(first_byte)
+                .with_structured(config.llm_structured);
             // Local servers (Ollama, llama.cpp, vLLM) need no key; api.openai.com does.
             let needs_key = config.llm_base_url.is_none();
             (Arc::new(p), openai::DEFAULT_BASE_URL, needs_key)

@@ -90,16 +90,7 @@ pub struct Selected {
 /// The shapes the prompt says are selected: `selectedShapes` of the JSON in its first user
 /// message (the canvas state); none when it cannot be read.
 fn selected_shapes(request: &ModelRequest) -> Vec<Selected> {
-    let Some(state) = request.messages.iter().find(|m| m.role == Role::User) else {
-        return Vec::new();
-    };
-    let text = state.text();
-    let Some(parts) = text
-        .split_once('\n')
-        .and_then(|(_, json)| serde_json::from_str::<Value>(json).ok())
-    else {
-        return Vec::new();
-    };
+    let parts = super::offline_draw::context(request);
     parts["selectedShapes"]
         .as_array()
         .map(|shapes| {

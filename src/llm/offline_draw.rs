@@ -1,9 +1,30 @@
 //! What the offline model says and draws with, shared by its solo answers ([`super::offline`])
 //! and its project answers ([`super::offline_project`]), below both: the notice that opens
-//! every answer and the actions of a few shapes. Owns no pattern matching and must not name
-//! either of them.
+//! every answer, the actions of a few shapes, and the reading of the context turn both answer
+//! from. Owns no pattern matching and must not name either of them.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
+
+use super::types::{ModelRequest, Role};
+
+/// The context of a request as one object: every line of its first user turn that is a JSON
+/// object, merged (the prompt writes its blocks one per line; other lines are prose).
+pub(super) fn context(request: &ModelRequest) -> Value {
+    let Some(state) = request.messages.iter().find(|m| m.role == Role::User) else {
+        return Value::Null;
+    };
+    let mut all = Map::new();
+    for line in state.text().lines() {
+        if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(line) {
+            all.extend(map);
+        }
+    }
+    if all.is_empty() {
+        Value::Null
+    } else {
+        Value::Object(all)
+    }
+}
 
 /// The first words of every offline answer, so users know no real model is thinking.
 pub const OFFLINE_NOTICE: &str = "I am the offline model: no language model is configured, so I can only draw simple things (try \"draw a house\", \"three boxes in a row\" or \"flowchart A -> B -> C\", or select shapes and say \"move them right\", \"paint them green\" or \"delete them\").";

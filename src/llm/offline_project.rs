@@ -10,23 +10,12 @@
 
 use serde_json::{Value, json};
 
-use super::offline_draw::{OFFLINE_NOTICE, create, geo, house};
+use super::offline_draw::{OFFLINE_NOTICE, context, create, geo, house};
 use super::types::{AgentMode, ModelRequest, Role};
 
 /// Most tasks the offline leader plans.
 const MAX_TASKS: usize = 4;
 
-/// The JSON object of the context part (the first user turn).
-fn context(request: &ModelRequest) -> Value {
-    request
-        .messages
-        .iter()
-        .find(|m| m.role == Role::User)
-        .map(|m| m.text())
-        .and_then(|t| t.split_once('\n').map(|(_, json)| json.to_owned()))
-        .and_then(|json| serde_json::from_str(&json).ok())
-        .unwrap_or(Value::Null)
-}
 
 fn last_message(request: &ModelRequest) -> String {
     request

@@ -4,6 +4,7 @@
 //! Owns: that wire format (`POST {base}/v1/chat/completions`, `stream: true`,
 //! `stream_options.include_usage`, `data: [DONE]`). Must not retry (see [`super::failover`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use eventsource_stream::Event;
@@ -11,9 +12,11 @@ use serde_json::{Value, json};
 
 use super::error::LlmError;
 use super::failover::{Profile, Provider};
-use super::sse::{Decoder, http_stream, json_data};
+use super::sse::{Decoder, Timeouts, http_stream, json_data};
 use super::types::{ModelEvent, ModelRequest, ModelStream, Part, Role};
+use super::structured::{SCHEMA_NAME, Structured};
 use super::usage::Usage;
+use crate::config::LlmStructured;
 
 /// Default base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com";
@@ -28,8 +31,11 @@ pub fn is_reasoning_model(model: &str) -> bool {
 
 /// Builds the JSON body of a streaming chat-completions request. Prefill is never sent:
 /// chat-completions servers treat a trailing assistant turn as history, not as a prefix.
-pub fn request_body(model: &str, request: &ModelRequest) -> Value {
-    let mut messages = vec![json!({"role": "system", "content": request.system})];
+/// `structured`: the request's schema goes in `response_format` (a `json_schema`, not strict:
+/// the actions' schema has optional fields) and the system prompt only points to it.
+pub fn request_body(model: &str, request: &ModelRequest, structured: bool) -> Value {
+    let structured = structured && request.response_schema.is_some();
+    let mut messages = vec![json!({"role": "system", "content": request.system_text(structured)})];
     for m in &request.messages {
         let role = match m.role {
             Role::User => "user",
@@ -61,6 +67,17 @@ pub fn request_body(model: &str, request: &ModelRequest) -> Value {
         if let (Some(t), false) = (request.temperature, reasoning) {
             obj.insert("temperature".into(), json!(t));
         }
+        // Calls of one fairy go to the same cache (OpenAI routes by it; others ignore it).
+        if let Some(key) = &request.cache_key {
+            obj.insert("prompt_cache_key".into(), json!(key));
+        }
+        if let (true, Some(schema)) = (structured, &request.response_schema) {
+            obj.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": {
+                    "name": SCHEMA_NAME, "strict": false, "schema": *schema.value}}),
+            );
+        }
     }
     body
 }
@@ -81,10 +98,15 @@ pub struct OpenAiDecoder {
     stop_reason: Option<String>,
 }
 
-/// OpenAI counts cached tokens inside `prompt_tokens`; [`Usage::input_tokens`] excludes them.
+/// OpenAI counts cached tokens inside `prompt_tokens` (`prompt_tokens_details.cached_tokens`;
+/// DeepSeek: `prompt_cache_hit_tokens`); [`Usage::input_tokens`] excludes them. Writing to
+/// these caches is not billed apart, so no cache writes are reported.
 fn usage_of(u: &Value) -> Usage {
     let n = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0);
-    let cached = n("/prompt_tokens_details/cached_tokens");
+    let cached = u
+        .pointer("/prompt_tokens_details/cached_tokens")
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| n("/prompt_cache_hit_tokens"));
     Usage {
         input_tokens: n("/prompt_tokens").saturating_sub(cached),
         output_tokens: n("/completion_tokens"),
@@ -145,17 +167,46 @@ impl Decoder for OpenAiDecoder {
 pub struct OpenAiProvider {
     http: reqwest::Client,
     model: String,
-    idle: Duration,
+    timeouts: Timeouts,
+    structured: Arc<Structured>,
 }
 
 impl OpenAiProvider {
-    /// A provider for `model`; `idle` bounds every wait for a byte.
+    /// A provider for `model`; `idle` bounds every wait for a byte. Structured output is
+    /// asked for (`auto`) unless [`Self::with_structured`] says otherwise.
     pub fn new(http: reqwest::Client, model: impl Into<String>, idle: Duration) -> Self {
         OpenAiProvider {
             http,
             model: model.into(),
-            idle,
+            timeouts: Timeouts::idle(idle),
+            structured: Structured::new(LlmStructured::Auto),
         }
+    }
+
+    /// The same provider waiting up to `first_byte` for the provider's first byte
+    /// (`--llm-first-byte-timeout`); the idle bound stays.
+    pub fn with_first_byte_timeout(mut self, first_byte: Duration) -> Self {
+        self.timeouts.first_byte = first_byte;
+        self
+    }
+
+    /// The same provider with structured output as `mode` says (`--llm-structured`).
+    pub fn with_structured(mut self, mode: LlmStructured) -> Self {
+        self.structured = Structured::new(mode);
+        self
+    }
+
+    fn send(&self, profile: &Profile, request: &ModelRequest, structured: bool) -> ModelStream {
+        let url = format!("{}/v1/chat/completions", profile.base_url);
+        let mut rb = self
+            .http
+            .post(url)
+            .header("accept", "text/event-stream")
+            .json(&request_body(&self.model, request, structured));
+        if let Some(key) = &profile.api_key {
+            rb = rb.bearer_auth(key);
+        }
+        http_stream(rb, OpenAiDecoder::default(), self.timeouts, Vec::new())
     }
 }
 
@@ -165,16 +216,14 @@ impl Provider for OpenAiProvider {
     }
 
     fn attempt(&self, profile: &Profile, request: &ModelRequest) -> ModelStream {
-        let url = format!("{}/v1/chat/completions", profile.base_url);
-        let mut rb = self
-            .http
-            .post(url)
-            .header("accept", "text/event-stream")
-            .json(&request_body(&self.model, request));
-        if let Some(key) = &profile.api_key {
-            rb = rb.bearer_auth(key);
+        if !self.structured.wanted(request) {
+            return self.send(profile, request, false);
         }
-        http_stream(rb, OpenAiDecoder::default(), self.idle, Vec::new())
+        let first = self.send(profile, request, true);
+        let (this, profile, request) = (self.clone(), profile.clone(), request.clone());
+        self.structured.with_fallback(self.name(), first, move || {
+            this.send(&profile, &request, false)
+        })
     }
 }
 
@@ -258,17 +307,47 @@ mod tests {
             temperature: Some(0.2),
             prefill: Some("{".into()),
             mode: Some(AgentMode::Soloing),
+            ..ModelRequest::default()
         };
-        let b = request_body("o3-mini", &req);
+        let b = request_body("o3-mini", &req, false);
         // The fairy's mode is for the offline model; the provider never sends it.
         assert!(!b.to_string().contains("soloing"), "{b}");
         assert!(b.get("temperature").is_none());
         assert_eq!(b["max_completion_tokens"], 50);
-        let b = request_body("llama3.1:8b", &req);
+        let b = request_body("llama3.1:8b", &req, false);
         assert_eq!(b["max_tokens"], 50);
         assert!(b.get("temperature").is_some());
         assert_eq!(b["stream_options"]["include_usage"], true);
         assert_eq!(b["messages"][1]["content"], "u");
         assert_eq!(b["messages"].as_array().map(Vec::len), Some(2));
+        assert!(b.get("prompt_cache_key").is_none());
+        let keyed = ModelRequest {
+            cache_key: Some("fairy-f-1".into()),
+            ..req
+        };
+        assert_eq!(
+            request_body("gpt-4.1-mini", &keyed, false)["prompt_cache_key"],
+            "fairy-f-1"
+        );
+        // Structured: the schema in `response_format`, the prompt pointing to it.
+        let schema = json!({"type": "object", "properties": {"actions": {"type": "array"}}});
+        let with_schema = ModelRequest {
+            response_schema: Some(crate::llm::types::ResponseSchema {
+                value: Arc::new(schema.clone()),
+                text: schema.to_string().into(),
+            }),
+            ..keyed
+        };
+        let b = request_body("gpt-4.1-mini", &with_schema, true);
+        assert_eq!(
+            b["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "fairy_actions", "strict": false, "schema": schema}})
+        );
+        let system = b["messages"][0]["content"].as_str().unwrap_or_default();
+        assert!(system.ends_with("answer with `{\"actions\": [...]}`."), "{system}");
+        let b = request_body("gpt-4.1-mini", &with_schema, false);
+        assert!(b.get("response_format").is_none());
+        let system = b["messages"][0]["content"].as_str().unwrap_or_default();
+        assert!(system.ends_with(&format!("```json\n{schema}\n```")), "{system}");
     }
 }

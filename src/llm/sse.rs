@@ -58,17 +58,40 @@ impl TransportError for std::convert::Infallible {
     }
 }
 
+/// How long an attempt waits: for the provider's first byte (its answer's head and first
+/// event: a local model reads the whole prompt first, which is slow, not stalled), then
+/// between two events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// From sending the request to its first event (`--llm-first-byte-timeout`).
+    pub first_byte: Duration,
+    /// Between two events after that (`--llm-timeout`).
+    pub idle: Duration,
+}
+
+impl Timeouts {
+    /// The same bound for the first byte and between events.
+    pub fn idle(idle: Duration) -> Self {
+        Timeouts {
+            first_byte: idle,
+            idle,
+        }
+    }
+}
+
 /// Sends `request` when first polled and streams the decoded events. `prelude` events (the
 /// prefill echo) are delivered once the provider has accepted the request.
 pub fn http_stream<D: Decoder>(
     request: reqwest::RequestBuilder,
     decoder: D,
-    idle: Duration,
+    timeouts: Timeouts,
     prelude: Vec<ModelEvent>,
 ) -> ModelStream {
     stream::once(async move {
-        match open(request, idle).await {
-            Ok(events) => drive(events, decoder, idle, prelude),
+        // The head and the first event share the first byte's allowance.
+        let deadline = tokio::time::Instant::now() + timeouts.first_byte;
+        match open(request, timeouts.first_byte, timeouts.idle).await {
+            Ok(events) => drive_until(events, decoder, timeouts, Some(deadline), prelude),
             Err(e) => stream::iter([Err(e)]).boxed(),
         }
     })
@@ -79,11 +102,12 @@ pub fn http_stream<D: Decoder>(
 /// Sends the request and, on success, returns its SSE events; a refusal is classified.
 async fn open(
     request: reqwest::RequestBuilder,
+    first_byte: Duration,
     idle: Duration,
 ) -> Result<impl Stream<Item = Result<Event, LlmError>> + Send + 'static, LlmError> {
-    let response = tokio::time::timeout(idle, request.send())
+    let response = tokio::time::timeout(first_byte, request.send())
         .await
-        .map_err(|_| LlmError::Timeout(idle))?
+        .map_err(|_| LlmError::Timeout(first_byte))?
         .map_err(|e| classify_transport(&e, idle))?;
     let status = response.status();
     if !status.is_success() {
@@ -125,17 +149,50 @@ where
     S: Stream<Item = Result<Event, LlmError>> + Send + 'static,
     D: Decoder,
 {
+    drive_with(events, decoder, Timeouts::idle(idle), prelude)
+}
+
+/// [`drive`], the wait for the first event bounded by `timeouts.first_byte` and each later
+/// one by `timeouts.idle`.
+pub fn drive_with<S, D>(
+    events: S,
+    decoder: D,
+    timeouts: Timeouts,
+    prelude: Vec<ModelEvent>,
+) -> ModelStream
+where
+    S: Stream<Item = Result<Event, LlmError>> + Send + 'static,
+    D: Decoder,
+{
+    drive_until(events, decoder, timeouts, None, prelude)
+}
+
+/// [`drive_with`], the first event due by `first_deadline` when given (the request's head
+/// took part of the first byte's allowance); a timeout names the configured bound.
+fn drive_until<S, D>(
+    events: S,
+    decoder: D,
+    timeouts: Timeouts,
+    first_deadline: Option<tokio::time::Instant>,
+    prelude: Vec<ModelEvent>,
+) -> ModelStream
+where
+    S: Stream<Item = Result<Event, LlmError>> + Send + 'static,
+    D: Decoder,
+{
     struct State<S, D> {
         events: std::pin::Pin<Box<S>>,
         decoder: D,
         queue: VecDeque<ModelEvent>,
         finished: bool,
+        first: bool,
     }
     let state = State {
         events: Box::pin(events),
         decoder,
         queue: prelude.into(),
         finished: false,
+        first: true,
     };
     stream::unfold(state, move |mut st| async move {
         loop {
@@ -149,8 +206,16 @@ where
             if st.finished {
                 return None;
             }
-            let next = match tokio::time::timeout(idle, st.events.next()).await {
-                Err(_) => Err(LlmError::Timeout(idle)),
+            let (bound, due) = if st.first {
+                let due = first_deadline
+                    .unwrap_or_else(|| tokio::time::Instant::now() + timeouts.first_byte);
+                (timeouts.first_byte, due)
+            } else {
+                (timeouts.idle, tokio::time::Instant::now() + timeouts.idle)
+            };
+            st.first = false;
+            let next = match tokio::time::timeout_at(due, st.events.next()).await {
+                Err(_) => Err(LlmError::Timeout(bound)),
                 Ok(None) => Err(LlmError::Truncated),
                 Ok(Some(Err(e))) => Err(e),
                 Ok(Some(Ok(event))) => {

@@ -84,6 +84,49 @@ pub enum AgentMode {
     DuoOrchestratingWaiting,
 }
 
+/// A place in a request's conversation where a provider may end a cached prefix: after part
+/// `part` of message `message`. The prompt builder marks the ends of the blocks that a later
+/// call is likely to repeat (the history, the canvas); Anthropic turns them into
+/// `cache_control` breakpoints, others ignore them (their caches find prefixes themselves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachePoint {
+    /// Index in [`ModelRequest::messages`].
+    pub message: usize,
+    /// Index in that message's parts.
+    pub part: usize,
+}
+
+impl CachePoint {
+    /// After part `part` of message `message`.
+    pub fn new(message: usize, part: usize) -> Self {
+        CachePoint { message, part }
+    }
+}
+
+/// The JSON schema an answer follows, as a value (for providers that constrain their output
+/// to it: `--llm-structured`) and as the compact text a prompt shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseSchema {
+    /// The schema.
+    pub value: std::sync::Arc<serde_json::Value>,
+    /// Its compact JSON text.
+    pub text: std::sync::Arc<str>,
+}
+
+impl ResponseSchema {
+    /// The section ending a system prompt: the schema's text when the provider reads it from
+    /// the prompt, a pointer to the API's schema when the provider constrains the output.
+    pub fn section(&self, constrained: bool) -> String {
+        if constrained {
+            "## Response schema\nYour answer is constrained to the actions schema the API gives: \
+             answer with `{\"actions\": [...]}`."
+                .to_owned()
+        } else {
+            format!("## Response schema\n```json\n{}\n```", self.text)
+        }
+    }
+}
+
 /// Everything a model needs for one completion.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ModelRequest {
@@ -103,6 +146,28 @@ pub struct ModelRequest {
     /// never sent over the wire (see [`AgentMode`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<AgentMode>,
+    /// Where cached prefixes may end, in order (the system prompt always may).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cache_points: Vec<CachePoint>,
+    /// What routes calls sharing a prefix to the same cache (OpenAI's `prompt_cache_key`):
+    /// one per fairy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_key: Option<String>,
+    /// The schema of the answer: the provider ends the system prompt with its section
+    /// ([`ResponseSchema::section`]) and, with structured output, constrains the answer to it.
+    #[serde(skip)]
+    pub response_schema: Option<ResponseSchema>,
+}
+
+impl ModelRequest {
+    /// The system prompt as sent: [`Self::system`] and, when the request has a schema, its
+    /// section (`constrained`: the provider passes the schema as structured output).
+    pub fn system_text(&self, constrained: bool) -> String {
+        match &self.response_schema {
+            Some(schema) => format!("{}\n\n{}", self.system, schema.section(constrained)),
+            None => self.system.clone(),
+        }
+    }
 }
 
 /// What a model stream yields.

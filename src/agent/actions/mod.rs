@@ -391,13 +391,17 @@ fn canvas_handlers() -> Vec<Arc<dyn CanvasAction>> {
 pub static CANVAS_ACTIONS: LazyLock<Vec<&'static str>> =
     LazyLock::new(|| canvas_handlers().iter().map(|h| h.name()).collect());
 
+/// The response schemas made so far, by list of allowed actions: the value and its compact
+/// text.
+type SchemaTexts = std::sync::Mutex<std::collections::HashMap<String, (Arc<Value>, Arc<str>)>>;
+
 /// Every action a fairy may write, by name.
 #[derive(Clone, Default)]
 pub struct Registry {
     actions: BTreeMap<&'static str, Registered>,
-    /// The response schema's text per list of allowed actions (a handful of lists: one per
-    /// mode), written once: every turn's system prompt ends with it.
-    schema_texts: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<str>>>>,
+    /// The response schema and its text per list of allowed actions (a handful of lists: one
+    /// per mode), written once: every turn's request carries it.
+    schema_texts: Arc<SchemaTexts>,
 }
 
 impl Registry {
@@ -428,24 +432,30 @@ impl Registry {
         Ok(())
     }
 
-    /// The text `write` makes of the response schema for `allowed`, made once per list of
-    /// allowed actions and kept (the list is the cache's key, so `write` must depend on
-    /// nothing else).
-    pub fn schema_text(&self, allowed: &[&str], write: impl FnOnce() -> String) -> Arc<str> {
+    /// The response schema `write` makes for `allowed`, with its compact text, made once per
+    /// list of allowed actions and kept (the list is the cache's key, so `write` must depend
+    /// on nothing else).
+    pub fn schema_text(
+        &self,
+        allowed: &[&str],
+        write: impl FnOnce() -> Value,
+    ) -> (Arc<Value>, Arc<str>) {
         let key = allowed.join(",");
         let cached = match self.schema_texts.lock() {
             Ok(texts) => texts.get(&key).cloned(),
             Err(_) => None,
         };
-        if let Some(text) = cached {
-            return text;
+        if let Some(schema) = cached {
+            return schema;
         }
         // Written outside the lock: two turns may both write it once, never wait on it.
-        let text: Arc<str> = write().into();
+        let value = write();
+        let text: Arc<str> = value.to_string().into();
+        let schema = (Arc::new(value), text);
         if let Ok(mut texts) = self.schema_texts.lock() {
-            texts.insert(key, text.clone());
+            texts.insert(key, schema.clone());
         }
-        text
+        schema
     }
 
     /// Adds a canvas action; refuses a name already taken.

@@ -310,11 +310,15 @@ pub fn full_registry() -> Registry {
 }
 
 /// The response schema restricted to `allowed` (in that order; names without a schema are
-/// left out).
+/// left out), lean as the model reads it ([`lean`]).
 pub fn response_schema_for(registry: &Registry, allowed: &[&str]) -> Value {
     let one_of: Vec<Value> = allowed
         .iter()
         .filter_map(|n| registry.get(n).map(|r| r.schema()))
+        .map(|mut s| {
+            lean(&mut s);
+            s
+        })
         .collect();
     json!({
         "type": "object",
@@ -323,9 +327,55 @@ pub fn response_schema_for(registry: &Registry, allowed: &[&str]) -> Value {
     })
 }
 
+/// Leaves out of an action's schema what says nothing a model needs, validation unchanged:
+/// the `type` beside a `const` (the constant has one), `title` (the `_type` constant names
+/// the action), and the optional `intent` every canvas action takes (the system prompt's
+/// canvas section says it once; other properties are allowed, so it still validates).
+pub fn lean(schema: &mut Value) {
+    let Some(obj) = schema.as_object_mut() else {
+        return;
+    };
+    if obj.contains_key("const") {
+        obj.remove("type");
+    }
+    obj.remove("title");
+    let open = obj.get("additionalProperties") != Some(&Value::Bool(false));
+    let optional_intent = !obj
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|r| r.iter().any(|k| k == "intent"));
+    if let Some(props) = obj.get_mut("properties").and_then(Value::as_object_mut) {
+        if open && optional_intent {
+            props.remove("intent");
+        }
+        props.values_mut().for_each(lean);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lean_schemas_keep_what_validates() {
+        let mut s = json!({"title": "move", "type": "object", "description": "Move a shape.",
+            "properties": {"_type": {"const": "move", "type": "string"},
+                           "intent": {"type": "string", "description": "one short sentence shown to users"},
+                           "x": {"type": "number", "description": "target x"}},
+            "required": ["_type", "x"]});
+        lean(&mut s);
+        assert_eq!(
+            s,
+            json!({"type": "object", "description": "Move a shape.",
+                "properties": {"_type": {"const": "move"},
+                               "x": {"type": "number", "description": "target x"}},
+                "required": ["_type", "x"]})
+        );
+        // A schema that closes its properties or needs an intent keeps it.
+        let mut closed = json!({"properties": {"intent": {"type": "string"}}, "additionalProperties": false});
+        lean(&mut closed);
+        assert!(closed["properties"]["intent"].is_object());
+    }
 
     #[test]
     fn solo_actions_parse_once_and_leniently() {

@@ -167,9 +167,8 @@ pub fn mode_section(mode: Mode, allowed: &[&str]) -> Option<String> {
     match mode {
         Mode::Soloing => Some(
             "## Working alone\n\
-You are working on a person's request by yourself. Draw a small request directly. Split a \
-large one into solo tasks, each with the area it covers, and start them one at a time. Check \
-non-trivial work with `review`, and finish with a short `message` of what you did."
+You work on a person's request by yourself: draw a small one directly, split a large one into \
+solo tasks; check non-trivial work with `review` and end with a short `message` of what you did."
                 .to_owned(),
         ),
         Mode::WorkingSolo | Mode::WorkingDrone | Mode::WorkingOrchestrator => {
@@ -200,14 +199,9 @@ unless they contradict the rules above or the response format.\n<room-instructio
     })
 }
 
-/// Adds `pages`, `currentPage`, `modelName`, and when known `workingTask` and
-/// `userViewportBounds` (offset to the chat origin) to the context parts.
-pub fn add_context_parts(
-    parts: &mut Value,
-    extras: &PromptExtras,
-    page_id: &str,
-    t: &PromptTransform,
-) {
+/// Adds the parts that rarely change to the stable block: `pages`, `currentPage` and, when
+/// known, `modelName`.
+pub fn add_stable_parts(parts: &mut Value, extras: &PromptExtras, page_id: &str) {
     let Some(obj) = parts.as_object_mut() else {
         return;
     };
@@ -216,6 +210,14 @@ pub fn add_context_parts(
     if !extras.model_name.is_empty() {
         obj.insert("modelName".into(), json!(extras.model_name));
     }
+}
+
+/// Adds, when known, `workingTask` and `userViewportBounds` (offset to the chat origin) to the
+/// canvas block.
+pub fn add_canvas_parts(parts: &mut Value, extras: &PromptExtras, t: &PromptTransform) {
+    let Some(obj) = parts.as_object_mut() else {
+        return;
+    };
     if let Some(task) = &extras.working_task {
         obj.insert(
             "workingTask".into(),
@@ -365,7 +367,8 @@ mod tests {
         };
         let mut parts = json!({});
         let t = PromptTransform::new(1000.0, 2000.0);
-        add_context_parts(&mut parts, &extras, "page:2", &t);
+        add_stable_parts(&mut parts, &extras, "page:2");
+        add_canvas_parts(&mut parts, &extras, &t);
         assert_eq!(
             parts,
             json!({
@@ -378,7 +381,8 @@ mod tests {
             })
         );
         let mut bare = json!({});
-        add_context_parts(&mut bare, &PromptExtras::default(), "page:main", &t);
+        add_stable_parts(&mut bare, &PromptExtras::default(), "page:main");
+        add_canvas_parts(&mut bare, &PromptExtras::default(), &t);
         assert_eq!(bare, json!({"pages": [], "currentPage": "page:main"}));
     }
 
@@ -475,19 +479,22 @@ mod tests {
             corrections: &[],
             time: readable_time(0),
             history_budget: 10_000,
+            history_marks: &[],
             extras: &PromptExtras::default(),
             project: None,
         };
-        let parts = context_parts(&input, &mut PromptTransform::new(0.0, 0.0)).parts;
-        let ids: Vec<&str> = parts["blurryShapes"]
+        let parts = context_parts(&input, &mut PromptTransform::new(0.0, 0.0)).merged();
+        assert_eq!(parts["blurryShapes"]["columns"][0], json!("shapeId"));
+        let ids: Vec<&str> = parts["blurryShapes"]["rows"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|s| s["shapeId"].as_str())
+            .filter_map(|s| s[0].as_str())
             .collect();
         // In z-order: equal keys here, so by id.
         assert_eq!(ids, ["edge", "inside"]);
-        assert_eq!(parts["peripheralClusters"][0]["numberOfShapes"], json!(1));
+        assert_eq!(parts["peripheralClusters"]["columns"][4], json!("numberOfShapes"));
+        assert_eq!(parts["peripheralClusters"]["rows"][0][4], json!(1));
         assert_eq!(parts["time"], json!("Thursday 1 January 1970, 00:00 UTC"));
     }
 }

@@ -188,7 +188,7 @@ mod tests {
                 false,
                 &Default::default(),
             );
-            s.split("\"const\": \"")
+            s.split("\"const\":\"")
                 .skip(1)
                 .filter_map(|rest| rest.split('"').next().map(str::to_owned))
                 .collect()

@@ -115,6 +115,10 @@ pub struct FairyRuntime {
     /// Set by an action that interrupts the rest of the answer with its correction (the
     /// design's error-correction interrupt: a refused direction); the turn drops the stream.
     pub(super) cut_answer: bool,
+    /// The length of the history at each of its last model calls, oldest first: the prompt
+    /// splits the history there so that a call's prefix stays a prefix of the next
+    /// (`turn/prompt.rs`; a few dozen at most).
+    pub(super) history_marks: Vec<usize>,
     /// The current request's bounds.
     pub(super) bounds: Bounds,
     /// The running request's ids (empty between requests).
@@ -189,6 +193,7 @@ impl FairyRuntime {
             corrections: Vec::new(),
             notes: Vec::new(),
             cut_answer: false,
+            history_marks: Vec::new(),
             bounds: Bounds::default(),
             request_ids: Vec::new(),
             peers: None,

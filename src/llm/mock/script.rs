@@ -63,6 +63,10 @@ pub struct MockResponse {
     pub reasoning: String,
     /// A failure to inject.
     pub fault: Option<Fault>,
+    /// Refuse a request that asks for structured output (OpenAI `response_format`, Anthropic
+    /// `tools`) with a 400 naming it, as providers without it do; such a refusal does not use
+    /// up this response: the request made again without it gets it.
+    pub refuse_structured: bool,
 }
 
 impl Default for MockResponse {
@@ -75,6 +79,7 @@ impl Default for MockResponse {
             usage: Usage::default(),
             reasoning: String::new(),
             fault: None,
+            refuse_structured: false,
         }
     }
 }

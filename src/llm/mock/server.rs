@@ -23,7 +23,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 
 use super::script::{Fault, MockRoute, MockScript};
-use super::wire::{Segment, WireFormat, chunks, render};
+use super::wire::{Segment, WireFormat, chunks, render, render_tool};
 
 /// A request the mock received.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -216,6 +216,7 @@ fn serve(
         .or_else(|| h("authorization").and_then(|a| a.strip_prefix("Bearer ").map(str::to_owned)));
     let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let system = system_text(&body);
+    let asked = structured_asked(&body);
     let model = body
         .get("model")
         .and_then(Value::as_str)
@@ -244,9 +245,25 @@ fn serve(
                 .cloned()
         });
     let n = s.served.fetch_add(1, Ordering::SeqCst);
+    let from_script = routed.is_none();
     let Some(resp) = routed.unwrap_or_else(|| s.script.response(n).cloned()) else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "empty script").into_response();
     };
+    if resp.refuse_structured && asked.is_some() {
+        // Not used up: the request made again without structured output gets it.
+        if from_script {
+            s.served.fetch_sub(1, Ordering::SeqCst);
+        } else if let Some((_, n)) = s
+            .routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter_mut()
+            .find(|(r, _)| r.matches(&system))
+        {
+            *n = n.saturating_sub(1);
+        }
+        return refusal(format);
+    }
     if let Some(Fault::Http {
         status,
         body,
@@ -266,7 +283,10 @@ fn serve(
         return r;
     }
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
-    let segments = render(format, &resp, &model);
+    let segments = match (format, asked) {
+        (WireFormat::Anthropic, Some(tool)) => render_tool(&resp, &model, &tool),
+        _ => render(format, &resp, &model),
+    };
     tokio::spawn(feed(s, tx, segments, resp.chunk_size, resp.delay_ms));
     let body = Body::from_stream(stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
@@ -277,6 +297,34 @@ fn serve(
             (header::CACHE_CONTROL, "no-cache"),
         ],
         body,
+    )
+        .into_response()
+}
+
+/// Whether a request asks for structured output: `Some` with the tool Anthropic must call
+/// (empty for OpenAI's `response_format`).
+fn structured_asked(body: &Value) -> Option<String> {
+    if body.get("response_format").is_some() {
+        return Some(String::new());
+    }
+    body.pointer("/tool_choice/name")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// A provider's 400 for structured output it does not offer.
+fn refusal(format: WireFormat) -> Response {
+    let body = match format {
+        WireFormat::OpenAi => serde_json::json!({"error": {
+            "message": "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.",
+            "type": "invalid_request_error", "param": "response_format", "code": null}}),
+        WireFormat::Anthropic => serde_json::json!({"type": "error", "error": {
+            "type": "invalid_request_error", "message": "tools: Extra inputs are not permitted"}}),
+    };
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
     )
         .into_response()
 }

@@ -36,9 +36,25 @@ const GARBAGE: &str = ": keep-alive comment\nthis line is not an sse field\n\nev
 
 /// The whole body of `resp` in `format`, split where faults go.
 pub fn render(format: WireFormat, resp: &MockResponse, model: &str) -> Vec<Segment> {
+    render_with(format, resp, model, None)
+}
+
+/// [`render`], with the answer as the input of the tool `tool` in Anthropic's format (a
+/// `tool_use` block streamed as `input_json_delta`), as a model forced to call it answers.
+pub fn render_tool(resp: &MockResponse, model: &str, tool: &str) -> Vec<Segment> {
+    render_with(WireFormat::Anthropic, resp, model, Some(tool))
+}
+
+fn render_with(
+    format: WireFormat,
+    resp: &MockResponse,
+    model: &str,
+    tool: Option<&str>,
+) -> Vec<Segment> {
     let mut w = Writer {
         format,
         garbage: matches!(resp.fault, Some(Fault::Garbage)),
+        tool: tool.map(str::to_owned),
         out: Vec::new(),
         buf: String::new(),
     };
@@ -89,6 +105,8 @@ pub fn render(format: WireFormat, resp: &MockResponse, model: &str) -> Vec<Segme
 struct Writer {
     format: WireFormat,
     garbage: bool,
+    /// Anthropic: the answer is this tool's input.
+    tool: Option<String>,
     out: Vec<Segment>,
     buf: String,
 }
@@ -137,7 +155,16 @@ impl Writer {
                         &json!({"type": "content_block_stop", "index": 0}),
                     );
                 }
-                self.event("content_block_start", &json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}));
+                let block = match &self.tool {
+                    Some(name) => {
+                        json!({"type": "tool_use", "id": "toolu_mock", "name": name, "input": {}})
+                    }
+                    None => json!({"type": "text", "text": ""}),
+                };
+                self.event(
+                    "content_block_start",
+                    &json!({"type": "content_block_start", "index": 1, "content_block": block}),
+                );
             }
             WireFormat::OpenAi => {
                 self.chunk(json!({"role": "assistant", "content": null}), None);
@@ -158,7 +185,16 @@ impl Writer {
         for piece in chars.chunks(per.max(1)) {
             let text: String = piece.iter().collect();
             match self.format {
-                WireFormat::Anthropic => self.event("content_block_delta", &json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": text}})),
+                WireFormat::Anthropic => {
+                    let delta = match self.tool {
+                        Some(_) => json!({"type": "input_json_delta", "partial_json": text}),
+                        None => json!({"type": "text_delta", "text": text}),
+                    };
+                    self.event(
+                        "content_block_delta",
+                        &json!({"type": "content_block_delta", "index": 1, "delta": delta}),
+                    );
+                }
                 WireFormat::OpenAi => self.chunk(json!({"content": text}), None),
             }
         }
@@ -186,7 +222,8 @@ impl Writer {
                 self.event(
                     "message_delta",
                     &json!({"type": "message_delta",
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+                    "delta": {"stop_reason": if self.tool.is_some() { "tool_use" } else { "end_turn" },
+                        "stop_sequence": null},
                     "usage": {"output_tokens": u.output_tokens}}),
                 );
                 self.event("message_stop", &json!({"type": "message_stop"}));

@@ -302,6 +302,8 @@ impl FairyRuntime {
         drop(stream);
         let total = spent.with_attempt(&usage);
         crate::metrics::global().count_model_tokens(total.input_tokens, total.output_tokens);
+        crate::metrics::global()
+            .count_cache_tokens(total.cache_read_input_tokens, total.cache_creation_input_tokens);
         self.emit(AgentEvent::usage(UsagePurpose::Summary, &total, attempts));
         if let Some(error) = failed {
             tracing::warn!(fairy = %self.entity.id, %error, "history summary failed");

@@ -116,6 +116,7 @@ impl FairyRuntime {
             let messages = recovery.messages(&request.messages);
             let budget = recovery.history_budget(self.config.history_budget);
             let prompt = self.build_prompt(request, &gathered, (&messages, budget));
+            self.mark_history();
             match self.stream_turn(prompt).await {
                 Err(error) if error.is_context_overflow() => {
                     self.revert_streamed();
@@ -240,6 +241,8 @@ impl FairyRuntime {
         drop(stream);
         let total = spent.with_attempt(&usage);
         crate::metrics::global().count_model_tokens(total.input_tokens, total.output_tokens);
+        crate::metrics::global()
+            .count_cache_tokens(total.cache_read_input_tokens, total.cache_creation_input_tokens);
         self.emit(AgentEvent::usage(UsagePurpose::Turn, &total, attempts));
         outcome?;
         if !cut {

@@ -19,6 +19,9 @@ use crate::agent::state::Request;
 use crate::canvas::transform::PromptTransform;
 use crate::llm::ModelRequest;
 
+/// History blocks kept apart at most (Anthropic looks 20 blocks back for a cached prefix).
+const MAX_HISTORY_MARKS: usize = 16;
+
 /// What a turn's prompt is built from, gathered once per turn.
 pub(super) struct Gathered {
     /// The transform the changes were offset by (each build starts from a copy).
@@ -101,11 +104,28 @@ impl FairyRuntime {
             corrections: &gathered.corrections,
             time: crate::agent::prompt::parts::readable_time(self.clock.unix_millis()),
             history_budget,
+            history_marks: &self.history_marks,
             project: self.project_part(),
             extras: &gathered.extras,
         };
         let request = build_request(&input, &self.registry, &mut transform);
         TurnPrompt { request, transform }
+    }
+
+    /// Remembers where the history ended for the call just built: the next prompts split
+    /// their history there. Marks past the history's end (it was summarised or cut) are
+    /// forgotten; past [`MAX_HISTORY_MARKS`], the older half is, so the blocks change rarely.
+    pub(super) fn mark_history(&mut self) {
+        let len = self.state.history.len();
+        if self.history_marks.last().is_some_and(|&m| m > len) {
+            self.history_marks.clear();
+        }
+        if self.history_marks.last() != Some(&len) {
+            self.history_marks.push(len);
+        }
+        if self.history_marks.len() > MAX_HISTORY_MARKS {
+            self.history_marks.drain(..MAX_HISTORY_MARKS / 2);
+        }
     }
 
     /// Its pending suggestions (in review mode) and people's decisions on its suggestions not
