@@ -291,12 +291,22 @@ pub struct ServeConfig {
 
     /// Lifetime of Anthropic prompt-cache entries: `5m` or `1h` (rooms whose fairies come back
     /// within the hour).
-    #[arg(long, env = "FAIRYRING_LLM_CACHE_TTL", value_enum, default_value = "5m")]
+    #[arg(
+        long,
+        env = "FAIRYRING_LLM_CACHE_TTL",
+        value_enum,
+        default_value = "5m"
+    )]
     pub llm_cache_ttl: LlmCacheTtl,
 
     /// Structured output: `auto` (ask, fall back to the prompt's schema where refused), `on`
     /// (ask; a refusal is an error) or `off`.
-    #[arg(long, env = "FAIRYRING_LLM_STRUCTURED", value_enum, default_value = "auto")]
+    #[arg(
+        long,
+        env = "FAIRYRING_LLM_STRUCTURED",
+        value_enum,
+        default_value = "auto"
+    )]
     pub llm_structured: LlmStructured,
 
     /// Retries of a failed model request (on the next auth profile) before giving up.
@@ -345,6 +355,27 @@ pub struct ServeConfig {
         default_value_t = 1_000_000
     )]
     pub fairy_token_budget: u64,
+
+    /// Model tokens one person (token `sub`) may have the fairies spend per day, in every room
+    /// together (a bucket refilling over the day); a prompt that finds it spent is refused
+    /// with 429 `budget_exhausted`. 0 = no limit.
+    #[arg(long, env = "FAIRYRING_FAIRY_TOKEN_BUDGET_PERSON", default_value_t = 0)]
+    pub fairy_token_budget_person: u64,
+
+    /// Model tokens one fairy project may spend per day (a bucket refilling over the day).
+    /// 0 = no limit.
+    #[arg(
+        long,
+        env = "FAIRYRING_FAIRY_TOKEN_BUDGET_PROJECT",
+        default_value_t = 0
+    )]
+    pub fairy_token_budget_project: u64,
+
+    /// A TOML file of model prices (USD per million tokens of input, cached input, cache
+    /// writes and output) added to the built-in ones; models without a price get no money
+    /// figure.
+    #[arg(long, env = "FAIRYRING_LLM_PRICES")]
+    pub llm_prices: Option<std::path::PathBuf>,
 
     /// Shapes all the fairies of one room may change per second with their complete actions;
     /// over it their actions wait (applied later, whole, in order; still-streaming previews
@@ -461,6 +492,9 @@ impl ServeConfig {
             max_fairies_per_room: 16,
             fairy_api_rate_per_min: 60,
             fairy_token_budget: 1_000_000,
+            fairy_token_budget_person: 0,
+            fairy_token_budget_project: 0,
+            llm_prices: None,
             fairy_writes_per_sec: crate::room::write_budget::DEFAULT_FAIRY_WRITES_PER_SEC,
             // Test processes run many servers beside the test harness's own busy threads,
             // where idle-class fairies would wait for every other test.

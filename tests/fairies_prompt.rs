@@ -76,9 +76,7 @@ async fn draw_grid(ws: &str, room: &str, n: usize) {
         .await;
     let mut observer = Client::connect(ws, room).await;
     observer
-        .until("every shape at another client", |c| {
-            shapes_count(c) >= n
-        })
+        .until("every shape at another client", |c| shapes_count(c) >= n)
         .await;
 }
 
@@ -140,7 +138,10 @@ async fn an_empty_canvas_costs_at_most_12_kb_and_most_of_it_is_the_next_requests
             ["actions"]
             .is_object()
     );
-    assert!(!first.contains("\\n  ") && !first.contains("\n  "), "{first}");
+    assert!(
+        !first.contains("\\n  ") && !first.contains("\n  "),
+        "{first}"
+    );
     // Every call of the fairy goes to the same provider cache.
     let key = format!("fairy-{id}");
     assert_eq!(mock.requests()[0].body["prompt_cache_key"], json!(key));
@@ -228,7 +229,12 @@ fn blocks(body: &Value) -> Vec<Block> {
     for b in body["system"].as_array().into_iter().flatten() {
         push("system".into(), b);
     }
-    for (i, m) in body["messages"].as_array().into_iter().flatten().enumerate() {
+    for (i, m) in body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         for b in m["content"].as_array().into_iter().flatten() {
             push(format!("{i}/{}", m["role"]), b);
         }
@@ -309,10 +315,7 @@ async fn an_anthropic_follow_up_turn_sends_little_outside_its_cached_prefixes() 
     let (turn1, turn2) = (&requests[before].body, &requests[before + 1].body);
     assert_eq!(requests[before].path, "/v1/messages");
     let marked = blocks(turn1).iter().filter(|b| b.breakpoint).count();
-    assert!(
-        (2..=4).contains(&marked),
-        "{marked} breakpoints: {turn1}"
-    );
+    assert!((2..=4).contains(&marked), "{marked} breakpoints: {turn1}");
     let uncached = uncached_bytes(&blocks(turn1), &blocks(turn2));
     let added = history_bytes(turn2).saturating_sub(history_bytes(turn1));
     eprintln!(

@@ -30,9 +30,9 @@ async fn attempt(format: Format, response: MockResponse, first_byte: Duration) -
             AnthropicProvider::new(http, "claude-sonnet-4-5", IDLE)
                 .with_first_byte_timeout(first_byte),
         ),
-        Format::OpenAi => Box::new(
-            OpenAiProvider::new(http, "local", IDLE).with_first_byte_timeout(first_byte),
-        ),
+        Format::OpenAi => {
+            Box::new(OpenAiProvider::new(http, "local", IDLE).with_first_byte_timeout(first_byte))
+        }
     };
     let profile = Profile::new("mock", &server.base_url(), None);
     let mut stream = provider.attempt(&profile, &request());

@@ -108,11 +108,8 @@ async fn anthropic_streams_the_tools_input_as_the_answer() {
 async fn a_refusal_falls_back_to_the_prompts_schema_once_and_for_all() {
     for provider in [LlmProvider::Openai, LlmProvider::Anthropic] {
         let mock = mock(true).await;
-        let model = model_with_keys(
-            &config(provider, &mock, LlmStructured::Auto),
-            Some("k"),
-        )
-        .expect("model");
+        let model = model_with_keys(&config(provider, &mock, LlmStructured::Auto), Some("k"))
+            .expect("model");
         let outcome = collect(model.as_ref(), with_schema()).await;
         assert!(outcome.done(), "{provider:?}: {:?}", outcome.error());
         assert_eq!(outcome.kept_text(), ANSWER);
@@ -143,8 +140,10 @@ async fn on_makes_a_refusal_an_error_and_off_never_asks() {
     )
     .expect("model");
     let outcome = collect(model.as_ref(), with_schema()).await;
-    let refused = matches!(outcome.error(), Some(LlmError::BadRequest { status: 400, .. }))
-        || matches!(outcome.error(), Some(LlmError::Exhausted { last, .. }) if matches!(**last, LlmError::BadRequest { status: 400, .. }));
+    let refused = matches!(
+        outcome.error(),
+        Some(LlmError::BadRequest { status: 400, .. })
+    ) || matches!(outcome.error(), Some(LlmError::Exhausted { last, .. }) if matches!(**last, LlmError::BadRequest { status: 400, .. }));
     assert!(refused, "{:?}", outcome.error());
     let mock_off = mock(true).await;
     let model = model_with_keys(

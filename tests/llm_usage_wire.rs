@@ -49,7 +49,8 @@ async fn serve_once(fixture: &str) -> String {
                 }
             }
         }
-        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
         let _ = socket.write_all(head.as_bytes()).await;
         let _ = socket.write_all(&body).await;
         let _ = socket.shutdown().await;

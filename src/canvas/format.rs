@@ -581,15 +581,17 @@ mod tests {
 
     #[test]
     fn rows_follow_their_columns() {
-        let a = shape(
-            json!({"_type": "note", "shapeId": "n", "x": 1, "y": 2, "text": "hi"}),
-        );
-        let b = shape(json!({"_type": "rectangle", "shapeId": "r", "x": 1, "y": 2, "w": 3, "h": 4}));
+        let a = shape(json!({"_type": "note", "shapeId": "n", "x": 1, "y": 2, "text": "hi"}));
+        let b =
+            shape(json!({"_type": "rectangle", "shapeId": "r", "x": 1, "y": 2, "w": 3, "h": 4}));
         assert_eq!(
             blurry_row(&to_blurry(&a)),
             json!(["n", "note", 1.0, 2.0, 200.0, 200.0, "hi"])
         );
-        assert_eq!(blurry_row(&to_blurry(&b)), json!(["r", "rectangle", 1.0, 2.0, 3.0, 4.0]));
+        assert_eq!(
+            blurry_row(&to_blurry(&b)),
+            json!(["r", "rectangle", 1.0, 2.0, 3.0, 4.0])
+        );
         assert_eq!(
             cluster_row(&json!({"x": 1, "y": 2, "w": 3, "h": 4}), 7),
             json!([1, 2, 3, 4, 7])

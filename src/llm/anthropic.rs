@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use super::error::LlmError;
 use super::failover::{Profile, Provider};
 use super::sse::{Decoder, Timeouts, http_stream, json_data};
-use super::types::{ModelEvent, ModelRequest, ModelStream, Part, Role};
 use super::structured::{SCHEMA_NAME, Structured};
+use super::types::{ModelEvent, ModelRequest, ModelStream, Part, Role};
 use super::usage::Usage;
 use crate::config::{LlmCacheTtl, LlmStructured};
 
@@ -302,7 +302,12 @@ impl AnthropicProvider {
             .post(url)
             .header("anthropic-version", ANTHROPIC_VERSION)
             .header("accept", "text/event-stream")
-            .json(&request_body(&self.model, request, self.cache_ttl, structured));
+            .json(&request_body(
+                &self.model,
+                request,
+                self.cache_ttl,
+                structured,
+            ));
         if let Some(key) = &profile.api_key {
             rb = rb.header("x-api-key", key);
         }
@@ -425,13 +430,23 @@ mod tests {
         let b = request_body("claude-sonnet-4-5", &req, LlmCacheTtl::FiveMinutes, true);
         assert_eq!(b["tools"][0]["name"], "fairy_actions");
         assert_eq!(b["tools"][0]["input_schema"], schema);
-        assert_eq!(b["tool_choice"], json!({"type": "tool", "name": "fairy_actions"}));
-        assert_eq!(b["messages"].as_array().map(Vec::len), Some(1), "no prefill");
+        assert_eq!(
+            b["tool_choice"],
+            json!({"type": "tool", "name": "fairy_actions"})
+        );
+        assert_eq!(
+            b["messages"].as_array().map(Vec::len),
+            Some(1),
+            "no prefill"
+        );
         let plain = request_body("claude-sonnet-4-5", &req, LlmCacheTtl::FiveMinutes, false);
         assert!(plain.get("tools").is_none() && plain.get("tool_choice").is_none());
         assert_eq!(plain["messages"].as_array().map(Vec::len), Some(2));
         let system = plain["system"][0]["text"].as_str().unwrap_or_default();
-        assert!(system.starts_with("sys\n\n## Response schema\n```json\n"), "{system}");
+        assert!(
+            system.starts_with("sys\n\n## Response schema\n```json\n"),
+            "{system}"
+        );
     }
 
     #[test]
@@ -467,7 +482,12 @@ mod tests {
             mode: Some(AgentMode::WorkingDrone),
             ..ModelRequest::default()
         };
-        let old = request_body("claude-3-5-sonnet-latest", &req, LlmCacheTtl::FiveMinutes, false);
+        let old = request_body(
+            "claude-3-5-sonnet-latest",
+            &req,
+            LlmCacheTtl::FiveMinutes,
+            false,
+        );
         // The fairy's mode is for the offline model; the provider never sends it.
         assert!(!old.to_string().contains("working-drone"), "{old}");
         assert_eq!(old["system"][0]["cache_control"]["type"], "ephemeral");
@@ -506,7 +526,11 @@ mod tests {
         let body = request_body("claude-sonnet-4-5", &req, LlmCacheTtl::OneHour, false);
         let marked: Vec<(usize, usize)> = (0..3)
             .flat_map(|m| (0..2).map(move |p| (m, p)))
-            .filter(|(m, p)| body["messages"][*m]["content"][*p].get("cache_control").is_some())
+            .filter(|(m, p)| {
+                body["messages"][*m]["content"][*p]
+                    .get("cache_control")
+                    .is_some()
+            })
             .collect();
         assert_eq!(marked, [(0, 0), (0, 1), (2, 0)]);
         let one_hour = json!({"type": "ephemeral", "ttl": "1h"});

@@ -58,12 +58,48 @@ pub enum LlmError {
     /// Every allowed attempt failed; `last` is the final failure.
     #[error("gave up after {attempts} attempts: {last}")]
     Exhausted { attempts: u32, last: Box<LlmError> },
-    /// The room's hourly model-token budget (`--fairy-token-budget`) is spent; the call was
-    /// not made.
-    #[error(
-        "this room has used its model-token budget ({per_hour} tokens per hour); try again in about {retry_in_secs} s"
-    )]
-    BudgetExhausted { per_hour: u64, retry_in_secs: u64 },
+    /// A model-token budget is spent (the room's per hour, `--fairy-token-budget`; the
+    /// person's or the project's per day); the call was not made.
+    #[error("{}", budget_text(*budget, *limit, *retry_in_secs))]
+    BudgetExhausted {
+        budget: BudgetScope,
+        limit: u64,
+        retry_in_secs: u64,
+    },
+}
+
+/// Whose model-token budget a refusal names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BudgetScope {
+    /// The room's, per hour (`--fairy-token-budget`).
+    Room,
+    /// The person's who asked (their token `sub`), per day (`--fairy-token-budget-person`).
+    Person,
+    /// The project's, per day (`--fairy-token-budget-project`).
+    Project,
+}
+
+impl BudgetScope {
+    /// `room`, `person` or `project`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BudgetScope::Room => "room",
+            BudgetScope::Person => "person",
+            BudgetScope::Project => "project",
+        }
+    }
+}
+
+fn budget_text(budget: BudgetScope, limit: u64, retry_in_secs: u64) -> String {
+    let (whose, per) = match budget {
+        BudgetScope::Room => ("this room has used its", "hour"),
+        BudgetScope::Person => ("you have used your", "day"),
+        BudgetScope::Project => ("this project has used its", "day"),
+    };
+    format!(
+        "{whose} model-token budget ({limit} tokens per {per}); try again in about {retry_in_secs} s"
+    )
 }
 
 impl LlmError {

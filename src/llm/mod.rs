@@ -14,6 +14,7 @@
 //! - [`structured`]: structured output (`--llm-structured`): when it is asked for, what a
 //!   refusal looks like, the fallback to the prompt's schema.
 //! - [`usage`]: token accounting.
+//! - [`prices`]: prices per model (`--llm-prices`) and the cost of a call.
 //! - [`offline`]: the embedded default model (no network, no key), with its project answers
 //!   in [`offline_project`] and the notice and shapes both draw with in [`offline_draw`].
 //! - [`paced`]: spacing a model's text out in time (`--llm-pace-ms`).
@@ -31,6 +32,7 @@ pub mod offline_draw;
 pub mod offline_project;
 pub mod openai;
 pub mod paced;
+pub mod prices;
 pub mod sse;
 pub mod structured;
 pub mod types;
@@ -44,8 +46,8 @@ pub use error::LlmError;
 pub use failover::{FailoverConfig, FailoverModel, Profile, Provider};
 pub use offline::OfflineModel;
 pub use types::{
-    AgentMode, CachePoint, ChatMessage, Model, ModelEvent, ModelRequest, ModelStream, Part,
-    ResponseSchema, Role,
+    AgentMode, Billing, CachePoint, ChatMessage, Model, ModelEvent, ModelRequest, ModelStream,
+    Part, ResponseSchema, Role,
 };
 pub use usage::{Usage, UsageLedger};
 

@@ -16,7 +16,6 @@ use super::types::{AgentMode, ModelRequest, Role};
 /// Most tasks the offline leader plans.
 const MAX_TASKS: usize = 4;
 
-
 fn last_message(request: &ModelRequest) -> String {
     request
         .messages

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use super::error::LlmError;
 use super::failover::{Profile, Provider};
 use super::sse::{Decoder, Timeouts, http_stream, json_data};
-use super::types::{ModelEvent, ModelRequest, ModelStream, Part, Role};
 use super::structured::{SCHEMA_NAME, Structured};
+use super::types::{ModelEvent, ModelRequest, ModelStream, Part, Role};
 use super::usage::Usage;
 use crate::config::LlmStructured;
 
@@ -344,10 +344,16 @@ mod tests {
             json!({"type": "json_schema", "json_schema": {"name": "fairy_actions", "strict": false, "schema": schema}})
         );
         let system = b["messages"][0]["content"].as_str().unwrap_or_default();
-        assert!(system.ends_with("answer with `{\"actions\": [...]}`."), "{system}");
+        assert!(
+            system.ends_with("answer with `{\"actions\": [...]}`."),
+            "{system}"
+        );
         let b = request_body("gpt-4.1-mini", &with_schema, false);
         assert!(b.get("response_format").is_none());
         let system = b["messages"][0]["content"].as_str().unwrap_or_default();
-        assert!(system.ends_with(&format!("```json\n{schema}\n```")), "{system}");
+        assert!(
+            system.ends_with(&format!("```json\n{schema}\n```")),
+            "{system}"
+        );
     }
 }

@@ -26,9 +26,15 @@ pub fn is_refusal(error: &LlmError) -> bool {
     };
     let m = message.to_ascii_lowercase();
     matches!(status, 400 | 422)
-        && ["response_format", "json_schema", "tools", "tool_choice", "tool_use"]
-            .iter()
-            .any(|w| m.contains(w))
+        && [
+            "response_format",
+            "json_schema",
+            "tools",
+            "tool_choice",
+            "tool_use",
+        ]
+        .iter()
+        .any(|w| m.contains(w))
 }
 
 /// One provider's structured-output setting and what it learnt: a provider that refused once
@@ -103,8 +109,14 @@ mod tests {
             status,
             message: message.into(),
         };
-        assert!(is_refusal(&bad(400, "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.")));
-        assert!(is_refusal(&bad(400, "tools: Extra inputs are not permitted")));
+        assert!(is_refusal(&bad(
+            400,
+            "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model."
+        )));
+        assert!(is_refusal(&bad(
+            400,
+            "tools: Extra inputs are not permitted"
+        )));
         assert!(is_refusal(&bad(422, "unknown field `tool_choice`")));
         assert!(!is_refusal(&bad(400, "max_tokens: must be at most 8192")));
         assert!(!is_refusal(&LlmError::Overloaded {

@@ -157,6 +157,19 @@ pub struct ModelRequest {
     /// ([`ResponseSchema::section`]) and, with structured output, constrains the answer to it.
     #[serde(skip)]
     pub response_schema: Option<ResponseSchema>,
+    /// Who pays for the call beside the fairy's room (budgets and usage totals); never sent.
+    #[serde(skip)]
+    pub billing: Billing,
+}
+
+/// Who a call is charged to beside its room: the person whose request it serves and the
+/// project the fairy works in.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Billing {
+    /// The token `sub` of the person who asked.
+    pub person: Option<String>,
+    /// The project's id.
+    pub project: Option<String>,
 }
 
 impl ModelRequest {
@@ -210,4 +223,10 @@ pub trait Model: Send + Sync {
     /// at any moment aborts the request. A successful stream ends with [`ModelEvent::Done`];
     /// a failed one ends with one `Err`.
     fn stream(&self, request: ModelRequest) -> ModelStream;
+
+    /// What `usage` cost in US dollars on this model, when its price is known (a model that
+    /// is metered knows its prices; others say nothing).
+    fn cost(&self, _usage: &Usage) -> Option<f64> {
+        None
+    }
 }

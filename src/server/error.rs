@@ -272,6 +272,14 @@ impl From<HubError> for ApiError {
                 error.to_string(),
             )
             .with_retry_after(1),
+            HubError::BudgetExhausted {
+                budget,
+                retry_after,
+                detail,
+            } => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "budget_exhausted", detail)
+                .with_field("budget", serde_json::json!(budget.name()))
+                .with_field("retryAfter", serde_json::json!(retry_after))
+                .with_retry_after(retry_after),
             HubError::Leases(_) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "pubsub_unavailable",

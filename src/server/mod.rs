@@ -3,7 +3,8 @@
 //! Owns the HTTP router (`/rooms/{room}` WebSocket upgrade, `/healthz`, `/metrics` — or a
 //! listener of its own for it with `--metrics-listen` —, JSON `404 not_found` for any other
 //! path, the web demo, the fairy API in [`fairies`], image exports in [`export`], room instructions in
-//! [`instructions`], history, versions, restore and rollback in [`history`], REST writes in
+//! [`instructions`], the fairies' model usage in [`usage`], history, versions, restore and
+//! rollback in [`history`], REST writes in
 //! [`rest`], review-mode decisions in [`review`], the OpenAPI description of all of them in [`openapi`]), connection admission, the WebSocket handshake
 //! ([`upgrade`]), request-body limits ([`body`]), per-socket tasks ([`ws`]), the mapping of
 //! errors to HTTP and close codes ([`error`]), logging set-up ([`logging`]) and graceful
@@ -24,6 +25,7 @@ pub mod projects;
 pub mod rest;
 pub mod review;
 pub mod upgrade;
+pub mod usage;
 pub mod web_demo;
 pub mod ws;
 
@@ -173,9 +175,17 @@ pub async fn start_with(
         throttle: crate::agent::apply::throttle::ThrottleConfig::from_serve(&config),
         vision: crate::llm::vision::vision_enabled(&config),
     };
+    let prices = match &config.llm_prices {
+        Some(path) => crate::llm::prices::Prices::load(path)?,
+        None => crate::llm::prices::Prices::defaults(),
+    };
     let limits = crate::agent::host::hub::HubLimits {
         max_per_room: config.max_fairies_per_room,
         token_budget: config.fairy_token_budget,
+        person_budget: config.fairy_token_budget_person,
+        project_budget: config.fairy_token_budget_project,
+        prices,
+        one_hour_cache: config.llm_cache_ttl == crate::config::LlmCacheTtl::OneHour,
     };
     // Scaled out, a fairy is hosted by the node holding its lease; the others forward its
     // API calls here, at the bound address (docs/scaling.md "Fairies across nodes").
@@ -379,6 +389,7 @@ fn api(
         .merge(rest::routes())
         .merge(review::routes())
         .merge(instructions::routes())
+        .merge(usage::routes())
         .merge(fairy_routes)
 }
 

@@ -372,7 +372,8 @@ mod tests {
                 "required": ["_type", "x"]})
         );
         // A schema that closes its properties or needs an intent keeps it.
-        let mut closed = json!({"properties": {"intent": {"type": "string"}}, "additionalProperties": false});
+        let mut closed =
+            json!({"properties": {"intent": {"type": "string"}}, "additionalProperties": false});
         lean(&mut closed);
         assert!(closed["properties"]["intent"].is_object());
     }

@@ -146,6 +146,9 @@ pub enum AgentEvent {
         cache_creation_input_tokens: u64,
         /// Attempts the call took (1 without a retry).
         attempts: u32,
+        /// What the call cost in US dollars, when its model has a price (`--llm-prices`).
+        #[serde(rename = "costUsd", skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
 }
 
@@ -197,8 +200,13 @@ impl AgentEvent {
 }
 
 impl AgentEvent {
-    /// A `usage` event for a call that took `attempts` attempts.
-    pub fn usage(purpose: UsagePurpose, usage: &crate::llm::Usage, attempts: u32) -> Self {
+    /// A `usage` event for a call that took `attempts` attempts and cost `cost_usd`.
+    pub fn usage(
+        purpose: UsagePurpose,
+        usage: &crate::llm::Usage,
+        attempts: u32,
+        cost_usd: Option<f64>,
+    ) -> Self {
         AgentEvent::Usage {
             purpose,
             input_tokens: usage.input_tokens,
@@ -206,6 +214,7 @@ impl AgentEvent {
             cache_read_input_tokens: usage.cache_read_input_tokens,
             cache_creation_input_tokens: usage.cache_creation_input_tokens,
             attempts,
+            cost_usd,
         }
     }
 
@@ -238,10 +247,16 @@ mod tests {
             output_tokens: 5,
             ..Default::default()
         };
-        let e = AgentEvent::usage(UsagePurpose::Turn, &usage, 2);
+        let e = AgentEvent::usage(UsagePurpose::Turn, &usage, 2, None);
         assert_eq!(e.name(), "usage");
         let v = serde_json::to_value(&e).unwrap_or_default();
         assert_eq!(v["type"], "usage");
+        assert!(v.get("costUsd").is_none(), "no price, no money figure");
+        let priced = AgentEvent::usage(UsagePurpose::Turn, &usage, 1, Some(0.25));
+        assert_eq!(
+            serde_json::to_value(&priced).unwrap_or_default()["costUsd"],
+            0.25
+        );
         assert_eq!(
             (v["inputTokens"].as_u64(), v["outputTokens"].as_u64()),
             (Some(10), Some(5))

@@ -38,9 +38,10 @@ use crate::agent::actions::Registry;
 use crate::agent::actions::runtime::full_registry;
 use crate::agent::apply::ledger::RevertOutcome;
 use crate::agent::apply::revert::RevertError;
-use crate::agent::host::budget::{BudgetedModel, TokenBudget};
+use crate::agent::host::budget::{BudgetLimits, BudgetedModel, Metering, Payers, TokenBudget};
 use crate::agent::host::events::{AgentEvent, EVENT_BUFFER, EndReason};
 use crate::agent::host::inbox::{Inbox, RevertJob, RevertRefused, Signal};
+use crate::agent::host::usage::{RoomUsage, UsageBook};
 use crate::agent::projects::book::ProjectBooks;
 use crate::agent::projects::waits::{Deliver, Peers, Report, WaitRegistry};
 use crate::agent::runtime::{FairyRuntime, Hosting};
@@ -112,6 +113,16 @@ pub enum HubError {
     /// Scaled out: the fairy leases could not be read (Redis).
     #[error("fairy leases unavailable: {0}")]
     Leases(#[from] crate::pubsub::PubSubError),
+    /// A model-token budget the prompt would draw on is spent.
+    #[error("{detail}")]
+    BudgetExhausted {
+        /// Whose budget.
+        budget: crate::llm::error::BudgetScope,
+        /// Seconds until it holds a token again.
+        retry_after: u64,
+        /// What to tell the person.
+        detail: String,
+    },
 }
 
 /// A request taken back: what happened to its changes of the canvas, and (review mode) the
@@ -124,13 +135,21 @@ pub struct Reverted {
     pub rejected_suggestions: Vec<crate::ids::SuggestionId>,
 }
 
-/// Bounds on the fairies of a room.
-#[derive(Debug, Clone, Copy)]
+/// Bounds on the fairies of a room, and what their model calls cost.
+#[derive(Debug, Clone)]
 pub struct HubLimits {
     /// Most fairies in one room (`--max-fairies-per-room`).
     pub max_per_room: usize,
     /// Model tokens per room per hour (`--fairy-token-budget`); 0: unlimited.
     pub token_budget: u64,
+    /// Model tokens per person per day (`--fairy-token-budget-person`); 0: unlimited.
+    pub person_budget: u64,
+    /// Model tokens per project per day (`--fairy-token-budget-project`); 0: unlimited.
+    pub project_budget: u64,
+    /// Prices per model (`--llm-prices`).
+    pub prices: crate::llm::prices::Prices,
+    /// Cache writes go to Anthropic's 1-hour cache (`--llm-cache-ttl 1h`).
+    pub one_hour_cache: bool,
 }
 
 impl Default for HubLimits {
@@ -138,6 +157,10 @@ impl Default for HubLimits {
         HubLimits {
             max_per_room: 16,
             token_budget: 1_000_000,
+            person_budget: 0,
+            project_budget: 0,
+            prices: crate::llm::prices::Prices::defaults(),
+            one_hour_cache: false,
         }
     }
 }
@@ -186,7 +209,7 @@ struct Inner {
     registry: Arc<Registry>,
     config: RuntimeConfig,
     max_per_room: usize,
-    budget: Arc<TokenBudget>,
+    metering: Arc<Metering>,
     hosted: Mutex<HostedMap>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
@@ -246,6 +269,45 @@ pub struct FairyHub {
 }
 
 impl FairyHub {
+    /// Refuses a prompt of `person` in `room` when a model-token budget its first call would
+    /// draw on (the room's, the person's) is spent: nothing of it is applied or written.
+    pub fn check_budget(&self, room: &RoomName, person: &str) -> Result<(), HubError> {
+        let payers = Payers {
+            person: Some(person),
+            project: None,
+        };
+        match self.inner.metering.budget.check(room, payers) {
+            Err(error) => {
+                let crate::llm::LlmError::BudgetExhausted {
+                    budget,
+                    retry_in_secs,
+                    ..
+                } = error
+                else {
+                    return Ok(());
+                };
+                Err(HubError::BudgetExhausted {
+                    budget,
+                    retry_after: retry_in_secs,
+                    detail: error.to_string(),
+                })
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// The sizes of the model-token budgets.
+    pub fn budget_limits(&self) -> BudgetLimits {
+        self.inner.metering.budget.limits()
+    }
+
+    /// What the fairies of `room` used and cost on this node over the last hour and day, per
+    /// fairy, person and project.
+    pub fn usage(&self, room: &RoomName) -> RoomUsage {
+        let now = self.inner.rooms.clock().unix_millis();
+        self.inner.metering.book.room(room, now)
+    }
+
     /// A hub over the room registry, thinking with `model`, within `limits`.
     pub fn new(
         rooms: Rooms,
@@ -267,7 +329,20 @@ impl FairyHub {
     ) -> Self {
         let scaled = leases.is_some();
         // One clock for the rooms, the budget and the fairies: the rooms' (crate::clock).
-        let budget = TokenBudget::with_clock(limits.token_budget, rooms.clock().clone());
+        let budget = TokenBudget::with_clock(
+            BudgetLimits {
+                room_per_hour: limits.token_budget,
+                person_per_day: limits.person_budget,
+                project_per_day: limits.project_budget,
+            },
+            rooms.clock().clone(),
+        );
+        let metering = Arc::new(Metering {
+            budget,
+            book: Arc::new(UsageBook::default()),
+            prices: limits.prices.clone(),
+            one_hour_cache: limits.one_hour_cache,
+        });
         let projects =
             ProjectBooks::new(rooms.store().clone()).with_webhooks(rooms.webhooks().cloned());
         let hub = FairyHub {
@@ -277,7 +352,7 @@ impl FairyHub {
                 registry: Arc::new(full_registry()),
                 config,
                 max_per_room: limits.max_per_room,
-                budget,
+                metering,
                 hosted: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
@@ -368,8 +443,9 @@ impl FairyHub {
         let client_id = hosting.client_id;
         let model: Arc<dyn Model> = Arc::new(BudgetedModel::new(
             self.inner.model.clone(),
-            self.inner.budget.clone(),
+            self.inner.metering.clone(),
             room.name().clone(),
+            entity.id.clone(),
         ));
         let saver = StateSaver::spawn_fenced(
             room.store().clone(),

@@ -2,8 +2,9 @@
 //! provider) and a fairy's runtime. One task per fairy per loaded room ([`hub`], with a
 //! person's prompt and cancel — the edge's entry point —, group prompts, node leases and
 //! cross-node delivery as children), reached through an [`inbox`] that never refuses an
-//! interrupt; the [`events`] its observers see; the per-room hourly token [`budget`] around
-//! every model call; and the [`executor`] fairies run on, below the people's work.
+//! interrupt; the [`events`] its observers see; the token [`budget`]s (per room per hour,
+//! per person and per project per day) around every model call, with the [`usage`] totals
+//! they record; and the [`executor`] fairies run on, below the people's work.
 //!
 //! Owns the tasks and channels around a runtime; must not build prompts, parse or apply
 //! actions (the runtime's, [`super::runtime`]) or write fairy state itself (the state saver's,
@@ -14,3 +15,4 @@ pub mod events;
 pub mod executor;
 pub mod hub;
 pub mod inbox;
+pub mod usage;

@@ -275,7 +275,10 @@ impl ContextParts {
     /// block the items one later call added.
     pub fn history_blocks(&self) -> Vec<String> {
         let line = |item: &str| format!("\n- {item}");
-        let mut blocks = vec![format!("{CONTEXT_INTRO}\n{}\n{HISTORY_HEADER}", self.stable)];
+        let mut blocks = vec![format!(
+            "{CONTEXT_INTRO}\n{}\n{HISTORY_HEADER}",
+            self.stable
+        )];
         if self.history.is_empty() {
             blocks[0].push_str(" (none yet)");
         }
@@ -412,7 +415,10 @@ pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> Contex
         }
     }
     listed.sort_by(|a, b| paint_order(a.0, b.0));
-    let blurry = table(&BLURRY_COLUMNS, listed.into_iter().map(|(_, r)| r).collect());
+    let blurry = table(
+        &BLURRY_COLUMNS,
+        listed.into_iter().map(|(_, r)| r).collect(),
+    );
     let mut selected: Vec<&Shape> = input
         .shapes
         .iter()
@@ -548,6 +554,8 @@ pub fn build_request(
         ],
         cache_key: Some(format!("fairy-{}", input.fairy.id.as_str())),
         response_schema: Some(schema),
+        // The runtime names who pays.
+        billing: crate::llm::Billing::default(),
     }
 }
 
@@ -643,7 +651,9 @@ mod tests {
         assert_eq!(blocks.len(), 3, "{blocks:?}");
         assert!(blocks[0].starts_with(CONTEXT_INTRO), "{}", blocks[0]);
         assert!(
-            blocks[0].ends_with("\n{\"mode\":\"soloing\"}\nchatHistory (oldest first):\n- {\"a\":0}\n- {\"a\":1}"),
+            blocks[0].ends_with(
+                "\n{\"mode\":\"soloing\"}\nchatHistory (oldest first):\n- {\"a\":0}\n- {\"a\":1}"
+            ),
             "{}",
             blocks[0]
         );
@@ -651,7 +661,10 @@ mod tests {
         assert_eq!(blocks[2], "- {\"a\":4}");
         let text = context.to_string();
         assert_eq!(text.lines().count(), 1 + 1 + 1 + 5 + 2, "{text}");
-        let items: Vec<Value> = history.iter().map(|i| serde_json::from_str(i).unwrap()).collect();
+        let items: Vec<Value> = history
+            .iter()
+            .map(|i| serde_json::from_str(i).unwrap())
+            .collect();
         assert_eq!(
             context.merged(),
             json!({"mode": "soloing", "bounds": {"x": 1}, "time": "t\"q\nr", CHAT_HISTORY: items})

@@ -493,7 +493,10 @@ mod tests {
             .collect();
         // In z-order: equal keys here, so by id.
         assert_eq!(ids, ["edge", "inside"]);
-        assert_eq!(parts["peripheralClusters"]["columns"][4], json!("numberOfShapes"));
+        assert_eq!(
+            parts["peripheralClusters"]["columns"][4],
+            json!("numberOfShapes")
+        );
         assert_eq!(parts["peripheralClusters"]["rows"][0][4], json!(1));
         assert_eq!(parts["time"], json!("Thursday 1 January 1970, 00:00 UTC"));
     }

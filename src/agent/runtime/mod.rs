@@ -119,6 +119,9 @@ pub struct FairyRuntime {
     /// splits the history there so that a call's prefix stays a prefix of the next
     /// (`turn/prompt.rs`; a few dozen at most).
     pub(super) history_marks: Vec<usize>,
+    /// Who pays for the running request's model calls beside the room (its person, the
+    /// fairy's project): budgets and usage totals.
+    pub(super) billing: crate::llm::Billing,
     /// The current request's bounds.
     pub(super) bounds: Bounds,
     /// The running request's ids (empty between requests).
@@ -194,6 +197,7 @@ impl FairyRuntime {
             notes: Vec::new(),
             cut_answer: false,
             history_marks: Vec::new(),
+            billing: crate::llm::Billing::default(),
             bounds: Bounds::default(),
             request_ids: Vec::new(),
             peers: None,

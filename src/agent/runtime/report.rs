@@ -88,8 +88,13 @@ mod tests {
             cache_read_input_tokens: 1,
             cache_creation_input_tokens: 2,
         };
-        report.observe(&AgentEvent::usage(UsagePurpose::Turn, &call, 1));
-        report.observe(&AgentEvent::usage(UsagePurpose::Summary, &call, 2));
+        report.observe(&AgentEvent::usage(UsagePurpose::Turn, &call, 1, None));
+        report.observe(&AgentEvent::usage(
+            UsagePurpose::Summary,
+            &call,
+            2,
+            Some(0.5),
+        ));
         let ended = report.observe(&AgentEvent::RequestEnded {
             reason: EndReason::Cancelled,
         });

@@ -96,6 +96,7 @@ impl FairyRuntime {
             });
             self.beacon.update(|p| p.pose = Pose::Thinking);
             self.name_actor(&request_id, request.from_user.as_deref());
+            self.billing = self.billing_of(&request);
             self.compact_history().await;
             self.emit(AgentEvent::TurnStarted { turn });
             crate::metrics::global().fairy_turns.inc();

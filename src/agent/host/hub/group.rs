@@ -69,6 +69,8 @@ impl FairyHub {
                 "a group prompt needs at least 2 distinct fairies".into(),
             ));
         }
+        // A spent budget refuses the project before anything of it is written.
+        self.check_budget(room, &prompt.sub)?;
         let leader = prompt.orchestrator_id.unwrap_or_else(|| ids[0].clone());
         if !ids.contains(&leader) {
             return Err(HubError::InvalidGroup(format!(

@@ -39,6 +39,8 @@ impl FairyHub {
     ) -> Result<RequestId, HubError> {
         // A member of a live project answers to its project, not to users (they disband it).
         self.refuse_if_in_project(room, id).await?;
+        // A spent budget refuses the prompt before anything of it is written.
+        self.check_budget(room, &prompt.sub)?;
         // The person's side of the conversation goes into the fairy's `chat` before the fairy
         // can answer, so every browser shows the exchange in order.
         let request_id = RequestId::random();

@@ -216,7 +216,8 @@ impl FairyRuntime {
                 "Summarise this history:\n{text}"
             ))],
             max_tokens: 1024,
-            // A summary, not a fairy's turn: no mode.
+            // A summary, not a fairy's turn: no mode; paid like the request it serves.
+            billing: self.billing.clone(),
             ..ModelRequest::default()
         };
         let Some(summary) = self.summarise(request).await else {
@@ -302,9 +303,17 @@ impl FairyRuntime {
         drop(stream);
         let total = spent.with_attempt(&usage);
         crate::metrics::global().count_model_tokens(total.input_tokens, total.output_tokens);
-        crate::metrics::global()
-            .count_cache_tokens(total.cache_read_input_tokens, total.cache_creation_input_tokens);
-        self.emit(AgentEvent::usage(UsagePurpose::Summary, &total, attempts));
+        crate::metrics::global().count_cache_tokens(
+            total.cache_read_input_tokens,
+            total.cache_creation_input_tokens,
+        );
+        let cost = self.model.cost(&total);
+        self.emit(AgentEvent::usage(
+            UsagePurpose::Summary,
+            &total,
+            attempts,
+            cost,
+        ));
         if let Some(error) = failed {
             tracing::warn!(fairy = %self.entity.id, %error, "history summary failed");
             return None;

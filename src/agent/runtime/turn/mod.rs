@@ -241,9 +241,17 @@ impl FairyRuntime {
         drop(stream);
         let total = spent.with_attempt(&usage);
         crate::metrics::global().count_model_tokens(total.input_tokens, total.output_tokens);
-        crate::metrics::global()
-            .count_cache_tokens(total.cache_read_input_tokens, total.cache_creation_input_tokens);
-        self.emit(AgentEvent::usage(UsagePurpose::Turn, &total, attempts));
+        crate::metrics::global().count_cache_tokens(
+            total.cache_read_input_tokens,
+            total.cache_creation_input_tokens,
+        );
+        let cost = self.model.cost(&total);
+        self.emit(AgentEvent::usage(
+            UsagePurpose::Turn,
+            &total,
+            attempts,
+            cost,
+        ));
         outcome?;
         if !cut {
             for a in actions.finish() {

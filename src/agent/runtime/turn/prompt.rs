@@ -17,7 +17,7 @@ use crate::agent::prompt::{PromptInput, build_request};
 use crate::agent::runtime::FairyRuntime;
 use crate::agent::state::Request;
 use crate::canvas::transform::PromptTransform;
-use crate::llm::ModelRequest;
+use crate::llm::{Billing, ModelRequest};
 
 /// History blocks kept apart at most (Anthropic looks 20 blocks back for a cached prefix).
 const MAX_HISTORY_MARKS: usize = 16;
@@ -108,8 +108,25 @@ impl FairyRuntime {
             project: self.project_part(),
             extras: &gathered.extras,
         };
-        let request = build_request(&input, &self.registry, &mut transform);
-        TurnPrompt { request, transform }
+        let mut model_request = build_request(&input, &self.registry, &mut transform);
+        model_request.billing = self.billing_of(request);
+        TurnPrompt {
+            request: model_request,
+            transform,
+        }
+    }
+
+    /// Who pays for the model calls of `request` beside the room: the person who asked and
+    /// the project the fairy works in.
+    pub(in crate::agent::runtime) fn billing_of(&self, request: &Request) -> Billing {
+        Billing {
+            person: request.from_user.clone(),
+            project: self
+                .state
+                .project
+                .as_ref()
+                .map(|m| m.project_id.as_str().to_owned()),
+        }
     }
 
     /// Remembers where the history ended for the call just built: the next prompts split
