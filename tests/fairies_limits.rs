@@ -123,7 +123,7 @@ async fn calls_that_start_work_are_rate_limited_per_token() {
     server.shutdown().await;
 }
 
-const BOX: &str = r#"{"actions": [{"_type": "create", "intent": "a box", "shape": {"_type": "rectangle", "shapeId": "box1", "note": "", "x": 10, "y": 20, "w": 100, "h": 50, "color": "blue", "fill": "solid", "text": "", "textAlign": "middle"}}, {"_type": "message", "text": "Drew a box."}]}"#;
+const BOX: &str = r#"{"actions": [{"_type": "upsert-personal-todo", "id": "t1", "text": "two boxes", "status": "todo"}, {"_type": "create", "intent": "a box", "shape": {"_type": "rectangle", "shapeId": "box1", "note": "", "x": 10, "y": 20, "w": 100, "h": 50, "color": "blue", "fill": "solid", "text": "", "textAlign": "middle"}}, {"_type": "message", "text": "Drew a box."}]}"#;
 const BOX2: &str = r#"{"actions": [{"_type": "create", "intent": "another", "shape": {"_type": "rectangle", "shapeId": "box2", "note": "", "x": 300, "y": 20, "w": 100, "h": 50, "color": "red", "fill": "solid", "text": "", "textAlign": "middle"}}, {"_type": "message", "text": "Drew another."}]}"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,18 +159,16 @@ async fn a_spent_token_budget_ends_the_request_before_the_model_is_called() {
         .expect("events");
     assert_eq!(events.status().as_u16(), 200);
 
-    // The bucket is full: the first request runs, and costs more than the budget.
+    // The bucket is full: the request runs; its first turn costs more than the budget and
+    // leaves a todo item open, so it wants another turn.
     prompt(&http, "budget", &id, "a box").await;
-    let first = read_events(&mut events, "event: request-ended").await;
-    assert!(first.contains("\"reason\":\"done\""), "{first}");
     client
         .until("box1 drawn", |c| {
             shapes(c)["box1"]["locked"] == json!(false)
         })
         .await;
 
-    // The next one ends before its model call: an error event, a chat message, nothing drawn.
-    prompt(&http, "budget", &id, "another box").await;
+    // The next turn ends before its model call: an error event, a chat message, nothing drawn.
     let second = read_events(&mut events, "event: request-ended").await;
     assert!(second.contains("event: error"), "{second}");
     assert!(second.contains("model-token budget"), "{second}");
@@ -185,6 +183,22 @@ async fn a_spent_token_budget_ends_the_request_before_the_model_is_called() {
     assert_eq!(mock.requests().len(), 1, "the model was not called again");
     assert!(shapes(&client).get("box2").is_none());
     assert_eq!(locked_count(&client), 0);
+    // A prompt that finds the budget spent is refused before anything of it is written.
+    let (status, body) = post(
+        &format!("{http}/rooms/budget/fairies/{id}/prompt"),
+        json!({"message": "another box"}),
+    )
+    .await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"], json!("budget_exhausted"));
+    assert_eq!(body["budget"], json!("room"));
+    assert!(body["retryAfter"].as_u64().is_some_and(|s| s > 0), "{body}");
+    client.drain(Duration::from_millis(200)).await;
+    assert!(
+        !chat_texts(&client, &id).iter().any(|t| t == "another box"),
+        "nothing of the refused prompt is written"
+    );
+    assert_eq!(mock.requests().len(), 1);
     let history = history(&http, "budget", &id).await;
     assert_eq!(history["mode"], json!("idling"));
     client.close().await;
