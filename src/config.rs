@@ -227,6 +227,16 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_HISTORY_RETENTION", default_value = "30d")]
     pub history_retention: Retention,
 
+    /// Most bytes of updates a room's kept log holds (0: no cap): past it the oldest updates
+    /// are dropped in the background (checked every minute), down to a checkpoint taken at the
+    /// cut, so every later moment stays readable. See docs/history.md "What is kept".
+    #[arg(
+        long,
+        env = "FAIRYRING_HISTORY_MAX_BYTES",
+        default_value_t = 512 * 1024 * 1024
+    )]
+    pub history_max_bytes: u64,
+
     /// Log format.
     #[arg(
         long,
@@ -360,6 +370,18 @@ pub struct ServeConfig {
     )]
     pub webhook_backoff_ms: u64,
 
+    /// Most webhook events waiting in the outbox, for the whole deployment: past it, each
+    /// room's oldest waiting `room.updated` events are merged into one (a receiver reads the
+    /// gap from history), then the oldest never-attempted events are dropped (counted). See
+    /// docs/webhooks.md "Bounds".
+    #[arg(long, env = "FAIRYRING_WEBHOOK_MAX_PENDING", default_value_t = 10_000)]
+    pub webhook_max_pending: u64,
+
+    /// How long dead letters are kept: `7d`, `12h`, `90m`, `3600s` (a plain number is
+    /// seconds); `0` keeps them for ever.
+    #[arg(long, env = "FAIRYRING_WEBHOOK_DEAD_RETENTION", default_value = "7d")]
+    pub webhook_dead_retention: Retention,
+
     /// Serve `GET /metrics` on this separate address (and no longer on `--listen`), for a
     /// Prometheus that reaches a private interface.
     #[arg(long, env = "FAIRYRING_METRICS_LISTEN")]
@@ -400,6 +422,7 @@ impl ServeConfig {
             compact_every: 500,
             history_checkpoint_every: 2000,
             history_retention: Retention::default(),
+            history_max_bytes: 512 * 1024 * 1024,
             log_format: LogFormat::Pretty,
             llm: LlmProvider::Offline,
             llm_model: None,
@@ -425,6 +448,8 @@ impl ServeConfig {
             webhook_debounce_ms: 1000,
             webhook_max_attempts: 10,
             webhook_backoff_ms: 1000,
+            webhook_max_pending: 10_000,
+            webhook_dead_retention: Retention::of(Duration::from_secs(7 * 24 * 3600)),
             metrics_listen: None,
         }
     }

@@ -25,6 +25,7 @@ pub mod rest;
 pub mod review;
 pub mod upgrade;
 pub mod web_demo;
+pub mod write_rate;
 pub mod ws;
 
 use std::io::Write;
@@ -78,6 +79,8 @@ pub struct AppState {
     pub export_reads: Arc<export::reads::ExportReads>,
     /// Rooms' history: pages, versions, restore, rollback.
     pub history: Arc<crate::history::service::History>,
+    /// The per-token rate limit on REST writes (the socket's rates, per `sub`).
+    pub write_rate: Arc<write_rate::WriteRate>,
 }
 
 /// A running server (returned by [`start`]).
@@ -210,6 +213,7 @@ pub async fn start_with(
         history: Arc::new(crate::history::service::History::new(store.clone())),
         fairies,
         fairy_rate: fairies::rate_limiter(config.fairy_api_rate_per_min),
+        write_rate: Arc::new(write_rate::WriteRate::from_config(&config)),
         connections: Arc::new(Semaphore::new(config.max_connections)),
         config: Arc::new(config),
         rooms,
@@ -242,6 +246,13 @@ pub async fn start_with(
                 shutdown.clone(),
             ));
         }
+        if serve_state.config.history_max_bytes > 0 {
+            tokio::spawn(cap_history(
+                serve_state.store.clone(),
+                serve_state.config.history_max_bytes,
+                shutdown.clone(),
+            ));
+        }
         // Renders stop at once on shutdown, so that no export holds up the graceful end.
         let renders = serve_state.renders.clone();
         let render_stop = shutdown.clone();
@@ -271,7 +282,7 @@ pub async fn start_with(
         direct_stop.cancel();
         tracing::info!("all rooms flushed; server stopped");
     });
-    tracing::info!(%addr, store = %state.config.store, "fairyring listening");
+    tracing::info!(%addr, store = %crate::redact::url(&state.config.store), "fairyring listening");
     Ok(ServerHandle {
         addr,
         metrics_addr,
@@ -303,6 +314,29 @@ async fn prune_history(
             Ok(0) => {}
             Ok(dropped) => tracing::info!(dropped, "dropped history older than the retention"),
             Err(error) => tracing::warn!(%error, "dropping old history failed; will retry"),
+        }
+    }
+}
+
+/// How often rooms' logs are checked against `--history-max-bytes`.
+const CAP_HISTORY_EVERY: Duration = Duration::from_secs(60);
+
+/// Keeps every room's log within `max_bytes` ([`crate::history::retention::enforce_cap`]),
+/// every [`CAP_HISTORY_EVERY`], until shutdown.
+async fn cap_history(
+    store: Arc<dyn crate::store::Store>,
+    max_bytes: u64,
+    shutdown: CancellationToken,
+) {
+    let mut next = tokio::time::Instant::now() + CAP_HISTORY_EVERY;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            _ = shutdown.cancelled() => return,
+        }
+        next += CAP_HISTORY_EVERY;
+        if let Err(error) = crate::history::retention::enforce_cap(&store, max_bytes).await {
+            tracing::warn!(%error, "keeping history within --history-max-bytes failed; will retry");
         }
     }
 }

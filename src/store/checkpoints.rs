@@ -170,6 +170,43 @@ pub fn assemble_version(
     })
 }
 
+/// Where the version at `seq` starts when its updates are read afterwards, in bounded
+/// batches ([`super::Store::version_base`]): among the checkpoint chain (its head and states),
+/// the snapshot and the empty document, those whose updates up to `seq` are all kept (the log is
+/// pruned only from its start, so a base is usable when `seq` is the base itself or the oldest
+/// kept update `first_kept` follows it), the one nearest `seq` (fewest updates to replay);
+/// `None` when none is usable or `seq` is 0. The version's `updates` are left empty.
+pub fn choose_base(
+    seq: u64,
+    chain: Option<(u64, Vec<Bytes>)>,
+    snapshot: Option<(u64, Bytes)>,
+    first_kept: Option<u64>,
+) -> Option<StoredVersion> {
+    if seq == 0 {
+        return None;
+    }
+    let usable =
+        |base: u64| base <= seq && (base == seq || first_kept.is_some_and(|f| f <= base + 1));
+    let mut candidates: Vec<(VersionBase, Vec<Bytes>)> = Vec::with_capacity(3);
+    if let Some((head, states)) = chain {
+        candidates.push((VersionBase::Checkpoint(head), states));
+    }
+    if let Some((at, state)) = snapshot {
+        candidates.push((VersionBase::Snapshot(at), vec![state]));
+    }
+    candidates.push((VersionBase::Empty, Vec::new()));
+    candidates
+        .into_iter()
+        .filter(|(base, _)| usable(base.seq()))
+        .max_by_key(|(base, _)| base.seq())
+        .map(|(base, states)| StoredVersion {
+            base,
+            states,
+            updates: Vec::new(),
+            seq,
+        })
+}
+
 /// One full-state v1 update equal to applying `states` in order (a chain made full again when
 /// pruning drops what lies below it); `None` when they cannot be merged (never for states
 /// this server wrote). CPU work: call it off the async threads.
