@@ -488,6 +488,9 @@ pub struct RevertAnswer {
 }
 
 /// Takes a request back.
+///
+/// A review-mode request with pending suggestions needs the `write` scope too: reverting it
+/// rejects them; without it, `403 insufficient_scope`.
 #[utoipa::path(
     post,
     operation_id = "revertRequest",
@@ -503,8 +506,6 @@ pub struct RevertAnswer {
         (status = 503, description = "`fairy_moving`, `fairy_busy`, `store_unavailable`, `shutting_down`", body = ErrorBody),
     ),
 )]
-/// (A review-mode request with pending suggestions needs the `write` scope too: reverting it
-/// rejects them; without it, `403 insufficient_scope`.)
 async fn revert(
     State(state): State<AppState>,
     Admitted {

@@ -138,6 +138,7 @@ async fn decide(
         (status = 404, description = "`suggestion_not_found`, `room_not_found`", body = ErrorBody),
         (status = 409, description = "`already_decided`, `shape_gone` (its shape was deleted), `shape_exists` (its id was taken), `suggestion_streaming` (its fairy is still writing it)", body = ErrorBody),
         (status = 413, description = "`doc_too_large`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
     ),
 )]
@@ -163,6 +164,7 @@ async fn accept(
         TokenRefusals,
         (status = 404, description = "`suggestion_not_found`, `room_not_found`", body = ErrorBody),
         (status = 409, description = "`already_decided`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
     ),
 )]
@@ -188,6 +190,7 @@ async fn reject(
         TokenRefusals,
         (status = 404, description = "`fairy_not_found` (an id that cannot be a fairy's, or no fairy of this room), `request_not_found` (an id that cannot be a request's), `room_not_found`", body = ErrorBody),
         (status = 413, description = "`doc_too_large`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
     ),
 )]
