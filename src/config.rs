@@ -204,6 +204,21 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_MAX_DOC_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_doc_bytes: u64,
 
+    /// Most HTTP requests in flight in the process, from arrival until their answer is sent
+    /// (WebSocket upgrades apart); over it `503 server_busy`. 0: no cap. See docs/limits.md
+    /// "HTTP".
+    #[arg(long, env = "FAIRYRING_MAX_HTTP_REQUESTS", default_value_t = 256)]
+    pub max_http_requests: usize,
+
+    /// Most HTTP requests of one token in flight at once; over it `429 too_many_requests`.
+    /// 0: no cap.
+    #[arg(
+        long,
+        env = "FAIRYRING_MAX_HTTP_REQUESTS_PER_TOKEN",
+        default_value_t = 16
+    )]
+    pub max_http_requests_per_token: usize,
+
     /// Outbound frames queued per peer before that peer is closed as too slow.
     #[arg(long, env = "FAIRYRING_OUTBOUND_QUEUE", default_value_t = 1024)]
     pub outbound_queue: usize,
@@ -418,6 +433,8 @@ impl ServeConfig {
             rate_bytes_per_sec: 1024 * 1024,
             max_awareness_bytes: 16 * 1024,
             max_doc_bytes: 64 * 1024 * 1024,
+            max_http_requests: 256,
+            max_http_requests_per_token: 16,
             outbound_queue: 1024,
             compact_every: 500,
             history_checkpoint_every: 2000,

@@ -555,8 +555,9 @@ async fn rest_writes_are_rate_limited_per_token() {
     server.handle.shutdown().await;
 }
 
-/// Finding 11: a restore body that is not an object is `400`; `/update` refuses roots that pass
-/// for a server-owned one (`Fairies`, `"fairies "`).
+/// Finding 11: ids lose every `shape:` prefix (`shape:shape:x` is `x`); a restore body that is
+/// not an object is `400`; `/update` refuses roots that pass for a server-owned one
+/// (`Fairies`, `"fairies "`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restore_bodies_are_objects_and_server_roots_have_no_lookalikes() {
     let server = Server::start(ServeConfig::for_test()).await;
@@ -569,6 +570,29 @@ async fn restore_bodies_are_objects_and_server_roots_have_no_lookalikes() {
     )
     .await;
     assert_eq!(status, 200, "{body}");
+    // An id with two prefixes is the id without any, which one prefix names too.
+    let (status, body) = patch(
+        &server.url(room, "shapes"),
+        &ada,
+        json!({"create": [{"id": "shape:shape:x", "type": "rectangle"}]}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["created"].clone()),
+        (200, json!(["x"])),
+        "{body}"
+    );
+    let (status, body) = patch(
+        &server.url(room, "shapes"),
+        &ada,
+        json!({"update": [{"id": "shape:x", "x": 4}]}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["updated"].clone()),
+        (200, json!(["x"])),
+        "{body}"
+    );
     let (status, body) = post_json(&server.url(room, "restore"), &ada, json!([3])).await;
     assert_eq!(
         (status, body["error"].as_str()),
@@ -680,5 +704,76 @@ async fn secrets_in_urls_stay_out_of_logs_and_stored_errors() {
     for secret in ["hook-p4ss", "t0ken-in-query"] {
         assert!(!error.contains(secret), "{secret} kept: {error}");
     }
+    server.handle.shutdown().await;
+}
+
+/// Finding 4: requests in flight are capped per token (`429 too_many_requests`) and per process
+/// (`503 server_busy`), with `retryAfter`; a place is held until the request's answer is done,
+/// and given back when its client goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_in_flight_are_capped_per_token_and_per_process() {
+    use tokio::io::AsyncWriteExt;
+    let config = ServeConfig {
+        max_http_requests: 3,
+        max_http_requests_per_token: 2,
+        ..ServeConfig::for_test()
+    };
+    let server = Server::start(config).await;
+    let addr = server.handle.addr();
+    let ada = server.tokens.mint("ada", "read write");
+    let bob = server.tokens.mint("bob", "read write");
+    let cid = server.tokens.mint("cid", "read write");
+    // A request whose body never comes holds its place while the server waits for it.
+    let hold = |token: String| async move {
+        let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let head = format!(
+            "PATCH /rooms/held/shapes HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\n\
+             content-type: application/json\r\ncontent-length: 100\r\n\r\n{{"
+        );
+        socket.write_all(head.as_bytes()).await.expect("write");
+        socket
+    };
+    let status_of = |token: String| {
+        let url = server.url("held", "doc");
+        async move {
+            let (status, body, retry) =
+                send(reqwest::Client::new().get(url).bearer_auth(&token)).await;
+            (status, body, retry)
+        }
+    };
+    // Polls (the held requests reach the server on their own: nothing to await) until a
+    // request of `token` is answered `want`.
+    let until = |token: String, want: u16| async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (status, body, retry) = status_of(token.clone()).await;
+            if status == want {
+                return (body, retry);
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "never {want}: {status} {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let held_a = vec![hold(ada.clone()).await, hold(ada.clone()).await];
+    let (body, retry) = until(ada.clone(), 429).await;
+    assert_eq!(body["error"], json!("too_many_requests"), "{body}");
+    assert_eq!(body["retryAfter"], json!(1), "{body}");
+    assert_eq!(retry.as_deref(), Some("1"));
+    // Another token still gets in (the room was never written: 404).
+    let (status, body, _) = status_of(bob.clone()).await;
+    assert_eq!(status, 404, "{body}");
+    // The third place of the process: nobody else gets in.
+    let held_b = hold(bob.clone()).await;
+    let (body, _) = until(cid.clone(), 503).await;
+    assert_eq!(body["error"], json!("server_busy"), "{body}");
+    assert_eq!(body["retryAfter"], json!(1), "{body}");
+    // Clients that go give their places back.
+    drop(held_a);
+    drop(held_b);
+    until(cid, 404).await;
+    until(ada, 404).await;
     server.handle.shutdown().await;
 }

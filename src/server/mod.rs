@@ -17,6 +17,7 @@ pub mod fairies;
 pub mod forward;
 pub mod health;
 pub mod history;
+pub mod http_limits;
 pub mod instructions;
 pub mod logging;
 pub mod openapi;
@@ -81,6 +82,8 @@ pub struct AppState {
     pub history: Arc<crate::history::service::History>,
     /// The per-token rate limit on REST writes (the socket's rates, per `sub`).
     pub write_rate: Arc<write_rate::WriteRate>,
+    /// The caps on HTTP requests in flight (per process, per token).
+    pub http_limits: Arc<http_limits::HttpLimits>,
 }
 
 /// A running server (returned by [`start`]).
@@ -214,6 +217,7 @@ pub async fn start_with(
         fairies,
         fairy_rate: fairies::rate_limiter(config.fairy_api_rate_per_min),
         write_rate: Arc::new(write_rate::WriteRate::from_config(&config)),
+        http_limits: Arc::new(http_limits::HttpLimits::from_config(&config)),
         connections: Arc::new(Semaphore::new(config.max_connections)),
         config: Arc::new(config),
         rooms,
@@ -378,12 +382,14 @@ pub fn router(state: AppState) -> Router {
         project_routes,
     )
     .split_for_parts();
+    let limits = axum::middleware::from_fn_with_state(state.clone(), http_limits::admit);
     api.layer(axum::Extension(openapi::Described::new(&described)))
         .with_state(state)
         .merge(web_demo::routes())
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(error::MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(body::limit))
+        .layer(limits)
         .layer(axum::middleware::map_response(error::json_errors))
 }
 
