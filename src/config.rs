@@ -219,6 +219,12 @@ pub struct ServeConfig {
     )]
     pub max_http_requests_per_token: usize,
 
+    /// Seconds a connection's write may make no progress (its client reads nothing) before the
+    /// connection is dropped, with the answer it held and its place under
+    /// `--max-http-requests`. 0: no timeout. See docs/limits.md "HTTP".
+    #[arg(long, env = "FAIRYRING_HTTP_WRITE_TIMEOUT", default_value_t = 30)]
+    pub http_write_timeout: u64,
+
     /// Outbound frames queued per peer before that peer is closed as too slow.
     #[arg(long, env = "FAIRYRING_OUTBOUND_QUEUE", default_value_t = 1024)]
     pub outbound_queue: usize,
@@ -435,6 +441,7 @@ impl ServeConfig {
             max_doc_bytes: 64 * 1024 * 1024,
             max_http_requests: 256,
             max_http_requests_per_token: 16,
+            http_write_timeout: 30,
             outbound_queue: 1024,
             compact_every: 500,
             history_checkpoint_every: 2000,
@@ -501,6 +508,11 @@ impl ServeConfig {
         } else {
             crate::pubsub::Mode::Plain
         }
+    }
+
+    /// How long a connection's write may stall (`--http-write-timeout`); `None`: forever.
+    pub fn http_write_timeout(&self) -> Option<Duration> {
+        (self.http_write_timeout > 0).then(|| Duration::from_secs(self.http_write_timeout))
     }
 
     /// The budget of one render (`--render-timeout-ms`, at least 1 ms).

@@ -777,3 +777,97 @@ async fn requests_in_flight_are_capped_per_token_and_per_process() {
     until(ada, 404).await;
     server.handle.shutdown().await;
 }
+
+/// Finding 4: twenty clients that ask for a large answer (the JSON document and the Yjs
+/// update of an 8 MB room) and never read it are dropped once their answer has made no
+/// progress for `--http-write-timeout`: their sockets see the end (EOF or reset) short of the
+/// whole answer, and their places under `--max-http-requests` are given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_never_read_are_dropped_at_the_write_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const CLIENTS: usize = 20;
+    const TEXT: usize = 8 * 1024 * 1024;
+    let config = ServeConfig {
+        http_write_timeout: 2,
+        max_http_requests: CLIENTS,
+        max_http_requests_per_token: 0,
+        ..ServeConfig::for_test()
+    };
+    let store = fairyring::store::open_in(&config.store, None)
+        .await
+        .expect("store opens");
+    let room = RoomName::parse("big").expect("room name");
+    log_overwrites(&store, &room, 1, TEXT).await;
+    let server = Server::start_on(config, store).await;
+    let addr = server.handle.addr();
+    let token = server.tokens.mint("ada", "read");
+
+    // Each client reads nothing: a 4 KB receive buffer, and the server's send buffer (4 MB at
+    // most here) fill long before the 8 MB answer is out.
+    let mut sockets = Vec::new();
+    for i in 0..CLIENTS {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4096).expect("rcvbuf");
+        let mut stream = socket.connect(addr).await.expect("connect");
+        let format = if i % 2 == 0 { "" } else { "?format=yjs" };
+        let head = format!(
+            "GET /rooms/big/doc{format} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).await.expect("write");
+        sockets.push(stream);
+    }
+    until_in_flight(&server.handle, "all twenty held", |n| n == CLIENTS).await;
+    let held = std::time::Instant::now();
+    until_in_flight(&server.handle, "all twenty dropped", |n| n == 0).await;
+    assert!(
+        held.elapsed() >= Duration::from_secs(2),
+        "dropped before the write timeout: {:?}",
+        held.elapsed()
+    );
+    // Each socket now reads what the kernel buffered, then the end: never the whole answer.
+    let ends = sockets.into_iter().map(|mut stream| async move {
+        let mut got = 0usize;
+        let mut buf = vec![0u8; 64 * 1024];
+        let end = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                match stream.read(&mut buf).await {
+                    Ok(0) => return "eof",
+                    Ok(n) => got += n,
+                    Err(_) => return "reset",
+                }
+            }
+        })
+        .await
+        .expect("the socket ends");
+        (end, got)
+    });
+    for (end, got) in futures_util::future::join_all(ends).await {
+        assert!(got < TEXT, "{end} after {got} bytes: the whole answer came");
+    }
+    // The places are back: a request gets in (and its answer, read, comes whole).
+    let (status, body, _) = send(
+        reqwest::Client::new()
+            .get(server.url("big", "doc?format=yjs"))
+            .bearer_auth(&token),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    server.handle.shutdown().await;
+}
+
+/// Polls the server's own count of requests in flight until `ok` (nothing to await: requests
+/// arrive and go on their own), for a minute at most.
+async fn until_in_flight(handle: &ServerHandle, what: &str, ok: impl Fn(usize) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = handle.http_requests_in_flight();
+        if ok(now) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {now} in flight"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -96,6 +96,12 @@ impl HttpLimits {
         }
     }
 
+    /// Requests holding a place now.
+    pub fn in_flight(&self) -> usize {
+        self.max_process
+            .saturating_sub(self.process.available_permits())
+    }
+
     /// A place for a request carrying `token` (its text, unverified), or why there is none.
     pub fn enter(&self, token: Option<&str>) -> Result<Place, Refused> {
         let process = Arc::clone(&self.process)
@@ -235,6 +241,8 @@ mod tests {
         // No cap: 0.
         let open = super::tests::limits(0, 0);
         let held: Vec<Place> = (0..100).map(|_| open.enter(Some("a")).unwrap()).collect();
-        assert_eq!(held.len(), 100);
+        assert_eq!(open.in_flight(), 100);
+        drop(held);
+        assert_eq!(open.in_flight(), 0);
     }
 }

@@ -27,6 +27,7 @@ pub mod review;
 pub mod upgrade;
 pub mod web_demo;
 pub mod write_rate;
+pub mod write_timeout;
 pub mod ws;
 
 use std::io::Write;
@@ -108,6 +109,11 @@ impl ServerHandle {
     /// The room registry (for tests and embedding).
     pub fn rooms(&self) -> &Rooms {
         &self.state.rooms
+    }
+
+    /// HTTP requests holding a place under `--max-http-requests` now (for tests and embedding).
+    pub fn http_requests_in_flight(&self) -> usize {
+        self.state.http_limits.in_flight()
     }
 
     /// Stops accepting, closes every socket, flushes every room and waits for all of it.
@@ -240,6 +246,10 @@ pub async fn start_with(
             tracing::debug!(%error, "could not set TCP_NODELAY on an accepted socket");
         }
     });
+    // A write that makes no progress for --http-write-timeout ends its connection, releasing
+    // the answer it held and its place under --max-http-requests.
+    let listener =
+        write_timeout::WriteTimeoutListener::new(listener, state.config.http_write_timeout());
     let serve_state = state.clone();
     let task = tokio::spawn(async move {
         let shutdown = serve_state.shutdown.clone();
