@@ -232,6 +232,27 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_MAX_DOC_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_doc_bytes: u64,
 
+    /// Most HTTP requests in flight in the process, from arrival until their answer is sent
+    /// (WebSocket upgrades apart); over it `503 server_busy`. 0: no cap. See docs/limits.md
+    /// "HTTP".
+    #[arg(long, env = "FAIRYRING_MAX_HTTP_REQUESTS", default_value_t = 256)]
+    pub max_http_requests: usize,
+
+    /// Most HTTP requests of one token in flight at once; over it `429 too_many_requests`.
+    /// 0: no cap.
+    #[arg(
+        long,
+        env = "FAIRYRING_MAX_HTTP_REQUESTS_PER_TOKEN",
+        default_value_t = 16
+    )]
+    pub max_http_requests_per_token: usize,
+
+    /// Seconds a connection's write may make no progress (its client reads nothing) before the
+    /// connection is dropped, with the answer it held and its place under
+    /// `--max-http-requests`. 0: no timeout. See docs/limits.md "HTTP".
+    #[arg(long, env = "FAIRYRING_HTTP_WRITE_TIMEOUT", default_value_t = 30)]
+    pub http_write_timeout: u64,
+
     /// Outbound frames queued per peer before that peer is closed as too slow.
     #[arg(long, env = "FAIRYRING_OUTBOUND_QUEUE", default_value_t = 1024)]
     pub outbound_queue: usize,
@@ -254,6 +275,16 @@ pub struct ServeConfig {
     /// `0` keeps everything. Older updates and checkpoints are dropped in the background.
     #[arg(long, env = "FAIRYRING_HISTORY_RETENTION", default_value = "30d")]
     pub history_retention: Retention,
+
+    /// Most bytes of updates a room's kept log holds (0: no cap): past it the oldest updates
+    /// are dropped in the background (checked every minute), down to a checkpoint taken at the
+    /// cut, so every later moment stays readable. See docs/history.md "What is kept".
+    #[arg(
+        long,
+        env = "FAIRYRING_HISTORY_MAX_BYTES",
+        default_value_t = 512 * 1024 * 1024
+    )]
+    pub history_max_bytes: u64,
 
     /// Log format.
     #[arg(
@@ -434,6 +465,18 @@ pub struct ServeConfig {
     )]
     pub webhook_backoff_ms: u64,
 
+    /// Most webhook events waiting in the outbox, for the whole deployment: past it, each
+    /// room's oldest waiting `room.updated` events are merged into one (a receiver reads the
+    /// gap from history), then the oldest never-attempted events are dropped (counted). See
+    /// docs/webhooks.md "Bounds".
+    #[arg(long, env = "FAIRYRING_WEBHOOK_MAX_PENDING", default_value_t = 10_000)]
+    pub webhook_max_pending: u64,
+
+    /// How long dead letters are kept: `7d`, `12h`, `90m`, `3600s` (a plain number is
+    /// seconds); `0` keeps them for ever.
+    #[arg(long, env = "FAIRYRING_WEBHOOK_DEAD_RETENTION", default_value = "7d")]
+    pub webhook_dead_retention: Retention,
+
     /// Serve `GET /metrics` on this separate address (and no longer on `--listen`), for a
     /// Prometheus that reaches a private interface.
     #[arg(long, env = "FAIRYRING_METRICS_LISTEN")]
@@ -470,10 +513,14 @@ impl ServeConfig {
             rate_bytes_per_sec: 1024 * 1024,
             max_awareness_bytes: 16 * 1024,
             max_doc_bytes: 64 * 1024 * 1024,
+            max_http_requests: 256,
+            max_http_requests_per_token: 16,
+            http_write_timeout: 30,
             outbound_queue: 1024,
             compact_every: 500,
             history_checkpoint_every: 2000,
             history_retention: Retention::default(),
+            history_max_bytes: 512 * 1024 * 1024,
             log_format: LogFormat::Pretty,
             llm: LlmProvider::Offline,
             llm_model: None,
@@ -505,6 +552,8 @@ impl ServeConfig {
             webhook_debounce_ms: 1000,
             webhook_max_attempts: 10,
             webhook_backoff_ms: 1000,
+            webhook_max_pending: 10_000,
+            webhook_dead_retention: Retention::of(Duration::from_secs(7 * 24 * 3600)),
             metrics_listen: None,
         }
     }
@@ -539,6 +588,11 @@ impl ServeConfig {
         } else {
             crate::pubsub::Mode::Plain
         }
+    }
+
+    /// How long a connection's write may stall (`--http-write-timeout`); `None`: forever.
+    pub fn http_write_timeout(&self) -> Option<Duration> {
+        (self.http_write_timeout > 0).then(|| Duration::from_secs(self.http_write_timeout))
     }
 
     /// The budget of one render (`--render-timeout-ms`, at least 1 ms).

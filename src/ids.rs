@@ -229,8 +229,13 @@ pub struct InvalidShapeId(pub String);
 impl ShapeId {
     /// Normalises and validates a shape id written by a person or a model.
     pub fn parse(raw: &str) -> Result<Self, InvalidShapeId> {
-        let trimmed = raw.trim();
-        let id = trimmed.strip_prefix("shape:").unwrap_or(trimmed);
+        // Every leading `shape:` goes, so that normalising is idempotent: `shape:shape:x` is
+        // `x`, as `shape:x` and `x` are (one stripped prefix stored `shape:x`, which an update
+        // naming `shape:x` then missed).
+        let mut id = raw.trim();
+        while let Some(rest) = id.strip_prefix("shape:") {
+            id = rest;
+        }
         if id.is_empty() || id.chars().count() > MAX_SHAPE_ID || id.chars().any(char::is_control) {
             return Err(InvalidShapeId(raw.chars().take(MAX_SHAPE_ID).collect()));
         }
@@ -343,5 +348,15 @@ mod tests {
         }
         let id = ShapeId::parse(&"x".repeat(128));
         assert_eq!(id.map(|i| i.with_suffix(1).as_str().len()), Ok(130));
+        // Idempotent: every leading prefix goes (issue 43), so the id stored for
+        // `shape:shape:x` is the one `shape:x` and `x` name.
+        for raw in ["shape:shape:x", "shape:x", "x", " shape:shape:shape:x"] {
+            assert_eq!(
+                ShapeId::parse(raw).map(|i| i.into_string()),
+                Ok("x".into()),
+                "{raw}"
+            );
+        }
+        assert!(ShapeId::parse("shape:shape:").is_err());
     }
 }

@@ -50,6 +50,7 @@ pub mod partial_json;
 pub mod priority;
 pub mod protocol;
 pub mod pubsub;
+pub mod redact;
 pub mod review;
 pub mod room;
 pub mod server;

@@ -100,6 +100,8 @@ pub struct Metrics {
     /// Webhook delivery attempts by outcome (`ok`, `retry`, `dead`), and events lost before
     /// the outbox took them (`dropped`).
     pub webhook_deliveries: Family<ReasonLabel, Counter>,
+    /// Webhook events in the outbox by state (`pending`, `dead`), as last counted.
+    pub webhook_outbox: Family<ReasonLabel, Gauge>,
 }
 
 /// How a render ended, for [`Metrics::count_render`].
@@ -161,6 +163,7 @@ impl Metrics {
             renders: Family::default(),
             render_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
             webhook_deliveries: Family::default(),
+            webhook_outbox: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -297,6 +300,11 @@ impl Metrics {
             "webhook_deliveries",
             "Webhook delivery attempts by outcome (ok, retry, dead; dropped: never recorded)",
             m.webhook_deliveries.clone(),
+        );
+        registry.register(
+            "webhook_outbox",
+            "Webhook events in the outbox (reason: pending, dead), as last counted",
+            m.webhook_outbox.clone(),
         );
         Metrics { registry, ..m }
     }

@@ -463,9 +463,11 @@ async fn the_size_cap_refuses_every_path_and_the_room_keeps_working() {
         "{body}"
     );
 
-    // A restore that would bring big1 back beside big2 is 413 too: delete big1 (a delete is
-    // always possible), write a 45 KB big2 in its place (the room measures itself: big1's
-    // text is gone), then ask for the version with big1.
+    // Delete big1 (a delete is always possible), write a 45 KB big2 in its place (the room
+    // measures itself: big1's text is gone), then ask for the version with big1: a restore is
+    // admitted by its net growth (issue 43), and bringing big1 back in place of big2 adds about
+    // 15 KB, within the cap (it was refused for the version's 60 KB before). A restore or a
+    // rollback that would grow the room past the cap is still 413: tests/bounds.rs.
     let (status, body) = patch(
         &server.url(room, "shapes"),
         &ada,
@@ -490,14 +492,10 @@ async fn the_size_cap_refuses_every_path_and_the_room_keeps_working() {
             .json(&json!({"seq": with_big1})),
     )
     .await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (413, Some("doc_too_large")),
-        "{body}"
-    );
+    assert_eq!(status, 200, "{body}");
 
-    // The room is as it was and keeps working: small writes from a peer and REST go through
-    // and reach the other peer; what was refused never arrived.
+    // The room keeps working: small writes from a peer and REST go through and reach the
+    // other peer; what was refused never arrived.
     writer.edit(|txn| put_shape(txn, "small", 7.0)).await;
     let (status, body) = patch(
         &server.url(room, "shapes"),
@@ -515,7 +513,7 @@ async fn the_size_cap_refuses_every_path_and_the_room_keeps_working() {
     let shapes = doc["doc"]["shapes"].as_object().expect("shapes");
     let mut ids: Vec<&str> = shapes.keys().map(String::as_str).collect();
     ids.sort_unstable();
-    assert_eq!(ids, ["big2", "small", "tiny"], "{doc}");
+    assert_eq!(ids, ["big1", "small", "tiny"], "{doc}");
     server.handle.shutdown().await;
 }
 

@@ -504,3 +504,110 @@ async fn a_fairys_default_is_changed_for_everyone_and_its_next_request_follows_i
     client.close().await;
     server.shutdown().await;
 }
+
+/// Issue 43 (finding 7): accepting a suggestion its fairy is still streaming would apply a
+/// half-built preview (a shape at 0,0 without its keys) and leave duplicate pending records
+/// behind; it is refused with `409 suggestion_streaming`, and accepting the whole request leaves
+/// it pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suggestion_still_streaming_is_not_accepted() {
+    let mock = stalling_in_b().await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "midstream").await;
+    let id = invite_suggesting(&http, "midstream", "Fern").await;
+    let request = prompt_id(&http, "midstream", &id, "two boxes").await;
+    client
+        .until("a complete and b streaming", |c| {
+            let all = suggestions(c);
+            record_of(&all, &request, "a").is_some_and(|r| r["streaming"] == json!(false))
+                && record_of(&all, &request, "b").is_some_and(|r| r["streaming"] == json!(true))
+        })
+        .await;
+    let b = record_of(&suggestions(&client), &request, "b").expect("b")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let (status, body) = decide(&http, "midstream", &b, "accept").await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"], json!("suggestion_streaming"), "{body}");
+    let (status, body) = post(
+        &format!("{http}/rooms/midstream/fairies/{id}/requests/{request}/accept"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["conflicts"], json!([]), "{body}");
+    assert_eq!(
+        body["accepted"].as_array().map(Vec::len),
+        Some(1),
+        "only a: {body}"
+    );
+    client
+        .until("a applied, b still a pending preview", |c| {
+            let all = suggestions(c);
+            shapes(c).get("a").is_some()
+                && shapes(c).get("b").is_none()
+                && record_of(&all, &request, "b").is_some_and(|r| r["status"] == json!("pending"))
+        })
+        .await;
+    // One record per shape: nothing duplicated.
+    let all = suggestions(&client);
+    let of_b = all.as_object().map_or(0, |m| {
+        m.values().filter(|r| r["shapeId"] == json!("b")).count()
+    });
+    assert_eq!(of_b, 1, "{all}");
+    client.close().await;
+    server.shutdown().await;
+}
+
+/// Issue 43 (finding 9): a `read fairies` token rejected suggestions through a revert, while
+/// rejecting one needs `write`; now the revert answers `403 insufficient_scope` and leaves them
+/// pending. Accepting a request with another room's fairy id is `404 fairy_not_found`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reverting_pending_suggestions_needs_write_and_fairies_belong_to_their_room() {
+    let mock = mock_server(vec![ok(TWO_BOXES), ok(DONE)]).await;
+    let (config, mint) = with_auth(mock_config(&mock));
+    let (server, ws, http) = start(config).await;
+    let all = mint("read write fairies");
+    let no_write = mint("read fairies");
+    let (status, body) = post(
+        &format!("{http}/rooms/scoped2/fairies?token={all}"),
+        json!({"apply": "suggest"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_str().expect("id").to_owned();
+    let (status, body) = post(
+        &format!("{http}/rooms/scoped2/fairies/{id}/prompt?token={all}"),
+        json!({"message": "two boxes"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let request = body["requestId"].as_str().expect("id").to_owned();
+    let mut client = Client::connect(&ws, &format!("scoped2?token={all}")).await;
+    client
+        .until("two pending", |c| pending_count(c, &request) == 2)
+        .await;
+    let revert = format!("{http}/rooms/scoped2/fairies/{id}/requests/{request}/revert");
+    let (status, body) = post(&format!("{revert}?token={no_write}"), json!({})).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"], json!("insufficient_scope"), "{body}");
+    assert_eq!(pending_count(&client, &request), 2);
+    // Another room: this fairy is not one of its fairies.
+    let (status, body) = post(
+        &format!("{http}/rooms/elsewhere/fairies/{id}/requests/{request}/accept?token={all}"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"], json!("fairy_not_found"), "{body}");
+    let (status, body) = post(&format!("{revert}?token={all}"), json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["rejectedSuggestions"].as_array().map(Vec::len),
+        Some(2),
+        "{body}"
+    );
+    client.close().await;
+    server.shutdown().await;
+}

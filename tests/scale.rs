@@ -1314,3 +1314,54 @@ async fn a_restarted_cluster_master_loses_nothing() {
     until_subscribers_at(&cluster.urls()[shard], &channel, true, 2).await;
     next_writes_cross(&mut writer, &mut observer, &b, 70).await;
 }
+
+/// Read-your-writes across nodes (issue 43, finding 10): a fairy invited through node B
+/// (`201`) is named at once in a group prompt sent to node A, which has not heard of it yet;
+/// A checks the store before calling it unknown and never answers `404 fairy_not_found`. Twenty
+/// runs in a row, the new fairy leading (A forwards the prompt to B) and following (A, hosting
+/// the leader, starts the project) in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fairy_invited_on_one_node_is_known_at_once_on_another() {
+    use support::fairy_http::{invite, post, root_json};
+    let Some(pg) = PgSchema::fresh("ryw").await else {
+        return;
+    };
+    let Some(prefix) = redis_prefix("ryw").await else {
+        return;
+    };
+    let mut args = node_args(&pg, &prefix);
+    args.extend(["--max-fairies-per-room".to_owned(), "32".to_owned()]);
+    let (a, b) = (Node::spawn(&args), Node::spawn(&args));
+    let _c = Node::spawn(&args);
+    let room = "ryw";
+    let mut on_b = Client::connect(&b.ws(), room).await;
+    // The fairy that leads or follows, hosted by A and known on B before the runs.
+    let orla = invite(&a.http(), room, "Orla").await;
+    on_b.until("Orla on node B", |c| {
+        root_json(c, "fairies").get(&orla).is_some()
+    })
+    .await;
+    for run in 0..20 {
+        let new = invite(&b.http(), room, &format!("Yew{run}")).await;
+        let ids = if run % 2 == 0 {
+            [orla.clone(), new.clone()]
+        } else {
+            [new.clone(), orla.clone()]
+        };
+        let (status, started) = post(
+            &format!("{}/rooms/{room}/group-prompt", a.http()),
+            serde_json::json!({"message": "a house", "fairyIds": ids,
+                               "bounds": {"x": 0, "y": 0, "w": 800, "h": 600}}),
+        )
+        .await;
+        assert_eq!(status, 202, "run {run}, {new} invited on B: {started}");
+        assert_eq!(started["orchestratorId"], serde_json::json!(ids[0]));
+        let project = started["projectId"].as_str().expect("projectId");
+        let disbanded = reqwest::Client::new()
+            .delete(format!("{}/rooms/{room}/projects/{project}", a.http()))
+            .send()
+            .await
+            .expect("disband");
+        assert_eq!(disbanded.status().as_u16(), 204, "run {run}");
+    }
+}

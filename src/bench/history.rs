@@ -187,7 +187,7 @@ async fn measure(
         let seq = 1 + next_random(&mut rng) % last;
         let started = Instant::now();
         let replay = history.version(&room, seq).await?;
-        let doc = replay.to_json();
+        let doc = replay.replay.to_json();
         samples.record(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
         json_bytes = json_bytes.max(serde_json::to_vec(&doc).map_or(0, |v| v.len()));
         let t0 = Instant::now();
@@ -211,7 +211,7 @@ async fn measure(
     while seq <= last {
         let started = Instant::now();
         let replay = history.version(&room, seq).await?;
-        let _ = replay.to_json();
+        let _ = replay.replay.to_json();
         let took = started.elapsed();
         if took > worst {
             (worst, worst_seq) = (took, seq);

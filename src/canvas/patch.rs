@@ -127,33 +127,72 @@ impl Plan {
     /// changes nothing); per shape written whole, every key and value plus what Yjs spends on
     /// an item's id, parent and lengths; deletes add a delete-set range.
     pub fn bound(&self) -> u64 {
-        /// Counts of clients and of delete-set entries, a client id (up to 53 bits as a
-        /// varint) and a clock: what an update of one writer costs before its first item.
-        const FRAME: u64 = 24;
-        /// Bytes of ids, origins, parent and lengths one map entry may cost beyond its key and value.
-        const PER_KEY: u64 = 32;
-        /// The shape's own map in `shapes`, and a delete-set range.
-        const PER_SHAPE: u64 = 64;
-        let value = |prop: &Prop| match prop {
-            Prop::Str(s) => s.len() as u64,
-            Prop::Points(p) => 9 * p.len() as u64,
-            Prop::Num(_) => 9,
-            Prop::Bool(_) | Prop::Absent => 1,
-        };
+        let writes: u64 = self
+            .writes
+            .iter()
+            .map(|shape| shape_bound(shape, |_, _| true))
+            .sum();
+        FRAME + writes + PER_SHAPE * self.applied.deleted.len() as u64
+    }
+
+    /// The most the patch can grow the document's encoding by, given what the document holds
+    /// in `txn` (the transaction it is written in), checked against `--max-doc-bytes`: a
+    /// created shape counts whole, an updated one only the properties that differ from what
+    /// it holds (no other is written), and deleting adds nothing (what it removes is collected
+    /// when the transaction commits; the few bytes of its delete set are less than what goes),
+    /// so a patch that only deletes is admitted even in a room over the cap.
+    pub fn growth_bound<T: ReadTxn>(&self, txn: &T) -> u64 {
+        use yrs::Map as _;
+        let root = txn.get_map(super::schema::SHAPES);
         let writes: u64 = self
             .writes
             .iter()
             .map(|shape| {
-                let props: u64 = shape
-                    .to_props()
-                    .iter()
-                    .map(|(key, prop)| key.len() as u64 + value(prop) + PER_KEY)
-                    .sum();
-                props + shape.id.len() as u64 + PER_SHAPE
+                let existing = root
+                    .as_ref()
+                    .and_then(|root| match root.get(txn, &shape.id) {
+                        Some(yrs::Out::YMap(map)) => Some(map),
+                        _ => None,
+                    });
+                match existing {
+                    Some(map) => {
+                        shape_bound(shape, |key, prop| {
+                            super::shape::read_prop(txn, &map, key) != *prop
+                        }) - shape.id.len() as u64
+                            - PER_SHAPE
+                    }
+                    None => shape_bound(shape, |_, _| true),
+                }
             })
             .sum();
-        FRAME + writes + PER_SHAPE * self.applied.deleted.len() as u64
+        if writes == 0 { 0 } else { FRAME + writes }
     }
+}
+
+/// Counts of clients and of delete-set entries, a client id (up to 53 bits as a varint) and a
+/// clock: what an update of one writer costs before its first item.
+const FRAME: u64 = 24;
+/// Bytes of ids, origins, parent and lengths one map entry may cost beyond its key and value.
+const PER_KEY: u64 = 32;
+/// The shape's own map in `shapes`, and a delete-set range.
+const PER_SHAPE: u64 = 64;
+
+/// What writing `shape`'s properties for which `written` holds costs at most: every key and
+/// value plus what Yjs spends on an item's id, parent and lengths, and the shape's own map.
+fn shape_bound(shape: &Shape, written: impl Fn(&str, &Prop) -> bool) -> u64 {
+    let value = |prop: &Prop| match prop {
+        Prop::Str(s) => s.len() as u64,
+        Prop::Points(p) => 9 * p.len() as u64,
+        Prop::Num(_) => 9,
+        Prop::Bool(_) | Prop::Absent => 1,
+    };
+    let props: u64 = shape
+        .to_props()
+        .iter()
+        .filter(|(key, prop)| written(key, prop))
+        .map(|(key, prop)| key.len() as u64 + value(prop) + PER_KEY)
+        .sum();
+    props + shape.id.len() as u64 + PER_SHAPE
 }
 
 /// Keys every shape may carry.

@@ -37,20 +37,16 @@ pub async fn take(store: &Arc<dyn Store>, room: &RoomName, upto: u64, every: u64
             return upto;
         }
     }
-    let version = match store.load_version(room, upto).await {
-        Ok(Some(version)) => version,
+    let checkpoint = match build_streamed(store, room, upto).await {
+        Ok(Some(checkpoint)) => checkpoint,
         Ok(None) => {
-            tracing::debug!(%room, upto, "no complete version to checkpoint");
+            tracing::warn!(%room, upto, "no checkpoint built; will retry later");
             return upto;
         }
         Err(error) => {
             tracing::warn!(%room, %error, "could not read the version to checkpoint; will retry later");
             return upto;
         }
-    };
-    let Some(Some(checkpoint)) = crate::room::snapshot::run(move || build(&version)).await else {
-        tracing::warn!(%room, upto, "no checkpoint built; will retry later");
-        return upto;
     };
     match store.add_checkpoint(room, checkpoint).await {
         Ok(kept) => tracing::debug!(%room, upto, kept, "history checkpoint"),
@@ -59,6 +55,60 @@ pub async fn take(store: &Arc<dyn Store>, room: &RoomName, upto: u64, every: u64
         }
     }
     upto
+}
+
+/// The checkpoint at `upto`, built on the snapshot thread from the version's base and the
+/// updates after it, read from the store in batches of at most [`super::BATCH_BYTES`] (a log of
+/// 1 MB updates is never held whole); `None` when the store keeps no complete version at
+/// `upto` or a stored update cannot be applied.
+async fn build_streamed(
+    store: &Arc<dyn Store>,
+    room: &RoomName,
+    upto: u64,
+) -> Result<Option<Checkpoint>, crate::store::StoreError> {
+    let Some(base) = store.version_base(room, upto).await? else {
+        return Ok(None);
+    };
+    let from = base.base;
+    let started = crate::room::snapshot::run(move || {
+        let doc = Doc::new();
+        apply_all(&doc, base.states.iter().map(|s| s.as_ref())).ok()?;
+        let before = doc.transact().snapshot();
+        Some((doc, before))
+    })
+    .await
+    .flatten();
+    let Some((mut doc, before)) = started else {
+        return Ok(None);
+    };
+    let mut cursor = from.seq();
+    while cursor < upto {
+        let want = usize::try_from(upto - cursor)
+            .unwrap_or(usize::MAX)
+            .min(1_024);
+        let rows = store
+            .history_bounded(room, cursor, want, super::BATCH_BYTES)
+            .await?;
+        let consecutive = rows
+            .iter()
+            .enumerate()
+            .all(|(i, row)| row.seq == cursor + 1 + i as u64);
+        let Some(last) = rows.last().map(|row| row.seq).filter(|_| consecutive) else {
+            return Ok(None);
+        };
+        cursor = last;
+        let applied = crate::room::snapshot::run(move || {
+            apply_all(&doc, rows.iter().map(|row| row.update.as_ref())).ok()?;
+            Some(doc)
+        })
+        .await
+        .flatten();
+        let Some(next) = applied else {
+            return Ok(None);
+        };
+        doc = next;
+    }
+    Ok(crate::room::snapshot::run(move || finish(&doc, &before, from, upto)).await)
 }
 
 /// The checkpoint of `version`: a delta on its base checkpoint, or a full state when it starts
@@ -70,22 +120,27 @@ pub fn build(version: &StoredVersion) -> Option<Checkpoint> {
     apply_all(&doc, version.states.iter().map(|s| s.as_ref())).ok()?;
     let before = doc.transact().snapshot();
     apply_all(&doc, version.updates.iter().map(|u| u.as_ref())).ok()?;
+    Some(finish(&doc, &before, version.base, version.seq))
+}
+
+/// The checkpoint at `seq` of `doc`, built from `base` whose state was `before`: a delta on a
+/// base checkpoint, else a full state.
+fn finish(doc: &Doc, before: &yrs::Snapshot, base: VersionBase, seq: u64) -> Checkpoint {
     let txn = doc.transact();
-    let (base, data) = match version.base {
-        VersionBase::Checkpoint(seq) => (
-            Some(seq),
-            delta(&txn, &before.state_map, &before.delete_set),
-        ),
+    let (base_seq, data) = match base {
+        VersionBase::Checkpoint(at) => {
+            (Some(at), delta(&txn, &before.state_map, &before.delete_set))
+        }
         VersionBase::Empty | VersionBase::Snapshot(_) => {
             (None, txn.encode_state_as_update_v1(&StateVector::default()))
         }
     };
-    Some(Checkpoint {
-        seq: version.seq,
-        base,
+    Checkpoint {
+        seq,
+        base: base_seq,
         data: data.into(),
-        extends: version.base.seq(),
-    })
+        extends: base.seq(),
+    }
 }
 
 /// What the document of `txn` gained since the state with state vector `known` and delete set

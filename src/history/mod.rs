@@ -4,11 +4,19 @@
 //! [`replay`] (a room's stored log replayed in a private document: what each update did,
 //! versions as JSON, restore and rollback edits) and [`service`] (history pages, versions,
 //! restore and rollback of a room through the store and the live room), and [`checkpoint`]
-//! (building the checkpoints versions start from, off the live room). The writing side —
+//! (building the checkpoints versions start from, off the live room), and [`retention`] (the
+//! byte cap on a room's kept log, `--history-max-bytes`). The writing side —
 //! naming the actor of each transaction and logging it with the update — belongs to the room
 //! (`room::actors`, the committer) and the store. Must not touch sockets or HTTP.
 
 pub mod actor;
 pub mod checkpoint;
 pub mod replay;
+pub mod retention;
 pub mod service;
+
+/// Most bytes of logged updates a history read takes from the store at a time (at least one
+/// update, whatever its size: an update is at most `--max-message-bytes`, or a REST body):
+/// versions, pages, rollbacks and checkpoints read the log in batches bounded in bytes, never a
+/// whole log at once (docs/limits.md "History").
+pub const BATCH_BYTES: u64 = 4 << 20;

@@ -467,6 +467,23 @@ impl Replay {
         }
     }
 
+    /// Applies more logged updates in order, in one transaction, without saying what they did
+    /// (a version read from the store in batches).
+    pub fn extend<'a>(
+        &mut self,
+        updates: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<(), ReplayError> {
+        if self.poisoned {
+            return Err(ReplayError::Poisoned);
+        }
+        let applied = apply_all(&self.doc, updates);
+        *lock(&self.touched) = TouchLog::default();
+        if let Err(ReplayError::Poisoned) = applied {
+            self.poisoned = true;
+        }
+        applied
+    }
+
     /// Every non-empty root map of the document as JSON: `{"shapes": {...}, "pages": {...},
     /// "fairies": {...}, "projects": {...}, "tasks": {...}, "meta": {...}}` (a root with no
     /// entries is left out). Y.Map → object (keys sorted), Y.Array → array, Y.Text → string,
@@ -524,22 +541,32 @@ fn read_entry<T: ReadTxn>(txn: &T, root: &str, key: &str) -> Option<Entry> {
     })
 }
 
-/// Makes the live `map`'s entries equal to `wanted`, key by key; true when it wrote anything.
+/// A shape's streaming marker: a fairy sets it while it streams a shape. A restore never writes
+/// it (a version taken mid-stream would bring back a shape locked for good) and leaves the live
+/// one as it is.
+const LOCKED: &str = "locked";
+
+/// Makes the live `map`'s entries equal to `wanted`, key by key, but for the keys `untouched`
+/// (neither written nor removed); true when it wrote anything.
 fn sync_props(
     txn: &mut TransactionMut<'_>,
     map: &MapRef,
     wanted: &BTreeMap<String, Value>,
+    untouched: &[&str],
 ) -> bool {
     let current = map_values(&*txn, map, 3);
     let mut changed = false;
     for (key, value) in wanted {
+        if untouched.contains(&key.as_str()) {
+            continue;
+        }
         if current.get(key) != Some(value) {
             map.insert(txn, key.as_str(), value.to_in());
             changed = true;
         }
     }
     for key in current.keys() {
-        if !wanted.contains_key(key) {
+        if !wanted.contains_key(key) && !untouched.contains(&key.as_str()) {
             map.remove(txn, key);
             changed = true;
         }
@@ -552,7 +579,7 @@ fn sync_props(
 /// when it wrote anything.
 fn write_entry(txn: &mut TransactionMut<'_>, root: &MapRef, key: &str, wanted: &Value) -> bool {
     match (root.get(&*txn, key), wanted) {
-        (Some(Out::YMap(map)), Value::Map(props)) => sync_props(txn, &map, props),
+        (Some(Out::YMap(map)), Value::Map(props)) => sync_props(txn, &map, props, &[]),
         (Some(out), _) if Value::from_out(&*txn, out.clone(), 2) == *wanted => false,
         _ => {
             root.insert(txn, key, wanted.to_in());
@@ -574,10 +601,17 @@ pub fn restore(txn: &mut TransactionMut<'_>, version: &Replay) -> usize {
     let vtxn = version.doc.transact();
     let mut changed = 0;
     for name in PEOPLE_ROOTS {
-        let wanted: BTreeMap<String, Value> = match vtxn.get_map(name) {
+        let mut wanted: BTreeMap<String, Value> = match vtxn.get_map(name) {
             Some(root) => map_values(&vtxn, &root, 2),
             None => BTreeMap::new(),
         };
+        if name == SHAPES {
+            for shape in wanted.values_mut() {
+                if let Value::Map(props) = shape {
+                    props.remove(LOCKED);
+                }
+            }
+        }
         let live = match txn.get_map(name) {
             Some(root) => root,
             None if wanted.is_empty() => continue,
@@ -591,7 +625,14 @@ pub fn restore(txn: &mut TransactionMut<'_>, version: &Replay) -> usize {
             }
         }
         for (key, value) in &wanted {
-            if write_entry(txn, &live, key, value) {
+            let wrote = match (name == SHAPES, live.get(&*txn, key), value) {
+                // A shape's streaming marker is left as it is live.
+                (true, Some(Out::YMap(map)), Value::Map(props)) => {
+                    sync_props(txn, &map, props, &[LOCKED])
+                }
+                _ => write_entry(txn, &live, key, value),
+            };
+            if wrote {
                 changed += 1;
             }
         }
@@ -754,7 +795,7 @@ impl Rollback {
     /// whole-entry removals and re-creations. A shape the target created but others changed
     /// afterwards stays (kept; the target's later edits of its properties are still taken
     /// back). Never touches server roots.
-    pub fn apply(self, txn: &mut TransactionMut<'_>) -> RollbackOutcome {
+    pub fn apply(&self, txn: &mut TransactionMut<'_>) -> RollbackOutcome {
         let mut outcome = RollbackOutcome::default();
         if self.broken.is_some() {
             return outcome;
@@ -830,6 +871,57 @@ impl Rollback {
         }
         outcome
     }
+}
+
+impl Rollback {
+    /// What applying this rollback to the room as it was logged (the replay it recorded up to)
+    /// changes the size of its encoding by, in bytes (negative: it shrinks the room): measured
+    /// on a private copy, so that the live room admits it against `--max-doc-bytes` by its net
+    /// growth before anything is written (docs/protocol.md "Document size").
+    pub fn growth(&self) -> Result<i64, ReplayError> {
+        if let Some(error) = &self.broken {
+            return Err(error.clone());
+        }
+        net_growth(&self.after.doc, |txn| {
+            self.apply(txn);
+        })
+    }
+}
+
+/// What `edit` changes the size of `doc`'s full-state encoding by, measured on a private copy of
+/// `doc` (the edit's transaction committed there, so what it deletes is collected first).
+pub fn net_growth(
+    doc: &Doc,
+    edit: impl FnOnce(&mut TransactionMut<'_>),
+) -> Result<i64, ReplayError> {
+    let state = doc
+        .transact()
+        .encode_state_as_update_v1(&StateVector::default());
+    let copy = Doc::new();
+    apply_to(&copy, &state)?;
+    let before = copy
+        .transact()
+        .encode_state_as_update_v1(&StateVector::default());
+    let edited = contain(AssertUnwindSafe(|| {
+        let mut txn = copy.transact_mut();
+        edit(&mut txn);
+    }));
+    if edited.is_err() {
+        return Err(ReplayError::Poisoned);
+    }
+    let after = copy
+        .transact()
+        .encode_state_as_update_v1(&StateVector::default());
+    let size = |bytes: &[u8]| i64::try_from(bytes.len()).unwrap_or(i64::MAX);
+    Ok(size(&after) - size(&before))
+}
+
+/// What [`restore`] of `version` over `now` (the room as logged) changes the size of its
+/// encoding by (negative: it shrinks the room), measured on a private copy of `now`.
+pub fn restore_growth(now: &Replay, version: &Replay) -> Result<i64, ReplayError> {
+    net_growth(&now.doc, |txn| {
+        restore(txn, version);
+    })
 }
 
 fn count<I: Iterator>(iter: I) -> u64 {
@@ -1292,6 +1384,54 @@ mod tests {
         for name in PEOPLE_ROOTS {
             assert_eq!(crate::room::roots::ServerRoot::of(name), None);
         }
+    }
+
+    #[test]
+    fn restore_never_brings_back_a_streaming_lock_and_leaves_the_live_one() {
+        let mut room = Room::new(1);
+        room.edit(0, |txn, shapes, _| {
+            shapes.insert(
+                txn,
+                "half",
+                MapPrelim::from([("x", yrs::Any::from(0.0)), ("locked", yrs::Any::from(true))]),
+            );
+            shapes.insert(
+                txn,
+                "kept",
+                MapPrelim::from([
+                    ("x", yrs::Any::from(1.0)),
+                    ("locked", yrs::Any::from(false)),
+                ]),
+            );
+        });
+        let mid_stream = Replay::new(None, room.updates(0..1)).expect("version");
+        room.edit(0, |txn, shapes, _| {
+            shapes.remove(txn, "half");
+            let kept = shape_map(txn, "kept");
+            kept.insert(txn, "x", 9.0);
+            kept.insert(txn, "locked", true);
+        });
+        let live = &room.docs[0];
+        restore(&mut live.transact_mut(), &mid_stream);
+        let txn = live.transact();
+        let any = |map: &MapRef, key: &str| match map.get(&txn, key) {
+            Some(Out::Any(any)) => Some(any),
+            _ => None,
+        };
+        let half = shape_map(&txn, "half");
+        assert_eq!(
+            any(&half, "locked"),
+            None,
+            "a restored shape is never locked"
+        );
+        assert_eq!(any(&half, "x"), Some(Any::from(0.0)));
+        let kept = shape_map(&txn, "kept");
+        assert_eq!(any(&kept, "x"), Some(Any::from(1.0)));
+        assert_eq!(
+            any(&kept, "locked"),
+            Some(Any::from(true)),
+            "the live lock stays"
+        );
     }
 
     #[test]

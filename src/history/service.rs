@@ -9,20 +9,21 @@
 use std::sync::Arc;
 
 use serde::Serialize;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::BATCH_BYTES;
 use super::actor::{Actor, Via};
 use super::replay::{ActorKey, Replay, ReplayError, Rollback, RollbackOutcome, ShapeChanges};
 use crate::ids::RoomName;
 use crate::room::{Room, RoomError};
-use crate::store::{LogRow, Store, StoreError, StoredRoom, StoredVersion, VersionBase};
+use crate::store::{LogRow, Store, StoreError, StoredVersion};
 
 /// Consecutive updates of one actor merge into one entry while each follows the previous one
 /// within this many milliseconds.
 pub const MERGE_WITHIN_MS: u64 = 5_000;
 /// Most entries one history page holds.
 pub const MAX_PAGE: usize = 200;
-/// Logged updates read from the store at a time.
+/// Most logged updates read from the store at a time.
 const ROWS_PER_READ: usize = 1_024;
 /// Replays running at once (each holds one private document of the room).
 const MAX_REPLAYS: usize = 2;
@@ -90,7 +91,22 @@ pub struct Page {
 /// The history reader of a server.
 pub struct History {
     store: Arc<dyn Store>,
-    replays: Semaphore,
+    replays: Arc<Semaphore>,
+}
+
+/// A replayed room held with its replay permit: what the caller builds from it (JSON, a Yjs
+/// update, an image) is built before the permit goes, so no more than [`MAX_REPLAYS`] rooms
+/// are held in memory by history reads at once.
+pub struct Held {
+    /// The replayed room.
+    pub replay: Replay,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Held").finish_non_exhaustive()
+    }
 }
 
 /// The actor of a logged row (the server when none was logged).
@@ -101,55 +117,81 @@ fn actor_of(row: &LogRow) -> Actor {
         .unwrap_or_else(Actor::server)
 }
 
+/// Runs `work` on a blocking thread (the caller holds a replay permit).
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, HistoryError> + Send + 'static,
+) -> Result<T, HistoryError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| HistoryError::Room(format!("replay task failed: {e}")))?
+}
+
+/// Checks that `rows` continue the log right after `cursor` (none missing: the log was not
+/// pruned under the read) and returns the last one's sequence number.
+fn continues(rows: &[LogRow], cursor: u64, seq: u64) -> Result<u64, HistoryError> {
+    let consecutive = rows
+        .iter()
+        .enumerate()
+        .all(|(i, row)| row.seq == cursor + 1 + i as u64);
+    match rows.last() {
+        Some(last) if consecutive => Ok(last.seq),
+        _ => Err(HistoryError::NotKept(seq)),
+    }
+}
+
 impl History {
     /// A reader of `store`.
     pub fn new(store: Arc<dyn Store>) -> Self {
         History {
             store,
-            replays: Semaphore::new(MAX_REPLAYS),
+            replays: Arc::new(Semaphore::new(MAX_REPLAYS)),
         }
     }
 
-    /// Runs `work` on a blocking thread, at most [`MAX_REPLAYS`] at a time.
-    async fn replay<T: Send + 'static>(
-        &self,
-        work: impl FnOnce() -> Result<T, HistoryError> + Send + 'static,
-    ) -> Result<T, HistoryError> {
-        let _permit = self
-            .replays
-            .acquire()
+    /// One of the [`MAX_REPLAYS`] replay permits, taken before anything of the log is read.
+    async fn permit(&self) -> Result<OwnedSemaphorePermit, HistoryError> {
+        Arc::clone(&self.replays)
+            .acquire_owned()
             .await
-            .map_err(|_| HistoryError::Room("shutting down".into()))?;
-        tokio::task::spawn_blocking(work)
-            .await
-            .map_err(|e| HistoryError::Room(format!("replay task failed: {e}")))?
+            .map_err(|_| HistoryError::Room("shutting down".into()))
     }
 
     /// The sequence number history can start from at or after `after`: `after` itself, or just
     /// before the oldest kept update when older ones were dropped.
     async fn start(&self, room: &RoomName, after: u64) -> Result<Option<u64>, HistoryError> {
-        let first = self.store.history(room, after, 1).await?;
+        let first = self.store.history_bounded(room, after, 1, 0).await?;
         Ok(first.first().map(|row| after.max(row.seq - 1)))
     }
 
-    /// The stored version `seq` (0: the empty room), as it is kept.
-    async fn stored_version(
-        &self,
-        room: &RoomName,
-        seq: u64,
-    ) -> Result<StoredVersion, HistoryError> {
+    /// The room just after update `seq` (0: the empty room) replayed, read from the store in
+    /// batches of at most [`BATCH_BYTES`] (the caller holds a replay permit).
+    async fn replay_version(&self, room: &RoomName, seq: u64) -> Result<Replay, HistoryError> {
         if seq == 0 {
-            return Ok(StoredVersion {
-                base: VersionBase::Empty,
-                states: Vec::new(),
-                updates: Vec::new(),
-                seq: 0,
-            });
+            return blocking(|| Ok(Replay::new(None, [])?)).await;
         }
-        self.store
-            .load_version(room, seq)
+        let base = self
+            .store
+            .version_base(room, seq)
             .await?
-            .ok_or(HistoryError::NotKept(seq))
+            .ok_or(HistoryError::NotKept(seq))?;
+        let mut cursor = base.base.seq();
+        let mut replay = blocking(move || Ok(version_of(&base)?)).await?;
+        while cursor < seq {
+            let want = usize::try_from(seq - cursor)
+                .unwrap_or(usize::MAX)
+                .min(ROWS_PER_READ);
+            let rows = self
+                .store
+                .history_bounded(room, cursor, want, BATCH_BYTES)
+                .await?;
+            cursor = continues(&rows, cursor, seq)?;
+            replay = blocking(move || {
+                replay.extend(rows.iter().map(|row| row.update.as_ref()))?;
+                Ok(replay)
+            })
+            .await?;
+        }
+        Ok(replay)
     }
 
     /// A page of at most `limit` entries after update `after`.
@@ -160,77 +202,81 @@ impl History {
         limit: usize,
     ) -> Result<Page, HistoryError> {
         let limit = limit.clamp(1, MAX_PAGE);
+        let _permit = self.permit().await?;
         let Some(start) = self.start(room, after).await? else {
             return Ok(Page {
                 entries: Vec::new(),
                 next: None,
             });
         };
-        let base = self.stored_version(room, start).await?;
-        let mut replay = self.replay(move || Ok(version_of(&base)?)).await?;
+        let mut replay = self.replay_version(room, start).await?;
         let mut entries: Vec<Entry> = Vec::new();
         let mut cursor = start;
         loop {
-            let rows = self.store.history(room, cursor, ROWS_PER_READ).await?;
-            let exhausted = rows.len() < ROWS_PER_READ;
+            let rows = self
+                .store
+                .history_bounded(room, cursor, ROWS_PER_READ, BATCH_BYTES)
+                .await?;
+            let Some(last) = rows.last().map(|row| row.seq) else {
+                return Ok(Page {
+                    entries,
+                    next: None,
+                });
+            };
             // The page so far goes with the rows: the first row may continue its last entry,
             // and the limit counts every entry of the page.
-            let (back, grouped, outcome) = self
-                .replay(move || {
-                    let outcome = group(&mut replay, rows, &mut entries, limit);
-                    Ok((replay, entries, outcome))
-                })
-                .await?;
+            let (back, grouped, outcome) = blocking(move || {
+                let outcome = group(&mut replay, rows, &mut entries, limit);
+                Ok((replay, entries, outcome))
+            })
+            .await?;
             (replay, entries) = (back, grouped);
-            match outcome? {
-                Grouped::Full => {
-                    let next = entries.last().map(|e| e.to_seq);
-                    return Ok(Page { entries, next });
-                }
-                Grouped::Read(last) => {
-                    if exhausted {
-                        return Ok(Page {
-                            entries,
-                            next: None,
-                        });
-                    }
-                    cursor = last;
-                }
+            if let Grouped::Full = outcome? {
+                let next = entries.last().map(|e| e.to_seq);
+                return Ok(Page { entries, next });
             }
+            cursor = last;
         }
     }
 
-    /// The room now: its last logged update's number and its replay.
-    pub async fn current(&self, room: &RoomName) -> Result<(u64, Replay), HistoryError> {
-        let stored = self.store.load(room).await?;
-        if stored.last_seq == 0 {
+    /// The room now: its last logged update's number and its replay, held under a replay
+    /// permit.
+    pub async fn current(&self, room: &RoomName) -> Result<(u64, Held), HistoryError> {
+        let permit = self.permit().await?;
+        let seq = self.store.last_seq(room).await?;
+        if seq == 0 {
             return Err(HistoryError::RoomNotFound(room.to_string()));
         }
-        let seq = stored.last_seq;
-        let replay = self.replay(move || Ok(replay_of(&stored)?)).await?;
-        Ok((seq, replay))
+        let replay = self.replay_version(room, seq).await?;
+        Ok((
+            seq,
+            Held {
+                replay,
+                _permit: permit,
+            },
+        ))
     }
 
-    /// The room just after update `seq`.
-    pub async fn version(&self, room: &RoomName, seq: u64) -> Result<Replay, HistoryError> {
-        self.version_sized(room, seq)
-            .await
-            .map(|(replay, _)| replay)
-    }
-
-    /// [`History::version`] and the bytes it was stored in (which bound its encoding).
-    async fn version_sized(
-        &self,
-        room: &RoomName,
-        seq: u64,
-    ) -> Result<(Replay, u64), HistoryError> {
+    /// The room just after update `seq`, held under a replay permit.
+    pub async fn version(&self, room: &RoomName, seq: u64) -> Result<Held, HistoryError> {
         if seq == 0 {
             return Err(HistoryError::NotKept(0));
         }
-        let stored = self.stored_version(room, seq).await?;
-        let bytes = stored.all().map(|b| b.len() as u64).sum();
-        let replay = self.replay(move || Ok(version_of(&stored)?)).await?;
-        Ok((replay, bytes))
+        let permit = self.permit().await?;
+        let replay = self.replay_version(room, seq).await?;
+        Ok(Held {
+            replay,
+            _permit: permit,
+        })
+    }
+
+    /// `Ok` when the room was ever written, else [`HistoryError::RoomNotFound`] (checked before
+    /// a restore or a rollback loads the room, which would write its schema).
+    pub async fn written(&self, room: &RoomName) -> Result<(), HistoryError> {
+        if self.store.last_seq(room).await? == 0 {
+            return Err(HistoryError::RoomNotFound(room.to_string()));
+        }
+        Ok(())
     }
 
     /// The last update logged at or before `at` (ms since the epoch).
@@ -250,12 +296,25 @@ impl History {
         seq: u64,
         by: Actor,
     ) -> Result<u64, HistoryError> {
-        // What a restore writes is the version's shapes and pages at most: its stored bytes
-        // bound it (`--max-doc-bytes`).
-        let (version, bound) = self.version_sized(room.name(), seq).await?;
+        if seq == 0 {
+            return Err(HistoryError::NotKept(0));
+        }
+        let permit = self.permit().await?;
+        let name = room.name().clone();
+        let version = self.replay_version(&name, seq).await?;
+        // Admitted by its net growth, measured on the room as logged: a restore that shrinks
+        // the room (or keeps its size) is admitted even in a room over `--max-doc-bytes`.
+        let now_seq = self.store.last_seq(&name).await?;
+        let now = self.replay_version(&name, now_seq).await?;
+        let (version, growth) = blocking(move || {
+            let growth = super::replay::restore_growth(&now, &version)?;
+            Ok((version, growth))
+        })
+        .await?;
+        drop(permit);
         let seq = room
             .write_as(&by.via(Via::Restore), |txn| {
-                room.admit_in(txn, bound)?;
+                room.admit_growth_in(txn, growth)?;
                 Ok(super::replay::restore(txn, &version) > 0)
             })
             .await?;
@@ -273,39 +332,44 @@ impl History {
         by: Actor,
     ) -> Result<(RollbackOutcome, u64), HistoryError> {
         let name = room.name().clone();
+        let permit = self.permit().await?;
         let since = match since {
             Some(since) => since,
             None => self.start(&name, 0).await?.unwrap_or(0),
         };
-        let base = self.stored_version(&name, since).await?;
-        let mut rollback = self
-            .replay(move || Ok(Rollback::new(version_of(&base)?, target)))
-            .await?;
+        let base = self.replay_version(&name, since).await?;
+        let mut rollback = blocking(move || Ok(Rollback::new(base, target))).await?;
         let mut cursor = since;
         loop {
-            let rows = self.store.history(&name, cursor, ROWS_PER_READ).await?;
+            let rows = self
+                .store
+                .history_bounded(&name, cursor, ROWS_PER_READ, BATCH_BYTES)
+                .await?;
             let Some(last) = rows.last().map(|r| r.seq) else {
                 break;
             };
-            let exhausted = rows.len() < ROWS_PER_READ;
-            rollback = self
-                .replay(move || {
-                    for row in &rows {
-                        rollback.record(&row.update, &actor_of(row).key())?;
-                    }
-                    Ok(rollback)
-                })
-                .await?;
+            rollback = blocking(move || {
+                for row in &rows {
+                    rollback.record(&row.update, &actor_of(row).key())?;
+                }
+                Ok(rollback)
+            })
+            .await?;
             cursor = last;
-            if exhausted {
-                break;
-            }
         }
+        // Admitted by its net growth (docs/protocol.md "Document size"): taking back what an
+        // actor added shrinks the room and is always admitted, which is how a room at its cap
+        // is brought back; bringing back what an actor deleted counts what it brings back.
+        let (rollback, growth) = blocking(move || {
+            let growth = rollback.growth()?;
+            Ok((rollback, growth))
+        })
+        .await?;
+        drop(permit);
         let mut outcome = RollbackOutcome::default();
-        // Not capped: a rollback takes back what an actor wrote, which is how a room at its
-        // size cap is brought back (see `room::size`).
         let seq = room
             .write_as(&by.via(Via::Rollback), |txn| {
+                room.admit_growth_in(txn, growth)?;
                 outcome = rollback.apply(txn);
                 Ok(outcome.reverted > 0)
             })
@@ -320,19 +384,12 @@ pub fn version_of(stored: &StoredVersion) -> Result<Replay, ReplayError> {
     Replay::new(None, stored.all())
 }
 
-fn replay_of(stored: &StoredRoom) -> Result<Replay, ReplayError> {
-    Replay::new(
-        stored.snapshot.as_deref(),
-        stored.updates.iter().map(|u| u.as_ref()),
-    )
-}
-
 /// How far grouping went.
 enum Grouped {
     /// A page's worth of entries is complete (one more entry was started after them).
     Full,
-    /// Every row given was grouped; the last one's sequence number.
-    Read(u64),
+    /// Every row given was grouped.
+    Read,
 }
 
 /// Groups `rows` into `entries` (continuing its last entry), replaying each; stops once
@@ -344,12 +401,10 @@ fn group(
     entries: &mut Vec<Entry>,
     limit: usize,
 ) -> Result<Grouped, HistoryError> {
-    let mut last = 0;
     for row in rows {
         let changes = replay.apply(&row.update)?;
         let actor = actor_of(&row);
         let at = row.at.unwrap_or(0);
-        last = row.seq;
         match entries.last_mut() {
             Some(entry)
                 if entry.actor.same_author(&actor)
@@ -374,7 +429,7 @@ fn group(
             }
         }
     }
-    Ok(Grouped::Read(last))
+    Ok(Grouped::Read)
 }
 
 #[cfg(test)]

@@ -30,6 +30,10 @@ pub enum DecideError {
     /// A shape with the id it would create exists now.
     #[error("a shape '{0}' exists already")]
     ShapeExists(String),
+    /// The fairy is still streaming it: what it holds is a half-built preview (accept it once
+    /// the fairy's action is complete).
+    #[error("suggestion '{0}' is still being written by its fairy; accept it once it is complete")]
+    Streaming(String),
 }
 
 impl DecideError {
@@ -40,6 +44,7 @@ impl DecideError {
             DecideError::AlreadyDecided(_) => "already_decided",
             DecideError::ShapeGone(_) => "shape_gone",
             DecideError::ShapeExists(_) => "shape_exists",
+            DecideError::Streaming(_) => "suggestion_streaming",
         }
     }
 }
@@ -118,6 +123,9 @@ pub fn decide_in(
 ) -> Result<Suggestion, DecideError> {
     let mut record = pending(txn, id)?;
     match verdict {
+        Verdict::Accept if record.streaming => {
+            return Err(DecideError::Streaming(id.to_string()));
+        }
         Verdict::Accept => {
             apply(txn, &record)?;
             record.status = Status::Accepted;
@@ -133,7 +141,9 @@ pub fn decide_in(
 
 /// Accepts every pending suggestion of `fairy`'s `request` in `txn` (each as
 /// [`decide_in`]); one that cannot be applied is rejected instead and reported with why, so
-/// nothing of the request stays pending. Returns the accepted ids and the conflicts.
+/// nothing of the request stays pending but what the fairy is still streaming (left pending,
+/// neither accepted nor a conflict: its preview is half-built). Returns the accepted ids and
+/// the conflicts.
 pub fn accept_all_in(
     txn: &mut TransactionMut<'_>,
     fairy: &crate::ids::FairyId,
@@ -144,6 +154,9 @@ pub fn accept_all_in(
     let mut accepted = Vec::new();
     let mut conflicts = Vec::new();
     for record in record::pending_of(txn, fairy, Some(request)) {
+        if record.streaming {
+            continue;
+        }
         match decide_in(txn, &record.id, Verdict::Accept, by, at) {
             Ok(_) => accepted.push(record.id),
             Err(conflict) => {
@@ -239,6 +252,38 @@ mod tests {
             decide_in(&mut txn, &id("s-9"), Verdict::Accept, "bob", 9.0),
             Err(DecideError::NotFound("s-9".into()))
         );
+    }
+
+    #[test]
+    fn a_suggestion_still_streaming_is_not_accepted_and_accept_all_leaves_it_pending() {
+        let doc = Doc::new();
+        {
+            let mut txn = doc.transact_mut();
+            let mut streaming = suggestion("s-1", Op::Create, "half", &[("x", Prop::Num(0.0))]);
+            streaming.streaming = true;
+            write(&mut txn, &streaming);
+            write(
+                &mut txn,
+                &suggestion("s-2", Op::Create, "done", &[("x", Prop::Num(5.0))]),
+            );
+        }
+        let mut txn = doc.transact_mut();
+        assert_eq!(
+            decide_in(&mut txn, &id("s-1"), Verdict::Accept, "bob", 9.0),
+            Err(DecideError::Streaming("s-1".into()))
+        );
+        assert!(
+            !shape_exists(&txn, "half"),
+            "nothing of the preview applied"
+        );
+        let fairy = crate::ids::FairyId::parse("f1").unwrap_or_else(|e| panic!("{e}"));
+        let request = crate::ids::RequestId::parse("r1").unwrap_or_else(|e| panic!("{e}"));
+        let (accepted, conflicts) = accept_all_in(&mut txn, &fairy, &request, "bob", 9.0);
+        assert_eq!(accepted, vec![id("s-2")]);
+        assert!(conflicts.is_empty());
+        let left = record::read(&txn, "s-1").unwrap_or_else(|| panic!("s-1"));
+        assert_eq!(left.status, Status::Pending);
+        assert!(!shape_exists(&txn, "half"));
     }
 
     #[test]

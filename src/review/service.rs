@@ -32,6 +32,9 @@ pub struct Person {
     pub sub: String,
     /// The token's `name`, if any.
     pub name: Option<String>,
+    /// Whether the token may decide suggestions (it has the `write` scope): without it, what
+    /// would reject suggestions on the way (a revert) leaves them pending.
+    pub may_decide: bool,
 }
 
 /// A decision written.
@@ -152,7 +155,7 @@ pub async fn reject_request(
     by: &Person,
 ) -> Result<Vec<SuggestionId>, RoomError> {
     let pending = record::pending_of(&yrs::Transact::transact(room.doc()), fairy, Some(request));
-    if pending.is_empty() {
+    if pending.is_empty() || !by.may_decide {
         return Ok(Vec::new());
     }
     let actor = Actor::user(by.sub.clone(), by.name.clone()).via(Via::Api);

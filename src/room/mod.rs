@@ -680,16 +680,27 @@ impl Room {
             )));
         }
         // An update adds at most its own length to the encoding; near the cap, only what the
-        // room lacks of it counts (a sync step 2 may repeat what the room has).
+        // room lacks of it counts (a sync step 2 may repeat what the room has), and one that
+        // adds no content (it only deletes) adds nothing: deleting is always possible.
         self.size.admit_refined(
             update.len() as u64,
             || self.measure(),
             || {
                 let sv = yrs::updates::encoder::Encode::encode_v1(&room_state);
-                crate::contain::contain(|| yrs::diff_updates_v1(update, &sv))
-                    .ok()
-                    .and_then(Result::ok)
-                    .map_or(update.len() as u64, |diff| diff.len() as u64)
+                crate::contain::contain(|| {
+                    let diff = yrs::diff_updates_v1(update, &sv).ok()?;
+                    let adds = <yrs::Update as yrs::updates::decoder::Decode>::decode_v1(&diff)
+                        .ok()?
+                        .state_vector();
+                    Some(if adds.is_empty() {
+                        0
+                    } else {
+                        diff.len() as u64
+                    })
+                })
+                .ok()
+                .flatten()
+                .unwrap_or(update.len() as u64)
             },
         )?;
         self.apply_client_update(origin, decoded)

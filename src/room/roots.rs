@@ -59,9 +59,15 @@ impl ServerRoot {
         }
     }
 
-    /// The server-owned root called `name`, if it is one.
+    /// The server-owned root called `name`, if it is one, or one a name differing only by case
+    /// or by surrounding whitespace and control characters would pass for (`Fairies`,
+    /// `"fairies "`): a peer's write under such a lookalike is refused like one under the root
+    /// itself, so no client can be shown a forged twin of a server root.
     pub fn of(name: &str) -> Option<ServerRoot> {
-        Self::ALL.into_iter().find(|root| root.name() == name)
+        let plain = name
+            .trim_matches(|c: char| c.is_whitespace() || c.is_control())
+            .to_lowercase();
+        Self::ALL.into_iter().find(|root| root.name() == plain)
     }
 }
 
@@ -455,6 +461,16 @@ mod tests {
     /// repeats them (a sync step 2 holding what it heard since) or their deletes passes; a peer
     /// that writes, edits or deletes under `fairies` is refused whole with 1008, and one that
     /// nests shared types too deep in `shapes` with 1007.
+    #[test]
+    fn lookalikes_of_server_roots_are_server_roots() {
+        for name in ["Fairies", "fairies ", " FAIRIES\t", "fairies\u{0}", "Meta"] {
+            assert!(ServerRoot::of(name).is_some(), "{name:?}");
+        }
+        for name in ["shapes", "pages", "fairies2", "my fairies"] {
+            assert_eq!(ServerRoot::of(name), None, "{name:?}");
+        }
+    }
+
     #[tokio::test]
     async fn a_room_refuses_peers_writes_under_server_owned_roots() {
         use crate::ids::RoomName;

@@ -15,7 +15,9 @@
 //!   document emitted since the compaction started.
 //!
 //! A write is admitted when `estimate + bound ≤ max`, `bound` being what the write can add at
-//! most (an update's own length; for the server's writes, a bound from their input). When the
+//! most (an update's own length; for the server's writes, a bound from their input). A write
+//! that adds nothing (`bound` 0: a delete, or a restore or rollback whose net growth is not
+//! positive) is admitted whatever the estimate, even in a room over the cap. When the
 //! test fails and the estimate is not exact, the room measures its document once (the caller
 //! gives the measure) and tests again: the slow path runs only near the cap, and at most once
 //! per change of the document. Two writers admitted at once may together overshoot the cap by
@@ -107,7 +109,9 @@ impl DocSize {
         measure: impl FnOnce() -> u64,
         refine: impl FnOnce() -> u64,
     ) -> Result<(), TooLarge> {
-        if self.max == 0 {
+        // A write that adds nothing (a delete) is always admitted, even in a room over the cap:
+        // deleting is how a room is brought back under it.
+        if self.max == 0 || bound == 0 {
             return Ok(());
         }
         let fits = |bytes: u64, bound: u64| bytes.saturating_add(bound) <= self.max;
@@ -122,7 +126,8 @@ impl DocSize {
                 return Ok(());
             }
         }
-        if fits(bytes, refine().min(bound)) {
+        let refined = refine().min(bound);
+        if refined == 0 || fits(bytes, refined) {
             return Ok(());
         }
         crate::metrics::global().drop_message("doc_too_large");
@@ -198,6 +203,16 @@ mod tests {
         assert_eq!(size.estimate(), 2_100);
         // No cap: everything is admitted.
         assert!(size.admit(u64::MAX, || panic!("no cap")).is_ok());
+    }
+
+    #[test]
+    fn a_write_that_adds_nothing_is_admitted_over_the_cap() {
+        let size = DocSize::new(1_000, 5_000);
+        size.measured(5_000);
+        assert!(size.admit(0, || panic!("nothing to measure")).is_ok());
+        assert!(size.admit(1, || 5_000).is_err());
+        // An update whose refined bound is 0 (it only deletes) goes through too.
+        assert!(size.admit_refined(7, || 5_000, || 0).is_ok());
     }
 
     #[test]

@@ -23,8 +23,8 @@ impl Room {
     /// Writes `edit` into the room as one transaction logged with `actor`; returns the
     /// update's sequence number, or the room's last one when `edit` changed nothing (it says
     /// whether it wrote). An edit that can grow the document checks `--max-doc-bytes` first,
-    /// inside its transaction, with [`Room::admit_in`] (a rollback does not: taking back what
-    /// an actor wrote is how a room at its cap is brought back); an error writes nothing.
+    /// inside its transaction, with [`Room::admit_in`] (a restore and a rollback by their net
+    /// growth, [`Room::admit_growth_in`]); an error writes nothing.
     pub async fn write_as(
         self: &Arc<Self>,
         actor: &Actor,
@@ -46,6 +46,17 @@ impl Room {
                 txn.encode_state_as_update_v1(&StateVector::default()).len() as u64
             })
             .map_err(RoomError::from)
+    }
+
+    /// Whether a server write whose net effect on the document's encoding is `growth` bytes
+    /// (negative: it shrinks it; a restore's or a rollback's, measured beforehand on a copy)
+    /// keeps the document within `--max-doc-bytes`: one that does not grow the room is always
+    /// admitted, even in a room over the cap (docs/protocol.md "Document size").
+    pub fn admit_growth_in(&self, txn: &impl ReadTxn, growth: i64) -> Result<(), RoomError> {
+        match u64::try_from(growth) {
+            Ok(grows) if grows > 0 => self.admit_in(txn, grows),
+            _ => Ok(()),
+        }
     }
 
     /// Applies a Yjs v1 update sent through the HTTP API exactly as a peer's (the same vetting

@@ -488,6 +488,9 @@ pub struct RevertAnswer {
 }
 
 /// Takes a request back.
+///
+/// A review-mode request with pending suggestions needs the `write` scope too: reverting it
+/// rejects them; without it, `403 insufficient_scope`.
 #[utoipa::path(
     post,
     operation_id = "revertRequest",
@@ -506,7 +509,11 @@ pub struct RevertAnswer {
 async fn revert(
     State(state): State<AppState>,
     Admitted {
-        room, sub, name, ..
+        room,
+        sub,
+        name,
+        can_write,
+        ..
     }: FairyAccess,
     Path(RequestPath { id, request, .. }): Path<RequestPath>,
 ) -> Result<Response, ApiError> {
@@ -515,7 +522,25 @@ async fn revert(
     // An id that cannot be one of ours names no request.
     let request = RequestId::parse(&request)
         .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "request_not_found", e.to_string()))?;
-    let by = crate::review::service::Person { sub, name };
+    // Rejecting suggestions needs `write`, whichever route does it: a token without it may
+    // not revert a review-mode request with pending suggestions (and should one appear
+    // meanwhile, the revert leaves it pending).
+    if !can_write {
+        let loaded = state.rooms.get(&room).await?;
+        let pending = crate::review::record::pending_of(
+            &yrs::Transact::transact(loaded.doc()),
+            &id,
+            Some(&request),
+        );
+        if !pending.is_empty() {
+            return Err(crate::auth::AuthError::InsufficientScope { needed: "write" }.into());
+        }
+    }
+    let by = crate::review::service::Person {
+        sub,
+        name,
+        may_decide: can_write,
+    };
     let reverted = state.fairies.revert(&room, &id, request, &by).await?;
     Ok(Json(RevertAnswer {
         reverted: reverted.outcome.reverted,

@@ -29,9 +29,10 @@ use super::access::{Admitted, ReadScope, WriteScope};
 use super::error::{ApiError, ErrorBody};
 use super::export::Format;
 use super::openapi::{RoomPath, SeqAnswer, TokenRefusals};
+use super::write_rate::WriteCost;
 use crate::history::actor::Actor;
-use crate::history::replay::{ActorKey, Replay};
-use crate::history::service::{HistoryError, MAX_PAGE};
+use crate::history::replay::ActorKey;
+use crate::history::service::{Held, HistoryError, MAX_PAGE};
 
 /// Entries of a history page when `limit` is not given.
 const DEFAULT_PAGE: usize = 50;
@@ -157,19 +158,22 @@ async fn history(
     Ok(Json(page).into_response())
 }
 
-/// The answer for a replayed document in the asked format.
+/// The answer for a replayed document in the asked format, built whole while the replay
+/// permit is held (on a blocking thread: a 20 MB room's JSON or Yjs update takes a while), so
+/// that no more than the permits' worth of rooms are held by reads at once.
 async fn answer(
     state: &AppState,
     query: &HashMap<String, String>,
     seq: u64,
-    replay: Replay,
+    held: Held,
     images: bool,
 ) -> Result<Response, ApiError> {
     let format = query.get("format").map(|f| f.trim()).unwrap_or("json");
     let image = match format {
         "json" => None,
         "yjs" => {
-            let mut response = (StatusCode::OK, replay.encode_v1()).into_response();
+            let bytes = off_thread(move || held.replay.encode_v1()).await?;
+            let mut response = (StatusCode::OK, bytes).into_response();
             let h = response.headers_mut();
             h.insert(
                 header::CONTENT_TYPE,
@@ -194,12 +198,32 @@ async fn answer(
         }
     };
     if let Some(format) = image {
-        return super::export::draw_document(state, query, replay.doc().clone(), format).await;
+        let doc = held.replay.doc().clone();
+        let drawn = super::export::draw_document(state, query, doc, format).await;
+        drop(held);
+        return drawn;
     }
-    let doc = tokio::task::spawn_blocking(move || replay.to_json())
+    let body = off_thread(move || {
+        let doc = held.replay.to_json();
+        serde_json::to_vec(&DocAnswer { seq, doc })
+    })
+    .await?
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    let mut response = (StatusCode::OK, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}
+
+/// Runs `work` on a blocking thread.
+async fn off_thread<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
-    Ok(Json(DocAnswer { seq, doc }).into_response())
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))
 }
 
 /// The room now.
@@ -229,8 +253,8 @@ async fn doc(
     Query(query): Query<HashMap<String, String>>,
     Admitted { room, .. }: Admitted<ReadScope>,
 ) -> Result<Response, ApiError> {
-    let (seq, replay) = state.history.current(&room).await?;
-    answer(&state, &query, seq, replay, false).await
+    let (seq, held) = state.history.current(&room).await?;
+    answer(&state, &query, seq, held, false).await
 }
 
 /// `{room}` and `{seq}`: a version of a room.
@@ -276,8 +300,8 @@ async fn version(
     Admitted { room, .. }: Admitted<ReadScope>,
 ) -> Result<Response, ApiError> {
     let seq = number("seq", &seq)?;
-    let replay = state.history.version(&room, seq).await?;
-    answer(&state, &query, seq, replay, true).await
+    let held = state.history.version(&room, seq).await?;
+    answer(&state, &query, seq, held, true).await
 }
 
 /// The last update at or before a time.
@@ -312,6 +336,22 @@ async fn version_at(
     Ok(Json(SeqAnswer { seq }))
 }
 
+/// A JSON body that must be an object (serde would read a struct from an array too: `[3]`
+/// is not `{"seq": 3}`); `400 invalid_json` otherwise.
+fn object_body<T: serde::de::DeserializeOwned>(
+    body: Result<Json<serde_json::Value>, JsonRejection>,
+) -> Result<T, ApiError> {
+    let Json(value) = body?;
+    if !value.is_object() {
+        return Err(ApiError::body(
+            StatusCode::BAD_REQUEST,
+            "the body must be a JSON object",
+        ));
+    }
+    serde_json::from_value(value)
+        .map_err(|e| ApiError::body(StatusCode::BAD_REQUEST, e.to_string()))
+}
+
 /// Body of `POST /rooms/{room}/restore`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -335,6 +375,7 @@ struct RestoreBody {
         TokenRefusals,
         (status = 404, description = "`room_not_found`, `version_not_found`", body = ErrorBody),
         (status = 413, description = "`doc_too_large`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
     ),
 )]
@@ -343,9 +384,11 @@ async fn restore(
     Admitted {
         room, sub, name, ..
     }: Admitted<WriteScope>,
-    body: Result<Json<RestoreBody>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let Json(body) = body?;
+    let body: RestoreBody = object_body(body)?;
+    state.write_rate.check(&sub, WriteCost::History)?;
+    state.history.written(&room).await?;
     let loaded = state.rooms.get(&room).await?;
     let seq = state
         .history
@@ -380,6 +423,7 @@ struct RollbackBody {
         TokenRefusals,
         (status = 404, description = "`room_not_found`, `version_not_found`", body = ErrorBody),
         (status = 413, description = "`doc_too_large`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
     ),
 )]
@@ -388,9 +432,9 @@ async fn rollback(
     Admitted {
         room, sub, name, ..
     }: Admitted<WriteScope>,
-    body: Result<Json<RollbackBody>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let Json(body) = body?;
+    let body: RollbackBody = object_body(body)?;
     if body.actor.id.is_empty() {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -398,6 +442,8 @@ async fn rollback(
             "'actor.id' must not be empty",
         ));
     }
+    state.write_rate.check(&sub, WriteCost::History)?;
+    state.history.written(&room).await?;
     let loaded = state.rooms.get(&room).await?;
     let (outcome, seq) = state
         .history

@@ -18,6 +18,7 @@ pub mod fairies;
 pub mod forward;
 pub mod health;
 pub mod history;
+pub mod http_limits;
 pub mod instructions;
 pub mod logging;
 pub mod openapi;
@@ -27,6 +28,8 @@ pub mod review;
 pub mod upgrade;
 pub mod usage;
 pub mod web_demo;
+pub mod write_rate;
+pub mod write_timeout;
 pub mod ws;
 
 use std::io::Write;
@@ -80,6 +83,10 @@ pub struct AppState {
     pub export_reads: Arc<export::reads::ExportReads>,
     /// Rooms' history: pages, versions, restore, rollback.
     pub history: Arc<crate::history::service::History>,
+    /// The per-token rate limit on REST writes (the socket's rates, per `sub`).
+    pub write_rate: Arc<write_rate::WriteRate>,
+    /// The caps on HTTP requests in flight (per process, per token).
+    pub http_limits: Arc<http_limits::HttpLimits>,
 }
 
 /// A running server (returned by [`start`]).
@@ -104,6 +111,11 @@ impl ServerHandle {
     /// The room registry (for tests and embedding).
     pub fn rooms(&self) -> &Rooms {
         &self.state.rooms
+    }
+
+    /// HTTP requests holding a place under `--max-http-requests` now (for tests and embedding).
+    pub fn http_requests_in_flight(&self) -> usize {
+        self.state.http_limits.in_flight()
     }
 
     /// Stops accepting, closes every socket, flushes every room and waits for all of it.
@@ -220,6 +232,8 @@ pub async fn start_with(
         history: Arc::new(crate::history::service::History::new(store.clone())),
         fairies,
         fairy_rate: fairies::rate_limiter(config.fairy_api_rate_per_min),
+        write_rate: Arc::new(write_rate::WriteRate::from_config(&config)),
+        http_limits: Arc::new(http_limits::HttpLimits::from_config(&config)),
         connections: Arc::new(Semaphore::new(config.max_connections)),
         config: Arc::new(config),
         rooms,
@@ -242,6 +256,10 @@ pub async fn start_with(
             tracing::debug!(%error, "could not set TCP_NODELAY on an accepted socket");
         }
     });
+    // A write that makes no progress for --http-write-timeout ends its connection, releasing
+    // the answer it held and its place under --max-http-requests.
+    let listener =
+        write_timeout::WriteTimeoutListener::new(listener, state.config.http_write_timeout());
     let serve_state = state.clone();
     let task = tokio::spawn(async move {
         let shutdown = serve_state.shutdown.clone();
@@ -249,6 +267,13 @@ pub async fn start_with(
             tokio::spawn(prune_history(
                 serve_state.store.clone(),
                 keep,
+                shutdown.clone(),
+            ));
+        }
+        if serve_state.config.history_max_bytes > 0 {
+            tokio::spawn(cap_history(
+                serve_state.store.clone(),
+                serve_state.config.history_max_bytes,
                 shutdown.clone(),
             ));
         }
@@ -281,7 +306,7 @@ pub async fn start_with(
         direct_stop.cancel();
         tracing::info!("all rooms flushed; server stopped");
     });
-    tracing::info!(%addr, store = %state.config.store, "fairyring listening");
+    tracing::info!(%addr, store = %crate::redact::url(&state.config.store), "fairyring listening");
     Ok(ServerHandle {
         addr,
         metrics_addr,
@@ -313,6 +338,29 @@ async fn prune_history(
             Ok(0) => {}
             Ok(dropped) => tracing::info!(dropped, "dropped history older than the retention"),
             Err(error) => tracing::warn!(%error, "dropping old history failed; will retry"),
+        }
+    }
+}
+
+/// How often rooms' logs are checked against `--history-max-bytes`.
+const CAP_HISTORY_EVERY: Duration = Duration::from_secs(60);
+
+/// Keeps every room's log within `max_bytes` ([`crate::history::retention::enforce_cap`]),
+/// every [`CAP_HISTORY_EVERY`], until shutdown.
+async fn cap_history(
+    store: Arc<dyn crate::store::Store>,
+    max_bytes: u64,
+    shutdown: CancellationToken,
+) {
+    let mut next = tokio::time::Instant::now() + CAP_HISTORY_EVERY;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            _ = shutdown.cancelled() => return,
+        }
+        next += CAP_HISTORY_EVERY;
+        if let Err(error) = crate::history::retention::enforce_cap(&store, max_bytes).await {
+            tracing::warn!(%error, "keeping history within --history-max-bytes failed; will retry");
         }
     }
 }
@@ -354,12 +402,14 @@ pub fn router(state: AppState) -> Router {
         project_routes,
     )
     .split_for_parts();
+    let limits = axum::middleware::from_fn_with_state(state.clone(), http_limits::admit);
     api.layer(axum::Extension(openapi::Described::new(&described)))
         .with_state(state)
         .merge(web_demo::routes())
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(error::MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(body::limit))
+        .layer(limits)
         .layer(axum::middleware::map_response(error::json_errors))
 }
 

@@ -26,6 +26,7 @@ use super::AppState;
 use super::access::{Admitted, WriteScope};
 use super::error::{ApiError, ErrorBody};
 use super::openapi::{RoomPath, SeqAnswer, TokenRefusals};
+use super::write_rate::WriteCost;
 use crate::canvas::patch::{self as shape_patch, Applied, PatchError, ShapePatch};
 use crate::history::actor::{Actor, Via};
 
@@ -83,6 +84,7 @@ fn api_actor(sub: String, name: Option<String>) -> Actor {
         (status = 400, description = "`invalid_update`, `server_owned_root`, `invalid_room_name`", body = ErrorBody),
         TokenRefusals,
         (status = 413, description = "`body_too_large`, `doc_too_large`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `too_many_rooms`, `shutting_down`", body = ErrorBody),
     ),
 )]
@@ -112,6 +114,7 @@ async fn update(
             ),
         ));
     }
+    state.write_rate.check(&sub, WriteCost::Body(body.len()))?;
     let loaded = state.rooms.get(&room).await?;
     let seq = loaded.apply_update_as(&api_actor(sub, name), &body).await?;
     Ok(Json(SeqAnswer { seq }).into_response())
@@ -132,6 +135,7 @@ async fn update(
         TokenRefusals,
         (status = 404, description = "`shape_not_found` (the missing ids in `ids`; nothing applied)", body = ErrorBody),
         (status = 413, description = "`body_too_large`, `doc_too_large`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `too_many_rooms`, `shutting_down`", body = ErrorBody),
     ),
 )]
@@ -143,6 +147,7 @@ async fn shapes(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body?;
+    state.write_rate.check(&sub, WriteCost::Body(body.len()))?;
     let patch: ShapePatch = serde_json::from_slice(&body)
         .map_err(|e| ApiError::body(StatusCode::BAD_REQUEST, e.to_string()))?;
     let loaded = state.rooms.get(&room).await?;
@@ -159,7 +164,7 @@ async fn shapes(
                     return Ok(false);
                 }
             };
-            loaded.admit_in(txn, plan.bound())?;
+            loaded.admit_in(txn, plan.growth_bound(&*txn))?;
             let changed = shape_patch::apply(txn, &plan);
             outcome = Some(Ok(plan.applied().clone()));
             Ok(changed)

@@ -21,10 +21,12 @@ use super::access::{Admitted, WriteScope};
 use super::error::{ApiError, ErrorBody};
 use super::fairies::{RequestPath, fairy_id};
 use super::openapi::TokenRefusals;
+use super::write_rate::WriteCost;
 use crate::ids::{RequestId, SuggestionId};
 use crate::review::decide::{DecideError, Verdict};
 use crate::review::record::Status;
 use crate::review::service::{self, Person, ReviewError};
+use crate::store::keyed::Table;
 
 /// The review routes, described.
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -40,7 +42,8 @@ impl From<DecideError> for ApiError {
             DecideError::NotFound(_) => StatusCode::NOT_FOUND,
             DecideError::AlreadyDecided(_)
             | DecideError::ShapeGone(_)
-            | DecideError::ShapeExists(_) => StatusCode::CONFLICT,
+            | DecideError::ShapeExists(_)
+            | DecideError::Streaming(_) => StatusCode::CONFLICT,
         };
         ApiError::new(status, error.code(), error.to_string())
     }
@@ -105,10 +108,12 @@ async fn decide(
     verdict: Verdict,
 ) -> Result<Response, ApiError> {
     let id = suggestion_id(id)?;
+    state.write_rate.check(&admitted.sub, WriteCost::Decision)?;
     let loaded = state.rooms.get(&admitted.room).await?;
     let person = Person {
         sub: admitted.sub,
         name: admitted.name,
+        may_decide: true,
     };
     let decided = service::decide(&loaded, &id, verdict, &person).await?;
     Ok(Json(DecisionAnswer {
@@ -131,8 +136,9 @@ async fn decide(
         (status = 400, description = "`invalid_room_name`", body = ErrorBody),
         TokenRefusals,
         (status = 404, description = "`suggestion_not_found`, `room_not_found`", body = ErrorBody),
-        (status = 409, description = "`already_decided`, `shape_gone` (its shape was deleted), `shape_exists` (its id was taken)", body = ErrorBody),
+        (status = 409, description = "`already_decided`, `shape_gone` (its shape was deleted), `shape_exists` (its id was taken), `suggestion_streaming` (its fairy is still writing it)", body = ErrorBody),
         (status = 413, description = "`doc_too_large`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
     ),
 )]
@@ -158,6 +164,7 @@ async fn accept(
         TokenRefusals,
         (status = 404, description = "`suggestion_not_found`, `room_not_found`", body = ErrorBody),
         (status = 409, description = "`already_decided`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
     ),
 )]
@@ -181,8 +188,9 @@ async fn reject(
         (status = 200, description = "Applied, except the conflicts (rejected instead)", body = RequestAcceptedAnswer),
         (status = 400, description = "`invalid_room_name`", body = ErrorBody),
         TokenRefusals,
-        (status = 404, description = "`fairy_not_found` (an id that cannot be a fairy's), `request_not_found` (likewise), `room_not_found`", body = ErrorBody),
+        (status = 404, description = "`fairy_not_found` (an id that cannot be a fairy's, or no fairy of this room), `request_not_found` (an id that cannot be a request's), `room_not_found`", body = ErrorBody),
         (status = 413, description = "`doc_too_large`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
     ),
 )]
@@ -194,10 +202,41 @@ async fn accept_request(
     let fairy = fairy_id(&id)?;
     let request = RequestId::parse(&request)
         .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "request_not_found", e.to_string()))?;
+    state.write_rate.check(&admitted.sub, WriteCost::Decision)?;
     let loaded = state.rooms.get(&admitted.room).await?;
+    // A fairy of this room: one the store keeps, or one whose suggestions the room holds (a
+    // dismissed fairy's are still decided); another room's fairy id is not found here.
+    let named = {
+        let txn = yrs::Transact::transact(loaded.doc());
+        crate::review::record::list(&txn)
+            .iter()
+            .any(|record| record.fairy_id == fairy)
+    };
+    if !named
+        && state
+            .store
+            .side()
+            .get(Table::FairyStates, &admitted.room, fairy.as_str())
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_unavailable",
+                    e.to_string(),
+                )
+            })?
+            .is_none()
+    {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "fairy_not_found",
+            format!("no fairy '{fairy}' in this room"),
+        ));
+    }
     let person = Person {
         sub: admitted.sub,
         name: admitted.name,
+        may_decide: true,
     };
     let outcome = service::accept_request(&loaded, &fairy, &request, &person).await?;
     Ok(Json(RequestAcceptedAnswer {

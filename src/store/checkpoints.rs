@@ -170,6 +170,46 @@ pub fn assemble_version(
     })
 }
 
+/// Where the version at `seq` starts when its updates are read afterwards, in bounded
+/// batches ([`super::Store::version_base`]): among the checkpoint chain (its head and states),
+/// the snapshot and the empty document, those whose updates up to `seq` are all kept (the log is
+/// pruned only from its start, so a base is usable when `seq` is the base itself or the oldest
+/// kept update `first_kept` follows it), the one nearest `seq` (fewest updates to replay; the
+/// checkpoint on a tie);
+/// `None` when none is usable or `seq` is 0. The version's `updates` are left empty.
+pub fn choose_base(
+    seq: u64,
+    chain: Option<(u64, Vec<Bytes>)>,
+    snapshot: Option<(u64, Bytes)>,
+    first_kept: Option<u64>,
+) -> Option<StoredVersion> {
+    if seq == 0 {
+        return None;
+    }
+    let usable =
+        |base: u64| base <= seq && (base == seq || first_kept.is_some_and(|f| f <= base + 1));
+    // In rising preference on a tie (`max_by_key` keeps the last): the empty document, the
+    // snapshot, the checkpoint chain.
+    let mut candidates: Vec<(VersionBase, Vec<Bytes>)> = Vec::with_capacity(3);
+    candidates.push((VersionBase::Empty, Vec::new()));
+    if let Some((at, state)) = snapshot {
+        candidates.push((VersionBase::Snapshot(at), vec![state]));
+    }
+    if let Some((head, states)) = chain {
+        candidates.push((VersionBase::Checkpoint(head), states));
+    }
+    candidates
+        .into_iter()
+        .filter(|(base, _)| usable(base.seq()))
+        .max_by_key(|(base, _)| base.seq())
+        .map(|(base, states)| StoredVersion {
+            base,
+            states,
+            updates: Vec::new(),
+            seq,
+        })
+}
+
 /// One full-state v1 update equal to applying `states` in order (a chain made full again when
 /// pruning drops what lies below it); `None` when they cannot be merged (never for states
 /// this server wrote). CPU work: call it off the async threads.
@@ -232,6 +272,50 @@ mod tests {
         assert_eq!(prune_chain(&meta, Some(5), Some(40)), None);
         // A broken chain is not pruned to.
         assert_eq!(prune_chain(&[(20, Some(10))], Some(25), Some(40)), None);
+    }
+
+    #[test]
+    fn a_base_read_alone_is_the_usable_one_nearest_the_version() {
+        let chain = || Some((10, vec![b("full"), b("delta")]));
+        let snapshot = |at: u64| Some((at, b("snap")));
+        // The log kept whole: the chain is nearer than the empty document.
+        let base = choose_base(15, chain(), None, Some(1)).unwrap();
+        assert_eq!(
+            (base.base, base.states.len()),
+            (VersionBase::Checkpoint(10), 2)
+        );
+        assert!(base.updates.is_empty());
+        // A newer snapshot is nearer; on a tie the chain.
+        assert_eq!(
+            choose_base(15, chain(), snapshot(12), Some(1))
+                .unwrap()
+                .base,
+            VersionBase::Snapshot(12)
+        );
+        assert_eq!(
+            choose_base(15, chain(), snapshot(10), Some(1))
+                .unwrap()
+                .base,
+            VersionBase::Checkpoint(10)
+        );
+        // Pruned up to 12: only a base at 12 or above, or the version itself, is usable.
+        assert!(choose_base(15, chain(), None, Some(13)).is_none());
+        assert_eq!(
+            choose_base(15, chain(), snapshot(12), Some(13))
+                .unwrap()
+                .base,
+            VersionBase::Snapshot(12)
+        );
+        assert_eq!(
+            choose_base(10, chain(), None, Some(13)).unwrap().base,
+            VersionBase::Checkpoint(10)
+        );
+        assert!(choose_base(0, chain(), None, Some(1)).is_none());
+        assert!(choose_base(5, None, None, None).is_none());
+        assert_eq!(
+            choose_base(5, None, None, Some(1)).unwrap().base,
+            VersionBase::Empty
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash};
+use super::checkpoints::{assemble_version, choose_base, newest_chain, prune_chain, squash};
 use super::keyed::memory::MemoryTables;
 use super::keyed::{SideTables, Table};
 use super::{Checkpoint, Fence, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
@@ -231,6 +231,90 @@ impl Store for MemoryStore {
                     .map(|row| row.seq)
                     .next_back()
             })
+        }))
+    }
+
+    async fn history_bounded(
+        &self,
+        room: &RoomName,
+        after: u64,
+        limit: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<LogRow>, StoreError> {
+        Ok(self.with(|rooms| {
+            rooms.get(room.as_str()).map_or_else(Vec::new, |log| {
+                let rows = || log.updates.iter().filter(|row| row.seq > after).take(limit);
+                let fit = super::fitting(rows().map(|row| row.update.len() as u64), max_bytes);
+                rows().take(fit).cloned().collect()
+            })
+        }))
+    }
+
+    async fn version_base(
+        &self,
+        room: &RoomName,
+        seq: u64,
+    ) -> Result<Option<StoredVersion>, StoreError> {
+        Ok(self.with(|rooms| {
+            let log = rooms.get(room.as_str())?;
+            let chain = newest_chain(&log.checkpoint_meta(seq));
+            let chain = chain
+                .last()
+                .map(|head| (*head, log.checkpoint_data(&chain)));
+            let snapshot = log.snapshot.clone().filter(|(s, _)| *s <= seq);
+            let first_kept = log.updates.first().map(|row| row.seq);
+            choose_base(seq, chain, snapshot, first_kept)
+        }))
+    }
+
+    async fn last_seq(&self, room: &RoomName) -> Result<u64, StoreError> {
+        Ok(self.with(|rooms| rooms.get(room.as_str()).map_or(0, |log| log.last_seq)))
+    }
+
+    async fn logs_over(&self, max_bytes: u64) -> Result<Vec<super::OverCap>, StoreError> {
+        Ok(self.with(|rooms| {
+            let mut over = Vec::new();
+            for (name, log) in rooms.iter() {
+                let mut tail = 0u64;
+                let cut = log.updates.iter().rev().find_map(|row| {
+                    tail = tail.saturating_add(row.update.len() as u64);
+                    (tail > max_bytes).then_some(row.seq)
+                });
+                if let (Some(cut), Ok(room)) = (cut, RoomName::parse(name)) {
+                    over.push(super::OverCap {
+                        room,
+                        cut,
+                        snapshot: log.snapshot.as_ref().map(|(seq, _)| *seq),
+                    });
+                }
+            }
+            over
+        }))
+    }
+
+    async fn prune_log_to(&self, room: &RoomName, upto: u64) -> Result<u64, StoreError> {
+        Ok(self.with(|rooms| {
+            let Some(log) = rooms.get_mut(room.as_str()) else {
+                return 0;
+            };
+            let meta = log.checkpoint_meta(u64::MAX);
+            let snapshot = log.snapshot.as_ref().map(|(seq, _)| *seq);
+            let Some(chain) = prune_chain(&meta, Some(upto), snapshot) else {
+                return 0;
+            };
+            let Some(&keep) = chain.last() else {
+                return 0;
+            };
+            if chain.len() > 1 {
+                let Some(full) = squash(&log.checkpoint_data(&chain)) else {
+                    return 0;
+                };
+                log.checkpoints.insert(keep, (None, full));
+            }
+            let len = log.updates.len();
+            log.updates.retain(|row| row.seq > keep);
+            log.checkpoints.retain(|seq, _| *seq >= keep);
+            (len - log.updates.len()) as u64
         }))
     }
 

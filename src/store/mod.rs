@@ -238,6 +238,63 @@ pub trait Store: Send + Sync + 'static {
         seq: u64,
     ) -> Result<Option<StoredVersion>, StoreError>;
 
+    /// Logged updates after `after`, oldest first, at most `limit` of them and no more than
+    /// `max_bytes` of update data in all (always the first one, whatever its size): history is
+    /// read in batches bounded in bytes (docs/limits.md "History"). The default reads
+    /// [`Store::history`] and cuts it (a wrapping store); the backends read the sizes first and
+    /// only the rows that fit.
+    async fn history_bounded(
+        &self,
+        room: &RoomName,
+        after: u64,
+        limit: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<LogRow>, StoreError> {
+        let mut rows = self.history(room, after, limit).await?;
+        let keep = fitting(rows.iter().map(|row| row.update.len() as u64), max_bytes);
+        rows.truncate(keep);
+        Ok(rows)
+    }
+
+    /// The base the room's version at `seq` starts from ([`checkpoints::choose_base`]: the
+    /// usable checkpoint chain, snapshot or empty document nearest `seq`), with no updates: the
+    /// caller reads the updates after it up to `seq` with [`Store::history_bounded`] and finds
+    /// the version gone should one be missing (pruned meanwhile). `None` when nothing kept
+    /// leads to `seq`. The default cuts [`Store::load_version`] (a wrapping store).
+    async fn version_base(
+        &self,
+        room: &RoomName,
+        seq: u64,
+    ) -> Result<Option<StoredVersion>, StoreError> {
+        Ok(self.load_version(room, seq).await?.map(|mut version| {
+            version.updates.clear();
+            version
+        }))
+    }
+
+    /// The sequence number of the room's last update (its snapshot's when the log holds none
+    /// after it); 0 for a room never written. The default reads [`Store::load`].
+    async fn last_seq(&self, room: &RoomName) -> Result<u64, StoreError> {
+        Ok(self.load(room).await?.last_seq)
+    }
+
+    /// The rooms whose kept log holds more than `max_bytes` of updates (`--history-max-bytes`;
+    /// docs/history.md), each with the newest update that must go for the rest to fit. The
+    /// default finds none (a wrapping store).
+    async fn logs_over(&self, max_bytes: u64) -> Result<Vec<OverCap>, StoreError> {
+        let _ = max_bytes;
+        Ok(Vec::new())
+    }
+
+    /// Drops the room's history up to `upto` as far as a kept checkpoint allows, as
+    /// [`Store::prune_history`] does for time: the newest checkpoint at or below both `upto`
+    /// and the snapshot is kept (made full when it was a delta), everything below it goes.
+    /// Returns how many updates were dropped. The default drops nothing (a wrapping store).
+    async fn prune_log_to(&self, room: &RoomName, upto: u64) -> Result<u64, StoreError> {
+        let _ = (room, upto);
+        Ok(0)
+    }
+
     /// The sequence number of the last kept update logged at or before `at` (milliseconds since
     /// the epoch); `None` when there is none.
     async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError>;
@@ -271,6 +328,32 @@ pub trait Store: Send + Sync + 'static {
 
     /// Flushes and closes the store (called once at shutdown).
     async fn close(&self) {}
+}
+
+/// A room whose kept log is over `--history-max-bytes` ([`Store::logs_over`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverCap {
+    /// The room.
+    pub room: RoomName,
+    /// The newest update that must go for the rest of the log to fit.
+    pub cut: u64,
+    /// The room's snapshot's sequence number, if it has one (nothing after it may go).
+    pub snapshot: Option<u64>,
+}
+
+/// How many of the leading sizes fit in `max_bytes` together: at least one (when there is one),
+/// then each while the running total stays within `max_bytes`.
+pub fn fitting(sizes: impl IntoIterator<Item = u64>, max_bytes: u64) -> usize {
+    let mut total = 0u64;
+    let mut count = 0;
+    for size in sizes {
+        total = total.saturating_add(size);
+        if count > 0 && total > max_bytes {
+            break;
+        }
+        count += 1;
+    }
+    count
 }
 
 /// Opens the store named by a `--store` URL: `sqlite:PATH`, `memory:` or
@@ -338,6 +421,80 @@ mod tests {
         keyed::tests::projects_contract(store.side(), &room, &other).await;
         keyed::tests::tables_are_apart(store.side()).await;
         outbox::tests::outbox_contract(store.outbox()).await;
+        bounded_log_contract(store.as_ref()).await;
+    }
+
+    /// History read in batches bounded in bytes, a version's base, the last sequence number,
+    /// and the byte cap's cut and pruning (issue 43), the same on every backend.
+    async fn bounded_log_contract(store: &dyn Store) {
+        let room = RoomName::parse("bounded").unwrap();
+        assert_eq!(store.last_seq(&room).await.unwrap(), 0);
+        let rows: Vec<Bytes> = [10usize, 20, 30, 40, 50]
+            .iter()
+            .map(|n| Bytes::from(vec![b'x'; *n]))
+            .collect();
+        let last = store.append(&room, rows).await.unwrap();
+        assert_eq!(store.last_seq(&room).await.unwrap(), last);
+        let first = last - 4;
+        let sizes = |rows: Vec<LogRow>| rows.iter().map(|r| r.update.len()).collect::<Vec<_>>();
+        // At least one row whatever its size, then while the bytes fit.
+        let read = store.history_bounded(&room, 0, 100, 0).await.unwrap();
+        assert_eq!(sizes(read), vec![10]);
+        let read = store.history_bounded(&room, 0, 100, 60).await.unwrap();
+        assert_eq!(sizes(read), vec![10, 20, 30]);
+        let read = store.history_bounded(&room, first, 2, 1_000).await.unwrap();
+        assert_eq!(sizes(read), vec![20, 30]);
+        assert!(
+            store
+                .history_bounded(&room, last, 10, 10)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // A version's base without its updates: the empty document while the log is whole.
+        let base = store.version_base(&room, last).await.unwrap().unwrap();
+        assert_eq!(base.base, VersionBase::Empty);
+        assert!(base.updates.is_empty());
+        // Over a cap of 100 bytes: the tail 50 + 40 fits, 30 more does not.
+        let over = store.logs_over(100).await.unwrap();
+        let this = over.iter().find(|o| o.room == room).expect("over the cap");
+        assert_eq!((this.cut, this.snapshot), (first + 2, None));
+        assert!(
+            store
+                .logs_over(1_000_000)
+                .await
+                .unwrap()
+                .iter()
+                .all(|o| o.room != room)
+        );
+        // Pruning goes only as far as a checkpoint and the snapshot allow.
+        assert_eq!(store.prune_log_to(&room, first + 2).await.unwrap(), 0);
+        store
+            .add_checkpoint(
+                &room,
+                Checkpoint {
+                    seq: first + 2,
+                    base: None,
+                    data: Bytes::from_static(b"state"),
+                    extends: 0,
+                },
+            )
+            .await
+            .unwrap();
+        store
+            .compact(&room, Bytes::from_static(b"snap"), first + 2)
+            .await
+            .unwrap();
+        assert_eq!(store.prune_log_to(&room, first + 2).await.unwrap(), 3);
+        let kept = store.history(&room, 0, 100).await.unwrap();
+        assert_eq!(sizes(kept), vec![40, 50]);
+        // The version at the cut starts from its checkpoint; one below is gone.
+        let base = store.version_base(&room, first + 2).await.unwrap().unwrap();
+        assert_eq!(base.base, VersionBase::Checkpoint(first + 2));
+        let base = store.version_base(&room, last).await.unwrap().unwrap();
+        assert_eq!(base.base.seq(), first + 2);
+        assert!(store.version_base(&room, first).await.unwrap().is_none());
+        assert_eq!(store.last_seq(&room).await.unwrap(), last);
     }
 
     /// Fences (a store shared by nodes): each token taken is one more than the last; an append

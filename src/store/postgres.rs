@@ -34,7 +34,9 @@ use bytes::Bytes;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Row, Transaction};
 
-use super::checkpoints::{assemble_version, newest_chain, prune_chain, squash_off_thread};
+use super::checkpoints::{
+    assemble_version, choose_base, newest_chain, prune_chain, squash_off_thread,
+};
 use super::keyed::{self, SideTables, Table};
 use super::sql;
 use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, known_actor, to_i64, to_u64};
@@ -305,6 +307,201 @@ impl Store for PostgresStore {
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
         Ok(assemble_version(seq, chain, snapshot, rows))
+    }
+
+    async fn history_bounded(
+        &self,
+        room: &RoomName,
+        after: u64,
+        limit: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<LogRow>, StoreError> {
+        // The sizes first (no blob is read), then only the rows that fit.
+        let sizes = sqlx::query(sql::LOG_SIZES)
+            .bind(room.as_str())
+            .bind(to_i64(after))
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| {
+                Ok((
+                    to_u64(row.try_get::<i64, _>(0)?),
+                    to_u64(row.try_get::<Option<i64>, _>(1)?.unwrap_or(0)),
+                ))
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let fit = super::fitting(sizes.iter().map(|(_, bytes)| *bytes), max_bytes);
+        let Some(&(upto, _)) = sizes.get(fit.saturating_sub(1)) else {
+            return Ok(Vec::new());
+        };
+        let rows = sqlx::query(sql::HISTORY_BETWEEN)
+            .bind(room.as_str())
+            .bind(to_i64(after))
+            .bind(to_i64(upto))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(LogRow {
+                    seq: to_u64(row.try_get::<i64, _>(0)?),
+                    at: row.try_get::<Option<i64>, _>(1)?.map(to_u64),
+                    actor: row.try_get::<Option<String>, _>(2)?.map(Arc::from),
+                    update: Bytes::from(row.try_get::<Vec<u8>, _>(3)?),
+                })
+            })
+            .collect()
+    }
+
+    async fn version_base(
+        &self,
+        room: &RoomName,
+        seq: u64,
+    ) -> Result<Option<StoredVersion>, StoreError> {
+        // Only the base is read here: the updates after it follow in bounded batches.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        let upto = to_i64(seq);
+        let meta = checkpoint_meta(&mut tx, room.as_str(), upto).await?;
+        let chain = newest_chain(&meta);
+        let chain = match chain.last() {
+            Some(head) => Some((
+                *head,
+                checkpoint_data(&mut tx, room.as_str(), &chain).await?,
+            )),
+            None => None,
+        };
+        let first_kept = sqlx::query(sql::FIRST_KEPT)
+            .bind(room.as_str())
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get::<Option<i64>, _>(0)?
+            .map(to_u64);
+        let newest_base = chain.as_ref().map_or(0, |(head, _)| *head);
+        // The snapshot's data only when it is nearer than the chain (it is the whole room).
+        let snapshot_seq = sqlx::query(sql::SNAPSHOT_SEQ)
+            .bind(room.as_str())
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|row| row.try_get::<i64, _>(0))
+            .transpose()?
+            .map(to_u64)
+            .filter(|at| *at <= seq && *at > newest_base);
+        let snapshot = match snapshot_seq {
+            Some(_) => sqlx::query(sql::SNAPSHOT_AT_MOST)
+                .bind(room.as_str())
+                .bind(upto)
+                .fetch_optional(&mut *tx)
+                .await?
+                .map(|row| {
+                    Ok::<_, sqlx::Error>((
+                        to_u64(row.try_get::<i64, _>(0)?),
+                        Bytes::from(row.try_get::<Vec<u8>, _>(1)?),
+                    ))
+                })
+                .transpose()?,
+            None => None,
+        };
+        tx.commit().await?;
+        Ok(choose_base(seq, chain, snapshot, first_kept))
+    }
+
+    async fn last_seq(&self, room: &RoomName) -> Result<u64, StoreError> {
+        let row = sqlx::query(sql::LAST_SEQ)
+            .bind(room.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get::<Option<i64>, _>(0)?.map_or(0, to_u64))
+    }
+
+    async fn logs_over(&self, max_bytes: u64) -> Result<Vec<super::OverCap>, StoreError> {
+        let rooms: Vec<String> = sqlx::query(sql::LOGS_OVER)
+            .bind(to_i64(max_bytes))
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| row.try_get::<String, _>(0))
+            .collect::<Result<_, _>>()?;
+        let mut over = Vec::with_capacity(rooms.len());
+        for room in rooms {
+            let Ok(name) = RoomName::parse(&room) else {
+                continue;
+            };
+            let cut = sqlx::query(sql::LOG_CUT)
+                .bind(&room)
+                .bind(to_i64(max_bytes))
+                .fetch_one(&self.pool)
+                .await?
+                .try_get::<Option<i64>, _>(0)?;
+            let snapshot = sqlx::query(sql::SNAPSHOT_SEQ)
+                .bind(&room)
+                .fetch_optional(&self.pool)
+                .await?
+                .map(|row| row.try_get::<i64, _>(0))
+                .transpose()?
+                .map(to_u64);
+            if let Some(cut) = cut {
+                over.push(super::OverCap {
+                    room: name,
+                    cut: to_u64(cut),
+                    snapshot,
+                });
+            }
+        }
+        Ok(over)
+    }
+
+    async fn prune_log_to(&self, room: &RoomName, upto: u64) -> Result<u64, StoreError> {
+        let room = room.as_str();
+        let mut tx = self.pool.begin().await?;
+        let snapshot = sqlx::query(sql::SNAPSHOT_SEQ)
+            .bind(room)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|row| row.try_get::<i64, _>(0))
+            .transpose()?
+            .map(to_u64);
+        let meta = checkpoint_meta(&mut tx, room, i64::MAX).await?;
+        let Some(chain) = prune_chain(&meta, Some(upto), snapshot) else {
+            return Ok(0);
+        };
+        let Some(&keep) = chain.last() else {
+            return Ok(0);
+        };
+        let states = checkpoint_data(&mut tx, room, &chain).await?;
+        tx.commit().await?;
+        let full = if chain.len() > 1 {
+            match squash_off_thread(states).await {
+                Some(full) => Some(full),
+                None => return Ok(0),
+            }
+        } else {
+            None
+        };
+        let mut tx = self.pool.begin().await?;
+        if let Some(full) = full {
+            sqlx::query(sql::SQUASH_CHECKPOINT)
+                .bind(full.as_ref())
+                .bind(room)
+                .bind(to_i64(keep))
+                .execute(&mut *tx)
+                .await?;
+        }
+        let dropped = sqlx::query(sql::PRUNE_UPDATES)
+            .bind(room)
+            .bind(to_i64(keep))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        sqlx::query(sql::PRUNE_CHECKPOINTS)
+            .bind(room)
+            .bind(to_i64(keep))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(dropped)
     }
 
     async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {

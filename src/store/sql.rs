@@ -60,3 +60,33 @@ pub(crate) const ADD_ACTOR: &str =
 
 /// The number of an actor's JSON.
 pub(crate) const ACTOR_ID: &str = "SELECT id FROM actors WHERE data = $1";
+
+/// The sizes of up to `$3` updates after `$2`, oldest first: `seq`, bytes (read from the
+/// record, not the blob: history batches are cut by bytes before their rows are read).
+pub(crate) const LOG_SIZES: &str = "SELECT seq, CAST(LENGTH(data) AS BIGINT) FROM updates WHERE room = $1 AND seq > $2 ORDER BY seq LIMIT $3";
+
+/// The updates after `$2` up to `$3` with their time and actor: `seq`, `at`, actor JSON, `data`.
+pub(crate) const HISTORY_BETWEEN: &str =
+    "SELECT u.seq, u.at, a.data, u.data FROM updates u LEFT JOIN actors a ON a.id = u.actor
+     WHERE u.room = $1 AND u.seq > $2 AND u.seq <= $3 ORDER BY u.seq";
+
+/// A room's oldest kept update.
+pub(crate) const FIRST_KEPT: &str = "SELECT MIN(seq) FROM updates WHERE room = $1";
+
+/// A room's last update: the log's, else its snapshot's.
+pub(crate) const LAST_SEQ: &str = "SELECT MAX(s) FROM (
+     SELECT MAX(seq) AS s FROM updates WHERE room = $1
+     UNION ALL SELECT seq AS s FROM snapshots WHERE room = $1) AS t";
+
+/// Every room's log bytes over `$1`: `room`.
+pub(crate) const LOGS_OVER: &str =
+    "SELECT room FROM updates GROUP BY room HAVING SUM(LENGTH(data)) > $1";
+
+/// The newest update of room `$1` from which on the log holds more than `$2` bytes (it and
+/// everything before it must go for the rest to fit).
+pub(crate) const LOG_CUT: &str = "SELECT MAX(seq) FROM (
+     SELECT seq, SUM(LENGTH(data)) OVER (ORDER BY seq DESC) AS tail
+     FROM updates WHERE room = $1) AS t WHERE tail > $2";
+
+/// A room's snapshot's sequence number.
+pub(crate) const SNAPSHOT_SEQ: &str = "SELECT seq FROM snapshots WHERE room = $1";

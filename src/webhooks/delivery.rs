@@ -6,7 +6,9 @@
 //! outcome: a 2xx answer deletes the event; a non-2xx answer, a timeout ([`TIMEOUT`]) or a
 //! connection that fails schedules the next attempt after [`backoff`]; the last allowed attempt
 //! keeps it as a dead letter. The receiver's answer is read at most [`ANSWER_CAP`] bytes
-//! (for the log). It must not touch rooms, nor decode what it sends.
+//! (for the log). Every [`UPKEEP_EVERY`] it keeps the outbox's bounds ([`super::bound`]).
+//! Errors it logs or keeps as `last_error` never quote the URL's user, password or query
+//! ([`crate::redact`]). It must not touch rooms, nor decode what it sends.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +37,8 @@ pub const ANSWER_CAP: usize = 1024;
 /// How long an attempt in flight at shutdown may still take before it is abandoned (its
 /// claim given back): a receiver that answers at once is not sent the event again.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// How often the outbox's bounds are kept ([`super::bound::upkeep`]).
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 /// The longest wait between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(600);
 
@@ -74,6 +78,8 @@ pub(crate) struct Delivery {
     backoff: Duration,
     store: Arc<dyn Store>,
     wake: Arc<Notify>,
+    max_pending: u64,
+    dead_retention: Option<Duration>,
 }
 
 impl Delivery {
@@ -91,6 +97,8 @@ impl Delivery {
             backoff: settings.backoff,
             store,
             wake: Arc::new(Notify::new()),
+            max_pending: settings.max_pending,
+            dead_retention: settings.dead_retention,
         })
     }
 
@@ -104,7 +112,16 @@ impl Delivery {
     pub async fn run(self, stop: CancellationToken) {
         let this = Arc::new(self);
         let mut in_flight: JoinSet<()> = JoinSet::new();
+        let mut next_upkeep = tokio::time::Instant::now();
         loop {
+            if tokio::time::Instant::now() >= next_upkeep {
+                next_upkeep = tokio::time::Instant::now() + UPKEEP_EVERY;
+                if let Err(error) =
+                    super::bound::upkeep(&this.store, this.max_pending, this.dead_retention).await
+                {
+                    tracing::warn!(%error, "webhook outbox upkeep failed; will retry");
+                }
+            }
             let free = IN_FLIGHT.saturating_sub(in_flight.len());
             let mut full = free == 0;
             if free > 0 {
@@ -163,6 +180,9 @@ impl Delivery {
         };
         let attempts = event.attempts.saturating_add(1);
         let outbox = self.store.outbox();
+        // What is logged and kept as `last_error` never quotes the URL's secrets.
+        let outcome =
+            outcome.map_err(|error| crate::redact::text(&error.to_string(), self.url.as_str()));
         let recorded = match outcome {
             Ok(()) => {
                 count("ok");
@@ -172,9 +192,7 @@ impl Delivery {
             Err(error) if attempts >= self.max_attempts => {
                 count("dead");
                 tracing::warn!(id = %event.id, attempts, %error, "webhook dead-lettered after its last attempt");
-                outbox
-                    .dead(&event.id, attempts, now_millis(), &error.to_string())
-                    .await
+                outbox.dead(&event.id, attempts, now_millis(), &error).await
             }
             Err(error) => {
                 count("retry");
@@ -186,7 +204,7 @@ impl Delivery {
                         &event.id,
                         attempts,
                         now_millis().saturating_add(wait_ms),
-                        &error.to_string(),
+                        &error,
                     )
                     .await
             }
@@ -213,7 +231,10 @@ impl Delivery {
             .body(event.body.clone())
             .send()
             .await
-            .map_err(|error| AttemptError::Send(error_chain(&error)))?;
+            .map_err(|error| {
+                let chain = error_chain(&error.without_url());
+                AttemptError::Send(crate::redact::text(&chain, self.url.as_str()))
+            })?;
         let status = answer.status();
         if status.is_success() {
             return Ok(());

@@ -10,10 +10,14 @@
 //! - `delivery`: the task that claims due events from the outbox (a lease, so that scaled out
 //!   each event is sent by one node), POSTs them, and records the outcome: delivered, retried
 //!   with exponential backoff and jitter, or dead-lettered after `--webhook-max-attempts`.
+//! - [`bound`]: the outbox's bounds, kept by the delivery task: `--webhook-max-pending`
+//!   (merging each room's oldest waiting `room.updated` into one, then dropping), dead letters
+//!   pruned after `--webhook-dead-retention`, the `fairyring_webhook_outbox` gauge.
 //!
 //! Nothing here touches rooms or documents: rooms and fairies call [`Webhooks`]' narrow,
 //! non-blocking methods; the outbox lives behind [`crate::store::outbox::Outbox`].
 
+pub mod bound;
 mod delivery;
 pub mod events;
 mod recorder;
@@ -64,12 +68,16 @@ pub struct WebhookSettings {
     pub max_attempts: u32,
     /// Delay before the first retry (doubled for each later one, with jitter).
     pub backoff: Duration,
+    /// Most events waiting in the outbox (`--webhook-max-pending`; [`bound`]).
+    pub max_pending: u64,
+    /// How long dead letters are kept (`--webhook-dead-retention`; `None`: for ever).
+    pub dead_retention: Option<Duration>,
 }
 
 impl std::fmt::Debug for WebhookSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WebhookSettings")
-            .field("url", &self.url.as_str())
+            .field("url", &crate::redact::url(self.url.as_str()))
             .field("debounce", &self.debounce)
             .field("max_attempts", &self.max_attempts)
             .field("backoff", &self.backoff)
@@ -89,7 +97,7 @@ impl WebhookSettings {
             return Err(WebhookError::Scheme(url.scheme().to_owned()));
         }
         if url.host_str().is_none_or(str::is_empty) {
-            return Err(WebhookError::BadUrl(raw.to_owned()));
+            return Err(WebhookError::BadUrl(crate::redact::url(raw)));
         }
         let secret = match config.webhook_secret.as_deref() {
             Some(secret) if !secret.is_empty() => Arc::from(secret.as_bytes()),
@@ -104,6 +112,8 @@ impl WebhookSettings {
             debounce: Duration::from_millis(config.webhook_debounce_ms),
             max_attempts: config.webhook_max_attempts,
             backoff: Duration::from_millis(config.webhook_backoff_ms.max(1)),
+            max_pending: config.webhook_max_pending.max(1),
+            dead_retention: config.webhook_dead_retention.duration(),
         }))
     }
 }
@@ -139,7 +149,7 @@ impl Webhooks {
             stop_recording.clone(),
         ));
         let delivering = tokio::spawn(deliver.run(stop_delivering.clone()));
-        tracing::info!(url = %settings.url, debounce_ms = settings.debounce.as_millis() as u64, max_attempts = settings.max_attempts, "webhooks on");
+        tracing::info!(url = %crate::redact::url(settings.url.as_str()), debounce_ms = settings.debounce.as_millis() as u64, max_attempts = settings.max_attempts, "webhooks on");
         Ok(Webhooks {
             recorder,
             tasks: Arc::new(Tasks {

@@ -499,7 +499,11 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Takes a request back. */
+        /**
+         * Takes a request back.
+         * @description A review-mode request with pending suggestions needs the `write` scope too: reverting it
+         *     rejects them; without it, `403 insufficient_scope`.
+         */
         post: operations["revertRequest"];
         delete?: never;
         options?: never;
@@ -2000,6 +2004,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description `rate_limited` (`retryAfter`, `retry-after`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description `store_unavailable`, `room_unavailable` */
             503: {
                 headers: {
@@ -2081,6 +2094,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description `rate_limited` (`retryAfter`, `retry-after`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description `store_unavailable`, `room_unavailable` */
             503: {
                 headers: {
@@ -2147,6 +2169,15 @@ export interface operations {
             };
             /** @description `body_too_large`, `doc_too_large` */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited` (`retryAfter`, `retry-after`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2235,6 +2266,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description `rate_limited` (`retryAfter`, `retry-after`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description `store_unavailable`, `too_many_rooms`, `shutting_down` */
             503: {
                 headers: {
@@ -2305,7 +2345,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description `already_decided`, `shape_gone` (its shape was deleted), `shape_exists` (its id was taken) */
+            /** @description `already_decided`, `shape_gone` (its shape was deleted), `shape_exists` (its id was taken), `suggestion_streaming` (its fairy is still writing it) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2316,6 +2356,15 @@ export interface operations {
             };
             /** @description `doc_too_large` */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited` (`retryAfter`, `retry-after`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2402,6 +2451,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description `rate_limited` (`retryAfter`, `retry-after`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description `store_unavailable`, `room_unavailable` */
             503: {
                 headers: {
@@ -2465,7 +2523,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description `fairy_not_found` (an id that cannot be a fairy's), `request_not_found` (likewise), `room_not_found` */
+            /** @description `fairy_not_found` (an id that cannot be a fairy's, or no fairy of this room), `request_not_found` (an id that cannot be a request's), `room_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2476,6 +2534,15 @@ export interface operations {
             };
             /** @description `doc_too_large` */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `rate_limited` (`retryAfter`, `retry-after`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -225,7 +225,22 @@ impl Suggester {
     fn flush(&mut self, streaming: bool) -> u32 {
         let touched: Vec<Arc<str>> = {
             let mut set = self.touched.lock().unwrap_or_else(|p| p.into_inner());
-            std::mem::take(&mut *set).into_iter().collect()
+            let mut touched = std::mem::take(&mut *set);
+            if !streaming {
+                // A complete version equal to its last preview changes nothing on the scratch
+                // copy: the records that preview wrote, still pending and marked streaming, are
+                // written again as complete (else they could never be accepted:
+                // `suggestion_streaming`).
+                let txn = self.room.doc().transact();
+                for (shape, id) in &self.records {
+                    let still_streaming = record::read(&txn, id.as_str())
+                        .is_some_and(|r| r.status == Status::Pending && r.streaming);
+                    if still_streaming {
+                        touched.insert(Arc::from(shape.as_str()));
+                    }
+                }
+            }
+            touched.into_iter().collect()
         };
         if touched.is_empty() {
             return 0;

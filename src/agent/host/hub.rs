@@ -18,6 +18,7 @@
 //! room is hosted here, as always.
 
 pub mod group;
+mod known;
 mod lease;
 pub mod prompt;
 mod remote;

@@ -135,4 +135,62 @@ impl Outbox for MemoryOutbox {
         dead.truncate(limit);
         Ok(dead)
     }
+
+    async fn dead_count(&self) -> Result<u64, StoreError> {
+        Ok(self.lock().values().filter(|r| r.dead_at.is_some()).count() as u64)
+    }
+
+    async fn prune_dead(&self, before: u64) -> Result<u64, StoreError> {
+        let mut rows = self.lock();
+        let len = rows.len();
+        rows.retain(|_, r| r.dead_at.is_none_or(|at| at >= before));
+        Ok((len - rows.len()) as u64)
+    }
+
+    async fn fresh(&self, now: u64, limit: usize) -> Result<Vec<OutboxEvent>, StoreError> {
+        let rows = self.lock();
+        let mut fresh: Vec<OutboxEvent> = rows
+            .iter()
+            .filter(|(_, r)| r.dead_at.is_none() && r.attempts == 0 && r.claimed_until <= now)
+            .map(|(id, r)| OutboxEvent {
+                id: id.clone(),
+                body: r.body.clone(),
+                // A never-attempted event is due at its creation.
+                created_at: r.next_at,
+            })
+            .collect();
+        fresh.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        fresh.truncate(limit);
+        Ok(fresh)
+    }
+
+    async fn replace(
+        &self,
+        now: u64,
+        ids: &[String],
+        merged: Option<OutboxEvent>,
+    ) -> Result<bool, StoreError> {
+        let mut rows = self.lock();
+        let all_fresh = ids.iter().all(|id| {
+            rows.get(id)
+                .is_some_and(|r| r.dead_at.is_none() && r.attempts == 0 && r.claimed_until <= now)
+        });
+        if !all_fresh {
+            return Ok(false);
+        }
+        for id in ids {
+            rows.remove(id);
+        }
+        if let Some(event) = merged {
+            rows.entry(event.id).or_insert(Row {
+                body: event.body,
+                attempts: 0,
+                next_at: event.created_at,
+                claimed_until: 0,
+                dead_at: None,
+                last_error: String::new(),
+            });
+        }
+        Ok(true)
+    }
 }

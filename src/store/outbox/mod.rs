@@ -96,6 +96,26 @@ pub trait Outbox: Send + Sync {
 
     /// Up to `limit` dead letters, most recent first.
     async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError>;
+
+    /// How many dead letters are kept.
+    async fn dead_count(&self) -> Result<u64, StoreError>;
+
+    /// Drops the dead letters given up on before `before`; how many.
+    async fn prune_dead(&self, before: u64) -> Result<u64, StoreError>;
+
+    /// Up to `limit` events never attempted and not claimed at `now`, oldest first (what the
+    /// outbox's cap may merge or drop; `--webhook-max-pending`).
+    async fn fresh(&self, now: u64, limit: usize) -> Result<Vec<OutboxEvent>, StoreError>;
+
+    /// Removes the events `ids` and adds `merged` in their place (if any), in one transaction,
+    /// only if every one of `ids` is still never attempted nor claimed at `now` (a node may have
+    /// claimed one meanwhile); whether it did.
+    async fn replace(
+        &self,
+        now: u64,
+        ids: &[String],
+        merged: Option<OutboxEvent>,
+    ) -> Result<bool, StoreError>;
 }
 
 /// The attempts count as the store keeps it (an `INTEGER`).
@@ -184,5 +204,46 @@ pub(crate) mod tests {
         );
         // Delivering twice (a retry after a lost answer) is not an error.
         outbox.delivered("e-2").await.unwrap();
+        assert_eq!(outbox.dead_count().await.unwrap(), 1);
+        // Dead letters go once past their retention.
+        assert_eq!(outbox.prune_dead(71_000).await.unwrap(), 0);
+        assert_eq!(outbox.prune_dead(71_001).await.unwrap(), 1);
+        assert_eq!(outbox.dead_count().await.unwrap(), 0);
+        // Fresh events (never attempted, unclaimed) can be merged; a claimed one cannot.
+        for (id, at) in [("f-1", 200_000), ("f-2", 201_000), ("f-3", 202_000)] {
+            outbox.push(event(id, at)).await.unwrap();
+        }
+        let fresh = outbox.fresh(300_000, 10).await.unwrap();
+        assert_eq!(
+            fresh.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+            vec!["f-1", "f-2", "f-3"]
+        );
+        assert_eq!(fresh[0].created_at, 200_000);
+        let claimed = outbox.claim(300_000, 400_000, 1).await.unwrap();
+        assert_eq!(claimed[0].id, "f-1");
+        let ids = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert!(
+            !outbox
+                .replace(300_000, &ids(&["f-1", "f-2"]), Some(event("m-1", 200_000)))
+                .await
+                .unwrap(),
+            "f-1 is claimed: nothing replaced"
+        );
+        assert_eq!(outbox.pending().await.unwrap(), 3);
+        assert!(
+            outbox
+                .replace(300_000, &ids(&["f-2", "f-3"]), Some(event("m-1", 201_000)))
+                .await
+                .unwrap()
+        );
+        assert_eq!(outbox.pending().await.unwrap(), 2);
+        let fresh = outbox.fresh(300_000, 10).await.unwrap();
+        assert_eq!(
+            fresh.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+            vec!["m-1"]
+        );
+        assert!(outbox.replace(300_000, &ids(&["m-1"]), None).await.unwrap());
+        assert_eq!(outbox.pending().await.unwrap(), 1);
+        outbox.delivered("f-1").await.unwrap();
     }
 }

@@ -165,4 +165,81 @@ impl Outbox for SqliteOutbox {
             .collect::<Result<_, sqlx::Error>>()
             .map_err(StoreError::from)
     }
+
+    async fn dead_count(&self) -> Result<u64, StoreError> {
+        let count: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM webhook_outbox WHERE dead_at IS NOT NULL")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(to_u64(count))
+    }
+
+    async fn prune_dead(&self, before: u64) -> Result<u64, StoreError> {
+        let done =
+            sqlx::query("DELETE FROM webhook_outbox WHERE dead_at IS NOT NULL AND dead_at < ?1")
+                .bind(to_i64(before))
+                .execute(&self.pool)
+                .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn fresh(&self, now: u64, limit: usize) -> Result<Vec<OutboxEvent>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, body, created_at FROM webhook_outbox
+             WHERE dead_at IS NULL AND attempts = 0 AND claimed_until <= ?1
+             ORDER BY created_at, id LIMIT ?2",
+        )
+        .bind(to_i64(now))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(OutboxEvent {
+                    id: row.try_get(0)?,
+                    body: Bytes::from(row.try_get::<Vec<u8>, _>(1)?),
+                    created_at: to_u64(row.try_get(2)?),
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::from)
+    }
+
+    async fn replace(
+        &self,
+        now: u64,
+        ids: &[String],
+        merged: Option<OutboxEvent>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let mut removed = 0;
+        for id in ids {
+            removed += sqlx::query(
+                "DELETE FROM webhook_outbox
+                 WHERE id = ?1 AND dead_at IS NULL AND attempts = 0 AND claimed_until <= ?2",
+            )
+            .bind(id)
+            .bind(to_i64(now))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        }
+        if removed != ids.len() as u64 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        if let Some(event) = merged {
+            sqlx::query(
+                "INSERT INTO webhook_outbox (id, body, created_at, next_at) VALUES (?1, ?2, ?3, ?3)
+                 ON CONFLICT(id) DO NOTHING",
+            )
+            .bind(&event.id)
+            .bind(event.body.as_ref())
+            .bind(to_i64(event.created_at))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
 }

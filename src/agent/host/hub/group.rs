@@ -12,7 +12,7 @@ use crate::agent::host::hub::{FairyHub, HubError};
 use crate::agent::modes::Mode;
 use crate::agent::projects::book::CreateError;
 use crate::agent::projects::doc::{Member, Project};
-use crate::agent::state::fairy::{ChatItem, FairyError, append_chat, list_fairies};
+use crate::agent::state::fairy::{ChatItem, FairyError, append_chat};
 use crate::agent::state::work::{ProjectStatus, Role};
 use crate::agent::state::{Interrupt, Request};
 use crate::ids::FairyId;
@@ -78,12 +78,11 @@ impl FairyHub {
             )));
         }
         let loaded = self.loaded_room(room).await?;
-        let present: Vec<FairyId> = list_fairies(loaded.doc())
-            .into_iter()
-            .map(|e| e.id)
-            .collect();
-        if let Some(missing) = ids.iter().find(|id| !present.contains(id)) {
-            return Err(FairyError::NotFound(missing.to_string()).into());
+        // Scaled out, a fairy invited a moment ago on another node is looked up in the store.
+        for id in &ids {
+            if !self.knows(&loaded, id).await? {
+                return Err(FairyError::NotFound(id.to_string()).into());
+            }
         }
         let duo = ids.len() == 2;
         let leader_role = if duo {

@@ -233,7 +233,8 @@ impl FairyHub {
         if self.lock().contains_key(&key) {
             return Ok(Placement::Here);
         }
-        if !list_fairies(loaded.doc()).iter().any(|e| e.id == *id) {
+        // A fairy invited a moment ago on another node is looked up in the store.
+        if !self.knows(&loaded, id).await? {
             return Ok(Placement::Here);
         }
         match leases.holder(room, id.as_str()).await? {
