@@ -1,7 +1,7 @@
 //! The tldraw binding (`@fairyring/tldraw`, clients/tldraw) run from `cargo test`: `npm ci`
 //! (when `node_modules` is missing) installs tldraw 5 from npm, `npm run build` type-checks the
 //! binding and builds its example page (nothing of tldraw is committed or embedded in the
-//! binary), and the Playwright script drives Debian's Chromium against this crate's real
+//! binary), its unit tests run under Node's test runner, and the Playwright script drives Debian's Chromium against this crate's real
 //! `fairyring` binary: raw yjs shapes in tldraw, tldraw shapes in the schema, concurrent edits
 //! from tldraw and the SVG demo, a fairy among the collaborators and rejected, undo, reload, and
 //! the 5,000-shape open time and the cross-page latency (printed as `figure:` lines).
@@ -95,6 +95,8 @@ async fn tldraw_binding_in_chromium_against_the_server() {
         .await;
     }
     run("npm", &["run", "build"], &[], Duration::from_secs(300)).await;
+    // The binding's editor-free conversions (z-order keys, rich text), under Node's test runner.
+    run("npm", &["test"], &[], Duration::from_secs(180)).await;
     let artifacts = artifacts_dir();
     let artifacts = artifacts.to_string_lossy();
     run(
