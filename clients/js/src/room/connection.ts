@@ -58,7 +58,10 @@ export function reconnectsAfter (code: number): boolean {
   return !(code === 1007 || code === 1008 || code === 1009 || (code >= 4400 && code < 4500))
 }
 
-/** A token and when it expires (Unix seconds; read from the JWT's `exp` when not given). */
+/**
+ * A token and when it expires (Unix seconds): read from the JWT's `exp` when left out; `null`
+ * says it is unknown (no renewal is scheduled: a 4401 asks for the next one).
+ */
 export interface TokenGrant { token: string, expiresAt?: number | null }
 
 /** Where tokens come from: called at start, before expiry and after a 4401 (`null`: connect without one). */
@@ -128,7 +131,7 @@ export function jwtExpiry (token: string): number | null {
 function grantOf (v: TokenGrant | string | null): TokenGrant | null {
   if (v === null) return null
   const g = typeof v === 'string' ? { token: v } : v
-  return { token: g.token, expiresAt: g.expiresAt ?? jwtExpiry(g.token) }
+  return { token: g.token, expiresAt: g.expiresAt !== undefined ? g.expiresAt : jwtExpiry(g.token) }
 }
 
 /** When to renew a token that expires at `expiresAt` (Unix s), seen at `now` (ms): a delay in ms. */
@@ -153,10 +156,12 @@ export class RoomConnection {
   private lastProbe = 0
   private failures = 0
   private readonly opts: RoomConnectionOptions
+  private readonly ownDoc: boolean
 
   constructor (opts: RoomConnectionOptions) {
     this.opts = opts
     this.room = opts.room
+    this.ownDoc = opts.doc === undefined
     this.doc = opts.doc ?? new Y.Doc()
     const ws = httpBase(opts.server).replace(/^http/, 'ws')
     this.provider = new WebsocketProvider(`${ws}/rooms`, opts.room, this.doc, {
@@ -221,11 +226,14 @@ export class RoomConnection {
     this.provider.disconnect()
   }
 
-  /** Closes for good. */
+  /** Closes for good (and destroys the document when the connection made it). */
   destroy (): void {
     this.destroyed = true
     clearTimeout(this.refreshTimer)
     this.provider.destroy()
+    // The awareness renews its state on a timer until destroyed.
+    this.awareness.destroy()
+    if (this.ownDoc) this.doc.destroy()
     this.listeners.clear()
   }
 
