@@ -121,6 +121,7 @@ async function openTldraw (browser, base, room, name) {
   const errors = []
   page.on('pageerror', e => errors.push(`page error: ${e.message}`))
   page.on('console', m => { if (m.type() === 'error') errors.push(`console: ${m.text()}`) })
+  page.on('response', r => { if (r.status() >= 400) errors.push(`HTTP ${r.status()} ${r.url()}`) })
   page.on('request', r => { const u = r.url(); if (!u.startsWith(base) && !u.startsWith('data:') && !u.startsWith('blob:')) errors.push(`request outside the page's origin: ${u}`) })
   await page.goto(`${base}/tldraw/index.html?room=${room}&name=${name}`)
   await page.waitForFunction(() => window.fairyringSynced !== undefined)
@@ -187,7 +188,7 @@ try {
     await tl.page.screenshot({ path: join(ARTIFACTS, '01-raw-shapes-in-tldraw.png') })
   })
 
-  await step('shapes made with editor.createShapes land in the document in our schema, and a fairy\'s prompt lists them', async () => {
+  await step('shapes made with editor.createShapes land in the document in our schema, and a fairy\'s prompt reads them', async () => {
     await tl.page.evaluate(() => {
       const { editor } = window
       editor.createShapes([
@@ -201,10 +202,14 @@ try {
     assert(star.type === 'star' && star.x === 1200 && star.y === 300 && star.w === 140 && star.h === 130 && star.color === 'red' && star.fill === 'solid', `star in our schema: ${JSON.stringify(star)}`)
     assert(star['tl:dash'] === 'dashed', 'a tldraw-only prop under tl:dash')
     assert(typeof star.createdBy === 'string' && star.createdBy.startsWith('user:'), 'createdBy')
-    const fairy = await api.inviteFairy(room, { name: 'Lister' })
-    await api.promptFairy(room, fairy.id, { message: 'what shapes are there?', bounds: { x: 0, y: 0, w: 2000, h: 1200 } })
-    await until('the fairy to have read the canvas', async () => JSON.stringify(await api.fairyHistory(room, fairy.id)).includes('tl-star'))
+    // The fairy's prompt reads the shapes from the document: asked about the tldraw star (as the
+    // person's selection), it finds it there and paints it, and tldraw shows the change.
+    const fairy = await api.inviteFairy(room, { name: 'Painter' })
+    await api.promptFairy(room, fairy.id, { message: 'paint them green', bounds: { x: 0, y: 0, w: 2000, h: 1200 }, selectedShapeIds: ['tl-star'] })
     await until('the fairy to finish', async () => (await api.fairyHistory(room, fairy.id)).mode === 'idling')
+    const acted = JSON.stringify((await api.fairyHistory(room, fairy.id)).history)
+    assert(acted.includes('tl-star'), `the fairy's actions name the tldraw shape: ${acted.slice(0, 400)}`)
+    await until('the star painted green in tldraw', async () => (await tlShapes(tl.page)).some(s => s.id === 'tl-star' && s.color === 'green'))
     await api.dismissFairy(room, fairy.id)
   })
 
@@ -212,7 +217,7 @@ try {
     const demo = await openDemo(browser, server.base, room, 'Sven')
     await until('the demo to hold the box', () => demo.page.evaluate(() => window.fairyring.doc.getMap('shapes').has('g-rectangle')))
     await Promise.all([
-      tl.page.evaluate(() => window.editor.updateShape({ id: 'shape:g-rectangle', type: 'geo', props: { color: 'green' } })),
+      tl.page.evaluate(() => { window.editor.updateShape({ id: 'shape:g-rectangle', type: 'geo', props: { color: 'green' } }) }),
       demo.page.evaluate(() => { window.fairyring.doc.getMap('shapes').get('g-rectangle').set('w', 333) })
     ])
     await until('both edits in tldraw', async () => (await tlShapes(tl.page)).some(s => s.id === 'g-rectangle' && s.color === 'green' && s.w === 333))
@@ -226,13 +231,13 @@ try {
     const before = new Set((await tlShapes(tl.page)).map(s => s.id))
     const fairy = await api.inviteFairy(room, { name: 'Pip' })
     const req = await api.promptFairy(room, fairy.id, { message: 'draw a house', bounds: { x: 0, y: 700, w: 800, h: 600 } })
-    await until('Pip among the collaborators', () => tl.page.evaluate(id => window.editor.getCollaborators().some(c => c.userId === `fairy:${id}` && c.userName === 'Pip'), fairy.id))
+    await until('Pip among the collaborators', () => tl.page.evaluate(id => window.editor.getCollaborators().some(c => c.userId === `user:fairy:${id}` && c.userName === 'Pip'), fairy.id))
     await until('the fairy\'s shapes in tldraw', async () => (await tlShapes(tl.page)).filter(s => !before.has(s.id)).length >= 3)
     const locked = await tl.page.evaluate(() => window.editor.getCurrentPageShapes().some(s => s.isLocked))
     console.log(`  a tentative shape was seen locked while the fairy drew: ${locked}`)
     await tl.page.screenshot({ path: join(ARTIFACTS, '02-fairy-draws.png') })
     // A person draws while the fairy works.
-    await tl.page.evaluate(() => window.editor.createShape({ id: 'shape:tia-box', type: 'geo', x: -400, y: 0, props: { w: 80, h: 80 } }))
+    await tl.page.evaluate(() => { window.editor.createShape({ id: 'shape:tia-box', type: 'geo', x: -400, y: 0, props: { w: 80, h: 80 } }) })
     await until('the fairy to finish', async () => (await api.fairyHistory(room, fairy.id)).mode === 'idling')
     const made = (await tlShapes(tl.page)).filter(s => !before.has(s.id) && s.id !== 'tia-box').map(s => s.id)
     assert(made.length >= 3, `the fairy made shapes: ${made}`)
@@ -241,26 +246,33 @@ try {
     await until('the fairy\'s shapes to leave tldraw', async () => { const ids = new Set((await tlShapes(tl.page)).map(s => s.id)); return made.every(id => !ids.has(id)) })
     assert((await tlShapes(tl.page)).some(s => s.id === 'tia-box'), 'the person\'s shape stays')
     await api.dismissFairy(room, fairy.id)
-    await until('Pip to leave the collaborators', () => tl.page.evaluate(id => !window.editor.getCollaborators().some(c => c.userId === `fairy:${id}`), fairy.id))
+    await until('Pip to leave the collaborators', () => tl.page.evaluate(id => !window.editor.getCollaborators().some(c => c.userId === `user:fairy:${id}`), fairy.id))
   })
 
   await step('undo in tldraw takes back only the local person\'s change', async () => {
-    await tl.page.evaluate(() => { window.editor.markHistoryStoppingPoint('mine'); window.editor.createShape({ id: 'shape:mine', type: 'geo', x: -400, y: 200, props: { w: 60, h: 60 } }) })
+    const made = await tl.page.evaluate(() => { window.editor.markHistoryStoppingPoint('mine'); window.editor.createShape({ id: 'shape:mine', type: 'geo', x: -400, y: 200, props: { w: 60, h: 60 } }); return { canUndo: window.editor.getCanUndo(), n: window.editor.history.getNumUndos() } })
+    assert(made.canUndo, 'the creation is in tldraw\'s undo stack')
     await until('mine in the document', () => writer.doc.getMap('shapes').has('mine'))
     createShape(writer.doc, { id: 'theirs', type: 'ellipse', x: -400, y: 400 })
     await until('theirs in tldraw', async () => (await tlShapes(tl.page)).some(s => s.id === 'theirs'))
-    await tl.page.evaluate(() => window.editor.undo())
+    const undone = await tl.page.evaluate(() => { window.editor.undo(); return { inTldraw: window.editor.getShape('shape:mine') !== undefined, canUndo: window.editor.getCanUndo() } })
+    assert(!undone.inTldraw, 'undo took mine back in tldraw')
     await until('mine to be gone in the document', () => !writer.doc.getMap('shapes').has('mine'))
     const ids = new Set((await tlShapes(tl.page)).map(s => s.id))
     assert(!ids.has('mine') && ids.has('theirs') && ids.has('g-star') && ids.has('tia-box'), `after undo: ${[...ids]}`)
   })
 
   await step('a reload restores the room from the server', async () => {
-    const before = (await tlShapes(tl.page)).map(s => `${s.id}:${s.type}:${s.x}:${s.y}:${s.color}`).sort()
+    // What is drawn: each shape's kind, colour, text and page bounds (a bound arrow is drawn from its bindings).
+    const drawn = () => tl.page.evaluate(() => window.editor.getCurrentPageShapes().map(s => {
+      const b = window.editor.getShapePageBounds(s.id)
+      return [s.id, s.type, s.props.geo ?? '', s.props.color, s.props.richText ? window.fairyring.plainText(s.props.richText) : '', Math.round(b.x), Math.round(b.y), Math.round(b.w), Math.round(b.h)].join(':')
+    }).sort())
+    const before = await drawn()
     await tl.page.reload()
     await tl.page.waitForFunction(() => window.fairyringSynced !== undefined)
     await tl.page.evaluate(() => window.fairyringSynced)
-    const after = (await tlShapes(tl.page)).map(s => `${s.id}:${s.type}:${s.x}:${s.y}:${s.color}`).sort()
+    const after = await drawn()
     assert(JSON.stringify(before) === JSON.stringify(after), `same shapes after a reload\n${before}\n${after}`)
     assert(tl.errors.length === 0, `no console errors and no request outside the page's origin: ${tl.errors.join('; ')}`)
   })

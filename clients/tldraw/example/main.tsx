@@ -38,6 +38,9 @@ const token: TokenSource = async () => {
   return { token: dev.token, expiresAt: dev.expiresAt }
 }
 const conn = new RoomConnection({ server, room, token })
+// tldraw's fonts, icons and translations, as files beside the page (bundled from @tldraw/assets).
+// Made once: a new object at each render would make <Tldraw> build a new editor.
+const assetUrls = getAssetUrlsByImport({ baseUrl: new URL('.', location.href).href })
 const api = new FairyringApi({ baseUrl: server, token: () => conn.token ?? currentToken })
 w.fairyring = { conn, api, doc: conn.doc, plainText, room }
 
@@ -99,25 +102,42 @@ function FairyPanel ({ editor }: { editor: Editor }): React.JSX.Element {
   )
 }
 
+function onMount (ed: Editor): () => void {
+  w.editor = ed
+  mountedEditor.set(ed)
+  let stop = (): void => {}
+  let stopped = false
+  conn.whenSynced().then(() => {
+    if (stopped) return
+    // How long the room takes to show: from the first sync to the frame after the binding put it in tldraw.
+    const t0 = performance.now()
+    const binding = bindTldraw(ed, conn.doc, { createdBy: `user:${sub}` })
+    const presence = bindPresence(ed, conn.awareness as never, { id: sub, name })
+    stop = () => { binding.dispose(); presence.dispose() }
+    requestAnimationFrame(() => requestAnimationFrame(() => {
+      w.fairyringOpenMs = performance.now() - t0
+      resolveSynced()
+    }))
+  }).catch(e => console.error(e))
+  return () => { stopped = true; stop() }
+}
+
+/** The editor the fairy panel works with, once tldraw has made it. */
+const mountedEditor = {
+  editor: null as Editor | null,
+  listeners: new Set<(e: Editor) => void>(),
+  set (e: Editor): void { this.editor = e; for (const l of this.listeners) l(e) }
+}
+
 function App (): React.JSX.Element {
-  const [editor, setEditor] = useState<Editor | null>(null)
-  const onMount = (ed: Editor): void => {
-    w.editor = ed
-    setEditor(ed)
-    conn.whenSynced().then(() => {
-      // How long the room takes to show: from the first sync to the frame after the binding put it in tldraw.
-      const t0 = performance.now()
-      bindTldraw(ed, conn.doc, { createdBy: `user:${sub}` })
-      bindPresence(ed, conn.awareness as never, { id: sub, name })
-      requestAnimationFrame(() => requestAnimationFrame(() => {
-        w.fairyringOpenMs = performance.now() - t0
-        resolveSynced()
-      }))
-    }).catch(e => console.error(e))
-  }
+  const [editor, setEditor] = useState<Editor | null>(mountedEditor.editor)
+  useEffect(() => {
+    mountedEditor.listeners.add(setEditor)
+    return () => { mountedEditor.listeners.delete(setEditor) }
+  }, [])
   return (
     <>
-      <Tldraw assetUrls={getAssetUrlsByImport()} onMount={onMount} licenseKey={TLDRAW_LICENSE_KEY !== '' ? TLDRAW_LICENSE_KEY : undefined} />
+      <Tldraw assetUrls={assetUrls} onMount={onMount} licenseKey={TLDRAW_LICENSE_KEY !== '' ? TLDRAW_LICENSE_KEY : undefined} />
       {editor !== null && <FairyPanel editor={editor} />}
     </>
   )

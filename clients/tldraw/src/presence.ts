@@ -19,15 +19,17 @@ export interface PresenceAwareness extends AwarenessLike {
 /** Who the local person is. */
 export interface LocalPerson { id: string, name: string, color?: string }
 
-/** The `userId` a fairy's collaborator record has. */
-export const fairyUserId = (fairyId: string): string => `fairy:${fairyId}`
+/** The `userId` a fairy's collaborator record has (tldraw's user ids start with `user:`). */
+export const fairyUserId = (fairyId: string): string => `user:fairy:${fairyId}`
+/** The `userId` a person's collaborator record has: `user:` and their token's `sub`. */
+export const personUserId = (sub: string): string => `user:${sub}`
 
 /** The presence record of another person. */
 export function personPresence (p: PeerUser, pageId: TLPageId, seen: number): TLInstancePresence {
   const vp = p.viewport
   return InstancePresenceRecordType.create({
     id: InstancePresenceRecordType.createId(`peer-${p.clientId}`),
-    userId: p.id,
+    userId: personUserId(p.id),
     userName: p.name,
     color: p.color,
     cursor: p.cursor !== null ? { x: p.cursor.x, y: p.cursor.y, type: 'default', rotation: 0 } : null,
