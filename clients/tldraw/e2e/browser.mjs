@@ -36,7 +36,10 @@ const work = mkdtempSync(join(tmpdir(), 'fairyring-tldraw-'))
 
 let failed = 0
 const figures = []
+/** ONLY=WORDS runs the start and the steps whose name has WORDS (the figures are independent). */
+const ONLY = process.env.ONLY
 async function step (name, fn) {
+  if (ONLY && !name.includes(ONLY) && !name.includes('start')) { console.log(`skip - ${name}`); return }
   const t = Date.now()
   try {
     await fn()
@@ -295,6 +298,7 @@ try {
       const n = await t.page.evaluate(() => window.editor.getCurrentPageShapeIds().size)
       assert(n === 5000, `5,000 shapes in tldraw (got ${n})`)
       runs.push(await t.page.evaluate(() => window.fairyringOpenMs))
+      console.log(`  open ${r}: ${JSON.stringify(await t.page.evaluate(() => ({ open: window.fairyringOpenMs, bind: window.fairyringBindMs, prof: window.__prof })))}`)
       await t.context.close()
     }
     runs.sort((a, b) => a - b)
@@ -338,8 +342,9 @@ try {
         const doc = window.fairyring.doc
         for (let i = 0; i < n; i++) {
           doc.transact(() => {
-            const m = new window.fairyring.doc.getMap('shapes').constructor()
             const shapes = doc.getMap('shapes')
+            const YMap = shapes.constructor
+            const m = new YMap()
             shapes.set(`svg-${i}`, m)
             for (const [k, v] of Object.entries({ id: `svg-${i}`, type: 'ellipse', pageId: 'page:main', x: (i % 20) * 60, y: 2000 + Math.floor(i / 20) * 60, w: 40, h: 40, rotation: 0, index: `a${String(i).padStart(4, '0')}V`, color: 'red', fill: 'none', note: String(Date.now()), locked: false, createdBy: 'user:dan', text: '', textAlign: 'middle' })) m.set(k, v)
           })

@@ -113,6 +113,7 @@ function onMount (ed: Editor): () => void {
     const t0 = performance.now()
     const binding = bindTldraw(ed, conn.doc, { createdBy: `user:${sub}` })
     const presence = bindPresence(ed, conn.awareness as never, { id: sub, name })
+    w.fairyringBindMs = performance.now() - t0
     stop = () => { binding.dispose(); presence.dispose() }
     requestAnimationFrame(() => requestAnimationFrame(() => {
       w.fairyringOpenMs = performance.now() - t0

@@ -85,8 +85,14 @@ export function bindTldraw (editor: Editor, doc: Y.Doc, opts: BindingOptions): T
       // Pages first: a shape's parent must exist when it is put.
       const pagePuts = puts.filter(r => r.typeName === 'page')
       if (pagePuts.length > 0) editor.store.put(pagePuts)
-      for (const r of puts) {
-        if (r.typeName === 'page') continue
+      const shapePuts = puts.filter(r => r.typeName !== 'page')
+      let batched = false
+      try {
+        // One put for all (a room's first load: thousands of shapes).
+        if (shapePuts.length > 0) editor.store.put(shapePuts)
+        batched = true
+      } catch { /* one of them is refused: put them one by one */ }
+      for (const r of batched ? [] : shapePuts) {
         try {
           editor.store.put([r])
         } catch {
@@ -126,24 +132,26 @@ export function bindTldraw (editor: Editor, doc: Y.Doc, opts: BindingOptions): T
     return out
   }
 
-  // The whole document once: pages, then shapes; tldraw's own default page goes when the room has pages.
+  // The whole document once: pages first, tldraw's own default page dropped while no shape is
+  // on the page (switching pages under thousands of shapes is slow), then every shape at once.
   const loadAll = (): void => {
     const pageIds = [...docPageIds()]
-    const shapeIds: string[] = []
-    shapes.forEach((_v, id) => shapeIds.push(id))
-    applyFromDoc(shapeIds, pageIds)
+    applyFromDoc([], pageIds)
     if (pageIds.length > 0) {
       const extra = editor.getPages().filter(p => !pageIds.includes(p.id)).map(p => p.id)
-      if (extra.length > 0) {
-        editor.store.mergeRemoteChanges(() => {
-          if (!pageIds.includes(editor.getCurrentPageId())) editor.setCurrentPage((pageIds.includes(MAIN_PAGE) ? MAIN_PAGE : pageIds[0]) as TLPageId)
-          const onExtra: TLShapeId[] = []
-          for (const p of extra) for (const sid of editor.getPageShapeIds(p)) onExtra.push(sid)
-          if (onExtra.length > 0) editor.store.remove(onExtra)
-          editor.store.remove(extra)
-        })
-      }
+      editor.store.mergeRemoteChanges(() => {
+        if (!pageIds.includes(editor.getCurrentPageId())) editor.setCurrentPage((pageIds.includes(MAIN_PAGE) ? MAIN_PAGE : pageIds[0]) as TLPageId)
+        if (extra.length === 0) return
+        const onExtra: TLShapeId[] = []
+        for (const p of extra) for (const sid of editor.getPageShapeIds(p)) onExtra.push(sid)
+        // What a person drew before the first sync moves to the room's page (and is written below).
+        if (onExtra.length > 0) editor.moveShapesToPage(onExtra, editor.getCurrentPageId())
+        editor.store.remove(extra)
+      })
     }
+    const shapeIds: string[] = []
+    shapes.forEach((_v, id) => shapeIds.push(id))
+    applyFromDoc(shapeIds, [])
     // What tldraw holds that the document lacks (a shape made before the first sync) is written.
     const missing = editor.getCurrentPageShapes().filter(s => isCarried(s) && !shapes.has(fromShapeId(s.id)))
     if (missing.length > 0) doc.transact(() => { for (const s of missing) writeShape(s, true) }, origin)

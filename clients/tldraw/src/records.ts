@@ -43,6 +43,17 @@ const MAPPED: Record<string, ReadonlySet<string>> = {
   draw: new Set(['segments', 'color', 'fill'])
 }
 
+const defaultsCache = new WeakMap<Editor, Map<string, Record<string, unknown>>>()
+
+/** A shape util's default props, once per editor and type. */
+function defaultProps (editor: Editor, type: string): Record<string, unknown> {
+  let byType = defaultsCache.get(editor)
+  if (byType === undefined) { byType = new Map(); defaultsCache.set(editor, byType) }
+  let d = byType.get(type)
+  if (d === undefined) { d = editor.getShapeUtil(type as never).getDefaultProps() as Record<string, unknown>; byType.set(type, d) }
+  return d
+}
+
 function same (a: unknown, b: unknown): boolean {
   return a === b || JSON.stringify(a) === JSON.stringify(b)
 }
@@ -71,8 +82,7 @@ export function docToShape (editor: Editor, id: string, m: Y.Map<unknown>, pageI
   if (shape === null) return null
   const type = tlType(shape)
   if (!(CARRIED_TYPES as readonly string[]).includes(type)) return null
-  const util = editor.getShapeUtil(type as never)
-  const defaults = util.getDefaultProps() as Record<string, unknown>
+  const defaults = defaultProps(editor, type)
   const props: Record<string, unknown> = { ...defaults }
   for (const k of m.keys()) {
     if (!k.startsWith(TL_PREFIX)) continue
@@ -196,8 +206,7 @@ const round = (n: number): number => Math.round(n * 100) / 100
 export function shapeToDoc (editor: Editor, shape: TLShape): DocKeys | null {
   const type = shape.type
   if (!(CARRIED_TYPES as readonly string[]).includes(type)) return null
-  const util = editor.getShapeUtil(type as never)
-  const defaults = util.getDefaultProps() as Record<string, unknown>
+  const defaults = defaultProps(editor, type)
   const props = shape.props as Record<string, unknown>
   const out: DocKeys = {}
   for (const [prop, def] of Object.entries(defaults)) {
