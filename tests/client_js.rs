@@ -75,12 +75,7 @@ async fn client_package_builds_and_its_tests_pass_against_the_server() {
         )
         .await;
     }
-    run(
-        "npm",
-        &["run", "check-api-types"],
-        Duration::from_secs(120),
-    )
-    .await;
+    run("npm", &["run", "check-api-types"], Duration::from_secs(120)).await;
     run("npm", &["run", "build"], Duration::from_secs(180)).await;
     run("npm", &["test"], Duration::from_secs(300)).await;
 }
