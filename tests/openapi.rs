@@ -1,6 +1,6 @@
 //! `GET /openapi.json` (issue 29) against the real server: an OpenAPI 3.1 description that is the
 //! one `fairyring openapi` prints and the web demo's API types are generated from
-//! (`web-demo/openapi.json`); every operation in it is served (never the router's 404 fallback
+//! (`clients/js/openapi.json`); every operation in it is served (never the router's 404 fallback
 //! nor a 405); no path in it takes a method it does not describe; and no route of the server is
 //! registered outside `utoipa_axum::routes!`, the one way that serves and describes a route
 //! together.
@@ -61,15 +61,15 @@ async fn the_served_description_is_openapi_3_1_and_the_one_the_web_demo_uses() {
         served, printed,
         "/openapi.json differs from `fairyring openapi`"
     );
-    let committed_path = root().join("web-demo/openapi.json");
+    let committed_path = root().join("clients/js/openapi.json");
     let committed: Value = serde_json::from_str(
-        &std::fs::read_to_string(&committed_path).expect("web-demo/openapi.json is committed"),
+        &std::fs::read_to_string(&committed_path).expect("clients/js/openapi.json is committed"),
     )
-    .expect("web-demo/openapi.json is JSON");
+    .expect("clients/js/openapi.json is JSON");
     assert!(
         served == committed,
-        "web-demo/openapi.json is not what the server describes: run \
-         `cargo run -- openapi > web-demo/openapi.json && npm run api-types --prefix web-demo` \
+        "clients/js/openapi.json is not what the server describes: run \
+         `cargo run -- openapi > clients/js/openapi.json && npm run api-types --prefix clients/js` \
          and commit both"
     );
     // Every operation names its responses, and every room route its scope.

@@ -1,5 +1,6 @@
 // Bundles the TypeScript unit tests (test/*.test.ts) for Node's built-in test runner.
 import * as esbuild from 'esbuild'
+import { shared } from './bundle-options.mjs'
 import { readdirSync, rmSync } from 'node:fs'
 import { join, dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -17,5 +18,6 @@ await esbuild.build({
   target: ['node20'],
   outdir,
   outExtension: { '.js': '.mjs' },
-  logLevel: 'warning'
+  logLevel: 'warning',
+  ...shared
 })

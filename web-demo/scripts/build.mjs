@@ -2,6 +2,7 @@
 // `--check` builds into a temporary folder and fails if the committed dist/ differs, so a stale
 // dist/ (the server embeds it) is caught by the tests.
 import * as esbuild from 'esbuild'
+import { shared } from './bundle-options.mjs'
 import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, copyFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, dirname } from 'node:path'
@@ -22,7 +23,8 @@ await esbuild.build({
   target: ['es2020'],
   outdir: out,
   legalComments: 'none',
-  logLevel: 'warning'
+  logLevel: 'warning',
+  ...shared
 })
 // esbuild names the CSS entry after its key; keep the page's link simple.
 copyFileSync(join(out, 'app-style.css'), join(out, 'app.css'))

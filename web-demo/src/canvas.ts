@@ -6,18 +6,18 @@
 import * as Y from 'yjs'
 import type { Awareness } from 'y-protocols/awareness'
 import * as ops from './ops.js'
-import { readShapes, MAIN_PAGE, NOTE_SIZE, type Shape } from './schema.js'
-import { compareZ } from './zorder.js'
+import { readShapes, MAIN_PAGE, NOTE_SIZE, type Shape } from '@fairyring/client'
+import { compareZ } from '@fairyring/client'
 import {
   boxContains, boxFromCorners, boxesOverlap, resizeBox, screenToPage, shapeBounds, visibleBox, zoomAt,
   type Camera, type Point
 } from './geometry.js'
 import { renderDefs } from './render.js'
 import { strokeFromPage, type FairySprite } from './overlay.js'
-import { readPeers, type LocalUser } from './presence.js'
+import { readPeers, type LocalUser } from '@fairyring/client'
 import { drawFairies, drawScene, type Gesture, type Layers } from './scene.js'
 import { glide } from './fairies.js'
-import { ghosts, readSuggestions, shapeKeys, type Suggestion } from './suggestions.js'
+import { ghosts, readSuggestions, shapeKeys, type Suggestion } from '@fairyring/client'
 import { CLICK_SLOP, isGeoTool, toolForKey } from './tools.js'
 import { toDom } from './vnode.js'
 

@@ -2,9 +2,9 @@
 // `fairies` root and awareness together), which of them this browser has selected, what each
 // sprite looks like, how a sprite glides between awareness updates, and who said a chat line.
 // No DOM, no network: the panels, the canvas and the API client use these.
-import type { ChatItem, FairyChat, Project } from './fairydoc.js'
-import { fairyProjectColor } from './fairydoc.js'
-import type { PeerFairy, Pose, TodoItem } from './presence.js'
+import type { ChatItem, FairyChat, Project } from '@fairyring/client'
+import { fairyProjectColor } from '@fairyring/client'
+import type { PeerFairy, Pose, TodoItem } from '@fairyring/client'
 import type { Point } from './geometry.js'
 
 /** A fairy as the page shows it: its entity (if in the document) and its presence (if any). */

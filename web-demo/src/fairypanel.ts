@@ -14,15 +14,15 @@
 // changes go through the fairy and review HTTP APIs (`FairyApi`, `SuggestApi`).
 import type * as Y from 'yjs'
 import type { Awareness } from 'y-protocols/awareness'
-import { readPeers, type LocalUser } from './presence.js'
-import { readFairyChats, readProjects, readTasks, type FairyChat } from './fairydoc.js'
+import { readPeers, type LocalUser } from '@fairyring/client'
+import { readFairyChats, readProjects, readTasks, type FairyChat } from '@fairyring/client'
 import { chatAuthor, chatRole, isIdle, keepPresent, mergeFairies, nextSelection, requestMarks, type FairyView } from './fairies.js'
-import { FairyApiError, groupPromptBody, promptBody, type FairyApi } from './fairyapi.js'
-import { describeConflicts, SuggestApiError, type SuggestApi } from './suggestapi.js'
+import { FairyApiError, groupPromptBody, promptBody, type FairyApi } from '@fairyring/client'
+import { describeConflicts, SuggestApiError, type SuggestApi } from '@fairyring/client'
 import {
   fairyToggle, pendingByFairy, promptApply, readApply, readFairyApply, readSuggestions, requestKey, tallies,
   tallyLabel, type ApplyMode, type RequestTally
-} from './suggestions.js'
+} from '@fairyring/client'
 import { groupPromptLabel, projectRows } from './projects.js'
 import type { FairyLook } from './canvas.js'
 import type { Box } from './geometry.js'

@@ -1,8 +1,7 @@
 // Page-space geometry: bounds, hit tests, arrow bends and the pan/zoom camera. Pure functions.
-import { NOTE_SIZE, type Shape, type LinkShape } from './schema.js'
+import { NOTE_SIZE, type Shape, type LinkShape, type Point, type Box } from '@fairyring/client'
 
-export interface Point { x: number, y: number }
-export interface Box { x: number, y: number, w: number, h: number }
+export type { Point, Box }
 
 /** The camera: page point `p` is drawn at screen `(p - (x, y)) * zoom`. */
 export interface Camera { x: number, y: number, zoom: number }

@@ -9,7 +9,7 @@
 // them. Ghosts are not shapes: their drawings carry `data-ghost-shape-id`, never `data-shape-id`.
 import { renderShape } from './render.js'
 import { shapeBounds, type Box } from './geometry.js'
-import type { Ghost, SuggestionOp } from './suggestions.js'
+import type { Ghost, SuggestionOp } from '@fairyring/client'
 import { h, type VNode } from './vnode.js'
 
 /** The fairy pink and its darker outline (a sprite's body and edge when it works alone). */

@@ -11,12 +11,13 @@ import type * as Y from 'yjs'
 import type { Canvas } from './canvas.js'
 import {
   authorLines, groupEntries, historyNames, mergeEntries, withHistoryNames, promptIndex, refreshAfter, rollbackBody, rowView, shapeAuthors,
-  describeRollback, relativeTime, type HistoryEntry, type HistoryGroup, type PeopleContext, type ShapeAuthors
+  describeRollback, relativeTime, type HistoryGroup, type PeopleContext, type ShapeAuthors
 } from './history.js'
-import { HistoryApiError, type HistoryApi } from './historyapi.js'
+import type { HistoryEntry } from '@fairyring/client'
+import { HistoryApiError, type HistoryApi } from '@fairyring/client'
 import { renderShape } from './render.js'
 import { getShape } from './ops.js'
-import type { Shape } from './schema.js'
+import type { Shape } from '@fairyring/client'
 import { h, toDom, type VNode } from './vnode.js'
 
 /** Entries asked for per page, and the most pages read in one refresh (the rest on the next). */

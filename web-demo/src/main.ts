@@ -1,22 +1,16 @@
-// Entry point: reads the URL, gets a token, connects the shared document with the official
-// y-websocket provider, publishes presence, and wires the canvas and the panels together.
-import * as Y from 'yjs'
-import { WebsocketProvider } from 'y-websocket'
-import * as authProtocol from 'y-protocols/auth'
-import type * as decoding from 'lib0/decoding'
+// Entry point: reads the URL, gets a token, opens the room with @fairyring/client's
+// `RoomConnection` (official yjs + y-websocket; the dev token renewed before it expires),
+// publishes presence, and wires the canvas and the panels together.
+import {
+  RoomConnection, fetchDevToken, TokenError, colorForId, COLOR_NAMES, FILL_NAMES, swatch, describeClose, describeRefusal,
+  describeStalled, FairyApi, SuggestApi, SuggestApiError, HistoryApi, readPeers, type DevToken, type TokenSource
+} from '@fairyring/client'
 import { cleanName, parseParams } from './params.js'
-import { fetchDevToken, TokenError, type DevToken } from './auth.js'
-import { colorForId, COLOR_NAMES, FILL_NAMES, swatch } from './palette.js'
-import { describeClose, describeRefusal, describeStalled, probeUrl } from './connection.js'
 import { Canvas } from './canvas.js'
 import { TOOLS } from './tools.js'
 import { renderPeople, renderTaskList, setBanner, setStatus } from './panels.js'
-import { FairyApi } from './fairyapi.js'
 import { FairyPanel } from './fairypanel.js'
-import { SuggestApi, SuggestApiError } from './suggestapi.js'
-import { HistoryApi } from './historyapi.js'
 import { HistoryPanel } from './historypanel.js'
-import { readPeers } from './presence.js'
 import { roots } from './ops.js'
 
 function byId<T extends HTMLElement | SVGSVGElement> (id: string): T {
@@ -79,39 +73,37 @@ async function start (): Promise<void> {
   }
   const sub = dev?.sub ?? storedGuestId()
   const user = { id: sub, name, color: colorForId(sub) }
-  const token = urlToken ?? dev?.token ?? null
 
-  const doc = new Y.Doc()
-  const wsBase = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/rooms`
-  const provider = new WebsocketProvider(wsBase, params.room, doc, { params: token !== null ? { token } : {} })
-  const awareness = provider.awareness
+  // In dev mode the connection asks for a new dev token before the old one expires (and after a
+  // 4401); a token from the URL is used as it is.
+  const tokenSource: TokenSource | undefined = urlToken !== null
+    ? () => urlToken
+    : devMode
+      ? async () => {
+        const t = dev !== null ? dev : await fetchDevToken(name)
+        dev = null
+        return t !== null ? { token: t.token, expiresAt: t.expiresAt } : null
+      }
+      : undefined
+  const conn = new RoomConnection({ server: location.origin, room: params.room, ...(tokenSource !== undefined ? { token: tokenSource } : {}) })
+  const { doc, provider, awareness } = conn
   awareness.setLocalState({ user, cursor: null, selection: [], viewport: { x: 0, y: 0, w: 0, h: 0 } })
 
   // ---- connection status and refusals ----
   let refused = false
-  let lastProbe = 0
   let failures = 0
   const recover = (): void => {
-    if (devMode) {
-      fetchDevToken(name).then(t => {
-        if (t !== null) provider.params.token = t.token
-        refused = false
-        setBanner(banner, null)
-        provider.connect()
-      }).catch(e => setBanner(banner, `Could not get a new token: ${String(e)}`, { label: 'Try again', run: recover }))
-    } else {
-      refused = false
-      setBanner(banner, null)
-      provider.connect()
-    }
+    refused = false
+    setBanner(banner, null)
+    conn.connect().catch(e => setBanner(banner, `Could not get a new token: ${String(e)}`, { label: 'Try again', run: recover }))
   }
   const refuse = (message: string): void => {
     refused = true
-    provider.disconnect()
+    conn.disconnect()
     setStatus(status, 'refused')
     setBanner(banner, message, { label: devMode ? 'Get a new token and reconnect' : 'Try again', run: recover })
   }
-  provider.on('status', ({ status: s }: { status: string }) => {
+  conn.on('status', s => {
     if (refused) return
     if (s === 'connected') {
       failures = 0
@@ -122,29 +114,25 @@ async function start (): Promise<void> {
       setStatus(status, 'offline')
     }
   })
-  provider.on('connection-close', (event: CloseEvent | null) => {
-    // A refusal before the upgrade reaches the browser as a bare 1006: ask over HTTP why.
-    if (event === null || provider.wsconnected || refused) return
-    failures++
+  conn.on('connect-failed', n => {
+    failures = n
+    if (refused) return
     const stalled = describeStalled(failures)
     if (stalled !== null) setStatus(status, 'offline', stalled)
-    const now = Date.now()
-    if (now - lastProbe < 3000) return
-    lastProbe = now
-    const t = typeof provider.params.token === 'string' ? provider.params.token : null
-    fetch(probeUrl(location.origin, params.room, t)).then(async res => {
-      const body: unknown = await res.json().catch(() => null)
-      const message = describeRefusal(res.status, body)
-      if (message !== null) refuse(message)
-    }).catch(() => { /* server unreachable: the provider keeps retrying */ })
   })
-  provider.on('closed', ({ code, reason }: { code: number, reason: string }) => {
-    refuse(describeClose(code, reason) ?? `The server closed the connection (${code}).`)
+  conn.on('refused', r => {
+    const message = describeRefusal(r.status, { error: r.error, detail: r.detail })
+    if (message !== null) refuse(message)
   })
-  // The y-protocols auth message (permission denied) would only be logged by the provider.
-  provider.messageHandlers[2] = (_enc: unknown, decoder: decoding.Decoder) => {
-    authProtocol.readAuthMessage(decoder, doc, (_doc: unknown, reason: string) => refuse(`Permission denied: ${reason}`))
+  conn.on('error', e => setBanner(banner, `Could not get a new token: ${e.message}`, { label: 'Try again', run: recover }))
+  // 4401 renews the token by itself; the codes that do not reconnect are said in words.
+  for (const event of ['policy-violation', 'too-large'] as const) {
+    conn.on(event, ({ code, reason }) => refuse(describeClose(code, reason) ?? `The server closed the connection (${code}${reason !== '' ? `: ${reason}` : ''}).`))
   }
+  conn.on('close', ({ code, reason }) => {
+    if (code >= 4400 && code < 4500 && code !== 4401) refuse(describeClose(code, reason) ?? `The server closed the connection (${code}).`)
+  })
+  conn.on('permission-denied', reason => refuse(`Permission denied: ${reason}`))
 
   // ---- canvas, toolbar, panels ----
   const toolbar = byId<HTMLElement>('tools')
@@ -195,7 +183,7 @@ async function start (): Promise<void> {
     clearTimeout(toastTimer)
     toastTimer = setTimeout(() => { toastNode.hidden = true }, 3000)
   }
-  const currentToken = (): string | null => (typeof provider.params.token === 'string' ? provider.params.token : null)
+  const currentToken = (): string | null => conn.token ?? urlToken
   const suggestApi = new SuggestApi(params.room, currentToken)
   canvas = new Canvas({
     doc,
@@ -309,7 +297,7 @@ async function start (): Promise<void> {
   refreshUi()
 
   // For debugging in the console and for the browser tests.
-  Object.assign(window, { fairyring: { doc, provider, canvas: c, user, fairies: panel, api, suggestApi, history: historyPanel } })
+  Object.assign(window, { fairyring: { doc, provider, conn, canvas: c, user, fairies: panel, api, suggestApi, history: historyPanel } })
 }
 
 start().catch(e => {

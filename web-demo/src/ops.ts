@@ -1,10 +1,13 @@
 // Document edits. Each exported function is one user gesture and runs as ONE Yjs transaction
 // with the caller's local origin, so `Y.UndoManager` (tracking that origin) undoes it as a unit
 // and never touches other people's or fairies' changes. Locked shapes (a fairy's action still
-// streaming, docs/fairies.md) are never edited here, whatever the UI asked.
+// streaming, docs/fairies.md) are never edited here, whatever the UI asked. The writes
+// themselves are @fairyring/client's checked writers (only changed keys are written).
 import * as Y from 'yjs'
-import { MAIN_PAGE, readShape, type Shape } from './schema.js'
-import { keyAbove, keyBelow } from './zorder.js'
+import {
+  createShape as writeShape, deleteShapes as removeShapes, keyAbove, keyBelow, readShape, updateShape,
+  type ShapeChanges, type ShapeInput, type Shape
+} from '@fairyring/client'
 
 /** Property values a new shape may carry (plain data; `points` becomes a Y.Array). */
 export type ShapeProps = Record<string, string | number | boolean | null | number[]>
@@ -57,25 +60,12 @@ function allIndexes (shapes: Y.Map<unknown>): string[] {
  * type-specific keys (`w`, `h`, `text`, `x1`…, `points`); common keys get schema defaults.
  */
 export function createShape (doc: Y.Doc, origin: unknown, sub: string, type: string, props: ShapeProps, id = newShapeId(type)): string {
-  const { shapes } = roots(doc)
-  doc.transact(() => {
-    const m = new Y.Map<unknown>()
-    const base: ShapeProps = {
-      id, type, pageId: MAIN_PAGE, x: 0, y: 0, rotation: 0, index: keyAbove(allIndexes(shapes)),
-      color: 'black', fill: 'none', note: '', locked: false, createdBy: `user:${sub}`
-    }
-    for (const [k, v] of Object.entries({ ...base, ...props, id, type })) {
-      if (k === 'points' && Array.isArray(v)) {
-        const arr = new Y.Array<number>()
-        arr.push(v.filter(n => Number.isFinite(n)))
-        m.set(k, arr)
-      } else if (v !== null && !Array.isArray(v)) {
-        m.set(k, v)
-      }
-    }
-    shapes.set(id, m)
-  }, origin)
-  return id
+  const input: Record<string, unknown> = { createdBy: `user:${sub}` }
+  for (const [k, v] of Object.entries(props)) {
+    if (v === null) continue
+    input[k] = k === 'points' && Array.isArray(v) ? v.filter(n => Number.isFinite(n)) : v
+  }
+  return writeShape(doc, { ...input, id, type } as ShapeInput, origin)
 }
 
 /** Moves shapes by `(dx, dy)`: `x, y` for all, plus both endpoints of arrows and lines. */
@@ -84,15 +74,10 @@ export function moveShapes (doc: Y.Doc, origin: unknown, ids: string[], dx: numb
   const { shapes } = roots(doc)
   doc.transact(() => {
     for (const id of ids) {
-      const m = editable(shapes, id)
-      const s = readShape(id, m)
-      if (m === null || s === null) continue
-      m.set('x', s.x + dx)
-      m.set('y', s.y + dy)
-      if (s.kind === 'link') {
-        m.set('x1', s.x1 + dx); m.set('y1', s.y1 + dy)
-        m.set('x2', s.x2 + dx); m.set('y2', s.y2 + dy)
-      }
+      const s = readShape(id, editable(shapes, id))
+      if (s === null) continue
+      // An arrow's or line's `x, y` given alone moves both its ends.
+      updateShape(doc, id, { x: s.x + dx, y: s.y + dy }, origin)
     }
   }, origin)
 }
@@ -103,16 +88,14 @@ export function resizeShape (doc: Y.Doc, origin: unknown, id: string, box: { x: 
   const { shapes } = roots(doc)
   const m = editable(shapes, id)
   if (m === null || readShape(id, m)?.kind !== 'geo') return
-  doc.transact(() => {
-    m.set('x', box.x); m.set('y', box.y); m.set('w', box.w); m.set('h', box.h)
-  }, origin)
+  updateShape(doc, id, { x: box.x, y: box.y, w: box.w, h: box.h }, origin)
 }
 
 /** Sets one style key (`color` or `fill`) on every editable shape in `ids`. */
 export function setStyle (doc: Y.Doc, origin: unknown, ids: string[], key: 'color' | 'fill', value: string): void {
   const { shapes } = roots(doc)
   doc.transact(() => {
-    for (const id of ids) editable(shapes, id)?.set(key, value)
+    for (const id of ids) if (editable(shapes, id) !== null) updateShape(doc, id, { [key]: value } as ShapeChanges, origin)
   }, origin)
 }
 
@@ -120,16 +103,14 @@ export function setStyle (doc: Y.Doc, origin: unknown, ids: string[], key: 'colo
 export function setText (doc: Y.Doc, origin: unknown, id: string, text: string): void {
   const { shapes } = roots(doc)
   const m = editable(shapes, id)
-  if (m === null || m.get('text') === text) return
-  doc.transact(() => m.set('text', text), origin)
+  if (m === null) return
+  updateShape(doc, id, { text }, origin)
 }
 
 /** Deletes every editable shape in `ids`. */
 export function deleteShapes (doc: Y.Doc, origin: unknown, ids: string[]): void {
   const { shapes } = roots(doc)
-  doc.transact(() => {
-    for (const id of ids) if (editable(shapes, id) !== null) shapes.delete(id)
-  }, origin)
+  removeShapes(doc, ids.filter(id => editable(shapes, id) !== null), origin)
 }
 
 /** Puts the shapes above (`front`) or below (`back`) all others, keeping their relative order. */

@@ -1,8 +1,8 @@
 // Everything drawn over the shapes, as pure virtual nodes: selections (ours and other people's),
 // the resize handle, remote cursors (`data-peer="CLIENT_ID"`), fairy sprites and task frames.
 import { pageToScreen, shapeBounds, type Box, type Camera, type Point } from './geometry.js'
-import type { PeerFairy, PeerUser } from './presence.js'
-import type { Shape, LinkShape, DrawShape } from './schema.js'
+import type { PeerFairy, PeerUser } from '@fairyring/client'
+import type { Shape, LinkShape, DrawShape } from '@fairyring/client'
 import { h, type VNode } from './vnode.js'
 
 /** Own-selection colour (tldraw's selection blue). */

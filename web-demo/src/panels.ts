@@ -2,10 +2,10 @@
 // the status bar and the banner. The fairy panels are in `fairypanel.ts`.
 import * as Y from 'yjs'
 import type { Awareness } from 'y-protocols/awareness'
-import { readPeers, type LocalUser } from './presence.js'
-import { groupTasks, readProjects, readTasks } from './fairydoc.js'
+import { readPeers, type LocalUser } from '@fairyring/client'
+import { groupTasks, readProjects, readTasks } from '@fairyring/client'
 import { roots } from './ops.js'
-import type { ConnState } from './connection.js'
+import type { ConnState } from '@fairyring/client'
 
 function el<K extends keyof HTMLElementTagNameMap> (tag: K, attrs: Record<string, string> = {}, text?: string): HTMLElementTagNameMap[K] {
   const e = document.createElement(tag)

@@ -2,7 +2,7 @@
 // `projects` root (docs/document-schema.md), live ones first, with its leader and members by
 // name, its tasks' progress and whether it can still be disbanded; and the label of the group
 // prompt control for the selected fairies. No DOM, no network: `fairypanel.ts` draws the rows.
-import { isLiveProject, type Project, type Task } from './fairydoc.js'
+import { isLiveProject, type Project, type Task } from '@fairyring/client'
 
 /** One project as the list shows it. */
 export interface ProjectRow {

@@ -1,9 +1,9 @@
 // Schema v1 shapes → SVG virtual nodes. Every shape's root is a `<g data-shape-id="ID">`
 // (tests outside the app find shapes by it); locked shapes carry `data-locked="true"` and an
 // "in progress" outline. Pure: no DOM, no document access.
-import { fillPaint, swatch, COLOR_NAMES } from './palette.js'
+import { fillPaint, swatch, COLOR_NAMES } from '@fairyring/client'
 import { bendControl, textBox } from './geometry.js'
-import { NOTE_SIZE, type Shape, type GeoShape, type LinkShape, type DrawShape, type TextShape, type NoteShape } from './schema.js'
+import { NOTE_SIZE, type Shape, type GeoShape, type LinkShape, type DrawShape, type TextShape, type NoteShape } from '@fairyring/client'
 import { h, type VNode } from './vnode.js'
 
 const STROKE = 3.5

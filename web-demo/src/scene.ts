@@ -3,17 +3,17 @@
 // Reads state; changes nothing.
 import type * as Y from 'yjs'
 import type { Awareness } from 'y-protocols/awareness'
-import { MAIN_PAGE, type Shape } from './schema.js'
+import { MAIN_PAGE, type Shape } from '@fairyring/client'
 import { boxFromCorners, type Box, type Camera, type Point } from './geometry.js'
 import { renderShape } from './render.js'
 import {
   previewStroke, renderBrush, renderCursors, renderFairies, renderOwnSelection, renderPeerSelections,
   renderTaskFrames, translateShape, withBox, type FairySprite
 } from './overlay.js'
-import { readPeers } from './presence.js'
-import { readProjects, readTasks } from './fairydoc.js'
+import { readPeers } from '@fairyring/client'
+import { readProjects, readTasks } from '@fairyring/client'
 import { renderGhosts, type GhostLook } from './ghosts.js'
-import type { Ghost } from './suggestions.js'
+import type { Ghost } from '@fairyring/client'
 import { h, toDom, type VNode } from './vnode.js'
 
 /** The pointer gesture in progress; it becomes one transaction when the pointer is released. */

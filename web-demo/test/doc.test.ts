@@ -3,13 +3,13 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import * as Y from 'yjs'
-import { readShape, readShapes, readPoints, GEO_KINDS } from '../src/schema.js'
+import { readShape, readShapes, readPoints, GEO_KINDS } from '@fairyring/client'
 import { renderShape, renderDefs, geoPath, geoMarks, linkPath, drawPath, wrapText } from '../src/render.js'
 import { findNode, textOf, type VNode } from '../src/vnode.js'
 import * as ops from '../src/ops.js'
-import { readPeers } from '../src/presence.js'
+import { readPeers } from '@fairyring/client'
 import { renderCursors, renderOwnSelection, renderPeerSelections, strokeFromPage, translateShape, renderFairies } from '../src/overlay.js'
-import { readFairyChats, readTasks } from '../src/fairydoc.js'
+import { readFairyChats, readTasks } from '@fairyring/client'
 
 const ME = { local: 'me' }
 
@@ -228,7 +228,7 @@ test('presence: peers are split into people and fairies; ours and junk are ignor
 })
 
 test('overlay: cursors carry data-peer, selections show names, strokes are relative', () => {
-  const peers = [{ clientId: 77, id: 'u', name: 'Ann', color: '#e03131', cursor: { x: 10, y: 10 }, selection: ['a', 'gone'] }]
+  const peers = [{ clientId: 77, id: 'u', name: 'Ann', color: '#e03131', cursor: { x: 10, y: 10 }, selection: ['a', 'gone'], viewport: null }]
   const cursors = renderCursors(peers, { x: 0, y: 0, zoom: 2 })
   const c = findNode(cursors, n => n.attrs['data-peer'] === '77')
   assert.ok(c !== null)

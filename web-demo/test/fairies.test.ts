@@ -4,13 +4,13 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import * as Y from 'yjs'
-import { readPeers, readTodo } from '../src/presence.js'
-import { fairyProjectColor, groupTasks, projectCss, readChatItem, readFairyChats, readProjects, readTasks } from '../src/fairydoc.js'
+import { readPeers, readTodo } from '@fairyring/client'
+import { fairyProjectColor, groupTasks, projectCss, readChatItem, readFairyChats, readProjects, readTasks } from '@fairyring/client'
 import { chatAuthor, chatRole, glide, isIdle, keepPresent, mergeFairies, nextSelection, requestMarks } from '../src/fairies.js'
-import { describeFairyError, FairyApi, FairyApiError, promptBody } from '../src/fairyapi.js'
+import { describeFairyError, FairyApi, FairyApiError, promptBody } from '@fairyring/client'
 import { ellipsize, renderFairies, renderHat, renderTaskFrames, taskLabel, type FairySprite } from '../src/overlay.js'
 import { findNode, textOf } from '../src/vnode.js'
-import { swatch } from '../src/palette.js'
+import { swatch } from '@fairyring/client'
 
 const sprite = (over: Partial<FairySprite> = {}): FairySprite => ({
   id: 'f1', name: 'Pip', x: 10, y: 20, mode: 'idling', pose: 'idle', flip: false, hat: 'crown', color: null,

@@ -6,12 +6,13 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import * as Y from 'yjs'
 import {
-  actorColor, actorFromCreatedBy, actorKey, actorName, authorLines, changeSummary, describeHistoryError, describeRollback,
-  FAIRY_COLOR, groupEntries, historyNames, mergeEntries, withHistoryNames, promptIndex, readActor, readEntry, readHistoryPage, refreshAfter, relativeTime,
-  restoreBody, rollbackBody, rowView, SERVER_COLOR, shapeAuthors, versionShapes, type Actor, type HistoryEntry, type PeopleContext
+  actorColor, actorFromCreatedBy, actorKey, actorName, authorLines, changeSummary, describeRollback,
+  FAIRY_COLOR, groupEntries, historyNames, mergeEntries, withHistoryNames, promptIndex, refreshAfter, relativeTime,
+  restoreBody, rollbackBody, rowView, SERVER_COLOR, shapeAuthors, type PeopleContext
 } from '../src/history.js'
-import { HistoryApi, HistoryApiError } from '../src/historyapi.js'
-import { colorForId } from '../src/palette.js'
+import { describeHistoryError, readActor, readEntry, readHistoryPage, versionShapes, type Actor, type HistoryEntry } from '@fairyring/client'
+import { HistoryApi, HistoryApiError } from '@fairyring/client'
+import { colorForId } from '@fairyring/client'
 
 const user = (id: string, over: Partial<Actor> = {}): Actor => ({
   kind: 'user', id, name: null, requestId: null, promptedBy: null, model: null, projectId: null, taskId: null, via: null, ...over

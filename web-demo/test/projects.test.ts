@@ -6,10 +6,10 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import * as Y from 'yjs'
-import { fairyProjectColor, groupTasks, isLiveProject, readProjects, readTasks } from '../src/fairydoc.js'
-import { describeFairyError, FairyApi, FairyApiError, groupPromptBody } from '../src/fairyapi.js'
+import { fairyProjectColor, groupTasks, isLiveProject, readProjects, readTasks } from '@fairyring/client'
+import { describeFairyError, FairyApi, FairyApiError, groupPromptBody } from '@fairyring/client'
 import { ENDED_SHOWN, groupPromptLabel, projectRows } from '../src/projects.js'
-import { swatch } from '../src/palette.js'
+import { swatch } from '@fairyring/client'
 
 /** A room's document as the server leaves it mid-project: a project of three, two tasks. */
 function serverDoc (): Y.Doc {

@@ -2,11 +2,11 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { parseParams, cleanName, isValidRoom, DEFAULT_ROOM } from '../src/params.js'
-import { swatch, fillPaint, colorForId, isColorName } from '../src/palette.js'
-import { keyBetween, keyAbove, keyBelow, compareZ } from '../src/zorder.js'
+import { swatch, fillPaint, colorForId, isColorName } from '@fairyring/client'
+import { keyBetween, keyAbove, keyBelow, compareZ } from '@fairyring/client'
 import { screenToPage, pageToScreen, zoomAt, resizeBox, bendControl, clampZoom, shapeBounds } from '../src/geometry.js'
-import { describeRefusal, describeClose, describeStalled, probeUrl, CLOSE_TOKEN_EXPIRED, STALLED_AFTER } from '../src/connection.js'
-import { fetchDevToken, parseDevToken, TokenError } from '../src/auth.js'
+import { describeRefusal, describeClose, describeStalled, probeUrl, CLOSE_TOKEN_EXPIRED, STALLED_AFTER } from '@fairyring/client'
+import { fetchDevToken, parseDevToken, TokenError } from '@fairyring/client'
 import { toolForKey, isGeoTool, TOOLS } from '../src/tools.js'
 
 test('params: room and name from the query string', () => {

@@ -8,12 +8,12 @@ import * as Y from 'yjs'
 import {
   fairyToggle, ghosts, mergeProps, pendingByFairy, promptApply, proposedShape, readApply, readFairyApply,
   readPropValue, readSuggestion, readSuggestions, requestKey, shapeKeys, tallies, tallyLabel, type Suggestion
-} from '../src/suggestions.js'
+} from '@fairyring/client'
 import { FAIRY_EDGE, FAIRY_FILL, ghostBox, ghostInk, renderGhostActions, renderGhosts, type GhostLook } from '../src/ghosts.js'
 import {
   conflictWords, describeConflicts, describeSuggestionError, readDecided, readRequestAccepted, SuggestApi, SuggestApiError
-} from '../src/suggestapi.js'
-import { FairyApi } from '../src/fairyapi.js'
+} from '@fairyring/client'
+import { FairyApi } from '@fairyring/client'
 import { findNode, textOf, type VNode } from '../src/vnode.js'
 
 function ymap (props: Record<string, unknown>): Y.Map<unknown> {

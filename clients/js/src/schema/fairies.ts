@@ -2,7 +2,7 @@
 // and `tasks`, for the fairy panels, the sprites and the task frames. Reading is defensive: the
 // document is shared, so any value may be anything. Nothing here writes the document.
 import * as Y from 'yjs'
-import type { TaskFrame } from './overlay.js'
+import type { Box } from './geometry.js'
 import { isColorName, swatch } from './palette.js'
 
 /**
@@ -19,6 +19,8 @@ export interface FairyChat { id: string, name: string, hat: string, chat: ChatIt
  * (`planning`, `active`, `done`, `aborted`).
  */
 export interface Project { id: string, title: string, color: string, members: string[], orchestratorId: string, status: string }
+/** A task's frame on the canvas: its bounds and what its label says. */
+export interface TaskFrame { id: string, title: string, status: string, assignee: string, box: Box }
 /** A task (`tasks` root), with its frame on the canvas when it has finite bounds. */
 export interface Task { id: string, title: string, status: string, assignedTo: string, projectId: string | null, frame: TaskFrame | null }
 

@@ -3,22 +3,22 @@
 // sends the page's current token and turns a refusal into a sentence (`HistoryApiError`, words
 // from `describeHistoryError`). Bodies and answers are the server's own types, generated from
 // its OpenAPI description (src/api.gen.ts).
-import { roomCall } from './roomcall.js'
+import { ApiError, roomCall, type HttpOptions, type TokenGetter } from './call.js'
 import type { components } from './api.gen.js'
-import { describeHistoryError, readHistoryPage, versionShapes, type HistoryPage } from './history.js'
-import type { Shape } from './schema.js'
+import { describeHistoryError, readHistoryPage, versionShapes, type HistoryPage } from './timeline.js'
+import type { Shape } from '../schema/shapes.js'
 
 /** Why a history call failed, with the words to show. */
-export class HistoryApiError extends Error {
-  constructor (readonly status: number, readonly code: string, message: string) { super(message) }
-}
+export class HistoryApiError extends ApiError {}
 
 /** Calls the history routes of one room with the page's token (read at each call: it may be renewed). */
 export class HistoryApi {
-  constructor (private readonly room: string, private readonly token: () => string | null, private readonly fetchFn: typeof fetch = (i, o) => fetch(i, o)) {}
+  constructor (private readonly room: string, private readonly token: TokenGetter, private readonly fetchFn: typeof fetch = (i, o) => fetch(i, o), private readonly baseUrl = '') {}
+
+  private get http (): HttpOptions { return { baseUrl: this.baseUrl, token: this.token, fetch: this.fetchFn } }
 
   private async call (method: string, path: string, body?: unknown): Promise<unknown> {
-    return await roomCall(this.fetchFn, this.room, this.token(), method, path, body, describeHistoryError,
+    return await roomCall(this.http, this.room, method, path, body, describeHistoryError,
       (status, code, message) => new HistoryApiError(status, code, message))
   }
 

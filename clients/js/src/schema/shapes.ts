@@ -1,4 +1,4 @@
-// Canvas schema v1 (docs/document-schema.md) as the browser reads it: Yjs maps in, plain typed records out.
+// Shapes of the document schema (docs/document-schema.md) as a client reads them: Yjs maps in, plain typed records out.
 // Reading never throws: a shape with missing or mistyped keys gets defaults, and a value that is
 // not a shape map is skipped, so one bad record (from a buggy peer or model) cannot break the page.
 import * as Y from 'yjs'
@@ -6,12 +6,7 @@ import * as Y from 'yjs'
 /** The page every room has. */
 export const MAIN_PAGE = 'page:main'
 
-/** Geometric shape kinds drawn from `w`/`h` (unknown kinds draw as a rectangle). */
-export const GEO_KINDS = [
-  'rectangle', 'ellipse', 'triangle', 'diamond', 'hexagon', 'pentagon', 'octagon', 'star',
-  'cloud', 'heart', 'rhombus', 'trapezoid', 'oval', 'x-box', 'check-box',
-  'arrow-left', 'arrow-right', 'arrow-up', 'arrow-down'
-] as const
+export { GEO_KINDS } from './vocabulary.js'
 
 /** Keys common to every shape. */
 export interface ShapeBase {

@@ -4,16 +4,14 @@
 // into a sentence for the panel (`FairyApiError`); `describeFairyError` is pure and tested.
 // Bodies and answers are the server's own types, generated from its OpenAPI description
 // (src/api.gen.ts, `npm run api-types`): a changed handler fails this file's type check.
-import { roomCall } from './roomcall.js'
-import type { Box } from './geometry.js'
+import { ApiError, roomCall, type HttpOptions, type TokenGetter } from './call.js'
+import type { Box } from '../schema/geometry.js'
 import type { components } from './api.gen.js'
 
 type Schemas = components['schemas']
 
 /** Why a fairy call failed, with the words to show. */
-export class FairyApiError extends Error {
-  constructor (readonly status: number, readonly code: string, message: string) { super(message) }
-}
+export class FairyApiError extends ApiError {}
 
 /** The body of `POST …/prompt`: the message, the page's viewport and its selected shapes. */
 export type PromptBody = Schemas['PromptBody']
@@ -84,11 +82,13 @@ export function describeFairyError (status: number, body: unknown): { code: stri
 
 /** Calls the fairy routes of one room with the page's token (read at each call: it may be renewed). */
 export class FairyApi {
-  constructor (private readonly room: string, private readonly token: () => string | null, private readonly fetchFn: typeof fetch = (i, o) => fetch(i, o)) {}
+  constructor (private readonly room: string, private readonly token: TokenGetter, private readonly fetchFn: typeof fetch = (i, o) => fetch(i, o), private readonly baseUrl = '') {}
+
+  private get http (): HttpOptions { return { baseUrl: this.baseUrl, token: this.token, fetch: this.fetchFn } }
 
   /** Calls `/rooms/{room}{path}`. */
   private async call (method: string, path: string, body?: unknown): Promise<unknown> {
-    return await roomCall(this.fetchFn, this.room, this.token(), method, path, body, describeFairyError,
+    return await roomCall(this.http, this.room, method, path, body, describeFairyError,
       (status, code, message) => new FairyApiError(status, code, message))
   }
 

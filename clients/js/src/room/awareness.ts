@@ -1,7 +1,7 @@
-// Awareness (docs/protocol.md "Awareness"): what this browser publishes and how other peers' states are read.
+// Awareness (docs/protocol.md "Awareness"): what a person's client publishes and how other peers' states are read.
 // Browser peers publish `{user, cursor, selection, viewport}`; fairies publish `{fairy: {...}}`.
 // Reading is defensive: states come from the network and may be anything.
-import type { Box, Point } from './geometry.js'
+import type { Box, Point } from '../schema/geometry.js'
 
 /** Who this browser is. */
 export interface LocalUser { id: string, name: string, color: string }
@@ -22,6 +22,8 @@ export interface PeerUser {
   color: string
   cursor: Point | null
   selection: string[]
+  /** The part of the page the person sees (`null` when they publish none). */
+  viewport: Box | null
 }
 
 /** The poses a fairy's sprite can take (anything else reads as `idle`). */
@@ -46,7 +48,14 @@ export interface PeerFairy {
   thinking: string
   lastMessage: string
   todo: TodoItem[]
+  /** The task it works on (`null`: none). */
+  taskId: string | null
+  /** Its task list as it publishes it (at most 50). */
+  tasks: FairyTaskItem[]
 }
+
+/** One task of a fairy's published task list. */
+export interface FairyTaskItem { id: string, title: string, status: string }
 
 function isObj (v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
@@ -72,6 +81,26 @@ export function readTodo (v: unknown): TodoItem[] {
     out.push({ id: text(it.id, String(out.length), 80), text: it.text.slice(0, 200), status: text(it.status, 'todo', 20) })
   }
   return out
+}
+
+/** Reads a fairy's published task list (at most 50 items; malformed items are skipped). */
+export function readFairyTasks (v: unknown): FairyTaskItem[] {
+  if (!Array.isArray(v)) return []
+  const out: FairyTaskItem[] = []
+  for (const it of v.slice(0, 50)) {
+    if (!isObj(it)) continue
+    const id = text(it.id, '', 100)
+    if (id === '') continue
+    out.push({ id, title: text(it.title, text(it.text, id, 200), 200), status: text(it.status, 'todo', 20) })
+  }
+  return out
+}
+
+/** Reads a viewport `{x, y, w, h}` with a positive size; anything else is `null`. */
+export function readBox (v: unknown): Box | null {
+  if (!isObj(v)) return null
+  const x = finite(v.x); const y = finite(v.y); const w = finite(v.w); const h = finite(v.h)
+  return x !== null && y !== null && w !== null && h !== null && w > 0 && h > 0 ? { x, y, w, h } : null
 }
 
 /** Reads a cursor `{x, y}`; anything else is "no cursor". */
@@ -102,7 +131,9 @@ export function readPeers (states: Map<number, unknown>, selfId: number): { user
         projectId: typeof fy.projectId === 'string' && fy.projectId !== '' ? fy.projectId : null,
         thinking: typeof fy.thinking === 'string' ? fy.thinking.slice(0, 200) : fy.thinking === true ? '…' : '',
         lastMessage: text(fy.lastMessage, '', 200),
-        todo: readTodo(fy.todo)
+        todo: readTodo(fy.todo),
+        taskId: typeof fy.taskId === 'string' && fy.taskId !== '' ? fy.taskId.slice(0, 100) : null,
+        tasks: readFairyTasks(fy.tasks)
       })
     } else if (isObj(state.user)) {
       const u = state.user
@@ -116,11 +147,31 @@ export function readPeers (states: Map<number, unknown>, selfId: number): { user
         name: text(u.name, 'anonymous', 40),
         color,
         cursor: readPoint(state.cursor),
-        selection
+        selection,
+        viewport: readBox(state.viewport)
       })
     }
   }
   users.sort((a, b) => a.name.localeCompare(b.name) || a.clientId - b.clientId)
   fairies.sort((a, b) => a.name.localeCompare(b.name) || a.clientId - b.clientId)
   return { users, fairies }
+}
+
+/** The awareness of a room (y-protocols' `Awareness`, as far as these helpers use it). */
+export interface AwarenessLike {
+  clientID: number
+  getLocalState: () => Record<string, unknown> | null
+  setLocalState: (state: Record<string, unknown> | null) => void
+  getStates: () => Map<number, unknown>
+}
+
+/** Publishes this person's presence, keeping the keys not given (`{user, cursor, selection, viewport}`). */
+export function publishPresence (awareness: AwarenessLike, state: Partial<BrowserState>): void {
+  const cur = awareness.getLocalState() ?? {}
+  awareness.setLocalState({ ...cur, ...state })
+}
+
+/** The other people and the fairies of a room, from its awareness. */
+export function peersOf (awareness: AwarenessLike): { users: PeerUser[], fairies: PeerFairy[] } {
+  return readPeers(awareness.getStates(), awareness.clientID)
 }

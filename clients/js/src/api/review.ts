@@ -4,8 +4,8 @@
 // API's revert of that request. Each call sends the page's current token and turns a refusal
 // into a sentence (`SuggestApiError`); `describeSuggestionError` and the answer readers are pure.
 // Answers are the server's own types, generated from its OpenAPI description (src/api.gen.ts).
-import { roomCall } from './roomcall.js'
-import { describeFairyError } from './fairyapi.js'
+import { ApiError, roomCall, type HttpOptions, type TokenGetter } from './call.js'
+import { describeFairyError } from './fairies.js'
 import type { components } from './api.gen.js'
 
 type Schemas = components['schemas']
@@ -18,9 +18,7 @@ export type Conflict = Schemas['Conflict']
 export type RequestAccepted = Schemas['RequestAcceptedAnswer']
 
 /** Why a review call failed, with the words to show. */
-export class SuggestApiError extends Error {
-  constructor (readonly status: number, readonly code: string, message: string) { super(message) }
-}
+export class SuggestApiError extends ApiError {}
 
 /** The words for one suggestion the server would not apply (a code of `conflicts` or a 409). */
 export function conflictWords (code: string): string {
@@ -78,10 +76,12 @@ export function describeConflicts (conflicts: readonly Conflict[]): string | nul
 
 /** Calls the review routes of one room with the page's token (read at each call: it may be renewed). */
 export class SuggestApi {
-  constructor (private readonly room: string, private readonly token: () => string | null, private readonly fetchFn: typeof fetch = (i, o) => fetch(i, o)) {}
+  constructor (private readonly room: string, private readonly token: TokenGetter, private readonly fetchFn: typeof fetch = (i, o) => fetch(i, o), private readonly baseUrl = '') {}
+
+  private get http (): HttpOptions { return { baseUrl: this.baseUrl, token: this.token, fetch: this.fetchFn } }
 
   private async call (path: string): Promise<unknown> {
-    return await roomCall(this.fetchFn, this.room, this.token(), 'POST', path, undefined, describeSuggestionError,
+    return await roomCall(this.http, this.room, 'POST', path, undefined, describeSuggestionError,
       (status, code, message) => new SuggestApiError(status, code, message))
   }
 

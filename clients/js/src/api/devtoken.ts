@@ -1,6 +1,7 @@
 // Getting a token: `POST /auth/dev-token` exists only when the server runs with `--dev`.
 // A 404 means "no dev mode": the page then connects without a token (an open server) or with
 // one given in `?token=`.
+import { httpBase } from './call.js'
 
 /** The dev-token response (`{token, sub, name, expires_at}`). */
 export interface DevToken { token: string, sub: string, name: string, expiresAt: number | null }
@@ -23,10 +24,10 @@ export function parseDevToken (body: unknown): DevToken {
 }
 
 /** Asks the server for a dev token; `null` when the server has no dev mode (404). */
-export async function fetchDevToken (name: string, fetchFn: typeof fetch = fetch): Promise<DevToken | null> {
+export async function fetchDevToken (name: string, fetchFn: typeof fetch = (i, o) => fetch(i, o), baseUrl = ''): Promise<DevToken | null> {
   let res: Response
   try {
-    res = await fetchFn('/auth/dev-token', {
+    res = await fetchFn(`${httpBase(baseUrl)}/auth/dev-token`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ name })

@@ -6,8 +6,8 @@
 // entity's `apply`, overridden per browser). Reading is defensive: a malformed record is
 // skipped, never thrown on. Nothing here writes the document or touches the DOM.
 import * as Y from 'yjs'
-import { MAIN_PAGE, readShapeJson, type Shape } from './schema.js'
-import type { components } from './api.gen.js'
+import { MAIN_PAGE, readShapeJson, type Shape } from './shapes.js'
+import type { components } from '../api/api.gen.js'
 
 /** How a fairy's canvas changes land: made at once (`direct`) or proposed for review (`suggest`). */
 export type ApplyMode = components['schemas']['ApplyMode']

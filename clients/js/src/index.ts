@@ -1,0 +1,23 @@
+// @fairyring/client: everything a browser or Node program needs to work with a fairyring room —
+// the document schema (readers and checked writers), a room connection over yjs + y-websocket,
+// awareness helpers, and the typed HTTP API. This file only re-exports; each module owns one concern.
+export * from './schema/vocabulary.js'
+export * from './schema/geometry.js'
+export * from './schema/palette.js'
+export * from './schema/zorder.js'
+export * from './schema/shapes.js'
+export * from './schema/write.js'
+export * from './schema/pages.js'
+export * from './schema/fairies.js'
+export * from './schema/suggestions.js'
+export * from './room/connection.js'
+export * from './room/awareness.js'
+export * from './room/refusals.js'
+export * from './api/call.js'
+export * from './api/client.js'
+export * from './api/devtoken.js'
+export * from './api/fairies.js'
+export * from './api/review.js'
+export * from './api/history.js'
+export * from './api/timeline.js'
+export type { components, operations, paths } from './api/api.gen.js'

@@ -1,0 +1,7 @@
+// @fairyring/tldraw: tldraw 5 on a fairyring room. `bindTldraw` syncs an editor's store with the
+// room's document, `bindPresence` shows people and fairies as tldraw collaborators and publishes
+// the local person's cursor, viewport and selection. Re-exports only.
+export * from './binding.js'
+export * from './presence.js'
+export * from './records.js'
+export * from './keys.js'

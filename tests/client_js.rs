@@ -1,0 +1,81 @@
+//! The TypeScript client package `@fairyring/client` (clients/js), run from `cargo test`: its
+//! API types are those of the committed OpenAPI description (which tests/openapi.rs checks
+//! against the server), it builds with tsc (ESM and `.d.ts`), and its tests pass under Node's
+//! test runner — the schema round trips and refusals, and the room connection and every
+//! operation of the HTTP API against this crate's real `fairyring` binary (started by the tests
+//! on 127.0.0.1:0 with a temporary SQLite store and `--dev`).
+//!
+//! Needs Node and npm (`npm ci` runs once if `clients/js/node_modules` is missing); without Node
+//! the test is skipped with a loud message, unless `FAIRYRING_REQUIRE_BROWSER=1` (CI), which
+//! makes a missing Node a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+fn package_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/js")
+}
+
+fn node_present() -> bool {
+    std::process::Command::new("node")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs a command in `clients/js/` with a time limit; panics with its output if it fails.
+async fn run(program: &str, args: &[&str], limit: Duration) {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(package_dir())
+        .env("FAIRYRING_BIN", env!("CARGO_BIN_EXE_fairyring"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let what = format!("{program} {}", args.join(" "));
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start `{what}`: {e}"));
+    let out = tokio::time::timeout(limit, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("`{what}` did not finish within {limit:?}"))
+        .unwrap_or_else(|e| panic!("`{what}` failed to run: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "`{what}` failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    println!("$ {what}\n{stdout}{stderr}");
+}
+
+#[tokio::test]
+async fn client_package_builds_and_its_tests_pass_against_the_server() {
+    if !node_present() {
+        let msg = "node is missing: install Node 20+ and npm";
+        assert!(
+            !std::env::var("FAIRYRING_REQUIRE_BROWSER").is_ok_and(|v| v == "1"),
+            "FAIRYRING_REQUIRE_BROWSER=1 but {msg}"
+        );
+        eprintln!("\n!!!!!!!!\n!!! SKIPPED the @fairyring/client tests: {msg}\n!!!!!!!!\n");
+        return;
+    }
+    if !package_dir().join("node_modules").is_dir() {
+        run(
+            "npm",
+            &["ci", "--no-audit", "--no-fund"],
+            Duration::from_secs(300),
+        )
+        .await;
+    }
+    run("npm", &["run", "check-api-types"], Duration::from_secs(120)).await;
+    run("npm", &["run", "build"], Duration::from_secs(180)).await;
+    run("npm", &["test"], Duration::from_secs(300)).await;
+}
