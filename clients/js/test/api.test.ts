@@ -92,6 +92,9 @@ test('each operation against the real server', { timeout: 120_000 }, async () =>
   // Instructions.
   await api.writeInstructions(room, 'Draw in pastel colours.')
   assert.equal(await api.readInstructions(room), 'Draw in pastel colours.')
+  const usage = await api.roomUsage(room)
+  assert.equal(typeof usage.budgets.roomPerHour, 'number')
+  assert.equal(typeof usage.you, 'object')
 
   // Fairies: invite, prompt, watch its events, history, revert, dismiss.
   const fairy = await api.inviteFairy(room, { name: 'Pip' })

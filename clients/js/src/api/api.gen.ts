@@ -386,6 +386,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/rooms/{room}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What the room's fairies used and cost. */
+        get: operations["roomUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/rooms/{room}/fairies": {
         parameters: {
             query?: never;
@@ -608,6 +625,24 @@ export interface components {
              * @description Height (≥ 0).
              */
             h: number;
+        };
+        /** @description The model-token budgets (0: no limit). */
+        Budgets: {
+            /**
+             * Format: int64
+             * @description Tokens per room per hour (`--fairy-token-budget`).
+             */
+            roomPerHour: number;
+            /**
+             * Format: int64
+             * @description Tokens per person per day (`--fairy-token-budget-person`).
+             */
+            personPerDay: number;
+            /**
+             * Format: int64
+             * @description Tokens per project per day (`--fairy-token-budget-project`).
+             */
+            projectPerDay: number;
         };
         /** @description Body of a cancel (optional). */
         CancelBody: {
@@ -1030,6 +1065,44 @@ export interface components {
             /** @description `todo`, `in-progress` or `done`. */
             status: components["schemas"]["TaskStatus"];
         };
+        /** @description Tokens and money over some calls. */
+        Totals: {
+            /**
+             * Format: int64
+             * @description Model calls.
+             */
+            calls: number;
+            /**
+             * Format: int64
+             * @description Uncached input tokens.
+             */
+            inputTokens: number;
+            /**
+             * Format: int64
+             * @description Output tokens.
+             */
+            outputTokens: number;
+            /**
+             * Format: int64
+             * @description Input tokens read from the provider's cache.
+             */
+            cacheReadInputTokens: number;
+            /**
+             * Format: int64
+             * @description Input tokens written to the provider's cache.
+             */
+            cacheCreationInputTokens: number;
+            /**
+             * Format: double
+             * @description US dollars, for the calls whose model has a price (`--llm-prices`).
+             */
+            costUsd: number;
+            /**
+             * Format: int64
+             * @description Calls of a model without a price (their tokens are counted, not their cost).
+             */
+            unpricedCalls: number;
+        };
         /** @description Body of a fairy's update. */
         UpdateBody: {
             /**
@@ -1038,11 +1111,39 @@ export interface components {
              */
             apply: components["schemas"]["ApplyMode"];
         };
+        /** @description A room's usage. */
+        UsageAnswer: {
+            /** @description The last 60 minutes. */
+            hour: components["schemas"]["WindowTotals"];
+            /** @description The last 24 hours. */
+            day: components["schemas"]["WindowTotals"];
+            /** @description The asking person's calls in this room over the last 24 hours. */
+            you: components["schemas"]["Totals"];
+            /** @description The budgets. */
+            budgets: components["schemas"]["Budgets"];
+        };
         /**
          * @description How the server wrote an update on a person's behalf.
          * @enum {string}
          */
         Via: "restore" | "rollback" | "api";
+        /** @description A room's totals over one window. */
+        WindowTotals: {
+            /** @description Every call. */
+            total: components["schemas"]["Totals"];
+            /** @description Per fairy id. */
+            fairies: {
+                [key: string]: components["schemas"]["Totals"];
+            };
+            /** @description Per person (token `sub`). */
+            people: {
+                [key: string]: components["schemas"]["Totals"];
+            };
+            /** @description Per project id. */
+            projects: {
+                [key: string]: components["schemas"]["Totals"];
+            };
+        };
     };
     responses: never;
     parameters: never;
@@ -2673,6 +2774,47 @@ export interface operations {
             };
             /** @description `store_unavailable` */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    roomUsage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The room's name: 1–128 characters of `[A-Za-z0-9._-]`. */
+                room: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Tokens and cost (USD, for models with a price) per fairy, person and project over the last hour and day, on the node that answers */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageAnswer"];
+                };
+            };
+            /** @description The token: `missing_token`, `malformed_token`, `bad_signature`, `token_expired`, … */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `room_not_granted`, `insufficient_scope`. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

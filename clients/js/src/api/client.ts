@@ -54,7 +54,8 @@ export const OPERATIONS = {
   cancelFairy: 'cancelFairy',
   fairyHistory: 'fairyHistory',
   fairyEvents: 'fairyEvents',
-  revertRequest: 'revertRequest'
+  revertRequest: 'revertRequest',
+  roomUsage: 'roomUsage'
 } as const satisfies { [K in keyof Ops]: keyof FairyringApi }
 
 /** One item of a shape patch's `update`: the shape's id and the keys to set. */
@@ -203,6 +204,12 @@ export class FairyringApi {
   /** `PUT /rooms/{room}/instructions`. */
   async writeInstructions (room: string, text: string): Promise<void> {
     await this.call('PUT', `${r(room)}/instructions`, { raw: { body: text, type: 'text/plain; charset=utf-8' } })
+  }
+
+  /** `GET /rooms/{room}/usage`: the fairies' model tokens and cost per fairy, person and project
+   * over the last hour and day, the asker's own share and the budgets (on the node that answers). */
+  async roomUsage (room: string): Promise<Schemas['UsageAnswer']> {
+    return await this.call('GET', `${r(room)}/usage`) as Schemas['UsageAnswer']
   }
 
   // ---- review ----
