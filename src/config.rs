@@ -90,6 +90,12 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_STORE_SCHEMA")]
     pub store_schema: Option<String>,
 
+    /// Deadline of every store call, in milliseconds: a call that does not answer in time (a
+    /// stalled database or network) fails as if the store were down — the room's sockets close
+    /// with 1011, REST writes answer 503 — instead of hanging the room.
+    #[arg(long, env = "FAIRYRING_STORE_TIMEOUT_MS", default_value_t = 5000)]
+    pub store_timeout_ms: u64,
+
     /// Pub/sub between the nodes of a scale-out deployment: `redis://HOST:PORT`. Every node
     /// shares the same PostgreSQL `--store`; any node serves any room. With
     /// `--pubsub-cluster`, one or more comma-separated seed addresses of a Redis Cluster.
@@ -373,6 +379,7 @@ impl ServeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             store: "memory:".into(),
             store_schema: None,
+            store_timeout_ms: 5000,
             pubsub: None,
             pubsub_prefix: None,
             pubsub_cluster: false,
@@ -427,6 +434,11 @@ impl ServeConfig {
             webhook_backoff_ms: 1000,
             metrics_listen: None,
         }
+    }
+
+    /// The deadline of every store call (`--store-timeout-ms`, at least 1 ms).
+    pub fn store_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.store_timeout_ms.max(1))
     }
 
     /// The Redis channel prefix of this deployment (`--pubsub-prefix`, else the store schema,
