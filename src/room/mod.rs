@@ -271,6 +271,8 @@ pub struct Room {
     committed_seq: std::sync::atomic::AtomicU64,
     /// The estimate of its encoded document, against `--max-doc-bytes` (see [`size`]).
     size: Arc<size::DocSize>,
+    /// When it loaded, on its clock's monotonic time: awareness states' ages count from it.
+    loaded_at: std::time::Instant,
 }
 
 impl Room {
@@ -385,8 +387,14 @@ impl Room {
             },
         )
         .map_err(|_| RoomError::Closed)?;
+        // Awareness states' ages are durations: measured on the monotonic clock, from the
+        // room's load, so that a step of the wall clock neither drops every state (forward)
+        // nor keeps silent ones for good (back). Nothing of it leaves the process.
         let clock = config.clock.clone();
-        let awareness = Awareness::with_clock(doc.clone(), move || clock.unix_millis());
+        let loaded_at = clock.now();
+        let awareness = Awareness::with_clock(doc.clone(), move || {
+            monotonic_millis(clock.as_ref(), loaded_at)
+        });
         // Idle from the start (after a grace for the handshake that loaded it to join): a room
         // loaded for an export, the fairy API or a lost connection that never gets a peer or
         // a lease unloads like one whose last peer left.
@@ -414,6 +422,7 @@ impl Room {
             actors,
             committed_seq: std::sync::atomic::AtomicU64::new(stored.last_seq),
             size,
+            loaded_at,
         }))
     }
 
@@ -990,3 +999,8 @@ fn adds_to(update: &yrs::Update, room_state: &StateVector, doc: &Doc) -> bool {
     })
 }
 
+/// Milliseconds from `origin` to now on `clock`'s monotonic time (what awareness states' ages
+/// are measured in).
+fn monotonic_millis(clock: &dyn crate::clock::Clock, origin: std::time::Instant) -> u64 {
+    u64::try_from(clock.now().saturating_duration_since(origin).as_millis()).unwrap_or(u64::MAX)
+}
