@@ -902,6 +902,40 @@ impl Drop for Peer {
     }
 }
 
+/// Whether `update` would change a document whose state vector is `room_state`: blocks past
+/// it, or deletions the document has not made (checked only while the store is full).
+fn adds_to(update: &yrs::Update, room_state: &StateVector, doc: &Doc) -> bool {
+    let theirs = update.state_vector();
+    if theirs
+        .iter()
+        .any(|(client, clock)| *clock > room_state.get(client))
+    {
+        return true;
+    }
+    let deletes = update.delete_set();
+    if deletes.is_empty() {
+        return false;
+    }
+    let deleted = doc.transact().snapshot().delete_set;
+    deletes.iter().any(|(client, ranges)| {
+        let Some((_, made)) = deleted.iter().find(|(c, _)| *c == client) else {
+            return true;
+        };
+        // The document's ranges are merged: a deletion it made lies within one of them.
+        ranges.iter().any(|range| {
+            !made
+                .iter()
+                .any(|done| done.start <= range.start && range.end <= done.end)
+        })
+    })
+}
+
+/// Milliseconds from `origin` to now on `clock`'s monotonic time (what awareness states' ages
+/// are measured in).
+fn monotonic_millis(clock: &dyn crate::clock::Clock, origin: std::time::Instant) -> u64 {
+    u64::try_from(clock.now().saturating_duration_since(origin).as_millis()).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::decode::tests::{FUZZ_FIND, json_updates};
@@ -969,38 +1003,4 @@ mod tests {
         drop((writer, reader));
         rooms.shutdown().await;
     }
-}
-
-/// Whether `update` would change a document whose state vector is `room_state`: blocks past
-/// it, or deletions the document has not made (checked only while the store is full).
-fn adds_to(update: &yrs::Update, room_state: &StateVector, doc: &Doc) -> bool {
-    let theirs = update.state_vector();
-    if theirs
-        .iter()
-        .any(|(client, clock)| *clock > room_state.get(client))
-    {
-        return true;
-    }
-    let deletes = update.delete_set();
-    if deletes.is_empty() {
-        return false;
-    }
-    let deleted = doc.transact().snapshot().delete_set;
-    deletes.iter().any(|(client, ranges)| {
-        let Some((_, made)) = deleted.iter().find(|(c, _)| *c == client) else {
-            return true;
-        };
-        // The document's ranges are merged: a deletion it made lies within one of them.
-        ranges.iter().any(|range| {
-            !made
-                .iter()
-                .any(|done| done.start <= range.start && range.end <= done.end)
-        })
-    })
-}
-
-/// Milliseconds from `origin` to now on `clock`'s monotonic time (what awareness states' ages
-/// are measured in).
-fn monotonic_millis(clock: &dyn crate::clock::Clock, origin: std::time::Instant) -> u64 {
-    u64::try_from(clock.now().saturating_duration_since(origin).as_millis()).unwrap_or(u64::MAX)
 }

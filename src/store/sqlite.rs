@@ -82,7 +82,10 @@ fn free_bytes(dir: &Path) -> std::io::Result<u64> {
     }
     // SAFETY: statvfs returned 0, so it initialised `stat`.
     let stat = unsafe { stat.assume_init() };
-    Ok(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
+    // Both are 64-bit here; on 32-bit targets `f_frsize` is a 32-bit `c_ulong`.
+    #[allow(clippy::useless_conversion)]
+    let (blocks, size) = (u64::from(stat.f_bavail), u64::from(stat.f_frsize));
+    Ok(blocks.saturating_mul(size))
 }
 
 impl SqliteStore {
