@@ -296,6 +296,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             &exported,
             &args.export,
             pid,
+            Duration::ZERO,
             &fairy_stop,
         ))
     } else {
