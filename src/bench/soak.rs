@@ -322,7 +322,7 @@ async fn history_reads(
     let mut by_status = std::collections::BTreeMap::new();
     let mut k = 0u64;
     loop {
-        let url = if k % 2 == 0 {
+        let url = if k.is_multiple_of(2) {
             format!("{base}/rooms/{room}/history?limit=50")
         } else {
             let now = std::time::SystemTime::now()
