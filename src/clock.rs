@@ -1,6 +1,7 @@
-//! The one clock of the server: a monotonic [`Instant`] for timeouts, cooldowns and budgets,
-//! wall-clock milliseconds for timestamps that leave the process (awareness `clock` fields,
-//! chat items), and sleeps. Rooms (commit, reconcile, idle unload, awareness timestamps), the
+//! The one clock of the server: a monotonic [`Instant`] for timeouts, cooldowns, budgets and
+//! every other duration (awareness timeouts, idle unloads, session expiry once admitted), so a
+//! step of the wall clock (NTP, an operator) changes none of them; wall-clock milliseconds for
+//! timestamps that leave the process (logged updates' times, chat items), and sleeps. Rooms (commit, reconcile, idle unload, awareness timestamps), the
 //! model failover, the agent's token budget and fairy timestamps read time through it, so that
 //! expiry and cooldowns are tested by moving a [`ManualClock`] instead of sleeping.
 //!
@@ -116,6 +117,14 @@ impl ManualClock {
         s.unix_millis += d.as_secs_f64() * 1000.0;
     }
 
+    /// Steps the wall clock alone by `millis` (negative: back), as NTP or an operator may step
+    /// a node's clock: the monotonic instant does not move. What measures a duration must not
+    /// notice.
+    pub fn step_wall(&self, millis: i64) {
+        let mut s = self.state();
+        s.unix_millis = (s.unix_millis + millis as f64).max(0.0);
+    }
+
     /// Every sleep requested so far, in order.
     pub fn sleeps(&self) -> Vec<Duration> {
         self.state().sleeps.clone()
@@ -164,6 +173,11 @@ mod tests {
         let shared: SharedClock = Arc::new(clock.clone());
         clock.advance(Duration::from_secs(1));
         assert_eq!(shared.unix_millis(), 1_004_500);
+        // A step of the wall clock leaves the monotonic instant where it was.
+        let before = clock.now();
+        clock.step_wall(-4_000);
+        assert_eq!(clock.now(), before);
+        assert_eq!(clock.unix_millis(), 1_000_500);
     }
 
     #[test]

@@ -118,6 +118,12 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_STORE_SCHEMA")]
     pub store_schema: Option<String>,
 
+    /// Deadline of every store call, in milliseconds: a call that does not answer in time (a
+    /// stalled database or network) fails as if the store were down — the room's sockets close
+    /// with 1011, REST writes answer 503 — instead of hanging the room.
+    #[arg(long, env = "FAIRYRING_STORE_TIMEOUT_MS", default_value_t = 5000)]
+    pub store_timeout_ms: u64,
+
     /// Pub/sub between the nodes of a scale-out deployment: `redis://HOST:PORT`. Every node
     /// shares the same PostgreSQL `--store`; any node serves any room. With
     /// `--pubsub-cluster`, one or more comma-separated seed addresses of a Redis Cluster.
@@ -136,6 +142,12 @@ pub struct ServeConfig {
     /// schema, else `fairyring`.
     #[arg(long, env = "FAIRYRING_PUBSUB_PREFIX")]
     pub pubsub_prefix: Option<String>,
+
+    /// Deadline of every Redis call, in milliseconds: a command's answer and a connection's
+    /// handshake. A Redis that stalls without closing fails the call; rooms then catch up from
+    /// the store.
+    #[arg(long, env = "FAIRYRING_PUBSUB_TIMEOUT_MS", default_value_t = 500)]
+    pub pubsub_timeout_ms: u64,
 
     /// Carry room messages over sharded pub/sub (`SSUBSCRIBE`/`SPUBLISH`, Redis 7 or later)
     /// instead of `SUBSCRIBE`/`PUBLISH`: in a Redis Cluster a room's messages then stay on the
@@ -490,8 +502,10 @@ impl ServeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             store: "memory:".into(),
             store_schema: None,
+            store_timeout_ms: 5000,
             pubsub: None,
             pubsub_prefix: None,
+            pubsub_timeout_ms: 500,
             pubsub_cluster: false,
             pubsub_sharded: false,
             advertise: None,
@@ -558,6 +572,16 @@ impl ServeConfig {
         }
     }
 
+    /// The deadline of every Redis call (`--pubsub-timeout-ms`, at least 1 ms).
+    pub fn pubsub_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.pubsub_timeout_ms.max(1))
+    }
+
+    /// The deadline of every store call (`--store-timeout-ms`, at least 1 ms).
+    pub fn store_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.store_timeout_ms.max(1))
+    }
+
     /// The Redis channel prefix of this deployment (`--pubsub-prefix`, else the store schema,
     /// else `fairyring`).
     pub fn pubsub_prefix(&self) -> &str {
@@ -574,7 +598,8 @@ impl ServeConfig {
         &self,
     ) -> Result<Option<crate::pubsub::Target>, crate::pubsub::PubSubError> {
         match &self.pubsub {
-            Some(pubsub) => crate::pubsub::Target::parse(pubsub, self.pubsub_cluster).map(Some),
+            Some(pubsub) => crate::pubsub::Target::parse(pubsub, self.pubsub_cluster)
+                .map(|target| Some(target.with_deadline(self.pubsub_timeout()))),
             None if self.pubsub_cluster => Err(crate::pubsub::PubSubError::ClusterWithoutSeeds),
             None => Ok(None),
         }
@@ -701,7 +726,7 @@ mod tests {
 
     #[test]
     fn a_redis_cluster_is_sharded_and_contradictions_are_refused() {
-        use crate::pubsub::{Mode, PubSubError, Target};
+        use crate::pubsub::{Mode, PubSubError, Servers};
         let config = |pubsub: Option<&str>, cluster: bool, sharded: bool| ServeConfig {
             pubsub: pubsub.map(str::to_owned),
             pubsub_cluster: cluster,
@@ -710,13 +735,18 @@ mod tests {
         };
         let single = config(Some("redis://a:6379"), false, false);
         assert!(matches!(
-            single.pubsub_target(),
-            Ok(Some(Target::Single(_)))
+            single.pubsub_target().map(|t| t.map(|t| t.servers)),
+            Ok(Some(Servers::Single(_)))
         ));
+        assert_eq!(
+            single.pubsub_target().ok().flatten().map(|t| t.deadline),
+            Some(std::time::Duration::from_millis(500)),
+            "--pubsub-timeout-ms"
+        );
         assert_eq!(single.pubsub_mode(), Mode::Plain);
         let cluster = config(Some("redis://a:7000,redis://b:7000"), true, false);
         assert!(
-            matches!(cluster.pubsub_target(), Ok(Some(Target::Cluster(seeds))) if seeds.len() == 2)
+            matches!(cluster.pubsub_target().map(|t| t.map(|t| t.servers)), Ok(Some(Servers::Cluster(seeds))) if seeds.len() == 2)
         );
         assert_eq!(
             cluster.pubsub_mode(),

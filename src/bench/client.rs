@@ -133,8 +133,13 @@ impl Client {
         let (mut sink, mut stream) = ws.split();
         // A fresh random client id per run, as Yjs clients draw one: a server that keeps the
         // room between runs would otherwise take this run's updates for ones it already has.
-        let doc = Doc::with_client_id(u64::from(rand::random::<u32>()));
-        let own = format!("bench-{}", self.id);
+        let client_id = rand::random::<u32>();
+        let doc = Doc::with_client_id(u64::from(client_id));
+        // A key of its own per connection: a client that reconnects (the soak) inserts its shape
+        // without having loaded the room, so under its old key the insert would race the
+        // previous connection's and lose to a higher client id half the time, its moves then
+        // landing in a deleted map that nobody is sent.
+        let own = format!("bench-{}-{client_id:x}", self.id);
         for frame in self.wire.hello(&self.token) {
             send(&mut sink, frame).await?;
         }
@@ -214,6 +219,14 @@ impl Client {
                 }
             }
         }
+        // The shape leaves with the connection, so a reconnecting client does not grow the room.
+        let remove = {
+            let mut txn = doc.transact_mut();
+            let shapes = txn.get_or_insert_map("shapes");
+            shapes.remove(&mut txn, own.as_str());
+            txn.encode_update_v1()
+        };
+        let _ = send(&mut sink, self.wire.update(&remove)).await;
         let _ = sink.send(WsMessage::Close(None)).await;
         Ok(sent)
     }

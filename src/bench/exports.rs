@@ -92,14 +92,16 @@ pub struct ExportLoad {
 }
 
 impl ExportLoad {
-    /// Starts `args.exports` clients against `http_base` (`http://HOST:PORT`) and the sampler
-    /// of `server`'s RSS; both run until `stop`.
+    /// Starts `args.exports` clients against `http_base` (`http://HOST:PORT`), each waiting
+    /// `pause` between two exports (zero: back to back), and the sampler of `server`'s RSS;
+    /// both run until `stop`.
     pub fn start(
         http_base: &str,
         token: Option<&str>,
         room: &RoomName,
         args: &ExportArgs,
         server: Option<u32>,
+        pause: Duration,
         stop: &CancellationToken,
     ) -> Self {
         let mut url = format!(
@@ -112,7 +114,7 @@ impl ExportLoad {
         }
         let http = reqwest::Client::new();
         let clients = (0..args.exports)
-            .map(|_| tokio::spawn(export_loop(http.clone(), url.clone(), stop.clone())))
+            .map(|_| tokio::spawn(export_loop(http.clone(), url.clone(), pause, stop.clone())))
             .collect();
         let stop = stop.clone();
         let peak_rss = tokio::spawn(async move {
@@ -164,7 +166,12 @@ impl ExportLoad {
     }
 }
 
-async fn export_loop(http: reqwest::Client, url: String, stop: CancellationToken) -> Answers {
+async fn export_loop(
+    http: reqwest::Client,
+    url: String,
+    pause: Duration,
+    stop: CancellationToken,
+) -> Answers {
     let mut answers = Answers::default();
     loop {
         let sent = Instant::now();
@@ -192,6 +199,12 @@ async fn export_loop(http: reqwest::Client, url: String, stop: CancellationToken
         if !ok {
             // A refusal (`503 busy`) answers at once: do not spin on it.
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if !pause.is_zero() {
+            tokio::select! {
+                _ = stop.cancelled() => return answers,
+                () = tokio::time::sleep(pause) => {}
+            }
         }
     }
 }

@@ -23,6 +23,7 @@
 //! - `stats`: the latency histogram.
 //! - `process`: RSS and CPU time from `/proc`.
 //! - `nodes`: which node each client is on, and what each node is sampled for.
+//! - [`soak`]: `--soak MINUTES`, every load for a long time with the server sampled for leaks.
 //!
 //! Owns nothing the server uses; talks to it only over loopback.
 
@@ -33,6 +34,7 @@ pub mod fairies;
 pub mod history;
 mod nodes;
 mod process;
+pub mod soak;
 mod stats;
 mod wire;
 
@@ -128,6 +130,9 @@ pub struct BenchArgs {
     /// Exports of a large room beside the people (see [`exports`]).
     #[command(flatten)]
     pub export: exports::ExportArgs,
+    /// A long run of every load with the server sampled for leaks (see [`soak`]).
+    #[command(flatten)]
+    pub soak: soak::SoakArgs,
 }
 
 const WARMUP: Duration = Duration::from_secs(2);
@@ -154,6 +159,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             checkpoint_every: args.history_checkpoint_every,
         };
         return history::run(settings, args.json).await;
+    }
+    if let Some(minutes) = args.soak.soak {
+        return run_soak(args, minutes).await;
     }
     anyhow::ensure!(args.rooms >= 1, "--rooms must be at least 1");
     anyhow::ensure!(
@@ -288,6 +296,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             &exported,
             &args.export,
             pid,
+            Duration::ZERO,
             &fairy_stop,
         ))
     } else {
@@ -495,6 +504,56 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         print_report(&report);
     }
     Ok(())
+}
+
+/// `--soak`: against the one `--url` (with its `--server-pid`) or a server started for it.
+async fn run_soak(args: BenchArgs, minutes: f64) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.url.len() <= 1,
+        "--soak measures one server: give one --url (and its --server-pid)"
+    );
+    let mut child = None;
+    let server = match args.url.first() {
+        Some(url) => soak::SoakServer {
+            url: url.clone(),
+            pid: *args
+                .server_pid
+                .first()
+                .context("--soak with --url needs the server's --server-pid")?,
+            sqlite: args
+                .store
+                .as_deref()
+                .and_then(|s| s.strip_prefix("sqlite:"))
+                .map(std::path::PathBuf::from),
+        },
+        None => {
+            let (store, scratch) = store_of(&args);
+            let (spawned, base) = spawn_server(&args, &store)?;
+            let server = soak::SoakServer {
+                url: base,
+                pid: spawned.id(),
+                sqlite: store.strip_prefix("sqlite:").map(std::path::PathBuf::from),
+            };
+            child = Some(ServerChild {
+                child: spawned,
+                scratch,
+            });
+            server
+        }
+    };
+    let load = soak::Load {
+        clients: args.clients,
+        rooms: args.rooms,
+        room: args.room.clone(),
+        rate: args.rate,
+        token: args.token.clone(),
+        fairy: args.fairy.clone(),
+        export: args.export.clone(),
+        json: args.json,
+    };
+    let outcome = soak::run(server, load, &args.soak, minutes).await;
+    drop(child);
+    outcome
 }
 
 /// The name of room `index` of the run (`ROOM`, or `ROOM-i` with several rooms).

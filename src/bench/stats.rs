@@ -131,6 +131,16 @@ impl Shards {
         self.shards[index].lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Every shard merged into one histogram, the shards left empty (one interval's worth).
+    pub fn take(&self) -> Histogram {
+        let mut all = Histogram::default();
+        for shard in &self.shards {
+            let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            all.merge(&std::mem::take(&mut *shard));
+        }
+        all
+    }
+
     /// Every shard merged into one histogram.
     pub fn merged(&self) -> Histogram {
         let mut all = Histogram::default();

@@ -31,7 +31,7 @@ use bytes::Bytes;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
 
-pub use target::Target;
+pub use target::{Servers, Target};
 pub use wire::{Envelope, NodeId};
 
 use crate::ids::RoomName;

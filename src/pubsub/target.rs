@@ -32,9 +32,13 @@ const CLUSTER_RETRIES: u32 = 3;
 /// Bounds of the wait between two retries, in milliseconds.
 const CLUSTER_RETRY_WAIT_MS: (u64, u64) = (50, 500);
 
-/// The deployment's Redis.
+/// How long one command on one Redis may wait for its answer, and a connection attempt for
+/// its handshake, unless `--pubsub-timeout-ms` says otherwise.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(500);
+
+/// Where the deployment's Redis is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub enum Servers {
     /// One Redis (`--pubsub redis://HOST:PORT`): a standalone server, or a primary.
     Single(String),
     /// A Redis Cluster (`--pubsub-cluster`), reached from these seed addresses (any of its
@@ -42,7 +46,27 @@ pub enum Target {
     Cluster(Vec<String>),
 }
 
+/// The deployment's Redis, and the deadline of every call to it (`--pubsub-timeout-ms`): a
+/// Redis that stalls without closing fails the call, and rooms fall back on catching up from
+/// the store (docs/operations.md "What happens when Redis stalls").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Its addresses.
+    pub servers: Servers,
+    /// How long a command may wait for its answer and a connection attempt for its handshake
+    /// (on a cluster: each node's answer, within the cluster's overall bound).
+    pub deadline: Duration,
+}
+
 impl Target {
+    /// The same Redis with calls bounded by `deadline` (at least 1 ms).
+    pub fn with_deadline(self, deadline: Duration) -> Self {
+        Target {
+            deadline: deadline.max(Duration::from_millis(1)),
+            ..self
+        }
+    }
+
     /// The target of `--pubsub` (`redis://HOST:PORT`, comma-separated seeds with `cluster`).
     /// Several addresses without `cluster` are refused: nodes would otherwise use the first
     /// alone, a deployment split over unrelated Redis servers.
@@ -51,39 +75,48 @@ impl Target {
         for url in &urls {
             connection_info(url)?;
         }
-        match (cluster, urls.as_slice()) {
-            (true, _) => Ok(Target::Cluster(urls)),
-            (false, [one]) => Ok(Target::Single(one.clone())),
-            (false, _) => Err(PubSubError::SeedsWithoutCluster(urls.len())),
-        }
+        let servers = match (cluster, urls.as_slice()) {
+            (true, _) => Servers::Cluster(urls),
+            (false, [one]) => Servers::Single(one.clone()),
+            (false, _) => return Err(PubSubError::SeedsWithoutCluster(urls.len())),
+        };
+        Ok(Target {
+            servers,
+            deadline: DEFAULT_DEADLINE,
+        })
     }
 
     /// Whether this is a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
-        matches!(self, Target::Cluster(_))
+        matches!(self.servers, Servers::Cluster(_))
     }
 
     /// The command publishing to a node's own channels (the nodes channel, a node's channel):
     /// plain on one Redis, sharded on a cluster (where a plain `PUBLISH` is broadcast to every
     /// shard and counts only the receivers of the node that ran it).
     pub(super) fn own_publish_command(&self) -> &'static str {
-        match self {
-            Target::Single(_) => "PUBLISH",
-            Target::Cluster(_) => "SPUBLISH",
+        match self.servers {
+            Servers::Single(_) => "PUBLISH",
+            Servers::Cluster(_) => "SPUBLISH",
         }
     }
 
     /// A command connection. On one Redis, a server that is a cluster node is refused (its
     /// keys and sharded channels of other slots would answer `MOVED`).
     pub(super) async fn commands(&self) -> Result<Commands, PubSubError> {
-        match self {
-            Target::Single(url) => {
-                let mut manager = client(url)?.get_connection_manager().await?;
+        match &self.servers {
+            Servers::Single(url) => {
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_response_timeout(Some(self.deadline))
+                    .set_connection_timeout(Some(self.deadline));
+                let mut manager = client(url)?
+                    .get_connection_manager_with_config(config)
+                    .await?;
                 refuse_cluster_node(url, &mut manager).await?;
                 Ok(Commands::Single(manager))
             }
-            Target::Cluster(seeds) => {
-                let client = cluster_builder(seeds)?.build()?;
+            Servers::Cluster(seeds) => {
+                let client = cluster_builder(seeds, self.deadline)?.build()?;
                 let connection = client
                     .get_async_connection()
                     .await
@@ -100,16 +133,21 @@ impl Target {
         push: impl AsyncPushSender,
         name: &str,
     ) -> Result<Subscriber, PubSubError> {
-        let subscriber = match self {
-            Target::Single(url) => {
-                let config = AsyncConnectionConfig::new().set_push_sender(push);
+        let subscriber = match &self.servers {
+            Servers::Single(url) => {
+                let config = AsyncConnectionConfig::new()
+                    .set_push_sender(push)
+                    .set_response_timeout(Some(self.deadline))
+                    .set_connection_timeout(Some(self.deadline));
                 let connection = client(url)?
                     .get_multiplexed_async_connection_with_config(&config)
                     .await?;
                 Subscriber::Single(connection)
             }
-            Target::Cluster(seeds) => {
-                let client = cluster_builder(seeds)?.push_sender(push).build()?;
+            Servers::Cluster(seeds) => {
+                let client = cluster_builder(seeds, self.deadline)?
+                    .push_sender(push)
+                    .build()?;
                 let connection = client
                     .get_async_connection()
                     .await
@@ -140,14 +178,19 @@ pub(super) fn client(url: &str) -> Result<Client, PubSubError> {
     Ok(Client::open(connection_info(url)?)?)
 }
 
-fn cluster_builder(seeds: &[String]) -> Result<ClusterClientBuilder, PubSubError> {
+/// A cluster client of `seeds`: each node's answer within `deadline` (and the cluster's
+/// own per-node bound), every command within the overall bound.
+fn cluster_builder(
+    seeds: &[String],
+    deadline: Duration,
+) -> Result<ClusterClientBuilder, PubSubError> {
     let infos = seeds
         .iter()
         .map(|seed| connection_info(seed))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(ClusterClientBuilder::new(infos)
         .use_protocol(ProtocolVersion::RESP3)
-        .response_timeout(CLUSTER_RESPONSE_TIMEOUT)
+        .response_timeout(CLUSTER_RESPONSE_TIMEOUT.min(deadline))
         .overall_response_timeout(Some(CLUSTER_OVERALL_TIMEOUT))
         .retries(CLUSTER_RETRIES)
         .min_retry_wait(CLUSTER_RETRY_WAIT_MS.0)
@@ -297,13 +340,20 @@ mod tests {
     #[test]
     fn one_address_or_cluster_seeds() {
         assert_eq!(
-            Target::parse("redis://127.0.0.1:6379", false).unwrap(),
-            Target::Single("redis://127.0.0.1:6379".into())
+            Target::parse("redis://127.0.0.1:6379", false)
+                .unwrap()
+                .servers,
+            Servers::Single("redis://127.0.0.1:6379".into())
         );
         let seeds = Target::parse("redis://a:7000, redis://b:7001", true).unwrap();
         assert_eq!(
-            seeds,
-            Target::Cluster(vec!["redis://a:7000".into(), "redis://b:7001".into()])
+            seeds.servers,
+            Servers::Cluster(vec!["redis://a:7000".into(), "redis://b:7001".into()])
+        );
+        assert_eq!(seeds.deadline, DEFAULT_DEADLINE);
+        assert_eq!(
+            seeds.clone().with_deadline(Duration::ZERO).deadline,
+            Duration::from_millis(1)
         );
         assert!(seeds.is_cluster());
         assert_eq!(seeds.own_publish_command(), "SPUBLISH");

@@ -141,6 +141,13 @@ impl Actors {
         }
     }
 
+    /// Stops every wait for a sequence number (the room failed: nothing more will be logged);
+    /// the waiters see their channel closed.
+    pub fn fail_waiters(&self) {
+        let dropped = std::mem::take(&mut *self.waiters());
+        drop(dropped);
+    }
+
     /// Whether anybody waits for a sequence number (the committer skips the lookups if not).
     pub fn awaited(&self) -> bool {
         !self.waiters().is_empty()

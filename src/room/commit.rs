@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::pending::Pending;
 use super::remote::SeqTracker;
-use super::{Room, RoomError};
+use super::{Failure, Room, RoomError};
 use crate::pubsub::{Envelope, Inbound, Subscription};
 use crate::store::{Fence, Logged, StoreError};
 
@@ -261,24 +261,38 @@ async fn finish(room: &Arc<Room>, log: &mut LogState, stop: Stop) -> Stop {
     stop
 }
 
-/// Closes the room after a failed commit (`error`: [`RoomError::Fenced`] or
-/// [`RoomError::Store`]); its peers resync when they reconnect.
+/// Closes the room after a failed commit (`error`: [`RoomError::Fenced`],
+/// [`RoomError::StoreFull`] or [`RoomError::Store`]); its peers resync when they reconnect,
+/// and whoever waits for a write of the room is answered `error` at once.
 fn fail(room: &Arc<Room>, error: RoomError) -> Stop {
-    let fenced = matches!(error, RoomError::Fenced);
+    let failure = match error {
+        RoomError::Fenced => Failure::Fenced,
+        RoomError::StoreFull => Failure::Full,
+        _ => Failure::Store,
+    };
+    let fenced = failure == Failure::Fenced;
     room.fenced.store(fenced, Ordering::SeqCst);
     room.closing.store(true, Ordering::SeqCst);
     let peers = std::mem::take(&mut room.lock_peers().links);
     for link in peers.values() {
-        link.control.kick(if fenced {
-            RoomError::Fenced
-        } else {
-            RoomError::Store
-        });
+        if let Some(error) = failure.error() {
+            link.control.kick(error);
+        }
     }
+    room.record_failure(failure);
     if fenced {
         Stop::Fenced
     } else {
         Stop::StoreFailed
+    }
+}
+
+/// What a room's writers are told of a store error.
+fn room_error(error: &StoreError) -> RoomError {
+    match error {
+        StoreError::Full => RoomError::StoreFull,
+        StoreError::Fenced { .. } => RoomError::Fenced,
+        _ => RoomError::Store,
     }
 }
 
@@ -489,7 +503,7 @@ async fn append_fenced(
         // No fairy hosted here under a fence wrote in this commit (always so on one node).
         let last_seq = append_with_retry(room, updates, Vec::new())
             .await
-            .map_err(|_| RoomError::Store)?;
+            .map_err(|error| room_error(&error))?;
         return Ok(Appended { last_seq, kept });
     }
     loop {
@@ -521,12 +535,14 @@ async fn append_fenced(
                     return Err(RoomError::Fenced);
                 }
             }
-            Err(_) => return Err(RoomError::Store),
+            Err(error) => return Err(room_error(&error)),
         }
     }
 }
 
-/// Appends, retrying a failing store a few times; a refused fence is not retried.
+/// Appends, retrying a failing store a few times; a refused fence, a full disk and a store
+/// that did not answer within its deadline are not retried (the deadline bounds how long a
+/// writer waits: retried, a stalled store would keep it four times as long).
 async fn append_with_retry(
     room: &Arc<Room>,
     updates: Vec<Logged>,
@@ -540,7 +556,14 @@ async fn append_with_retry(
             .await
         {
             Ok(seq) => return Ok(seq),
-            Err(error @ StoreError::Fenced { .. }) => return Err(error),
+            Err(
+                error @ (StoreError::Fenced { .. } | StoreError::Full | StoreError::TimedOut(_)),
+            ) => {
+                if !matches!(error, StoreError::Fenced { .. }) {
+                    tracing::error!(room = %room.name, %error, "store append failed; closing room");
+                }
+                return Err(error);
+            }
             Err(error) => {
                 let Some(delay) = STORE_RETRIES.get(attempt) else {
                     tracing::error!(room = %room.name, %error, "store append failed; closing room");

@@ -120,9 +120,14 @@ pub enum RoomError {
     /// The process has as many rooms loaded as allowed.
     #[error("too many rooms loaded")]
     TooManyRooms,
-    /// The store failed; the room is unloading and peers should reconnect.
+    /// The store failed (or did not answer within `--store-timeout-ms`); the room is
+    /// unloading and peers should reconnect.
     #[error("storage failure")]
     Store,
+    /// The store's disk is full: the write was not kept (nor shown to anyone); writing
+    /// resumes when space returns, reading goes on.
+    #[error("the store's disk is full: writes are refused until space returns")]
+    StoreFull,
     /// The room is unloading or the server shutting down.
     #[error("room closed")]
     Closed,
@@ -134,6 +139,41 @@ pub enum RoomError {
     /// The update would take the room's document past `--max-doc-bytes`.
     #[error(transparent)]
     DocTooLarge(#[from] size::TooLarge),
+}
+
+/// Why a room's committer stopped after a failed commit: what its waiting writers are told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Failure {
+    /// It did not fail.
+    None = 0,
+    /// The store failed or did not answer in time ([`RoomError::Store`]).
+    Store = 1,
+    /// The store's disk is full ([`RoomError::StoreFull`]).
+    Full = 2,
+    /// A fairy's write was fenced ([`RoomError::Fenced`]).
+    Fenced = 3,
+}
+
+impl Failure {
+    fn from_u8(value: u8) -> Self {
+        match value {
+            1 => Failure::Store,
+            2 => Failure::Full,
+            3 => Failure::Fenced,
+            _ => Failure::None,
+        }
+    }
+
+    /// The error a writer of the failed room is answered (`None`: it did not fail).
+    pub(crate) fn error(self) -> Option<RoomError> {
+        match self {
+            Failure::None => None,
+            Failure::Store => Some(RoomError::Store),
+            Failure::Full => Some(RoomError::StoreFull),
+            Failure::Fenced => Some(RoomError::Fenced),
+        }
+    }
 }
 
 /// Limits and timings of rooms (from [`crate::config::ServeConfig`]).
@@ -213,6 +253,8 @@ pub struct Room {
     closing: AtomicBool,
     /// The store refused some of the document's writes (a stale fence): it must not be read.
     fenced: AtomicBool,
+    /// Why the committer stopped after a failed commit ([`Failure`]), as its `u8`.
+    failure: std::sync::atomic::AtomicU8,
     config: RoomConfig,
     store: Arc<dyn Store>,
     /// The server's awareness states waiting for the room's tick.
@@ -229,6 +271,8 @@ pub struct Room {
     committed_seq: std::sync::atomic::AtomicU64,
     /// The estimate of its encoded document, against `--max-doc-bytes` (see [`size`]).
     size: Arc<size::DocSize>,
+    /// When it loaded, on its clock's monotonic time: awareness states' ages count from it.
+    loaded_at: std::time::Instant,
 }
 
 impl Room {
@@ -343,8 +387,14 @@ impl Room {
             },
         )
         .map_err(|_| RoomError::Closed)?;
+        // Awareness states' ages are durations: measured on the monotonic clock, from the
+        // room's load, so that a step of the wall clock neither drops every state (forward)
+        // nor keeps silent ones for good (back). Nothing of it leaves the process.
         let clock = config.clock.clone();
-        let awareness = Awareness::with_clock(doc.clone(), move || clock.unix_millis());
+        let loaded_at = clock.now();
+        let awareness = Awareness::with_clock(doc.clone(), move || {
+            monotonic_millis(clock.as_ref(), loaded_at)
+        });
         // Idle from the start (after a grace for the handshake that loaded it to join): a room
         // loaded for an export, the fairy API or a lost connection that never gets a peer or
         // a lease unloads like one whose last peer left.
@@ -362,6 +412,7 @@ impl Room {
             leases: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             fenced: AtomicBool::new(false),
+            failure: std::sync::atomic::AtomicU8::new(Failure::None as u8),
             server_presence: coalesce::ServerPresence::default(),
             fairy_writes: write_budget::WriteBudget::new(config.fairy_writes_per_sec),
             config,
@@ -371,6 +422,7 @@ impl Room {
             actors,
             committed_seq: std::sync::atomic::AtomicU64::new(stored.last_seq),
             size,
+            loaded_at,
         }))
     }
 
@@ -487,9 +539,33 @@ impl Room {
         Some(RoomLease { room: self.clone() })
     }
 
-    /// Waits until every queued update is durable and delivered.
+    /// Waits until every queued update is durable and delivered (or the room failed: see
+    /// [`Room::failure`]).
     pub async fn flushed(&self) {
         self.pending.flushed().await
+    }
+
+    /// Why the room's committer stopped after a failed commit, if it did.
+    pub(crate) fn failure(&self) -> Failure {
+        Failure::from_u8(self.failure.load(Ordering::SeqCst))
+    }
+
+    /// Records why the committer stopped, and releases everyone who waits for it: writers
+    /// waiting for their sequence number, for delivery or for space in the queue.
+    pub(crate) fn record_failure(&self, failure: Failure) {
+        self.failure.store(failure as u8, Ordering::SeqCst);
+        self.actors.fail_waiters();
+        self.pending.fail();
+    }
+
+    /// Whether a write may be applied now: not while the store's disk is known to be full
+    /// (the write would enter the document and could not be kept; docs/operations.md).
+    pub(crate) fn admit_store_write(&self) -> Result<(), RoomError> {
+        if self.store.is_full() {
+            Err(RoomError::StoreFull)
+        } else {
+            Ok(())
+        }
     }
 
     /// A new room's schema, the first time its log is written (see `Room::new`).
@@ -679,6 +755,12 @@ impl Room {
                 "update carries blocks of the server's client id {server} up to clock {server_end}; the room has {known}"
             )));
         }
+        // While the store's disk is full, an update that would change the document is refused
+        // before it is applied (one that repeats what the room has, a reconnecting reader's
+        // sync step 2, passes).
+        if self.store.is_full() && adds_to(&decoded, &room_state, &self.doc) {
+            return Err(RoomError::StoreFull);
+        }
         // An update adds at most its own length to the encoding; near the cap, only what the
         // room lacks of it counts (a sync step 2 may repeat what the room has), and one that
         // adds no content (it only deletes) adds nothing: deleting is always possible.
@@ -829,6 +911,40 @@ impl Drop for Peer {
     fn drop(&mut self) {
         self.room.leave(self.info.conn);
     }
+}
+
+/// Whether `update` would change a document whose state vector is `room_state`: blocks past
+/// it, or deletions the document has not made (checked only while the store is full).
+fn adds_to(update: &yrs::Update, room_state: &StateVector, doc: &Doc) -> bool {
+    let theirs = update.state_vector();
+    if theirs
+        .iter()
+        .any(|(client, clock)| *clock > room_state.get(client))
+    {
+        return true;
+    }
+    let deletes = update.delete_set();
+    if deletes.is_empty() {
+        return false;
+    }
+    let deleted = doc.transact().snapshot().delete_set;
+    deletes.iter().any(|(client, ranges)| {
+        let Some((_, made)) = deleted.iter().find(|(c, _)| *c == client) else {
+            return true;
+        };
+        // The document's ranges are merged: a deletion it made lies within one of them.
+        ranges.iter().any(|range| {
+            !made
+                .iter()
+                .any(|done| done.start <= range.start && range.end <= done.end)
+        })
+    })
+}
+
+/// Milliseconds from `origin` to now on `clock`'s monotonic time (what awareness states' ages
+/// are measured in).
+fn monotonic_millis(clock: &dyn crate::clock::Clock, origin: std::time::Instant) -> u64 {
+    u64::try_from(clock.now().saturating_duration_since(origin).as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use tokio::sync::{Notify, watch};
@@ -67,6 +68,9 @@ pub(crate) struct PendingQueue {
     pub arrived: Notify,
     /// Signalled when the committer took items.
     space: Notify,
+    /// The committer stopped after a failed commit: nothing queued will be delivered, and
+    /// nobody waits for it ([`PendingQueue::fail`]).
+    failed: AtomicBool,
 }
 
 impl PendingQueue {
@@ -77,6 +81,7 @@ impl PendingQueue {
             capacity: capacity.max(1),
             arrived: Notify::new(),
             space: Notify::new(),
+            failed: AtomicBool::new(false),
         }
     }
 
@@ -135,19 +140,30 @@ impl PendingQueue {
         };
         let mut delivered = self.delivered.subscribe();
         self.arrived.notify_one();
-        // An error means the committer is gone, and nothing will be delivered any more.
-        let _ = delivered.wait_for(|done| *done >= target).await;
+        // An error means the committer is gone, and nothing will be delivered any more; so
+        // does a failed commit (the room stays alive while its writers hold it).
+        let _ = delivered
+            .wait_for(|done| *done >= target || self.failed.load(Ordering::SeqCst))
+            .await;
     }
 
-    /// Waits until the queue is below its capacity.
+    /// Waits until the queue is below its capacity (or the room failed).
     pub async fn wait_for_space(&self) {
         loop {
             let notified = self.space.notified();
-            if self.len() < self.capacity {
+            if self.len() < self.capacity || self.failed.load(Ordering::SeqCst) {
                 return;
             }
             notified.await;
         }
+    }
+
+    /// The committer stopped after a failed commit: whoever waits for delivery or for space
+    /// stops waiting, and nothing queued is delivered.
+    pub fn fail(&self) {
+        self.failed.store(true, Ordering::SeqCst);
+        self.delivered.send_modify(|_| {});
+        self.space.notify_waiters();
     }
 }
 
@@ -179,6 +195,29 @@ mod tests {
         assert!(queue.is_urgent());
         let _ = queue.take_all();
         assert!(!queue.is_urgent());
+    }
+
+    /// A failed room's writers stop waiting: for delivery and for space.
+    #[tokio::test]
+    async fn a_failed_queue_releases_its_waiters() {
+        let queue = std::sync::Arc::new(PendingQueue::new(1));
+        queue.push(server_write());
+        let flushed = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.flushed().await }
+        });
+        let space = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.wait_for_space().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!flushed.is_finished() && !space.is_finished());
+        queue.fail();
+        let both = async { (flushed.await, space.await) };
+        let (a, b) = tokio::time::timeout(std::time::Duration::from_secs(5), both)
+            .await
+            .expect("the waiters return");
+        assert!(a.is_ok() && b.is_ok());
     }
 
     #[test]

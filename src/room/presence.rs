@@ -170,7 +170,8 @@ impl Room {
 
     /// Removes peers' states that were not renewed within the awareness timeout.
     pub(crate) fn sweep_awareness(&self) {
-        let now = self.config.clock.unix_millis();
+        // The same monotonic milliseconds the room's awareness stamps states with.
+        let now = super::monotonic_millis(self.config.clock.as_ref(), self.loaded_at);
         let timeout = u64::try_from(self.config.awareness_timeout.as_millis()).unwrap_or(u64::MAX);
         let server_owned: Vec<ClientID> = {
             let peers = self.lock_peers();

@@ -81,11 +81,16 @@ impl Room {
         write: impl FnOnce(&TxnOrigin) -> Result<bool, RoomError>,
     ) -> Result<u64, RoomError> {
         if self.is_closing() {
-            return Err(RoomError::Closed);
+            return Err(self.failure().error().unwrap_or(RoomError::Closed));
         }
+        // Not while the store's disk is full: the write would enter the document unkept.
+        self.admit_store_write()?;
         let _lease = self.lease();
         // A producer like a peer: it takes no more input while the room's queue is full.
         self.pending.wait_for_space().await;
+        if let Some(error) = self.failure().error() {
+            return Err(error);
+        }
         let conn = super::peer::next_conn_id();
         let origin = TxnOrigin::Client {
             conn,
@@ -105,13 +110,16 @@ impl Room {
         }
         match tokio::time::timeout(LOGGED_WITHIN, logged).await {
             Ok(Ok(seq)) => Ok(seq),
-            // The committer stopped before the update was stored.
-            Ok(Err(_)) => Err(RoomError::Store),
+            // The committer stopped before the update was stored (a failed commit: why).
+            Ok(Err(_)) => Err(self.failure().error().unwrap_or(RoomError::Store)),
             Err(_) => {
                 // The transaction turned out to emit no update after all.
                 self.forget_seq(conn);
                 self.flushed().await;
-                Ok(self.committed_seq())
+                match self.failure().error() {
+                    Some(error) => Err(error),
+                    None => Ok(self.committed_seq()),
+                }
             }
         }
     }

@@ -33,6 +33,9 @@ pub mod close {
     pub const TRY_AGAIN_LATER: u16 = 1013;
     /// The token expired during the session.
     pub const TOKEN_EXPIRED: u16 = 4401;
+    /// The store's disk is full: the update was not kept; reconnect and write once space
+    /// returns (reading goes on). Mirrors HTTP `507`.
+    pub const STORE_FULL: u16 = 4507;
 }
 
 /// Largest request body accepted, in bytes (larger: 413 `body_too_large`).
@@ -116,13 +119,15 @@ pub struct ErrorBody {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         crate::metrics::global().refuse(self.code);
-        let detail =
-            if self.status.is_server_error() && self.status != StatusCode::SERVICE_UNAVAILABLE {
-                tracing::error!(code = self.code, detail = %self.detail, "internal error");
-                "internal error".to_owned()
-            } else {
-                self.detail
-            };
+        let detail = if self.status.is_server_error()
+            && self.status != StatusCode::SERVICE_UNAVAILABLE
+            && self.status != StatusCode::INSUFFICIENT_STORAGE
+        {
+            tracing::error!(code = self.code, detail = %self.detail, "internal error");
+            "internal error".to_owned()
+        } else {
+            self.detail
+        };
         let body = ErrorBody {
             error: self.code,
             detail,
@@ -199,6 +204,7 @@ impl From<RoomError> for ApiError {
             RoomError::TooManyRooms => (StatusCode::SERVICE_UNAVAILABLE, "too_many_rooms"),
             RoomError::Closed => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
             RoomError::Store => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+            RoomError::StoreFull => (StatusCode::INSUFFICIENT_STORAGE, "store_full"),
             RoomError::Fenced => (StatusCode::SERVICE_UNAVAILABLE, "room_reloading"),
             RoomError::DocTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "doc_too_large"),
             RoomError::BadUpdate(_) | RoomError::Protocol(_) => {
@@ -207,7 +213,13 @@ impl From<RoomError> for ApiError {
             RoomError::ServerOwned(_) => (StatusCode::BAD_REQUEST, "server_owned_root"),
             _ => (StatusCode::BAD_REQUEST, "bad_request"),
         };
-        ApiError::new(status, code, error.to_string())
+        let api = ApiError::new(status, code, error.to_string());
+        // A store that failed or filled up: worth retrying after a moment (docs/operations.md).
+        match error {
+            RoomError::Store => api.with_retry_after(1),
+            RoomError::StoreFull => api.with_retry_after(5),
+            _ => api,
+        }
     }
 }
 
@@ -225,6 +237,7 @@ impl From<HubError> for ApiError {
             HubError::Fairy(e) => {
                 ApiError::new(StatusCode::BAD_REQUEST, "invalid_fairy", e.to_string())
             }
+            HubError::Store(crate::store::StoreError::Full) => RoomError::StoreFull.into(),
             HubError::Store(e) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_unavailable",
@@ -303,6 +316,7 @@ pub fn close_for(error: &RoomError) -> (u16, &'static str, String) {
         RoomError::SlowConsumer => (close::TRY_AGAIN_LATER, "slow_consumer"),
         RoomError::RoomFull | RoomError::TooManyRooms => (close::TRY_AGAIN_LATER, "full"),
         RoomError::Store => (close::INTERNAL, "store_failure"),
+        RoomError::StoreFull => (close::STORE_FULL, "store_full"),
         RoomError::Fenced => (close::TRY_AGAIN_LATER, "room_reloading"),
         RoomError::Closed => (close::GOING_AWAY, "room_closed"),
         RoomError::DocTooLarge(_) => (close::TOO_BIG, "doc_too_large"),

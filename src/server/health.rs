@@ -1,5 +1,6 @@
 //! `GET /healthz`: whether this node can do its work. Reports the store's reachability (a node
-//! that cannot make updates durable answers `503`) and, when scaled out, the pub/sub
+//! that cannot make updates durable answers `503`; one whose store's disk is full, `200` with
+//! `store: full`, since it still serves reads) and, when scaled out, the pub/sub
 //! subscription's (degraded but serving: rooms catch up from the store). Owns only the probe
 //! and its JSON; it does not decide what rooms do when the store fails.
 
@@ -26,12 +27,16 @@ pub enum Reach {
     Unreachable,
     /// Not configured on this node.
     Off,
+    /// The store answers but its disk is full: reads are served, writes refused (`507`)
+    /// until space returns.
+    Full,
 }
 
 /// The body of `/healthz`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Health {
-    /// `ok`, `degraded` (pub/sub down: serving, with catch-ups) or `unavailable` (store down).
+    /// `ok`, `degraded` (pub/sub down: serving, with catch-ups; or the store's disk full:
+    /// reads served, writes refused) or `unavailable` (store down).
     pub status: &'static str,
     /// The store's reachability.
     pub store: Reach,
@@ -46,12 +51,13 @@ pub struct Health {
     path = "/healthz",
     tag = "server",
     responses(
-        (status = 200, description = "`ok`, or `degraded` (pub/sub down: serving, rooms catch up from the store)", body = Health),
+        (status = 200, description = "`ok`, or `degraded` (pub/sub down: serving, rooms catch up from the store; or `store: full`: reads served, writes refused with 507)", body = Health),
         (status = 503, description = "`unavailable`: the store does not answer", body = Health),
     ),
 )]
 pub async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
     let store = match tokio::time::timeout(STORE_PROBE, state.store.ping()).await {
+        Ok(Ok(())) if state.store.is_full() => Reach::Full,
         Ok(Ok(())) => Reach::Ok,
         _ => Reach::Unreachable,
     };
@@ -62,7 +68,7 @@ pub async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
     };
     let (code, status) = match (store, pubsub) {
         (Reach::Unreachable, _) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-        (_, Reach::Unreachable) => (StatusCode::OK, "degraded"),
+        (Reach::Full, _) | (_, Reach::Unreachable) => (StatusCode::OK, "degraded"),
         _ => (StatusCode::OK, "ok"),
     };
     (

@@ -144,6 +144,9 @@ pub async fn start_with(
     store: Arc<dyn crate::store::Store>,
 ) -> anyhow::Result<ServerHandle> {
     crate::priority::set_background(config.background_priority);
+    // Every store call under `--store-timeout-ms`, and a full disk remembered until space
+    // returns (docs/operations.md "What happens when …").
+    let store = crate::store::guarded::Guarded::wrap(store, config.store_timeout());
     let auth = authenticator(&config)?;
     // A webhook URL that is not http(s), or without a secret, is refused before anything starts.
     let webhooks = crate::webhooks::WebhookSettings::from_serve(&config)?;

@@ -15,6 +15,7 @@
 //! databases; it knows nothing about sockets, peers or the Yjs protocol.
 
 pub mod checkpoints;
+pub mod guarded;
 pub mod keyed;
 pub mod memory;
 pub mod outbox;
@@ -48,7 +49,17 @@ pub enum StoreError {
     Migration(String),
     /// The database reported an error.
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
+    /// The store's disk is full (SQLite `SQLITE_FULL`, PostgreSQL `53100 disk_full`, an I/O
+    /// error "no space left on device"): nothing of the write was kept (docs/operations.md
+    /// "What happens when the disk fills up").
+    #[error("the store's disk is full")]
+    Full,
+    /// The store did not answer within `--store-timeout-ms` ([`guarded::Guarded`]): a stalled
+    /// database or network. Whether a write that timed out was kept is unknown; a room treats
+    /// it as a failed write.
+    #[error("the store did not answer within {0:?}")]
+    TimedOut(std::time::Duration),
     /// Data handed to the store could not be encoded.
     #[error("could not encode data for the store: {0}")]
     Encoding(String),
@@ -62,6 +73,28 @@ pub enum StoreError {
         /// The fairy whose token was stale.
         fairy: String,
     },
+}
+
+impl From<sqlx::Error> for StoreError {
+    /// A full disk is told apart from other database errors: writers are answered
+    /// `store_full` for it, and the room refuses writes until space returns.
+    fn from(error: sqlx::Error) -> Self {
+        if is_disk_full(&error) {
+            StoreError::Full
+        } else {
+            StoreError::Database(error)
+        }
+    }
+}
+
+/// Whether a database error says the disk is full: SQLite's `SQLITE_FULL` (13), PostgreSQL's
+/// `53100 disk_full`, or an I/O error `ENOSPC`.
+pub(crate) fn is_disk_full(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Database(db) => matches!(db.code().as_deref(), Some("13" | "53100")),
+        sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::StorageFull,
+        _ => false,
+    }
 }
 
 /// A fairy's fencing token (docs/scaling.md "Fencing"): the generation of its hosting, taken
@@ -318,6 +351,20 @@ pub trait Store: Send + Sync + 'static {
     /// Whether the store answers (for `/healthz`).
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// Whether the store's disk has room for writes again after a write met a full disk
+    /// ([`StoreError::Full`]): SQLite looks at the free space of its file's filesystem. A
+    /// store that cannot tell answers `true` (the default), and the next write finds out.
+    async fn has_space(&self) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
+    /// Whether the store is known to refuse writes now because its disk is full: rooms then
+    /// refuse writes before applying them ([`guarded::Guarded`] tracks it; others answer
+    /// `false`).
+    fn is_full(&self) -> bool {
+        false
     }
 
     /// Frees what the store keeps in memory for rooms that are no longer loaded (connections

@@ -102,6 +102,11 @@ impl PostgresStore {
             .await?;
         let mut migrator = sqlx::migrate!("migrations/postgres");
         migrator.create_schema(schema.as_str().to_owned());
+        // Rolling upgrades (docs/operations.md "Upgrades"): a node of this release starts
+        // against a schema a newer node already migrated. Its own migrations are still checked
+        // (a changed one is refused); the newer ones it does not know are left alone, which
+        // holds because migrations only add (tables, nullable or defaulted columns).
+        migrator.set_ignore_missing(true);
         migrator
             .run(&pool)
             .await
@@ -1001,6 +1006,45 @@ mod tests {
         assert_eq!((since.updates.len(), since.last_seq), (1, 81));
         a.close().await;
         b.close().await;
+        test_db::drop_schema(&schema).await;
+    }
+
+    /// A rolling upgrade: a node starts against a schema that a newer node has migrated
+    /// further (a migration this build does not know), and still reads and writes.
+    #[tokio::test]
+    async fn a_node_starts_against_a_schema_a_newer_node_migrated() {
+        let Some(schema) = test_db::fresh_schema("newer").await else {
+            return;
+        };
+        let first = PostgresStore::open(&test_db::url(), &schema).await.unwrap();
+        let room = RoomName::parse("upgraded").unwrap();
+        first
+            .append(&room, vec![Bytes::from_static(b"a")])
+            .await
+            .unwrap();
+        first.close().await;
+        // What the next release's migrator leaves behind: one more applied migration.
+        let pool = sqlx::PgPool::connect(&test_db::url()).await.unwrap();
+        let sql = format!(
+            "INSERT INTO {}._sqlx_migrations \
+             (version, description, success, checksum, execution_time) \
+             VALUES (999999, 'from a newer release', true, '\\x00', 0)",
+            schema.as_str()
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        let older = PostgresStore::open(&test_db::url(), &schema)
+            .await
+            .expect("a node of the previous release starts against the newer schema");
+        older
+            .append(&room, vec![Bytes::from_static(b"b")])
+            .await
+            .unwrap();
+        assert_eq!(older.load(&room).await.unwrap().last_seq, 2);
+        older.close().await;
         test_db::drop_schema(&schema).await;
     }
 

@@ -61,6 +61,33 @@ pub struct SqliteStore {
     writer: Writer,
     /// The webhook outbox (its own table, on the read pool).
     outbox: super::outbox::sqlite::SqliteOutbox,
+    /// The directory of the database file, whose filesystem's free space says whether writes
+    /// may resume after a full disk ([`Store::has_space`]).
+    dir: std::path::PathBuf,
+}
+
+/// Free bytes the database's filesystem must have before writes resume after a full disk:
+/// enough for a burst of group commits and their WAL frames.
+const SPACE_TO_RESUME: u64 = 1024 * 1024;
+
+/// Bytes free for an unprivileged writer on the filesystem holding `dir`.
+fn free_bytes(dir: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is a NUL-terminated string that outlives the call, and `stat` points to
+    // writable memory of the right type, which statvfs fills when it returns 0.
+    let rc = unsafe { libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: statvfs returned 0, so it initialised `stat`.
+    let stat = unsafe { stat.assume_init() };
+    // Both are 64-bit here; on 32-bit targets `f_frsize` is a 32-bit `c_ulong`.
+    #[allow(clippy::useless_conversion)]
+    let (blocks, size) = (u64::from(stat.f_bavail), u64::from(stat.f_frsize));
+    Ok(blocks.saturating_mul(size))
 }
 
 impl SqliteStore {
@@ -89,10 +116,15 @@ impl SqliteStore {
             last_seq: HashMap::new(),
             actors: HashMap::new(),
         });
+        let dir = match path.as_ref().parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => std::path::PathBuf::from("."),
+        };
         Ok(SqliteStore {
             pool,
             writer,
             outbox,
+            dir,
         })
     }
 
@@ -549,6 +581,15 @@ impl Store for SqliteStore {
     async fn close(&self) {
         self.writer.release_memory();
         self.pool.close().await;
+    }
+
+    async fn has_space(&self) -> Result<bool, StoreError> {
+        let dir = self.dir.clone();
+        let free = tokio::task::spawn_blocking(move || free_bytes(&dir))
+            .await
+            .map_err(|e| StoreError::Encoding(e.to_string()))?
+            .map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
+        Ok(free >= SPACE_TO_RESUME)
     }
 }
 

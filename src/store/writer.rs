@@ -320,13 +320,16 @@ async fn commit_and_answer(backend: &mut impl Batch, batch: &mut Vec<WriteReq>) 
         }
         Err(err) => {
             tracing::error!(error = %err, requests = batch.len(), "store commit failed");
+            // A full disk stays a full disk for every request of the batch: writers are told
+            // `store_full`, not a database error.
+            let full = super::is_disk_full(&err);
             let text = err.to_string();
             for req in batch.drain(..) {
-                let _ = req
-                    .done
-                    .send(Err(StoreError::Database(sqlx::Error::Protocol(
-                        text.clone(),
-                    ))));
+                let _ = req.done.send(Err(if full {
+                    StoreError::Full
+                } else {
+                    StoreError::Database(sqlx::Error::Protocol(text.clone()))
+                }));
             }
         }
     }

@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod fairy_http;
+pub mod relay;
 pub mod services;
 
 use std::time::Duration;
