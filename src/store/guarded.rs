@@ -189,6 +189,39 @@ impl Store for Guarded {
         self.timed(self.inner.seq_at(room, at)).await
     }
 
+    async fn history_bounded(
+        &self,
+        room: &RoomName,
+        after: u64,
+        limit: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<LogRow>, StoreError> {
+        self.timed(self.inner.history_bounded(room, after, limit, max_bytes))
+            .await
+    }
+
+    async fn version_base(
+        &self,
+        room: &RoomName,
+        seq: u64,
+    ) -> Result<Option<StoredVersion>, StoreError> {
+        self.timed(self.inner.version_base(room, seq)).await
+    }
+
+    async fn last_seq(&self, room: &RoomName) -> Result<u64, StoreError> {
+        self.timed(self.inner.last_seq(room)).await
+    }
+
+    async fn logs_over(&self, max_bytes: u64) -> Result<Vec<super::OverCap>, StoreError> {
+        // The minutely `--history-max-bytes` sweep, which nobody waits for: no deadline.
+        self.inner.logs_over(max_bytes).await
+    }
+
+    async fn prune_log_to(&self, room: &RoomName, upto: u64) -> Result<u64, StoreError> {
+        // Part of the same sweep: no deadline, as `prune_history`.
+        self.inner.prune_log_to(room, upto).await
+    }
+
     async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
         // An hourly sweep over every room, which nobody waits for: no deadline.
         self.inner.prune_history(before).await

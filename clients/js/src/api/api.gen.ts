@@ -803,7 +803,10 @@ export interface components {
         };
         /** @description The body of `/healthz`. */
         Health: {
-            /** @description `ok`, `degraded` (pub/sub down: serving, with catch-ups) or `unavailable` (store down). */
+            /**
+             * @description `ok`, `degraded` (pub/sub down: serving, with catch-ups; or the store's disk full:
+             *     reads served, writes refused) or `unavailable` (store down).
+             */
             status: string;
             /** @description The store's reachability. */
             store: components["schemas"]["Reach"];
@@ -928,7 +931,7 @@ export interface components {
          * @description Reachability of one dependency.
          * @enum {string}
          */
-        Reach: "ok" | "unreachable" | "off";
+        Reach: "ok" | "unreachable" | "off" | "full";
         /** @description The answer to accepting a whole request. */
         RequestAcceptedAnswer: {
             /** @description The suggestions applied. */
@@ -1228,7 +1231,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description `ok`, or `degraded` (pub/sub down: serving, rooms catch up from the store) */
+            /** @description `ok`, or `degraded` (pub/sub down: serving, rooms catch up from the store; or `store: full`: reads served, writes refused with 507) */
             200: {
                 headers: {
                     [name: string]: unknown;
