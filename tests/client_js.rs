@@ -9,56 +9,26 @@
 //! the test is skipped with a loud message, unless `FAIRYRING_REQUIRE_BROWSER=1` (CI), which
 //! makes a missing Node a failure.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::process::Command;
+use support::npm;
 
 fn package_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/js")
 }
 
-fn node_present() -> bool {
-    std::process::Command::new("node")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Runs a command in `clients/js/` with a time limit; panics with its output if it fails.
+/// Runs a command in `clients/js/`, the server binary named for the package's tests.
 async fn run(program: &str, args: &[&str], limit: Duration) {
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(package_dir())
-        .env("FAIRYRING_BIN", env!("CARGO_BIN_EXE_fairyring"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let what = format!("{program} {}", args.join(" "));
-    let child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start `{what}`: {e}"));
-    let out = tokio::time::timeout(limit, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("`{what}` did not finish within {limit:?}"))
-        .unwrap_or_else(|e| panic!("`{what}` failed to run: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "`{what}` failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
-    println!("$ {what}\n{stdout}{stderr}");
+    let bin = ("FAIRYRING_BIN", env!("CARGO_BIN_EXE_fairyring"));
+    npm::run_in(&package_dir(), program, args, &[bin], limit).await
 }
 
 #[tokio::test]
 async fn client_package_builds_and_its_tests_pass_against_the_server() {
-    if !node_present() {
+    if !npm::node_present() {
         let msg = "node is missing: install Node 20+ and npm";
         assert!(
             !std::env::var("FAIRYRING_REQUIRE_BROWSER").is_ok_and(|v| v == "1"),

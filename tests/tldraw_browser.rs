@@ -9,11 +9,12 @@
 //! Skipped with a loud message when Node or Chromium is missing, unless
 //! `FAIRYRING_REQUIRE_BROWSER=1` (CI). Screenshots land in `target/tldraw-artifacts/`.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::process::Command;
+use support::npm;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
@@ -26,48 +27,14 @@ fn artifacts_dir() -> PathBuf {
     tmp.parent().unwrap_or(tmp).join("tldraw-artifacts")
 }
 
-fn node_present() -> bool {
-    std::process::Command::new("node")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Runs a command in `clients/tldraw/` with a time limit; panics with its output if it fails.
+/// Runs a command in `clients/tldraw/`.
 async fn run(program: &str, args: &[&str], envs: &[(&str, &str)], limit: Duration) {
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(package_dir())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let what = format!("{program} {}", args.join(" "));
-    let child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start `{what}`: {e}"));
-    let out = tokio::time::timeout(limit, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("`{what}` did not finish within {limit:?}"))
-        .unwrap_or_else(|e| panic!("`{what}` failed to run: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "`{what}` failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
-    println!("$ {what}\n{stdout}{stderr}");
+    npm::run_in(&package_dir(), program, args, envs, limit).await
 }
 
 #[tokio::test]
 async fn tldraw_binding_in_chromium_against_the_server() {
-    let missing = if !node_present() {
+    let missing = if !npm::node_present() {
         Some("node is missing: install Node 20+ and npm".to_owned())
     } else if !Path::new(CHROMIUM).exists() {
         Some(format!(

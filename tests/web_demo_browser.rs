@@ -8,11 +8,12 @@
 //! is missing the browser test fails if `FAIRYRING_REQUIRE_BROWSER=1` (CI sets it) and is
 //! otherwise skipped with a loud message. Screenshots land in `target/web-demo-artifacts/`.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::process::Command;
+use support::npm;
 
 /// The demo's npm steps share `node_modules` and the machine's two cores: one at a time (an
 /// async mutex, made to be held across the awaits of the step it guards).
@@ -34,35 +35,9 @@ fn require_browser() -> bool {
     std::env::var("FAIRYRING_REQUIRE_BROWSER").is_ok_and(|v| v == "1")
 }
 
-/// Runs a command in `web-demo/` with a time limit; panics with its output if it fails.
+/// Runs a command in `web-demo/`.
 async fn run(program: &str, args: &[&str], envs: &[(&str, &str)], limit: Duration) {
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(demo_dir())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let what = format!("{program} {}", args.join(" "));
-    let child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start `{what}`: {e}"));
-    let out = tokio::time::timeout(limit, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("`{what}` did not finish within {limit:?}"))
-        .unwrap_or_else(|e| panic!("`{what}` failed to run: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "`{what}` failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
-    // Shown with --nocapture.
-    println!("$ {what}\n{stdout}{stderr}");
+    npm::run_in(&demo_dir(), program, args, envs, limit).await
 }
 
 /// Installs the locked npm dependencies once, if they are missing.

@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod fairy_http;
+pub mod npm;
 pub mod relay;
 pub mod services;
 
