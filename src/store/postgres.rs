@@ -251,16 +251,7 @@ impl Store for PostgresStore {
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(LogRow {
-                    seq: to_u64(row.try_get::<i64, _>(0)?),
-                    at: row.try_get::<Option<i64>, _>(1)?.map(to_u64),
-                    actor: row.try_get::<Option<String>, _>(2)?.map(Arc::from),
-                    update: Bytes::from(row.try_get::<Vec<u8>, _>(3)?),
-                })
-            })
-            .collect()
+        Ok(rows.iter().map(log_row).collect::<Result<_, _>>()?)
     }
 
     async fn load_version(
@@ -346,16 +337,7 @@ impl Store for PostgresStore {
             .bind(to_i64(upto))
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(LogRow {
-                    seq: to_u64(row.try_get::<i64, _>(0)?),
-                    at: row.try_get::<Option<i64>, _>(1)?.map(to_u64),
-                    actor: row.try_get::<Option<String>, _>(2)?.map(Arc::from),
-                    update: Bytes::from(row.try_get::<Vec<u8>, _>(3)?),
-                })
-            })
-            .collect()
+        Ok(rows.iter().map(log_row).collect::<Result<_, _>>()?)
     }
 
     async fn version_base(
@@ -676,6 +658,16 @@ impl Batch for PgBatch {
     fn sorted(&self) -> bool {
         true
     }
+}
+
+/// One row of the log as the history reads select it: `seq, at, actor, update_data`.
+fn log_row(row: &sqlx::postgres::PgRow) -> Result<LogRow, sqlx::Error> {
+    Ok(LogRow {
+        seq: to_u64(row.try_get::<i64, _>(0)?),
+        at: row.try_get::<Option<i64>, _>(1)?.map(to_u64),
+        actor: row.try_get::<Option<String>, _>(2)?.map(Arc::from),
+        update: Bytes::from(row.try_get::<Vec<u8>, _>(3)?),
+    })
 }
 
 /// `(seq, base)` of a room's checkpoints at or below `upto`.
