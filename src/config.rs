@@ -357,9 +357,10 @@ pub struct ServeConfig {
     pub llm_max_retries: u32,
 
     /// Milliseconds to hold each piece of the model's streamed text (0: none). The offline
-    /// model answers at once; a pace lets a demo watch a fairy draw shape by shape.
-    #[arg(long, env = "FAIRYRING_LLM_PACE_MS", default_value_t = 0)]
-    pub llm_pace_ms: u64,
+    /// model answers at once; a pace lets a demo watch a fairy draw shape by shape. Default: 0,
+    /// except the offline model under `--dev`, which is paced at 30 ms (a house in about 1.5 s).
+    #[arg(long, env = "FAIRYRING_LLM_PACE_MS")]
+    pub llm_pace_ms: Option<u64>,
 
     /// Milliseconds between two tentative applications of one streaming fairy action
     /// (fewer applications, fewer tombstones in the document).
@@ -495,7 +496,25 @@ pub struct ServeConfig {
     pub metrics_listen: Option<SocketAddr>,
 }
 
+/// The pace of the offline model under `--dev` without `--llm-pace-ms`, in ms per streamed
+/// piece (16 characters): a house (about 50 pieces) takes about 1.5 s, so a newcomer sees the
+/// fairy draw shape by shape.
+pub const DEV_OFFLINE_PACE_MS: u64 = 30;
+
 impl ServeConfig {
+    /// The pace of the model's streamed text (`--llm-pace-ms`): as given (explicit 0: none),
+    /// else [`DEV_OFFLINE_PACE_MS`] for the offline model under `--dev`, else none.
+    pub fn llm_pace(&self) -> std::time::Duration {
+        let ms = self
+            .llm_pace_ms
+            .unwrap_or(if self.dev && self.llm == LlmProvider::Offline {
+                DEV_OFFLINE_PACE_MS
+            } else {
+                0
+            });
+        std::time::Duration::from_millis(ms)
+    }
+
     /// A configuration for tests: any free loopback port, in-memory store, fast idle unload.
     pub fn for_test() -> Self {
         ServeConfig {
@@ -545,7 +564,7 @@ impl ServeConfig {
             llm_cache_ttl: LlmCacheTtl::FiveMinutes,
             llm_structured: LlmStructured::Auto,
             llm_max_retries: 4,
-            llm_pace_ms: 0,
+            llm_pace_ms: None,
             fairy_apply_interval_ms: 250,
             fairy_apply_min_move: 64.0,
             fairy_max_iterations: 25,

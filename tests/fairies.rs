@@ -101,10 +101,10 @@ async fn the_offline_model_draws_a_house() {
         })
         .await;
     client
-        .until("the offline notice in the chat", |c| {
+        .until("what it drew, said in the chat", |c| {
             chat_texts(c, &id)
                 .iter()
-                .any(|t| t.contains("offline model"))
+                .any(|t| t.starts_with("Drew a house"))
         })
         .await;
     client

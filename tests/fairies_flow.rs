@@ -270,7 +270,7 @@ async fn fairy_state_survives_a_restart() {
         .until("the chat restored with the document", |c| {
             chat_texts(c, &id)
                 .iter()
-                .any(|t| t.contains("offline model"))
+                .any(|t| t.starts_with("Drew a house"))
         })
         .await;
     client.close().await;

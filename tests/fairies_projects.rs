@@ -587,8 +587,8 @@ async fn the_offline_model_plays_a_whole_project() {
     assert!(
         chat_texts(&client, &ids[0])
             .iter()
-            .any(|t| t.contains("offline model")),
-        "the leader says it is the offline model"
+            .any(|t| t == "Planned 2 tasks: a house, a tree."),
+        "the leader says what it planned"
     );
     let tasks = root_json(&client, "tasks");
     let done: Vec<&Value> = tasks

@@ -1,5 +1,6 @@
 //! The offline model streams `{"actions": [...]}` through the same SSE path as a real
-//! provider, says first that it is the offline model, and is what the default config gives.
+//! provider, says what it drew (or, to a request it does not know, that it is the offline
+//! model), and is what the default config gives.
 //! Also: every fixture script loads and the `fairyring mock-model` subcommand serves one.
 
 #[path = "llm_support/mod.rs"]
@@ -46,13 +47,10 @@ fn created(actions: &[Value]) -> Vec<(String, String)> {
 #[tokio::test]
 async fn house_is_streamed_in_many_deltas() {
     let (a, out) = actions("Please draw a house").await;
-    assert_eq!(a[0]["_type"], "message");
-    assert!(
-        a[0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("offline model")
-    );
+    // It says what it drew, after drawing it (the notice is for requests it does not know).
+    let last = a.last().cloned().unwrap_or_default();
+    assert_eq!(last["_type"], "message");
+    assert_eq!(last["text"], "Drew a house: walls, roof, door and window.");
     let kinds: Vec<String> = created(&a).into_iter().map(|c| c.0).collect();
     assert_eq!(kinds, ["rectangle", "triangle", "rectangle", "rectangle"]);
     assert!(out.deltas() > 10, "streamed in pieces, not at once");
@@ -64,7 +62,7 @@ async fn boxes_in_a_row_and_flowchart() {
     let (a, _) = actions("three boxes in a row").await;
     let boxes = created(&a);
     assert_eq!(boxes.len(), 3);
-    let xs: Vec<i64> = a[1..]
+    let xs: Vec<i64> = a[..3]
         .iter()
         .map(|x| x["shape"]["x"].as_i64().unwrap_or(-1))
         .collect();
@@ -86,6 +84,13 @@ async fn boxes_in_a_row_and_flowchart() {
 async fn anything_else_becomes_an_echoing_note() {
     let (a, _) = actions("remember to buy \"milk\" \\ eggs").await;
     assert_eq!(a.len(), 2);
+    assert!(
+        a[0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("offline model"),
+        "a request it does not know gets the notice: {a:?}"
+    );
     assert_eq!(a[1]["shape"]["_type"], "note");
     assert_eq!(a[1]["shape"]["text"], "remember to buy \"milk\" \\ eggs");
 }

@@ -16,7 +16,8 @@
 //! - [`usage`]: token accounting.
 //! - [`prices`]: prices per model (`--llm-prices`) and the cost of a call.
 //! - [`offline`]: the embedded default model (no network, no key), with its project answers
-//!   in [`offline_project`] and the notice and shapes both draw with in [`offline_draw`].
+//!   in [`offline_project`], the notice and shapes both draw with in [`offline_draw`], and
+//!   where a drawing goes (free space near the person's view) in [`offline_place`].
 //! - [`paced`]: spacing a model's text out in time (`--llm-pace-ms`).
 //! - [`mock`]: scripted answers rendered in the providers' wire formats (which the offline
 //!   model streams through too) and, with the `dev-tools` feature that `cargo test` turns on
@@ -29,6 +30,7 @@ pub mod failover;
 pub mod mock;
 pub mod offline;
 pub mod offline_draw;
+pub mod offline_place;
 pub mod offline_project;
 pub mod openai;
 pub mod paced;
@@ -70,10 +72,7 @@ pub fn model_from_config(config: &ServeConfig) -> Result<Arc<dyn Model>, LlmErro
         .then(|| std::env::var(env_var).ok())
         .flatten();
     let model = model_with_keys(config, keys.as_deref())?;
-    Ok(paced::paced(
-        model,
-        Duration::from_millis(config.llm_pace_ms),
-    ))
+    Ok(paced::paced(model, config.llm_pace()))
 }
 
 /// [`model_from_config`] with the keys given (comma-separated) instead of read from the

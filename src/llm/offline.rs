@@ -1,7 +1,9 @@
 //! The offline model: the embedded default that needs no network and no key, so the demo
 //! works out of the box. It recognises a few simple requests ("draw a house", "three boxes in
 //! a row", "flowchart A -> B -> C"; with shapes selected, "move them right", "paint them green",
-//! "delete them") and otherwise leaves a sticky note echoing the request.
+//! "delete them"), draws them in free space near the centre of the person's view
+//! ([`super::offline_place`]) and says what it did; anything else it leaves on a sticky note
+//! echoing the request, with a notice of what it can do.
 //!
 //! Its answer is rendered as Anthropic SSE bytes and parsed back by the same SSE glue and
 //! decoder as a real provider's, so callers exercise exactly the streaming path they will use
@@ -17,6 +19,7 @@ use super::anthropic::AnthropicDecoder;
 use super::mock::script::MockResponse;
 use super::mock::wire::{Segment, WireFormat, chunks, render};
 use super::offline_draw::{OFFLINE_NOTICE, create, geo, house};
+use super::offline_place::{Space, place_drawing};
 use super::sse::{drive, sse_events};
 use super::types::{Model, ModelRequest, ModelStream, Role};
 use super::usage::Usage;
@@ -47,7 +50,7 @@ impl Model for OfflineModel {
             .unwrap_or_default();
         // A project member answers its part of the project (see `offline_project`).
         let text = super::offline_project::respond(&request)
-            .unwrap_or_else(|| respond_with(&prompt, &selected_shapes(&request)));
+            .unwrap_or_else(|| respond_to(&prompt, &super::offline_draw::context(&request)));
         let approx_tokens = |chars: usize| (chars as u64).div_ceil(4);
         let response = MockResponse {
             usage: Usage {
@@ -87,11 +90,9 @@ pub struct Selected {
     pub y: f64,
 }
 
-/// The shapes the prompt says are selected: `selectedShapes` of the JSON in its first user
-/// message (the canvas state); none when it cannot be read.
-fn selected_shapes(request: &ModelRequest) -> Vec<Selected> {
-    let parts = super::offline_draw::context(request);
-    parts["selectedShapes"]
+/// The shapes the context says are selected (`selectedShapes`); none when it cannot be read.
+fn selected_shapes(ctx: &Value) -> Vec<Selected> {
+    ctx["selectedShapes"]
         .as_array()
         .map(|shapes| {
             shapes
@@ -108,40 +109,48 @@ fn selected_shapes(request: &ModelRequest) -> Vec<Selected> {
         .unwrap_or_default()
 }
 
+/// "the shape" or "N shapes".
+fn shapes_word(n: usize) -> String {
+    if n == 1 {
+        "the shape".into()
+    } else {
+        format!("{n} shapes")
+    }
+}
+
 /// Edits of the selected shapes for "delete the selection", "move it right" (left, up, down:
-/// 240 px) or "paint them green" (any colour of the schema); `None` when nothing is selected or
-/// the request is none of these.
-fn edit_selection(lower: &str, selected: &[Selected]) -> Option<Vec<Value>> {
+/// 240 px) or "paint them green" (any colour of the schema), with what they do in words;
+/// `None` when nothing is selected or the request is none of these.
+fn edit_selection(lower: &str, selected: &[Selected]) -> Option<(Vec<Value>, String)> {
     if selected.is_empty() {
         return None;
     }
+    let what = shapes_word(selected.len());
     if lower.contains("delete") || lower.contains("remove") {
-        return Some(
-            selected
-                .iter()
-                .map(|s| json!({"_type": "delete", "intent": "Remove it", "shapeId": s.id}))
-                .collect(),
-        );
+        let actions = selected
+            .iter()
+            .map(|s| json!({"_type": "delete", "intent": "Remove it", "shapeId": s.id}))
+            .collect();
+        return Some((actions, format!("Deleted {what}.")));
     }
     if lower.contains("move") {
-        let (dx, dy) = if lower.contains("left") {
-            (-240.0, 0.0)
+        let (dx, dy, way) = if lower.contains("left") {
+            (-240.0, 0.0, "left")
         } else if lower.contains("up") {
-            (0.0, -240.0)
+            (0.0, -240.0, "up")
         } else if lower.contains("down") {
-            (0.0, 240.0)
+            (0.0, 240.0, "down")
         } else {
-            (240.0, 0.0)
+            (240.0, 0.0, "right")
         };
-        return Some(
-            selected
-                .iter()
-                .map(|s| {
-                    json!({"_type": "move", "intent": "Move it", "shapeId": s.id,
-                        "x": s.x + dx, "y": s.y + dy})
-                })
-                .collect(),
-        );
+        let actions = selected
+            .iter()
+            .map(|s| {
+                json!({"_type": "move", "intent": "Move it", "shapeId": s.id,
+                    "x": s.x + dx, "y": s.y + dy})
+            })
+            .collect();
+        return Some((actions, format!("Moved {what} {way}.")));
     }
     let words: Vec<&str> = lower
         .split(|c: char| !c.is_ascii_alphanumeric() && c != '-')
@@ -149,52 +158,82 @@ fn edit_selection(lower: &str, selected: &[Selected]) -> Option<Vec<Value>> {
     let color = crate::canvas::schema::COLORS
         .iter()
         .find(|c| words.contains(c))?;
-    Some(
-        selected
-            .iter()
-            .map(|s| {
-                json!({"_type": "update", "intent": "Recolour it",
-                    "update": {"shapeId": s.id, "color": color}})
-            })
-            .collect(),
-    )
+    let actions = selected
+        .iter()
+        .map(|s| {
+            json!({"_type": "update", "intent": "Recolour it",
+                "update": {"shapeId": s.id, "color": color}})
+        })
+        .collect();
+    Some((actions, format!("Painted {what} {color}.")))
 }
 
-/// The offline model's whole answer to `prompt`, with nothing selected: `{"actions": [...]}`.
+/// The offline model's whole answer to `prompt` with an empty context: `{"actions": [...]}`.
 pub fn respond(prompt: &str) -> String {
-    respond_with(prompt, &[])
+    respond_to(prompt, &Value::Null)
 }
 
-/// The offline model's whole answer to `prompt` with `selected` shapes.
-pub fn respond_with(prompt: &str, selected: &[Selected]) -> String {
-    let mut actions = vec![json!({"_type": "message", "text": OFFLINE_NOTICE})];
+/// The offline model's whole answer to `prompt` given the request's context (see
+/// [`super::offline_draw::context`]): the selected shapes it may edit, and the bounds, the
+/// person's view and the shapes around, which decide where it draws ([`Space`]). A request it
+/// understands is drawn (or the selection edited) and answered with what it did; anything else
+/// is left on a sticky note, with the notice of what it can do.
+pub fn respond_to(prompt: &str, ctx: &Value) -> String {
     let lower = prompt.to_ascii_lowercase();
-    if let Some(edits) = edit_selection(&lower, selected) {
-        actions.extend(edits);
-    } else if let Some(labels) = flowchart_labels(prompt) {
-        actions.extend(flowchart(&labels));
-    } else if lower.contains("house") {
-        actions.extend(house());
-    } else if let Some((n, kind)) = row_request(&lower) {
-        actions.extend(row(n, kind));
-    } else {
-        actions.push(sticky(prompt));
-    }
-    json!({"actions": actions}).to_string()
+    let mut space = Space::from_context(ctx);
+    let (mut actions, said) =
+        if let Some((edits, said)) = edit_selection(&lower, &selected_shapes(ctx)) {
+            (edits, said)
+        } else if let Some(labels) = flowchart_labels(prompt) {
+            let said = format!("Drew a flowchart: {}.", labels.join(" → "));
+            (place_drawing(&mut space, flowchart(&labels)), said)
+        } else if lower.contains("house") {
+            let said = "Drew a house: walls, roof, door and window.".to_owned();
+            (place_drawing(&mut space, house()), said)
+        } else if let Some((n, kind)) = row_request(&lower) {
+            (place_drawing(&mut space, row(n, kind.kind)), kind.said(n))
+        } else {
+            let note = place_drawing(&mut space, vec![sticky(prompt)]);
+            let mut actions = vec![json!({"_type": "message", "text": OFFLINE_NOTICE})];
+            actions.extend(note);
+            return json!({ "actions": actions }).to_string();
+        };
+    actions.push(json!({"_type": "message", "text": said}));
+    json!({ "actions": actions }).to_string()
 }
 
-/// `(count, geo kind)` for requests like "three boxes in a row" or "a row of 4 circles".
-fn row_request(lower: &str) -> Option<(usize, &'static str)> {
-    let kinds: &[(&str, &str)] = &[
-        ("circle", "ellipse"),
-        ("ellipse", "ellipse"),
-        ("star", "star"),
-        ("triangle", "triangle"),
-        ("diamond", "diamond"),
-        ("heart", "heart"),
-        ("box", "rectangle"),
-        ("square", "rectangle"),
-        ("rectangle", "rectangle"),
+/// A shape a row is made of: its geo kind and the words for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RowKind {
+    kind: &'static str,
+    one: &'static str,
+    many: &'static str,
+}
+
+impl RowKind {
+    /// What drawing `n` of them says ("Drew a star.", "Drew 3 boxes in a row.").
+    fn said(self, n: usize) -> String {
+        if n == 1 {
+            format!("Drew a {}.", self.one)
+        } else {
+            format!("Drew {n} {} in a row.", self.many)
+        }
+    }
+}
+
+/// `(count, kind)` for requests like "three boxes in a row" or "a row of 4 circles".
+fn row_request(lower: &str) -> Option<(usize, RowKind)> {
+    let k = |kind, one, many| RowKind { kind, one, many };
+    let kinds: &[(&str, RowKind)] = &[
+        ("circle", k("ellipse", "circle", "circles")),
+        ("ellipse", k("ellipse", "circle", "circles")),
+        ("star", k("star", "star", "stars")),
+        ("triangle", k("triangle", "triangle", "triangles")),
+        ("diamond", k("diamond", "diamond", "diamonds")),
+        ("heart", k("heart", "heart", "hearts")),
+        ("box", k("rectangle", "box", "boxes")),
+        ("square", k("rectangle", "square", "squares")),
+        ("rectangle", k("rectangle", "rectangle", "rectangles")),
     ];
     let tokens: Vec<&str> = lower
         .split(|c: char| !c.is_ascii_alphanumeric())
@@ -226,7 +265,7 @@ fn row_request(lower: &str) -> Option<(usize, &'static str)> {
         })
         .unwrap_or(if in_row { 3 } else { 1 })
         .clamp(1, MAX_ITEMS);
-    Some((n, kind.unwrap_or("rectangle")))
+    Some((n, kind.unwrap_or(k("rectangle", "box", "boxes"))))
 }
 
 fn row(n: usize, kind: &str) -> Vec<Value> {
@@ -311,27 +350,161 @@ mod tests {
     use proptest::prelude::*;
 
     fn actions(prompt: &str) -> Vec<Value> {
-        let v: Value = serde_json::from_str(&respond(prompt)).unwrap();
+        actions_in(prompt, &Value::Null)
+    }
+
+    fn actions_in(prompt: &str, ctx: &Value) -> Vec<Value> {
+        let v: Value = serde_json::from_str(&respond_to(prompt, ctx)).unwrap();
         v["actions"].as_array().unwrap().clone()
     }
 
+    fn said(actions: &[Value]) -> Vec<&str> {
+        actions
+            .iter()
+            .filter(|a| a["_type"] == "message")
+            .filter_map(|a| a["text"].as_str())
+            .collect()
+    }
+
+    /// Every created shape's `[x, y, w, h]` (a note is 200 × 200; an arrow spans its ends).
+    fn boxes(actions: &[Value]) -> Vec<[f64; 4]> {
+        actions
+            .iter()
+            .filter(|a| a["_type"] == "create")
+            .map(|a| {
+                let s = &a["shape"];
+                let n = |k: &str| s[k].as_f64().unwrap_or(f64::NAN);
+                if s["_type"] == "arrow" {
+                    let (x1, y1, x2, y2) = (n("x1"), n("y1"), n("x2"), n("y2"));
+                    [x1.min(x2), y1.min(y2), (x2 - x1).abs(), (y2 - y1).abs()]
+                } else if s["_type"] == "note" {
+                    [n("x"), n("y"), 200.0, 200.0]
+                } else {
+                    [n("x"), n("y"), n("w"), n("h")]
+                }
+            })
+            .collect()
+    }
+
+    fn overlaps(a: &[f64; 4], b: &[f64; 4]) -> bool {
+        a[0] < b[0] + b[2] && b[0] < a[0] + a[2] && a[1] < b[1] + b[3] && b[1] < a[1] + a[3]
+    }
+
+    fn inside(b: &[f64; 4], a: &[f64; 4]) -> bool {
+        a[0] >= b[0] && a[1] >= b[1] && a[0] + a[2] <= b[0] + b[2] && a[1] + a[3] <= b[1] + b[3]
+    }
+
+    /// A context with `bounds` and the shapes listed in `blurryShapes`.
+    fn ctx(bounds: [f64; 4], shapes: &[[f64; 4]]) -> Value {
+        let rows: Vec<Value> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, [x, y, w, h])| json!([format!("s{i}"), "rectangle", x, y, w, h]))
+            .collect();
+        json!({"bounds": {"x": bounds[0], "y": bounds[1], "w": bounds[2], "h": bounds[3]},
+            "blurryShapes": {"columns": ["shapeId", "type", "x", "y", "w", "h", "text"], "rows": rows}})
+    }
+
     #[test]
-    fn first_action_says_offline() {
-        for p in ["draw a house", "", "hello", "flowchart a -> b"] {
+    fn drawings_answer_with_what_was_drawn_and_only_the_unknown_gets_the_notice() {
+        let house = actions("draw a house");
+        assert_eq!(
+            said(&house),
+            ["Drew a house: walls, roof, door and window."]
+        );
+        assert_eq!(
+            house.last().unwrap()["_type"],
+            "message",
+            "said after drawing"
+        );
+        assert_eq!(
+            said(&actions("three boxes in a row")),
+            ["Drew 3 boxes in a row."]
+        );
+        assert_eq!(said(&actions("draw a star")), ["Drew a star."]);
+        assert_eq!(
+            said(&actions("Flowchart: Idea -> Build -> Ship!")),
+            ["Drew a flowchart: Idea → Build → Ship."]
+        );
+        for p in ["", "hello", "draw a cat"] {
             let a = actions(p);
             assert_eq!(a[0]["_type"], "message");
-            assert!(a[0]["text"].as_str().unwrap().contains("offline model"));
+            assert!(
+                a[0]["text"].as_str().unwrap().contains("offline model"),
+                "{p}"
+            );
+            assert_eq!(a[1]["shape"]["_type"], "note", "{p}");
         }
+    }
+
+    #[test]
+    fn a_drawing_lands_inside_the_bounds_at_the_views_centre() {
+        let bounds = [3000.0, -500.0, 1400.0, 900.0];
+        let house = boxes(&actions_in("draw a house", &ctx(bounds, &[])));
+        assert_eq!(house.len(), 4);
+        for b in &house {
+            assert!(inside(&bounds, b), "{b:?} in {bounds:?}");
+        }
+        // The roof (240 × 100 over walls 200 × 150: 240 × 250 in all) is centred.
+        assert_eq!(house[1], [3580.0, -175.0, 240.0, 100.0]);
+    }
+
+    #[test]
+    fn a_drawing_covers_no_listed_shape() {
+        let bounds = [0.0, 0.0, 1400.0, 900.0];
+        // A person's rectangle across the centre of the view.
+        let person = [450.0, 300.0, 500.0, 300.0];
+        for p in [
+            "draw a house",
+            "draw a cat",
+            "flowchart a -> b -> c",
+            "5 circles in a row",
+        ] {
+            let drawn = boxes(&actions_in(p, &ctx(bounds, &[person])));
+            assert!(!drawn.is_empty(), "{p}");
+            for b in &drawn {
+                assert!(!overlaps(b, &person), "{p}: {b:?} covers {person:?}");
+                assert!(inside(&bounds, b), "{p}: {b:?} leaves {bounds:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_repeat_is_offset_from_what_the_first_drew() {
+        let bounds = [0.0, 0.0, 1400.0, 900.0];
+        let first = boxes(&actions_in("draw a house", &ctx(bounds, &[])));
+        // The second request's context lists the first house (as the server would).
+        let second = boxes(&actions_in("draw a house", &ctx(bounds, &first)));
+        let cat = boxes(&actions_in(
+            "draw a cat",
+            &ctx(bounds, &[first.clone(), second.clone()].concat()),
+        ));
+        for (name, drawn, before) in [
+            ("second house", &second, first.clone()),
+            ("cat note", &cat, [first.clone(), second.clone()].concat()),
+        ] {
+            for b in drawn {
+                assert!(inside(&bounds, b), "{name}: {b:?}");
+                for old in &before {
+                    assert!(!overlaps(b, old), "{name}: {b:?} over {old:?}");
+                }
+            }
+        }
+        // Same context, same answer.
+        assert_eq!(
+            respond_to("draw a house", &ctx(bounds, &first)),
+            respond_to("draw a house", &ctx(bounds, &first))
+        );
     }
 
     #[test]
     fn row_counts_and_kinds() {
         let a = actions("three boxes in a row");
         assert_eq!(a.len(), 4);
-        assert_eq!(a[3]["shape"]["_type"], "rectangle");
+        assert_eq!(a[2]["shape"]["_type"], "rectangle");
         let a = actions("a row of 5 circles");
         assert_eq!(a.len(), 6);
-        assert_eq!(a[1]["shape"]["_type"], "ellipse");
+        assert_eq!(a[0]["shape"]["_type"], "ellipse");
         assert_eq!(actions("1000 stars in a row").len(), 1 + MAX_ITEMS);
         assert_eq!(actions("draw an arrow").len(), 2, "arrow is not a row");
         assert_eq!(
@@ -345,41 +518,40 @@ mod tests {
     #[test]
     fn flowchart_keeps_case_and_links_steps() {
         let a = actions("Flowchart: Idea -> Build -> Ship!");
-        let texts: Vec<&str> = a[1..4]
+        let texts: Vec<&str> = a[0..3]
             .iter()
             .map(|x| x["shape"]["text"].as_str().unwrap())
             .collect();
         assert_eq!(texts, ["Idea", "Build", "Ship"]);
-        assert_eq!(a[4]["shape"]["fromId"], "step1");
-        assert_eq!(a[5]["shape"]["toId"], "step3");
+        assert_eq!(a[3]["shape"]["fromId"], "step1");
+        assert_eq!(a[4]["shape"]["toId"], "step3");
+        // The arrows still join the boxes once the drawing is moved into place.
+        let b = boxes(&a);
+        assert_eq!(b[3][0], b[0][0] + b[0][2]);
+        assert_eq!(b[3][0] + b[3][2], b[1][0]);
     }
 
     #[test]
     fn selected_shapes_are_moved_recoloured_or_deleted() {
-        let sel = [Selected {
-            id: "box1".into(),
-            x: 10.0,
-            y: 20.0,
-        }];
-        let parse = |p: &str| -> Vec<Value> {
-            let v: Value = serde_json::from_str(&respond_with(p, &sel)).unwrap_or_default();
-            v["actions"].as_array().cloned().unwrap_or_default()[1..].to_vec()
-        };
+        let sel = json!({"selectedShapes": [{"_type": "rectangle", "shapeId": "box1",
+            "x": 10.0, "y": 20.0, "w": 10, "h": 10}]});
         assert_eq!(
-            parse("move the selection right"),
+            actions_in("move the selection right", &sel),
             vec![
-                json!({"_type": "move", "intent": "Move it", "shapeId": "box1", "x": 250.0, "y": 20.0})
+                json!({"_type": "move", "intent": "Move it", "shapeId": "box1", "x": 250.0, "y": 20.0}),
+                json!({"_type": "message", "text": "Moved the shape right."}),
             ]
         );
-        assert_eq!(parse("Delete them")[0]["_type"], json!("delete"));
+        assert_eq!(actions_in("Delete them", &sel)[0]["_type"], json!("delete"));
+        let paint = actions_in("paint it light-blue", &sel);
         assert_eq!(
-            parse("paint it light-blue")[0]["update"],
+            paint[0]["update"],
             json!({"shapeId": "box1", "color": "light-blue"})
         );
+        assert_eq!(said(&paint), ["Painted the shape light-blue."]);
         // Without a selection, or a request it does not know, it draws as before.
-        assert_eq!(parse("hello there")[0]["_type"], json!("create"));
-        let none: Value = serde_json::from_str(&respond("move it right")).unwrap_or_default();
-        assert_eq!(none["actions"][1]["_type"], json!("create"));
+        assert_eq!(actions_in("hello there", &sel)[1]["_type"], json!("create"));
+        assert_eq!(actions("move it right")[1]["_type"], json!("create"));
     }
 
     #[test]

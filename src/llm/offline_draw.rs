@@ -1,6 +1,6 @@
 //! What the offline model says and draws with, shared by its solo answers ([`super::offline`])
 //! and its project answers ([`super::offline_project`]), below both: the notice that opens
-//! every answer, the actions of a few shapes, and the reading of the context turn both answer
+//! an answer to a request it does not understand, the actions of a few shapes, and the reading of the context turn both answer
 //! from. Owns no pattern matching and must not name either of them.
 
 use serde_json::{Map, Value, json};
@@ -26,7 +26,8 @@ pub(super) fn context(request: &ModelRequest) -> Value {
     }
 }
 
-/// The first words of every offline answer, so users know no real model is thinking.
+/// The first words of the offline model's answer to a request it does not understand, so users
+/// know no real model is thinking and what it can do.
 pub const OFFLINE_NOTICE: &str = "I am the offline model: no language model is configured, so I can only draw simple things (try \"draw a house\", \"three boxes in a row\" or \"flowchart A -> B -> C\", or select shapes and say \"move them right\", \"paint them green\" or \"delete them\").";
 
 /// A geo shape at `[x, y, w, h]`.

@@ -1,8 +1,8 @@
 //! The offline model's part in projects, so a group prompt works without a key: a leader
-//! splits the request ("a house and a tree") into side-by-side tasks, directs the members to
-//! them (a duo leader starts one itself), waits, and ends the project once every task is done;
-//! a member draws its task's subject (a house, a tree, else a labelled box) inside its task's
-//! bounds and marks the task done.
+//! splits the request ("a house and a tree") into side-by-side tasks and says so, directs the
+//! members to them (a duo leader starts one itself), waits, and ends the project once every
+//! task is done; a member draws its task's subject (a house, a tree, else a labelled box)
+//! inside its task's bounds and marks the task done.
 //!
 //! Reads the fairy's mode from the request's typed [`ModelRequest::mode`] (never from the system
 //! prompt's prose, which may be reworded), and otherwise only what a real model would: the
@@ -10,7 +10,7 @@
 
 use serde_json::{Value, json};
 
-use super::offline_draw::{OFFLINE_NOTICE, context, create, geo, house};
+use super::offline_draw::{context, create, geo, house};
 use super::types::{AgentMode, ModelRequest, Role};
 
 /// Most tasks the offline leader plans.
@@ -130,8 +130,14 @@ fn lead(ctx: &Value, message: &str, duo: bool) -> Vec<Value> {
     } else {
         "start-project"
     };
+    let tasks = if subjects.len() == 1 { "task" } else { "tasks" };
+    let planned = format!(
+        "Planned {} {tasks}: {}.",
+        subjects.len(),
+        subjects.join(", ")
+    );
     let mut actions = vec![
-        json!({"_type": "message", "text": OFFLINE_NOTICE}),
+        json!({"_type": "message", "text": planned}),
         json!({"_type": start, "title": request, "description": request,
         "plan": format!("{} side by side, one task each, in parallel.", subjects.join(", "))}),
     ];
