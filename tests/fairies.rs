@@ -342,25 +342,74 @@ async fn the_fairy_flies_smoothly_to_its_work() {
     )
     .await;
     assert_eq!(status, 202);
-    let mut xs: Vec<f64> = Vec::new();
+    // It flies to the bounds, then to each shape as it draws it (issue 47: it used to stay at
+    // the bounds' centre): it ends at the centre of the window, the house's last shape.
+    let mut path: Vec<(f64, f64)> = Vec::new();
+    let mut window = None;
     client
-        .until("the fairy at the centre of the bounds", |c| {
+        .until("the fairy at the window it drew last", |c| {
             let Some(p) = fairy_presence(c, &id) else {
                 return false;
             };
-            let (x, y) = (p["fairy"]["x"].as_f64(), p["fairy"]["y"].as_f64());
-            if let Some(x) = x
-                && xs.last() != Some(&x)
-            {
-                xs.push(x);
+            let (Some(x), Some(y)) = (p["fairy"]["x"].as_f64(), p["fairy"]["y"].as_f64()) else {
+                return false;
+            };
+            if path.last() != Some(&(x, y)) {
+                path.push((x, y));
             }
-            x == Some(3400.0) && y == Some(2300.0)
+            let s = shapes(c);
+            let w = &s["window"];
+            if w["locked"] != json!(false) {
+                return false;
+            }
+            let n = |k: &str| w[k].as_f64().unwrap_or(f64::NAN);
+            let centre = (n("x") + n("w") / 2.0, n("y") + n("h") / 2.0);
+            window = Some(centre);
+            (x, y) == centre
         })
         .await;
-    assert!(xs.len() >= 4, "several intermediate positions: {xs:?}");
-    for pair in xs.windows(2) {
-        assert!(pair[1] >= pair[0], "monotonic: {xs:?}");
-        assert!(pair[1] - pair[0] < 3300.0 / 2.0, "no teleport: {xs:?}");
+    let window = window.unwrap_or_default();
+    assert_ne!(
+        window,
+        (3400.0, 2300.0),
+        "the window is not at the bounds' centre"
+    );
+    assert!(path.len() >= 4, "several intermediate positions: {path:?}");
+    for pair in path.windows(2) {
+        let step = (pair[1].0 - pair[0].0).hypot(pair[1].1 - pair[0].1);
+        assert!(step < 3300.0 / 2.0, "no teleport: {path:?}");
+    }
+    client.close().await;
+    server.shutdown().await;
+}
+
+/// Issue 47: fairies invited in a row appear apart (around their inviter's view, or the
+/// default spot without one), not on one spot with their names over each other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fairies_invited_in_a_row_appear_apart() {
+    let (server, ws, http) = start(ServeConfig::for_test()).await;
+    let mut client = Client::connect(&ws, "spawn").await;
+    let mut ids = Vec::new();
+    for name in ["Ash", "Bea", "Cid"] {
+        ids.push(invite(&http, "spawn", name).await);
+    }
+    client
+        .until("three fairies published", |c| {
+            ids.iter().all(|id| fairy_presence(c, id).is_some())
+        })
+        .await;
+    let points: Vec<(f64, f64)> = ids
+        .iter()
+        .filter_map(|id| {
+            let p = fairy_presence(&client, id)?;
+            Some((p["fairy"]["x"].as_f64()?, p["fairy"]["y"].as_f64()?))
+        })
+        .collect();
+    assert_eq!(points.len(), 3);
+    for (i, a) in points.iter().enumerate() {
+        for b in &points[i + 1..] {
+            assert!((a.0 - b.0).hypot(a.1 - b.1) >= 80.0, "apart: {points:?}");
+        }
     }
     client.close().await;
     server.shutdown().await;

@@ -25,6 +25,8 @@ pub struct Beacon {
     client_id: u64,
     presence: Mutex<Presence>,
     flight: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Where the latest flight goes (or went).
+    target: Mutex<Option<(f64, f64)>>,
     renewal: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
@@ -50,6 +52,7 @@ impl Beacon {
             client_id,
             presence: Mutex::new(presence),
             flight: Mutex::new(None),
+            target: Mutex::new(None),
             renewal: Mutex::new(None),
         });
         let weak = Arc::downgrade(&beacon);
@@ -159,9 +162,23 @@ impl Beacon {
         });
     }
 
+    /// Flies to `to` unless the latest flight already goes there (within a pixel): called at
+    /// every streamed version of an action, it starts one flight per place, not one per version.
+    pub fn fly_toward(self: &Arc<Self>, to: (f64, f64)) {
+        let same = self
+            .target
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|t| (t.0 - to.0).abs() < 1.0 && (t.1 - to.1).abs() < 1.0);
+        if !same {
+            self.fly_to(to);
+        }
+    }
+
     /// Flies smoothly to `to` (replacing any flight under way).
     pub fn fly_to(self: &Arc<Self>, to: (f64, f64)) {
         self.stop_flight();
+        *self.target.lock().unwrap_or_else(|p| p.into_inner()) = Some(to);
         let from = {
             let p = self.lock();
             (p.x, p.y)

@@ -143,6 +143,33 @@ fn round2(v: f64) -> f64 {
     (v * 100.0).round() / 100.0
 }
 
+/// Fairies placed around the first one of a room before the pattern repeats.
+pub const SPAWN_RING: usize = 8;
+
+/// Where the `index`-th fairy of a room (0-based: how many the room held when it was invited)
+/// appears, around `anchor`, the centre of its inviter's view (or the old default spot when
+/// the inviter publishes no view): the first at the anchor, the next ones on an ellipse around
+/// it, a quarter of the view's size away (at most 240 × 160 px; 120 px without a view), 45°
+/// apart starting from the left, and the ring after that at two thirds of that distance, turned
+/// by 22.5°. So three fairies invited in a row never stand (and label themselves) on one spot.
+pub fn spawn_point(anchor: (f64, f64), view: Option<(f64, f64)>, index: usize) -> (f64, f64) {
+    if index == 0 {
+        return anchor;
+    }
+    let (rx, ry) = view.map_or((120.0, 120.0), |(w, h)| {
+        ((w / 4.0).clamp(40.0, 240.0), (h / 4.0).clamp(40.0, 160.0))
+    });
+    let slot = (index - 1) % SPAWN_RING;
+    let ring = (index - 1) / SPAWN_RING % 2;
+    let scale = if ring == 0 { 1.0 } else { 2.0 / 3.0 };
+    let angle = std::f64::consts::PI
+        + slot as f64 * std::f64::consts::TAU / SPAWN_RING as f64
+        + ring as f64 * std::f64::consts::PI / SPAWN_RING as f64;
+    let x = anchor.0 + rx * scale * angle.cos();
+    let y = anchor.1 + ry * scale * angle.sin();
+    ((x * 100.0).round() / 100.0, (y * 100.0).round() / 100.0)
+}
+
 /// A flight from one point to another, sampled once per tick.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Flight {
@@ -234,6 +261,28 @@ mod tests {
         assert_eq!(s["fairy"]["x"], json!(1.23));
         assert_eq!(s["fairy"]["pose"], json!("idle"));
         assert_eq!(s["fairy"]["todo"][0]["status"], json!("todo"));
+    }
+
+    #[test]
+    fn spawn_points_spread_around_the_view_and_repeat_deterministically() {
+        let centre = (1000.0, 500.0);
+        let view = Some((1400.0, 900.0));
+        let points: Vec<(f64, f64)> = (0..3).map(|i| spawn_point(centre, view, i)).collect();
+        assert_eq!(points[0], centre);
+        assert_eq!(points[1], (760.0, 500.0), "the second to the left");
+        for (i, a) in points.iter().enumerate() {
+            // Inside the view, and far enough apart for their name labels.
+            assert!((a.0 - centre.0).abs() <= 700.0 && (a.1 - centre.1).abs() <= 450.0);
+            for b in &points[i + 1..] {
+                assert!((a.0 - b.0).hypot(a.1 - b.1) >= 100.0, "{a:?} {b:?}");
+            }
+        }
+        let many: Vec<(f64, f64)> = (0..17).map(|i| spawn_point(centre, view, i)).collect();
+        for (i, a) in many.iter().enumerate() {
+            assert!(!many[i + 1..].contains(a), "{i}: {a:?} repeats");
+        }
+        assert_eq!(spawn_point((100.0, 100.0), None, 0), (100.0, 100.0));
+        assert_eq!(spawn_point((100.0, 100.0), None, 1), (-20.0, 100.0));
     }
 
     #[test]

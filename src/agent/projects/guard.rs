@@ -2,7 +2,9 @@
 //! shapes that intersect the task's bounds (docs/fairies.md "Projects"): every existing shape
 //! an action names must intersect them, a shape it creates must intersect them, and a point it
 //! moves something to must lie in them. Anything else is refused with a correction before it
-//! reaches the document. Pure: the caller passes the shapes and the request's transform.
+//! reaches the document. The same reading of an action gives [`action_area`], where an action
+//! works (the runtime flies the fairy there). Pure: the caller passes the shapes and the
+//! request's transform.
 
 use std::borrow::Borrow;
 
@@ -149,6 +151,36 @@ pub fn check<S: Borrow<Shape>>(
     Ok(())
 }
 
+/// Where `action` works, in page space: the area of the shape it creates, the place an update
+/// or a move takes a shape to, else the shapes it names (their joint bounds); `None` when it
+/// names nothing found. The runtime flies the fairy there while it carries the action out.
+pub fn action_area<S: Borrow<Shape>>(
+    action: &Value,
+    shape: impl Fn(&str) -> Option<S>,
+    t: &PromptTransform,
+) -> Option<Bounds> {
+    if let Some(created) = action.get("shape") {
+        return created_area(created, t);
+    }
+    if let Some(update) = action.get("update")
+        && let Some(area) = updated_area(update, &shape, t)
+    {
+        return Some(area);
+    }
+    let mut ids = Vec::new();
+    collect_ids(action, &mut ids);
+    let named = ids
+        .iter()
+        .filter_map(|id| shape(id).map(|s| shape_bounds(s.borrow())))
+        .reduce(|a, b| a.union(&b));
+    if let (Some(x), Some(y)) = (num(action, "x"), num(action, "y")) {
+        let (px, py) = t.point_from_model(x, y);
+        let (w, h) = named.map_or((0.0, 0.0), |b| (b.w, b.h));
+        return Some(Bounds::new(px, py, w, h));
+    }
+    named
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,5 +230,24 @@ mod tests {
         let offset = PromptTransform::new(1000.0, 1000.0);
         let far_task = Bounds::new(1000.0, 1000.0, 100.0, 100.0);
         assert!(check(&create_in, s, &far_task, &offset).is_ok());
+    }
+
+    #[test]
+    fn an_actions_area_is_where_it_works() {
+        let all = shapes();
+        let s = |id: &str| all.iter().find(|x| x.id == id);
+        let t = PromptTransform::new(1000.0, 0.0);
+        let area = |a: Value| action_area(&a, s, &t);
+        let create = json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "n",
+            "x": 50, "y": 60, "w": 30, "h": 40}});
+        assert_eq!(area(create), Some(Bounds::new(1050.0, 60.0, 30.0, 40.0)));
+        let moved = json!({"_type": "move", "shapeId": "inside", "x": 300, "y": 10});
+        assert_eq!(area(moved), Some(Bounds::new(1300.0, 10.0, 20.0, 20.0)));
+        let deleted = json!({"_type": "delete", "shapeId": "outside"});
+        assert_eq!(area(deleted), Some(Bounds::new(900.0, 10.0, 20.0, 20.0)));
+        let recoloured =
+            json!({"_type": "update", "update": {"shapeId": "inside", "color": "red"}});
+        assert_eq!(area(recoloured), Some(Bounds::new(10.0, 10.0, 20.0, 20.0)));
+        assert_eq!(area(json!({"_type": "delete", "shapeId": "gone"})), None);
     }
 }

@@ -6,6 +6,9 @@
 //! before a complete action ([`FairyRuntime::admit`]) is the only wait: streamed versions are
 //! skipped instead.
 //!
+//! The fairy flies to where each action works as it is shown and applied (its awareness
+//! position; the request's start only flies it to the request's bounds).
+//!
 //! Writes the document only through the fairy's [`crate::agent::apply::tentative::Tentative`]
 //! or its turn's [`Suggester`].
 
@@ -112,7 +115,22 @@ impl FairyRuntime {
         };
         if shown.is_ok() {
             turn.throttle.applied(self.clock.now(), &action);
+            if let Some(area) = self.work_area(&action, turn) {
+                self.beacon.fly_toward(area);
+            }
         }
+    }
+
+    /// The centre of where `action` works (page space; see
+    /// [`crate::agent::projects::guard::action_area`]): the fairy flies there as it draws,
+    /// whatever the model.
+    fn work_area(&self, action: &Value, turn: &TurnState) -> Option<(f64, f64)> {
+        crate::agent::projects::guard::action_area(
+            action,
+            |id| self.tracker.shape(id),
+            &turn.ctx.transform,
+        )
+        .map(|b| (b.center_x(), b.center_y()))
     }
 
     /// An incomplete version the pipeline lets through: shown now, or held back until the
@@ -145,6 +163,8 @@ impl FairyRuntime {
     ) {
         // What the streamed versions wrote is not the action's.
         self.tracker.take_own_writes();
+        // Read before applying: a deleted shape is gone afterwards.
+        let area = self.work_area(action, turn);
         let applied = match &mut self.suggest {
             Some(suggest) => {
                 let (applied, records) =
@@ -165,6 +185,9 @@ impl FairyRuntime {
         self.persist();
         match applied {
             Ok(notes) => {
+                if let Some(area) = area {
+                    self.beacon.fly_toward(area);
+                }
                 crate::metrics::global().fairy_canvas_actions.inc();
                 self.notes.extend(notes.notes.iter().cloned());
                 self.accept(action, notes.notes.join(" "), level);
