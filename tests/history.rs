@@ -768,3 +768,110 @@ async fn pruning(store: Arc<dyn fairyring::store::Store>) {
     assert_eq!(store.history(&room, 0, 5).await.expect("rows")[0].seq, 21);
     store.close().await;
 }
+
+/// The room's shapes and sequence number once `ready` holds for them (polls `/doc`: the
+/// committer logs a change a tick after it is seen).
+async fn doc_when(
+    server: &Server,
+    room: &str,
+    token: &str,
+    what: &str,
+    ready: impl Fn(&Value) -> bool,
+) -> (u64, Value) {
+    let deadline = tokio::time::Instant::now() + support::TIMEOUT;
+    loop {
+        let (status, body) = get(&format!("{}/rooms/{room}/doc", server.http), token).await;
+        let shapes = shapes_of(&body["doc"]);
+        if status == 200 && ready(&shapes) {
+            return (body["seq"].as_u64().unwrap_or(0), shapes);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never {what}: {status} {body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// Issue 47: a restore keeps the original actors of what it brings back. A fairy draws a house
+/// beside Alice's box; Alice restores the room from before the house (it goes), then from after
+/// it (it comes back); taking back everything the fairy did since still removes the house and
+/// keeps the box. Before, the second restore made the house Alice's: "nothing of the fairy's
+/// was left to take back".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn taking_back_a_fairy_after_restores_still_removes_its_drawing() {
+    let (config, tokens) = authed(ServeConfig::for_test());
+    let server = start(config).await;
+    let room = "restored";
+    let alice = tokens.mint("alice", Some("Alice"), "read write fairies");
+    let mut a = person(&server, room, &alice).await;
+    set(
+        &mut a,
+        "box",
+        &[("x", 0.0), ("y", 0.0), ("w", 100.0), ("h", 100.0)],
+    )
+    .await;
+    let (before, _) = doc_when(&server, room, &alice, "the box logged", |s| {
+        s.get("box").is_some()
+    })
+    .await;
+    let url = |path: &str| format!("{}/rooms/{room}/{path}", server.http);
+    let (status, body) = post(&url("fairies"), &alice, json!({"name": "Echo"})).await;
+    assert_eq!(status, 201, "{body}");
+    let fairy = body["id"].as_str().expect("fairy id").to_owned();
+    let mut stream = reqwest::Client::new()
+        .get(url(&format!("fairies/{fairy}/events")))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .expect("events");
+    let (status, body) = post(
+        &url(&format!("fairies/{fairy}/prompt")),
+        &alice,
+        json!({"message": "draw a house", "bounds": {"x": 0, "y": 0, "w": 1000, "h": 700}}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    read_events(&mut stream, "request-ended").await;
+    let by_fairy = |s: &Value| -> Vec<String> {
+        s.as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, v)| v["createdBy"] == json!(format!("fairy:{fairy}")))
+            .map(|(k, _)| k.clone())
+            .collect()
+    };
+    let settled = |s: &Value| {
+        let house = by_fairy(s);
+        house.len() == 4 && house.iter().all(|id| s[id]["locked"] != json!(true))
+    };
+    let (after, drawn) = doc_when(&server, room, &alice, "the house drawn", settled).await;
+    let house = by_fairy(&drawn);
+    for (seq, what) in [(before, "the house gone"), (after, "the house back")] {
+        let (status, body) = post(&url("restore"), &alice, json!({"seq": seq})).await;
+        assert_eq!(status, 200, "{body}");
+        let back = seq == after;
+        doc_when(&server, room, &alice, what, |s| {
+            house.iter().all(|id| s.get(id).is_some() == back)
+        })
+        .await;
+    }
+    let (status, body) = post(
+        &url("rollback"),
+        &alice,
+        json!({"actor": {"kind": "fairy", "id": fairy}, "sinceSeq": before}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["reverted"].as_u64() >= Some(4),
+        "the fairy's house is still the fairy's to take back: {body}"
+    );
+    let (_, now) = doc_when(&server, room, &alice, "the house taken back", |s| {
+        house.iter().all(|id| s.get(id).is_none())
+    })
+    .await;
+    assert_eq!(now["box"]["x"], json!(0.0), "Alice's box stays: {now}");
+    a.close().await;
+    server.handle.shutdown().await;
+}

@@ -102,6 +102,18 @@ impl Actor {
         }
     }
 
+    /// Whether this is a person's restore (`POST …/restore`), whose update keeps the original
+    /// actors of what it brings back (see [`super::replay::Rollback::record_restore`]).
+    pub fn is_restore(&self) -> bool {
+        matches!(
+            self,
+            Actor::User {
+                via: Some(Via::Restore),
+                ..
+            }
+        )
+    }
+
     /// The id (a `sub`, a fairy id, `server`).
     pub fn id(&self) -> &str {
         match self {

@@ -666,6 +666,20 @@ struct PropLog {
     run_before: Option<Value>,
     /// Whether the target ever changed it (in this incarnation).
     target_changed: bool,
+    /// The run `last`'s took over from: a restore that writes back the value that run left
+    /// gives the property back to its writer (see [`Rollback::record_restore`]).
+    superseded: Option<Box<Superseded>>,
+}
+
+/// A writer's run of changes to a property that someone else's changes took over.
+#[derive(Debug, Clone)]
+struct Superseded {
+    /// Who made the run.
+    by: ActorIx,
+    /// The value before the run.
+    run_before: Option<Value>,
+    /// The value the run left.
+    left: Option<Value>,
 }
 
 /// The recorded history of one entry of `shapes` or `pages`.
@@ -675,6 +689,9 @@ struct EntryLog {
     /// Someone other than the current incarnation's creator changed it since its creation.
     touched_by_others: bool,
     props: BTreeMap<String, PropLog>,
+    /// The incarnation the last deletion removed, with its content then: a restore that
+    /// brings exactly that content back brings back its history (creator, writers) too.
+    buried: Option<Box<(Value, EntryLog)>>,
 }
 
 /// Rollback: takes back one actor's changes made after a base version, property by
@@ -748,6 +765,31 @@ impl Rollback {
     /// an error and changes nothing (the caller may skip it); after an update yrs refused or
     /// could not integrate, every later call fails and [`Rollback::apply`] writes nothing.
     pub fn record(&mut self, update: &[u8], actor: &ActorKey) -> Result<ShapeChanges, ReplayError> {
+        self.record_as(update, actor, false)
+    }
+
+    /// [`Rollback::record`] for a restore's update (`POST …/restore`, written for `actor`): a
+    /// restore keeps the original actors of the content it brings back (docs/history.md
+    /// "Restore and rollback"). An entry it re-creates exactly as the last deletion removed it
+    /// (a shape's `locked` marker aside) gets back that incarnation's creator and writers, and
+    /// a property it sets back to the value the previous writer's run left goes back to that
+    /// writer; whatever else it writes is `actor`'s. So a fairy's drawing that a restore of an
+    /// earlier version removed and a restore of a later one brought back is still the fairy's
+    /// to take back.
+    pub fn record_restore(
+        &mut self,
+        update: &[u8],
+        actor: &ActorKey,
+    ) -> Result<ShapeChanges, ReplayError> {
+        self.record_as(update, actor, true)
+    }
+
+    fn record_as(
+        &mut self,
+        update: &[u8],
+        actor: &ActorKey,
+        restore: bool,
+    ) -> Result<ShapeChanges, ReplayError> {
         if let Some(error) = &self.broken {
             return Err(error.clone());
         }
@@ -771,7 +813,7 @@ impl Rollback {
                     let old = read_entry(&before, root, key);
                     let new = read_entry(&after, root, key);
                     let entry = self.entries[index].entry(key.clone()).or_default();
-                    record_entry(entry, who, self.target, old, new);
+                    record_entry(entry, Writer { who, restore }, self.target, old, new);
                 }
             }
         }
@@ -1009,11 +1051,18 @@ fn without_targets_edits(before: Value, log: &EntryLog, target: ActorIx) -> Valu
     Value::Map(props)
 }
 
-/// Records what one update by `who` did to one entry, `old` and `new` being the entry before
+/// Who wrote an update, as recording needs it: the actor, and whether it is a restore.
+#[derive(Debug, Clone, Copy)]
+struct Writer {
+    who: ActorIx,
+    restore: bool,
+}
+
+/// Records what one update by `by` did to one entry, `old` and `new` being the entry before
 /// and after it.
 fn record_entry(
     entry: &mut EntryLog,
-    who: ActorIx,
+    by: Writer,
     target: ActorIx,
     old: Option<Entry>,
     new: Option<Entry>,
@@ -1025,14 +1074,14 @@ fn record_entry(
     };
     match (old, new) {
         (Some(old), Some(new)) if !replaced => {
-            record_props(entry, who, target, &old.value, &new.value);
+            record_props(entry, by, target, &old.value, &new.value);
         }
         (old, new) => {
             if let Some(old) = old {
-                record_delete(entry, who, target, old.value);
+                record_delete(entry, by.who, target, old.value);
             }
-            if new.is_some() {
-                record_create(entry, who);
+            if let Some(new) = new {
+                record_create(entry, by, &new.value);
             }
         }
     }
@@ -1045,14 +1094,41 @@ fn record_delete(entry: &mut EntryLog, who: ActorIx, target: ActorIx, old: Value
         Some(Existence::Created { by, restore }) if *by == who && !entry.touched_by_others => {
             restore.clone()
         }
-        _ if who == target => Some(without_targets_edits(old, entry, target)),
+        _ if who == target => Some(without_targets_edits(old.clone(), entry, target)),
         // Only the target's deletions are ever taken back.
         _ => None,
     };
+    // Its props stay: what the target did to it still counts when someone else deleted it.
+    entry.buried = None;
+    let gone = entry.clone();
+    entry.buried = Some(Box::new((old, gone)));
     entry.existence = Some(Existence::Deleted { by: who, restore });
 }
 
-fn record_create(entry: &mut EntryLog, who: ActorIx) {
+/// `value` without a shape's streaming marker (a restore never writes it).
+fn unlocked(value: &Value) -> Value {
+    match value {
+        Value::Map(props) => {
+            let mut props = props.clone();
+            props.remove(LOCKED);
+            Value::Map(props)
+        }
+        other => other.clone(),
+    }
+}
+
+fn record_create(entry: &mut EntryLog, by: Writer, new: &Value) {
+    if by.restore
+        && let Some(buried) = entry.buried.take()
+    {
+        let (content, log) = *buried;
+        if unlocked(&content) == unlocked(new) {
+            // The restore brought the deleted incarnation back as it was: its history too.
+            *entry = log;
+            return;
+        }
+    }
+    let who = by.who;
     let restore = match &entry.existence {
         // The same actor deleted (or replaced) it just before: taking back the creation means
         // taking back the deletion too.
@@ -1062,9 +1138,11 @@ fn record_create(entry: &mut EntryLog, who: ActorIx) {
     entry.existence = Some(Existence::Created { by: who, restore });
     entry.touched_by_others = false;
     entry.props.clear();
+    entry.buried = None;
 }
 
-fn record_props(entry: &mut EntryLog, who: ActorIx, target: ActorIx, old: &Value, new: &Value) {
+fn record_props(entry: &mut EntryLog, by: Writer, target: ActorIx, old: &Value, new: &Value) {
+    let who = by.who;
     let empty = BTreeMap::new();
     let old_props = old.as_map().unwrap_or(&empty);
     let new_props = new.as_map().unwrap_or(&empty);
@@ -1072,16 +1150,53 @@ fn record_props(entry: &mut EntryLog, who: ActorIx, target: ActorIx, old: &Value
     let mut any = false;
     for key in keys {
         let before = old_props.get(key);
-        if before == new_props.get(key) {
+        let after = new_props.get(key);
+        if before == after {
             continue;
         }
         any = true;
+        // The first change after the creation takes over from the creator's value.
+        let creator = match &entry.existence {
+            Some(Existence::Created { by, .. }) if *by != who => Some(*by),
+            _ => None,
+        };
         let plog = entry.props.entry(key.clone()).or_insert_with(|| PropLog {
             last: who,
             run_before: before.cloned(),
             target_changed: false,
+            superseded: creator.map(|by| {
+                Box::new(Superseded {
+                    by,
+                    run_before: before.cloned(),
+                    left: before.cloned(),
+                })
+            }),
         });
+        // A restore writing back what the previous writer's run left gives it back to them.
+        if by.restore
+            && plog
+                .superseded
+                .as_ref()
+                .is_some_and(|p| p.left.as_ref() == after)
+            && let Some(previous) = plog.superseded.take()
+        {
+            // The run it replaces is kept in turn: restoring back and forth between two
+            // versions hands the property back and forth between their writers.
+            plog.superseded = Some(Box::new(Superseded {
+                by: plog.last,
+                run_before: plog.run_before.take(),
+                left: before.cloned(),
+            }));
+            plog.last = previous.by;
+            plog.run_before = previous.run_before;
+            continue;
+        }
         if plog.last != who {
+            plog.superseded = Some(Box::new(Superseded {
+                by: plog.last,
+                run_before: plog.run_before.take(),
+                left: before.cloned(),
+            }));
             plog.last = who;
             plog.run_before = before.cloned();
         }
@@ -1089,10 +1204,14 @@ fn record_props(entry: &mut EntryLog, who: ActorIx, target: ActorIx, old: &Value
             plog.target_changed = true;
         }
     }
-    if any
-        && let Some(Existence::Created { by, .. }) = &entry.existence
-        && *by != who
-    {
+    let Some(Existence::Created { by: creator, .. }) = entry.existence else {
+        return;
+    };
+    if by.restore {
+        // What the restore left decides: the entry is touched by others only where a property's
+        // last writer is not its creator.
+        entry.touched_by_others = entry.props.values().any(|p| p.last != creator);
+    } else if any && creator != who {
         entry.touched_by_others = true;
     }
 }
@@ -1563,6 +1682,137 @@ mod tests {
         );
         assert_eq!(shapes["a2"]["y"], 7.0, "A's own edits stay");
         assert!(shapes.get("f2").is_none(), "F's untouched shape is removed");
+    }
+
+    #[test]
+    fn a_restore_keeps_the_original_actors_of_what_it_brings_back() {
+        const A: usize = 0;
+        const F: usize = 1;
+        let actors = [user("a"), fairy("f")];
+        let mut room = Room::new(2);
+        room.edit(A, |txn, shapes, _| {
+            shapes.insert(txn, "a1", rect(10.0, "black"));
+        });
+        room.edit(F, |txn, shapes, _| {
+            shapes.insert(txn, "f1", rect(0.0, "violet"));
+            shapes.insert(txn, "f2", rect(5.0, "red"));
+            shape_map(txn, "a1").insert(txn, "x", 99.0);
+        });
+        // A restores the room before the fairy's work, then after it: both are A's updates.
+        let before = Replay::new(None, room.updates(0..1)).expect("before");
+        room.edit(A, |txn, _, _| {
+            restore(txn, &before);
+        });
+        let after = Replay::new(None, room.updates(0..2)).expect("after");
+        room.edit(A, |txn, _, _| {
+            restore(txn, &after);
+        });
+        assert!(room.json()["shapes"].get("f1").is_some(), "brought back");
+        let take_back = |restores_keep_actors: bool| {
+            let base = Replay::new(None, room.updates(0..1)).expect("base");
+            let mut rollback = Rollback::new(base, fairy("f"));
+            for (i, (writer, update)) in room.log[1..].iter().enumerate() {
+                let restore = i >= 1;
+                if restore && restores_keep_actors {
+                    rollback.record_restore(update, &actors[*writer])
+                } else {
+                    rollback.record(update, &actors[*writer])
+                }
+                .expect("record");
+            }
+            let doc = Doc::new();
+            let now = room.docs[0]
+                .transact()
+                .encode_state_as_update_v1(&StateVector::default());
+            apply_to(&doc, &now).expect("copy");
+            let outcome = rollback.apply(&mut doc.transact_mut());
+            (outcome, doc_json(&doc.transact()))
+        };
+        // Read as plain writes, the restores made everything A's: nothing of F's is left.
+        let (outcome, _) = take_back(false);
+        assert_eq!(outcome.reverted, 0, "{outcome:?}");
+        // Read as restores, the fairy's shapes and move are still the fairy's.
+        let (outcome, json) = take_back(true);
+        assert_eq!(
+            outcome,
+            RollbackOutcome {
+                reverted: 3,
+                kept: 0
+            }
+        );
+        let shapes = &json["shapes"];
+        assert!(
+            shapes.get("f1").is_none() && shapes.get("f2").is_none(),
+            "{json:?}"
+        );
+        assert_eq!(shapes["a1"]["x"], 10.0, "the fairy's move is taken back");
+    }
+
+    #[test]
+    fn a_restore_gives_a_property_back_to_its_writer_in_that_version_only() {
+        let actors = [user("a"), fairy("f")];
+        let mut room = Room::new(2);
+        room.edit(1, |txn, shapes, _| {
+            shapes.insert(txn, "f1", rect(0.0, "violet"));
+        });
+        room.edit(0, |txn, _, _| {
+            shape_map(txn, "f1").insert(txn, "color", "blue");
+        });
+        let violet = Replay::new(None, room.updates(0..1)).expect("violet");
+        room.edit(0, |txn, _, _| {
+            restore(txn, &violet);
+        });
+        let mut rollback = Rollback::new(Replay::new(None, []).expect("empty"), fairy("f"));
+        for (i, (writer, update)) in room.log.iter().enumerate() {
+            if i == 2 {
+                rollback.record_restore(update, &actors[*writer])
+            } else {
+                rollback.record(update, &actors[*writer])
+            }
+            .expect("record");
+        }
+        // The restore made f1 what the fairy made it: it is the fairy's again, whole.
+        let outcome = rollback.apply(&mut room.docs[0].transact_mut());
+        assert_eq!(outcome.reverted, 1, "{outcome:?}");
+        let json = room.json();
+        assert!(
+            json.get("shapes").and_then(|s| s.get("f1")).is_none(),
+            "{json:?}"
+        );
+
+        // A restore of A's own blue, over A's green, leaves the colour A's: f1 stays.
+        let mut room = Room::new(2);
+        room.edit(1, |txn, shapes, _| {
+            shapes.insert(txn, "f1", rect(0.0, "violet"));
+        });
+        room.edit(0, |txn, _, _| {
+            shape_map(txn, "f1").insert(txn, "color", "blue");
+        });
+        room.edit(0, |txn, _, _| {
+            shape_map(txn, "f1").insert(txn, "color", "green");
+        });
+        let blue = Replay::new(None, room.updates(0..2)).expect("blue");
+        room.edit(0, |txn, _, _| {
+            restore(txn, &blue);
+        });
+        let mut rollback = Rollback::new(Replay::new(None, []).expect("empty"), fairy("f"));
+        for (i, (writer, update)) in room.log.iter().enumerate() {
+            if i == 3 {
+                rollback.record_restore(update, &actors[*writer])
+            } else {
+                rollback.record(update, &actors[*writer])
+            }
+            .expect("record");
+        }
+        let outcome = rollback.apply(&mut room.docs[0].transact_mut());
+        assert_eq!(
+            outcome,
+            RollbackOutcome {
+                reverted: 0,
+                kept: 1
+            }
+        );
+        assert_eq!(room.json()["shapes"]["f1"]["color"], "blue");
     }
 
     #[test]

@@ -350,7 +350,12 @@ impl History {
             };
             rollback = blocking(move || {
                 for row in &rows {
-                    rollback.record(&row.update, &actor_of(row).key())?;
+                    let actor = actor_of(row);
+                    if actor.is_restore() {
+                        rollback.record_restore(&row.update, &actor.key())?;
+                    } else {
+                        rollback.record(&row.update, &actor.key())?;
+                    }
                 }
                 Ok(rollback)
             })
