@@ -27,7 +27,8 @@ use crate::config::{JwtAlg, ServeConfig};
 /// hostile inputs from costing base64/JSON/RSA work proportional to their size.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
 
-/// Bytes of the random HS256 secret generated for a `--dev` process without `--jwt-secret`.
+/// Bytes of the random HS256 secret generated for `--dev` without `--jwt-secret` (kept in the
+/// store, so it outlives a restart).
 const DEV_SECRET_BYTES: usize = 32;
 
 /// Verifies tokens (and, with an HS256 secret, mints them) for one configuration.
@@ -78,12 +79,31 @@ impl Authenticator {
     /// Builds the authenticator the server uses, from the `serve` flags.
     ///
     /// - HS256 (default): `--jwt-secret`, or with `--dev` and no secret a random secret for this
-    ///   process (tokens then only come from `POST /auth/dev-token`).
+    ///   process (tokens then only come from `POST /auth/dev-token`); the server passes the
+    ///   one its store keeps instead ([`Authenticator::with_dev_secret`]).
     /// - RS256 / ES256 / EdDSA: `--jwt-public-key PEM_FILE` (read once, here).
     ///
     /// Contradictory or missing settings are a [`AuthError::Config`] error at start-up rather
     /// than a server that silently refuses (or accepts) everyone.
     pub fn from_config(config: &ServeConfig) -> Result<Authenticator, AuthError> {
+        Authenticator::with_dev_secret(config, None)
+    }
+
+    /// A fresh random secret for `--dev` without `--jwt-secret`: the candidate the store keeps
+    /// unless it keeps one already ([`crate::store::Store::dev_secret`]).
+    pub fn new_dev_secret() -> Vec<u8> {
+        let mut secret = vec![0u8; DEV_SECRET_BYTES];
+        rand::rng().fill_bytes(&mut secret);
+        secret
+    }
+
+    /// [`Authenticator::from_config`], signing `--dev` tokens (when no `--jwt-secret` is given)
+    /// with `dev_secret`, the secret the store keeps across restarts, instead of a new one for
+    /// this process (`None`).
+    pub fn with_dev_secret(
+        config: &ServeConfig,
+        dev_secret: Option<&[u8]>,
+    ) -> Result<Authenticator, AuthError> {
         let rules = ClaimRules {
             issuer: config.jwt_issuer.clone(),
             audience: config.jwt_audience.clone(),
@@ -99,9 +119,15 @@ impl Authenticator {
                 match (&config.jwt_secret, config.dev) {
                     (Some(secret), _) => Authenticator::hs256(secret.as_bytes(), rules),
                     (None, true) => {
-                        let mut secret = [0u8; DEV_SECRET_BYTES];
-                        rand::rng().fill_bytes(&mut secret);
-                        let mut auth = Authenticator::hs256(&secret, rules)?;
+                        let fresh;
+                        let secret = match dev_secret {
+                            Some(kept) => kept,
+                            None => {
+                                fresh = Authenticator::new_dev_secret();
+                                &fresh
+                            }
+                        };
+                        let mut auth = Authenticator::hs256(secret, rules)?;
                         auth.generated_secret = true;
                         Ok(auth)
                     }

@@ -224,10 +224,11 @@ async fn relay(state: &AppState, addr: &str, request: Request) -> Result<Respons
             outbound = outbound.header(name, value);
         }
     }
+    // Without the URL: its query may hold the caller's `?token=`.
     let upstream = outbound
         .send()
         .await
-        .map_err(|e| unreachable_host(&e.to_string()))?;
+        .map_err(|e| unreachable_host(&e.without_url().to_string()))?;
     let mut response = Response::builder().status(upstream.status());
     for name in RESPONSE_HEADERS {
         if let Some(value) = upstream.headers().get(&name) {

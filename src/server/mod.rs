@@ -147,7 +147,7 @@ pub async fn start_with(
     // Every store call under `--store-timeout-ms`, and a full disk remembered until space
     // returns (docs/operations.md "What happens when …").
     let store = crate::store::guarded::Guarded::wrap(store, config.store_timeout());
-    let auth = authenticator(&config)?;
+    let auth = authenticator(&config, store.as_ref()).await?;
     // A webhook URL that is not http(s), or without a secret, is refused before anything starts.
     let webhooks = crate::webhooks::WebhookSettings::from_serve(&config)?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
@@ -369,7 +369,10 @@ async fn cap_history(
 }
 
 /// Token verification from the configuration; `None` only when explicitly insecure.
-fn authenticator(config: &ServeConfig) -> anyhow::Result<Option<Arc<crate::auth::Authenticator>>> {
+async fn authenticator(
+    config: &ServeConfig,
+    store: &dyn crate::store::Store,
+) -> anyhow::Result<Option<Arc<crate::auth::Authenticator>>> {
     let keyless = config.jwt_secret.is_none() && config.jwt_public_key.is_none();
     if keyless && !config.dev && config.insecure_no_auth {
         tracing::warn!(
@@ -377,7 +380,18 @@ fn authenticator(config: &ServeConfig) -> anyhow::Result<Option<Arc<crate::auth:
         );
         return Ok(None);
     }
-    let auth = crate::auth::Authenticator::from_config(config)?;
+    // `--dev` without a secret signs with the one the store keeps (made at the first start),
+    // so pages opened before a restart keep working (docs/auth.md "Development mode").
+    let kept = if config.dev
+        && config.jwt_secret.is_none()
+        && config.jwt_alg == crate::config::JwtAlg::Hs256
+    {
+        let candidate = crate::auth::Authenticator::new_dev_secret();
+        Some(store.dev_secret(&candidate).await?)
+    } else {
+        None
+    };
+    let auth = crate::auth::Authenticator::with_dev_secret(config, kept.as_deref())?;
     if config.dev {
         tracing::warn!(
             "DEV MODE (--dev): POST /auth/dev-token hands a read/write token for every room to anyone who asks; never use it in production"

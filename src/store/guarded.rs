@@ -131,6 +131,10 @@ impl Store for Guarded {
         self.timed(self.inner.writer_client_id()).await
     }
 
+    async fn dev_secret(&self, candidate: &[u8]) -> Result<Vec<u8>, StoreError> {
+        self.timed(self.inner.dev_secret(candidate)).await
+    }
+
     async fn next_fence(&self, room: &RoomName, fairy: &str) -> Result<Option<u64>, StoreError> {
         self.timed(self.inner.next_fence(room, fairy)).await
     }

@@ -56,6 +56,8 @@ pub struct MemoryStore {
     rooms: Mutex<HashMap<String, Log>>,
     tables: MemoryTables,
     outbox: super::outbox::memory::MemoryOutbox,
+    /// `--dev`'s kept HS256 secret ([`Store::dev_secret`]): kept for the store's life.
+    dev_secret: Mutex<Option<Vec<u8>>>,
 }
 
 impl MemoryStore {
@@ -220,6 +222,11 @@ impl Store for MemoryStore {
                 .collect();
             assemble_version(seq, chain, snapshot, rows)
         }))
+    }
+
+    async fn dev_secret(&self, candidate: &[u8]) -> Result<Vec<u8>, StoreError> {
+        let mut kept = self.dev_secret.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(kept.get_or_insert_with(|| candidate.to_vec()).clone())
     }
 
     async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {

@@ -196,6 +196,15 @@ pub trait Store: Send + Sync + 'static {
         Ok(1)
     }
 
+    /// The HS256 secret `serve --dev` signs its tokens with when no `--jwt-secret` is given
+    /// (docs/auth.md "Development mode"): the first call keeps `candidate`, and every later
+    /// call, a restart on the same store or another node sharing it, answers the kept secret,
+    /// so tokens minted before a restart stay valid. The default keeps nothing (answers
+    /// `candidate`): a store that holds nothing across restarts.
+    async fn dev_secret(&self, candidate: &[u8]) -> Result<Vec<u8>, StoreError> {
+        Ok(candidate.to_vec())
+    }
+
     /// Takes the next fencing token of fairy `fairy` in `room` (a node that just took its
     /// lease, before it writes for it): from now on every append carrying an older token is
     /// refused. `None`: this store serves a single node, where no two hosts of one fairy ever
@@ -469,6 +478,10 @@ mod tests {
         keyed::tests::tables_are_apart(store.side()).await;
         outbox::tests::outbox_contract(store.outbox()).await;
         bounded_log_contract(store.as_ref()).await;
+        // The first dev secret is kept; a later candidate does not replace it.
+        let kept = store.dev_secret(b"first").await.unwrap();
+        assert_eq!(kept, b"first");
+        assert_eq!(store.dev_secret(b"second").await.unwrap(), b"first");
     }
 
     /// History read in batches bounded in bytes, a version's base, the last sequence number,

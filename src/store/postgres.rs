@@ -491,6 +491,19 @@ impl Store for PostgresStore {
         Ok(dropped)
     }
 
+    async fn dev_secret(&self, candidate: &[u8]) -> Result<Vec<u8>, StoreError> {
+        sqlx::query(sql::KEEP_SECRET)
+            .bind(sql::DEV_SECRET_NAME)
+            .bind(candidate)
+            .execute(&self.pool)
+            .await?;
+        let row = sqlx::query(sql::SECRET)
+            .bind(sql::DEV_SECRET_NAME)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get::<Vec<u8>, _>(0)?)
+    }
+
     async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
         let row = sqlx::query(sql::SEQ_AT)
             .bind(room.as_str())

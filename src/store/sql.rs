@@ -5,6 +5,16 @@
 //! checkpoint writes, reading a checkpoint chain) stays in each backend, and the keyed side
 //! tables' SQL is [`super::keyed::sql`].
 
+/// Keeps a server secret (`$1` its name, `$2` the value) unless one of that name is kept.
+pub(crate) const KEEP_SECRET: &str =
+    "INSERT INTO server_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING";
+
+/// The kept server secret named `$1`: `value`.
+pub(crate) const SECRET: &str = "SELECT value FROM server_secrets WHERE name = $1";
+
+/// The name under which `--dev`'s HS256 secret is kept.
+pub(crate) const DEV_SECRET_NAME: &str = "dev-jwt-hs256";
+
 /// A room's snapshot: `seq`, `data`.
 pub(crate) const SNAPSHOT: &str = "SELECT seq, data FROM snapshots WHERE room = $1";
 
