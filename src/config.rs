@@ -358,7 +358,7 @@ pub struct ServeConfig {
 
     /// Milliseconds to hold each piece of the model's streamed text (0: none). The offline
     /// model answers at once; a pace lets a demo watch a fairy draw shape by shape. Default: 0,
-    /// except the offline model under `--dev`, which is paced at 30 ms (a house in about 1.5 s).
+    /// except the offline model under `--dev`, which is paced at 30 ms (a house in about 1.9 s).
     #[arg(long, env = "FAIRYRING_LLM_PACE_MS")]
     pub llm_pace_ms: Option<u64>,
 
@@ -497,7 +497,7 @@ pub struct ServeConfig {
 }
 
 /// The pace of the offline model under `--dev` without `--llm-pace-ms`, in ms per streamed
-/// piece (16 characters): a house (about 50 pieces) takes about 1.5 s, so a newcomer sees the
+/// piece (16 characters): a house (about 60 pieces) takes about 1.9 s, so a newcomer sees the
 /// fairy draw shape by shape.
 pub const DEV_OFFLINE_PACE_MS: u64 = 30;
 
