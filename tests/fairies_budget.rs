@@ -3,7 +3,7 @@
 //! person and project; a person's daily budget refusing a prompt with `429 budget_exhausted`
 //! (`budget`, `retryAfter`) before anything of it is written, and ending a request that spent
 //! it mid-way before its next model call, with a chat message and nothing of a refused turn
-//! applied.
+//! applied; the same for a project's budget, which ends (aborts) the project.
 
 mod support;
 
@@ -148,5 +148,77 @@ async fn a_request_that_spends_the_budget_ends_before_its_next_call() {
     assert!(shapes.get("b").is_none(), "{shapes}");
     assert!(shapes.get("a").is_some(), "{shapes}");
     assert_eq!(locked_count(&client), 0);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_that_spends_its_budget_ends_before_its_next_call() {
+    // The project's budget (`--fairy-token-budget-project`, per project per day). A duo: the
+    // leader's first turn plans two tasks and starts its own (so its next call would draw
+    // `left`); that turn spends the project's whole day. Its partner is only standing by, so
+    // the leader's next call is the first one after the spend.
+    let mock = mock_server(vec![ok(r#"{"actions": []}"#)]).await;
+    let mut config = mock_config(&mock);
+    config.fairy_token_budget_project = 1000;
+    let (server, ws, http) = start(config).await;
+    let room = "projectspent";
+    let mut client = Client::connect(&ws, room).await;
+    let lead = invite(&http, room, "Lark").await;
+    let pal = invite(&http, room, "Pell").await;
+    let plan = actions(vec![
+        json!({"_type": "start-duo-project", "title": "Two boxes", "description": "", "plan": "one each"}),
+        json!({"_type": "create-duo-task", "taskId": "a", "title": "left box", "text": "a box", "x": 0, "y": 0, "w": 300, "h": 300}),
+        json!({"_type": "create-duo-task", "taskId": "b", "title": "right box", "text": "a box", "x": 400, "y": 0, "w": 300, "h": 300}),
+        json!({"_type": "start-duo-task", "taskId": "a"}),
+    ]);
+    mock.add_route(route(
+        "Lark",
+        "duo-orchestrating-active",
+        vec![MockResponse {
+            usage: used(5000, 100, 0),
+            ..plan
+        }],
+    ));
+    mock.add_route(route(
+        "Lark",
+        "working-orchestrator",
+        vec![actions(vec![
+            rect("left", 20, 20, 100, 100),
+            json!({"_type": "mark-duo-task-done"}),
+        ])],
+    ));
+    let mut events = events(&http, room, &lead).await;
+    let (status, started) = post(
+        &format!("{http}/rooms/{room}/group-prompt"),
+        json!({"message": "two boxes", "fairyIds": [lead, pal],
+               "bounds": {"x": 0, "y": 0, "w": 800, "h": 400}}),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let project = started["projectId"].as_str().expect("projectId").to_owned();
+    let seen = read_events(&mut events, "request-ended").await;
+    assert!(seen.contains("\"reason\":\"error\""), "{seen}");
+    client
+        .until("the leader's message", |c| {
+            chat_texts(c, &lead)
+                .iter()
+                .any(|t| t.starts_with("I stopped: this project has used its model-token budget"))
+        })
+        .await;
+    // The second call was never made: the planned task is there, `left` is nowhere.
+    assert_eq!(mock.requests().len(), 1);
+    let tasks = root_json(&client, "tasks");
+    assert!(tasks.get(format!("{project}/a")).is_some(), "{tasks}");
+    let shapes = shapes(&client);
+    assert!(shapes.get("left").is_none(), "{shapes}");
+    assert_eq!(locked_count(&client), 0);
+    // The project ends with its leader's request: aborted, the partner never called.
+    client
+        .until("the project aborted", |c| {
+            root_json(c, "projects")[&project]["status"] == json!("aborted")
+        })
+        .await;
+    assert_eq!(mock.requests().len(), 1);
+    client.close().await;
     server.shutdown().await;
 }
