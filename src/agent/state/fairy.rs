@@ -1,7 +1,8 @@
 //! The public fairy entity in a room document (the `fairies` root): one nested Y.Map per fairy
 //! with `name, personality, hat, createdBy` and a `chat` Y.Array of user-facing chat items
 //! `{from, role, text, at}`, with `requestId` when the item belongs to a fairy request and
-//! `acceptance: "rejected"` on the item that says a person took that request back. Every peer
+//! `acceptance: "rejected"` on the item that says a person took that request back, and `usage`
+//! (what the request's model calls used, [`ChatUsage`]) on a request's last item. Every peer
 //! receives it; only the server writes it (a peer's update under `fairies` is refused,
 //! [`crate::room::roots`]).
 //!
@@ -293,6 +294,102 @@ pub fn append_chat(doc: &Doc, id: &FairyId, item: &ChatItem) -> Result<(), Fairy
     }
     chat.push_back(&mut txn, Any::from(entry));
     Ok(())
+}
+
+/// What one request's model calls used, as its last chat item carries it (`usage`): the names
+/// of the `GET /rooms/{room}/usage` totals; `costUsd` only when a call was priced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatUsage {
+    /// Model calls (turns and history summaries).
+    pub calls: u64,
+    /// Prompt tokens billed at the normal rate.
+    pub input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+    /// Prompt tokens read from the provider's cache.
+    pub cache_read_input_tokens: u64,
+    /// Prompt tokens written to the provider's cache.
+    pub cache_creation_input_tokens: u64,
+    /// US dollars, summed over the calls whose model has a price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl ChatUsage {
+    fn to_any(self) -> Any {
+        let int = |n: u64| {
+            Any::Number(yrs::Number::Int(
+                i64::try_from(n)
+                    .unwrap_or(i64::MAX)
+                    .min(yrs::Number::I64_MAX_SAFE_INTEGER),
+            ))
+        };
+        let mut map: HashMap<String, Any> = HashMap::from([
+            ("calls".to_owned(), int(self.calls)),
+            ("inputTokens".to_owned(), int(self.input_tokens)),
+            ("outputTokens".to_owned(), int(self.output_tokens)),
+            (
+                "cacheReadInputTokens".to_owned(),
+                int(self.cache_read_input_tokens),
+            ),
+            (
+                "cacheCreationInputTokens".to_owned(),
+                int(self.cache_creation_input_tokens),
+            ),
+        ]);
+        if let Some(cost) = self.cost_usd.filter(|c| c.is_finite()) {
+            map.insert("costUsd".to_owned(), Any::Number(yrs::Number::Float(cost)));
+        }
+        Any::from(map)
+    }
+}
+
+/// Puts `usage` on the last chat item of request `request`: the fairy's last message of it,
+/// else the request's other last item (the person's prompt), replaced in place by the same
+/// item with `usage` (a later call replaces an earlier figure). False when no item of the
+/// request is in the chat.
+pub fn set_request_usage(
+    doc: &Doc,
+    id: &FairyId,
+    request: &RequestId,
+    usage: ChatUsage,
+) -> Result<bool, FairyError> {
+    let mut txn = doc.transact_mut_with(TxnOrigin::fairy(id.as_str()));
+    let map = fairy_map(&txn, id).ok_or_else(|| FairyError::NotFound(id.to_string()))?;
+    let Some(chat) = chat_array(&txn, &map) else {
+        return Ok(false);
+    };
+    let text = |m: &HashMap<String, Any>, key: &str| match m.get(key) {
+        Some(Any::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    // From the end: the first item of the request written by the fairy; the person's prompt
+    // (the request's first item) ends the search.
+    let mut chosen: Option<(u32, std::sync::Arc<HashMap<String, Any>>)> = None;
+    for i in (0..chat.len(&txn)).rev() {
+        let Some(Out::Any(Any::Map(m))) = chat.get(&txn, i) else {
+            continue;
+        };
+        if text(&m, "requestId").as_deref() != Some(request.as_str()) {
+            continue;
+        }
+        let fairy = text(&m, "role").as_deref() == Some("fairy");
+        if fairy || chosen.is_none() {
+            chosen = Some((i, m.clone()));
+        }
+        if fairy || text(&m, "role").as_deref() == Some("user") {
+            break;
+        }
+    }
+    let Some((at, item)) = chosen else {
+        return Ok(false);
+    };
+    let mut entry = (*item).clone();
+    entry.insert("usage".to_owned(), usage.to_any());
+    chat.remove(&mut txn, at);
+    chat.insert(&mut txn, at, Any::from(entry));
+    Ok(true)
 }
 
 /// The fairy's chat items, oldest first (items that are not objects are skipped).
