@@ -512,6 +512,76 @@ mod tests {
     }
 
     #[test]
+    fn a_requests_usage_goes_on_its_last_fairy_item_else_on_its_prompt() {
+        let doc = Doc::new();
+        let fairy =
+            FairyEntity::invite(Some("Pip"), None, None, "alice").unwrap_or_else(|e| panic!("{e}"));
+        insert_fairy(&doc, &fairy);
+        let r = |s: &str| RequestId::parse(s).unwrap_or_else(|e| panic!("{e}"));
+        let said = |role: &str, text: &str, request: &str| ChatItem {
+            from: format!("{role}:x"),
+            role: role.into(),
+            text: text.into(),
+            at: 1.0,
+            request_id: Some(r(request)),
+            acceptance: None,
+        };
+        for item in [
+            said("user", "draw", "r-1"),
+            said("fairy", "drawing", "r-1"),
+            said("fairy", "done", "r-1"),
+            said("user", "again", "r-2"),
+            said("user", "later", "r-3"),
+            said("fairy", "other", "r-3"),
+        ] {
+            append_chat(&doc, &fairy.id, &item).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let usage = ChatUsage {
+            calls: 2,
+            input_tokens: 1000,
+            output_tokens: 50,
+            cost_usd: Some(0.01),
+            ..ChatUsage::default()
+        };
+        let set = |request: &str| {
+            set_request_usage(&doc, &fairy.id, &r(request), usage).unwrap_or_else(|e| panic!("{e}"))
+        };
+        assert!(set("r-1"));
+        assert!(
+            set("r-2"),
+            "a request the fairy said nothing in: its prompt"
+        );
+        assert!(!set("r-9"), "an unknown request: nothing");
+        let json = |i: usize| {
+            let txn = doc.transact();
+            let chat = fairy_map(&txn, &fairy.id)
+                .and_then(|m| chat_array(&txn, &m))
+                .unwrap_or_else(|| panic!("chat"));
+            let mut text = String::new();
+            if let Some(Out::Any(any)) = chat.get(&txn, i as u32) {
+                any.to_json(&mut text);
+            }
+            serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default()
+        };
+        let with: Vec<usize> = (0..6).filter(|&i| json(i)["usage"].is_object()).collect();
+        assert_eq!(
+            with,
+            vec![2, 3],
+            "the last fairy item of r-1 and the prompt of r-2"
+        );
+        assert_eq!(json(2)["text"], serde_json::json!("done"));
+        assert_eq!(json(2)["usage"]["calls"], serde_json::json!(2));
+        assert_eq!(json(2)["usage"]["inputTokens"], serde_json::json!(1000));
+        assert_eq!(json(2)["usage"]["costUsd"], serde_json::json!(0.01));
+        assert_eq!(json(2)["requestId"], serde_json::json!("r-1"));
+        assert_eq!(
+            read_chat(&doc, &fairy.id).len(),
+            6,
+            "items replaced, not added"
+        );
+    }
+
+    #[test]
     fn a_user_message_is_a_user_chat_item() {
         let doc = Doc::new();
         let fairy = FairyEntity::invite(Some("Pip"), None, None, "alice").unwrap_or_else(|e| {
