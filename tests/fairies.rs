@@ -11,6 +11,35 @@ use serde_json::{Value, json};
 use support::fairy_http::*;
 use support::{Client, metrics_text};
 
+/// An invitation's `position` is where the sprite first appears (the demo page spreads the
+/// fairies it invites); without one every fairy starts on the same spot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invited_fairy_appears_where_its_invitation_says() {
+    let (server, ws, http) = start(ServeConfig::for_test()).await;
+    let mut client = Client::connect(&ws, "spread").await;
+    let (status, body) = post(
+        &format!("{http}/rooms/spread/fairies"),
+        json!({"name": "Pip", "position": {"x": 640.5, "y": -120}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_str().expect("id").to_owned();
+    client
+        .until("the fairy at its spawn point", |c| {
+            fairy_presence(c, &id).is_some_and(|p| {
+                p["fairy"]["x"] == json!(640.5) && p["fairy"]["y"] == json!(-120.0)
+            })
+        })
+        .await;
+    let (status, body) = post(
+        &format!("{http}/rooms/spread/fairies"),
+        json!({"position": {"x": "left"}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invite_shows_a_fairy_peer_and_dismiss_removes_it() {
     let (server, ws, http) = start(ServeConfig::for_test()).await;

@@ -44,7 +44,8 @@ async fn each_call_is_priced_in_its_event_and_the_rooms_usage() {
     let mut config = mock_config(&mock);
     // The mock answers any model name; this one has a built-in price.
     config.llm_model = Some("gpt-4.1-mini".into());
-    let (server, _ws, http) = start(config).await;
+    let (server, ws, http) = start(config).await;
+    let mut client = Client::connect(&ws, "priced").await;
     let id = invite(&http, "priced", "Pip").await;
     let mut events = events(&http, "priced", &id).await;
     prompt(&http, "priced", &id, "say ok").await;
@@ -74,6 +75,32 @@ async fn each_call_is_priced_in_its_event_and_the_rooms_usage() {
     }
     assert_eq!(usage["you"]["calls"], json!(1));
     assert_eq!(usage["budgets"]["roomPerHour"], json!(1_000_000));
+
+    // The request's last chat item (the fairy's "ok") carries what the request used, with the
+    // names of the `/usage` totals, for every browser's chat.
+    let chat_of = |c: &Client| root_json(c, "fairies")[&id]["chat"].clone();
+    client
+        .until("the usage on the request's last chat item", |c| {
+            chat_of(c)
+                .as_array()
+                .and_then(|a| a.last().cloned())
+                .is_some_and(|last| last["usage"].is_object())
+        })
+        .await;
+    let chat = chat_of(&client).as_array().cloned().unwrap_or_default();
+    let last = chat.last().expect("an item");
+    assert_eq!(last["role"], json!("fairy"), "{chat:?}");
+    assert_eq!(last["text"], json!("ok"));
+    let u = &last["usage"];
+    let n = |k: &str| u[k].as_f64().unwrap_or(-1.0);
+    assert_eq!(n("calls"), 1.0, "{u}");
+    assert_eq!(n("inputTokens"), 1000.0);
+    assert_eq!(n("outputTokens"), 100.0);
+    assert_eq!(n("cacheReadInputTokens"), 5000.0);
+    assert_eq!(n("cacheCreationInputTokens"), 0.0);
+    assert!((n("costUsd") - expected).abs() < 1e-12, "{u}");
+    // The person's prompt of the same request carries none.
+    assert!(chat[0]["usage"].is_null(), "{chat:?}");
     server.shutdown().await;
 }
 

@@ -120,6 +120,20 @@ pub struct InviteBody {
     /// `suggest` (README "Review mode").
     #[serde(default)]
     apply: crate::review::ApplyMode,
+    /// Where its sprite first appears, in page coordinates (default `{x: 100, y: 100}`;
+    /// clamped to ±10,000,000): the demo page spreads the fairies it invites around the
+    /// person's view.
+    position: Option<SpawnPoint>,
+}
+
+/// A page point where an invited fairy first appears.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpawnPoint {
+    /// Page x.
+    x: f64,
+    /// Page y.
+    y: f64,
 }
 
 /// Invites a fairy.
@@ -157,6 +171,10 @@ async fn invite(
             body.hat.as_deref(),
             &sub,
             body.apply,
+            body.position.map(|p| {
+                let c = crate::canvas::coerce::clamp_coord;
+                (c(p.x), c(p.y))
+            }),
         )
         .await?;
     Ok((StatusCode::CREATED, Json(view)).into_response())

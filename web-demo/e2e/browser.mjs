@@ -93,8 +93,8 @@ function stopServer (server) {
 }
 
 /** Opens the demo; `errors` collects console errors and failed requests (none are allowed on load). */
-async function open (browser, base, room, name, extra = '') {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+async function open (browser, base, room, name, extra = '', viewport = { width: 1280, height: 800 }) {
+  const context = await browser.newContext({ viewport })
   const page = await context.newPage()
   page.setDefaultTimeout(WAIT)
   const errors = []
@@ -722,7 +722,11 @@ try {
       assert(await p.locator(`[data-task-group="${projectId}"] [data-task-item]:not([data-status="aborted"]):not([data-status="done"])`).count() === 0, 'no open task left in an aborted project')
       for (const id of [dart, echo]) {
         await p.waitForSelector(`[data-fairy="${id}"][data-mode="idling"]:not([data-pose="thinking"]):not([data-pose="working"])`)
-        await p.waitForFunction(id => document.querySelector(`[data-fairy="${id}"] .body`)?.getAttribute('fill') === '#f9a8d4', id)
+        // Back in its own colour (the list's dot), the same in both browsers.
+        await p.waitForFunction(id => {
+          const fill = document.querySelector(`[data-fairy="${id}"] .body`)?.getAttribute('fill')
+          return fill !== undefined && fill === document.querySelector(`[data-fairy-item="${id}"]`)?.getAttribute('data-fairy-color')
+        }, id)
       }
     }
     const locked = (await fairyShapes(b.page)).filter(s => s.locked)
@@ -967,6 +971,52 @@ try {
     await shot(sam.page, 'suggest-ghosts-sam')
   })
 
+  await step('review: a ghost under the top edge of the canvas keeps its ✓ and ✗ inside the canvas', async () => {
+    // Sam scrolls so that the topmost ghost's frame starts above the canvas (under the toolbar).
+    const p = sam.page
+    const before = await p.evaluate(() => ({ ...window.fairyring.canvas.cam }))
+    const top = await p.evaluate(ids => {
+      let best = null
+      for (const id of ids) {
+        const r = document.querySelector(`[data-suggestion="${id}"][data-op] .ghost-frame`)?.getBoundingClientRect()
+        if (r !== undefined && (best === null || r.y < best.y)) best = { id, y: r.y }
+      }
+      return best
+    }, review.records.map(r => r.id))
+    const stage = await canvasBox(p)
+    await p.evaluate(([cam, dy]) => window.fairyring.canvas.setCamera({ ...cam, y: cam.y + dy / cam.zoom }), [before, top.y - stage.y + 12])
+    // Drawn on the new camera before the pointer looks for it.
+    await p.waitForFunction(([id, y]) => (document.querySelector(`[data-suggestion="${id}"][data-op] .ghost-frame`)?.getBoundingClientRect().y ?? 1e9) < y,
+      [top.id, stage.y], { polling: 'raf' })
+    const hit = await ghostPoint(p, [top.id])
+    await p.mouse.move(hit.x - 3, hit.y + 3)
+    await p.mouse.move(hit.x, hit.y, { steps: 2 })
+    await p.waitForSelector(`[data-suggestion="${top.id}"][data-hovered="true"]`)
+    await p.waitForSelector(`[data-actions-for="${top.id}"] [data-suggestion-action="reject"]`)
+    // Read in one go (the renderer may replace the elements between frames).
+    const rects = await p.waitForFunction(id => {
+      const box = sel => { const r = document.querySelector(sel)?.getBoundingClientRect(); return r === undefined ? null : { x: r.x, y: r.y, width: r.width, height: r.height } }
+      const out = {
+        frame: box(`[data-suggestion="${id}"][data-op] .ghost-frame`),
+        accept: box(`[data-actions-for="${id}"] [data-suggestion-action="accept"] circle`),
+        reject: box(`[data-actions-for="${id}"] [data-suggestion-action="reject"] circle`)
+      }
+      return out.frame !== null && out.accept !== null && out.reject !== null ? out : null
+    }, top.id).then(h => h.jsonValue())
+    const frame = rects.frame
+    assert(frame.y < stage.y, `the ghost's frame starts above the canvas (${frame.y} < ${stage.y})`)
+    for (const action of ['accept', 'reject']) {
+      const b = rects[action]
+      assert(b.x >= stage.x && b.y >= stage.y && b.x + b.width <= stage.x + stage.width && b.y + b.height <= stage.y + stage.height,
+        `${action} is inside the canvas (${JSON.stringify(b)} in ${JSON.stringify(stage)})`)
+      // Nothing of the page's chrome covers it: the pointer there reaches the button.
+      await ghostButton(p, top.id, action)
+    }
+    await shot(p, 'suggest-controls-at-the-edge')
+    await p.mouse.move(5, 5)
+    await p.evaluate(cam => window.fairyring.canvas.setCamera(cam), before)
+  })
+
   await step('review: ✓ on a ghost makes its shape in both browsers; ✗ on another drops it', async () => {
     const ids = review.records.map(r => r.id)
     const accepted = await decideOnGhost(rita.page, ids, 'accept', () => shot(rita.page, 'suggest-hover'))
@@ -1145,6 +1195,110 @@ try {
     assert(rita.errors.length === 0 && sam.errors.length === 0, `no console errors or refused requests: ${[...rita.errors, ...sam.errors].join('; ')}`)
     await rita.context.close()
     await sam.context.close()
+  })
+
+  await step('first minutes (1400 × 900): three fairies appear apart in their own colours; Start a project in view; Enter with two selected starts one project; the cost is shown', async () => {
+    const first = `${room}-first`
+    const ada = await open(browser, server.base, first, 'Ada', '', { width: 1400, height: 900 })
+    const ids = []
+    const spots = []
+    for (const name of ['Pip', 'Dart', 'Echo']) {
+      await ada.page.fill('[data-fairy-name]', name)
+      const [req] = await Promise.all([
+        ada.page.waitForRequest(r => r.method() === 'POST' && r.url().endsWith(`/rooms/${first}/fairies`)),
+        ada.page.click('[data-action="invite-fairy"]')
+      ])
+      spots.push(JSON.parse(req.postData()).position)
+      const item = await ada.page.waitForSelector(`[data-fairy-item][aria-selected="true"]:has-text("${name}")`)
+      ids.push(await item.getAttribute('data-fairy-item'))
+    }
+    const at = await ada.page.waitForFunction(ids => {
+      const out = {}
+      for (const st of window.fairyring.provider.awareness.getStates().values()) if (st?.fairy !== undefined && ids.includes(st.fairy.id)) out[st.fairy.id] = { x: st.fairy.x, y: st.fairy.y }
+      return Object.keys(out).length === ids.length ? out : null
+    }, ids).then(h => h.jsonValue())
+    const view = await ada.page.evaluate(() => window.fairyring.canvas.viewportBox())
+    console.log(`# spawn points asked ${JSON.stringify(spots)}, at ${JSON.stringify(at)} in view ${JSON.stringify(view)}`)
+    ids.forEach((id, i) => {
+      const p = at[id]
+      assert(p.x === spots[i].x && p.y === spots[i].y, `${id} appeared where the page asked (${JSON.stringify(p)} vs ${JSON.stringify(spots[i])})`)
+      assert(p.x > view.x && p.x < view.x + view.w && p.y > view.y && p.y < view.y + view.h, `${id} is in view`)
+      for (const other of ids.slice(i + 1)) {
+        assert(Math.hypot(p.x - at[other].x, p.y - at[other].y) >= 60, `${id} and ${other} are apart (${JSON.stringify([p, at[other]])})`)
+      }
+    })
+    const colors = await ada.page.evaluate(ids => ids.map(id => ({
+      dot: document.querySelector(`[data-fairy-item="${id}"]`)?.getAttribute('data-fairy-color'),
+      sprite: document.querySelector(`[data-fairy="${id}"]`)?.getAttribute('data-color'),
+      body: document.querySelector(`[data-fairy="${id}"] .body`)?.getAttribute('fill'),
+      tab: document.querySelector(`[data-chat-tab="${id}"] .dot`)?.style.background
+    })), ids)
+    console.log(`# colours ${JSON.stringify(colors)}`)
+    assert(new Set(colors.map(c => c.dot)).size === 3 && colors.every(c => c.dot && c.sprite === c.dot && c.body === c.dot && c.tab),
+      `three colours, each the same in the list, the sprite and the chat tab (${JSON.stringify(colors)})`)
+    const overlaps = await ada.page.evaluate(() => {
+      const boxes = [...document.querySelectorAll('[data-fairy] .label, [data-fairy] [data-bubble] rect')].map(e => e.getBoundingClientRect())
+      let n = 0
+      for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+        const a = boxes[i]; const b = boxes[j]
+        if (a.x < b.right && b.x < a.right && a.y < b.bottom && b.y < a.bottom) n++
+      }
+      return n
+    })
+    assert(overlaps === 0, `no name label or bubble overlaps another (${overlaps})`)
+    await shot(ada.page, 'first-three-fairies')
+
+    // Two selected: the project control and the input are in view without scrolling the sidebar.
+    await ada.page.click(`[data-fairy-item="${ids[0]}"] .name`)
+    await ada.page.click(`[data-fairy-item="${ids[1]}"] .name`, { modifiers: ['Shift'] })
+    await ada.page.evaluate(() => { document.getElementById('sidebar').scrollTop = 0 })
+    await ada.page.waitForSelector('[data-action="group-prompt"]:visible')
+    for (const sel of ['[data-action="group-prompt"]', '[data-fairy-input]']) {
+      const r = await ada.page.locator(sel).boundingBox()
+      assert(r !== null && r.y >= 0 && r.y + r.height <= 900, `${sel} is in view without scrolling (${JSON.stringify(r)})`)
+    }
+    const posts = []
+    ada.page.on('request', r => { if (r.method() === 'POST') posts.push(new URL(r.url()).pathname) })
+    await ada.page.fill('[data-fairy-input]', 'a house and a tree')
+    const [response] = await Promise.all([
+      ada.page.waitForResponse(r => r.url().endsWith('/group-prompt')),
+      ada.page.press('[data-fairy-input]', 'Enter')
+    ])
+    const started = await response.json()
+    assert(response.status() === 202 && started.orchestratorId === ids[0], `Enter with two selected started one project led by Pip (got ${response.status()} ${JSON.stringify(started)})`)
+    await ada.page.waitForSelector(`[data-project-item="${started.projectId}"][data-status="done"]`, { timeout: 60_000 })
+    for (const id of ids.slice(0, 2)) await ada.page.waitForSelector(`[data-fairy="${id}"][data-mode="idling"]:not([data-pose="thinking"]):not([data-pose="working"])`)
+    assert(!posts.some(p => p.endsWith('/prompt')), `no prompt was sent to each fairy (${JSON.stringify(posts)})`)
+    const drawn = await ada.page.evaluate(() => {
+      const out = []
+      window.fairyring.doc.getMap('shapes').forEach(m => {
+        const by = m.get?.('createdBy')
+        if (typeof by === 'string' && by.startsWith('fairy:')) out.push({ by, key: JSON.stringify([m.get('kind'), m.get('type'), m.get('x'), m.get('y'), m.get('w'), m.get('h'), m.get('text') ?? null]) })
+      })
+      return out
+    })
+    const twins = drawn.filter(d => drawn.some(o => o !== d && o.key === d.key && o.by !== d.by))
+    assert(drawn.length > 0 && twins.length === 0, `no two fairies drew the same shape on the same spot (${drawn.length} shapes, twins ${JSON.stringify(twins)})`)
+
+    // One fairy: Enter prompts it alone; its request's last chat item shows what it used, and
+    // the cost bar the room's and Ada's tokens against the budgets.
+    await ada.page.click(`[data-fairy-item="${ids[2]}"] .name`)
+    await ada.page.fill('[data-fairy-input]', 'draw a cat')
+    const [prompted] = await Promise.all([
+      ada.page.waitForResponse(r => r.url().endsWith(`/fairies/${ids[2]}/prompt`)),
+      ada.page.press('[data-fairy-input]', 'Enter')
+    ])
+    assert(prompted.status() === 202, 'one fairy selected: a prompt to it')
+    const usage = await ada.page.waitForSelector(`[data-fairy-chat="${ids[2]}"] [data-usage]`)
+    const said = await usage.textContent()
+    assert(Number(await usage.getAttribute('data-usage')) > 0 && /\d+ in · \d+ out/.test(said), `the chat item says what the request used (got ${said})`)
+    await ada.page.waitForFunction(() => Number(document.querySelector('[data-cost-line="room"]')?.getAttribute('data-tokens')) > 0 &&
+      Number(document.querySelector('[data-cost-line="you"]')?.getAttribute('data-tokens')) > 0)
+    const bar = await ada.page.textContent('[data-cost]')
+    assert(/Room this hour: [\d,.kM]+ of [\d,.kM]+ tokens/.test(bar) && /You today/.test(bar), `the cost bar shows the room's and Ada's use against the budgets (got ${bar})`)
+    assert(ada.errors.length === 0, `no console error (${ada.errors.join('; ')})`)
+    await shot(ada.page, 'first-cost-shown')
+    await ada.context.close()
   })
 
   await step('a token without the fairies scope gets a clear message', async () => {

@@ -613,7 +613,8 @@ export class Canvas {
         names: look.names,
         selected: this.ghostSelected,
         hovered: this.ghostHovered,
-        busy: this.deciding
+        busy: this.deciding,
+        view: this.viewportBox()
       }
     })
     this.d.onRender?.()

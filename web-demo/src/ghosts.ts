@@ -1,12 +1,12 @@
 // Pending suggestions drawn over the canvas, as pure virtual nodes: one `data-suggestion="ID"`
 // group per record (`data-op`, `data-suggestion-fairy`, `data-request`), in the suggesting
-// fairy's colour (its sprite's: the project colour, else the fairy pink) with a dashed frame and
+// fairy's colour (its sprite's: the project colour, else its own) with a dashed frame and
 // a translucent fill. A create shows the proposed shape ghosted; an update the proposed look
 // ghosted over or beside the current shape (which the shapes layer still draws as it is), linked
 // to it when it moves (over it, on a veil, when it changes in place); a delete the current shape
 // crossed out. The ghost under the pointer and the selected one get ✓ and ✗ buttons
 // (`data-suggestion-action="accept" | "reject"`), drawn above every ghost so that none covers
-// them. Ghosts are not shapes: their drawings carry `data-ghost-shape-id`, never `data-shape-id`.
+// them, and kept inside the canvas's visible area (never under the toolbar). Ghosts are not shapes: their drawings carry `data-ghost-shape-id`, never `data-shape-id`.
 import { renderShape } from './render.js'
 import { shapeBounds, type Box } from './geometry.js'
 import type { Ghost, SuggestionOp } from '@fairyring/client'
@@ -47,6 +47,30 @@ export interface GhostLook {
   hovered: string | null
   /** Records whose decision is on its way to the server (their buttons are hidden). */
   busy: ReadonlySet<string>
+  /** The page area the canvas shows (its ✓ and ✗ are kept inside it); none: not clamped. */
+  view?: Box
+}
+
+/** Radius of a ✓ / ✗ button and the gap kept between it and the canvas's edge, in screen px. */
+const BUTTON_R = 11
+const EDGE_GAP = 4
+
+/**
+ * Where a ghost's ✓ and ✗ go: astride its frame's right edge, one above the other, moved inside
+ * `view` (the canvas's visible page area) with a small gap when they would fall outside it —
+ * under the toolbar or past the sidebar — as long as the frame itself is in view.
+ */
+export function actionPoints (frame: Box, zoom: number, view?: Box): { accept: { x: number, y: number }, reject: { x: number, y: number } } {
+  let x = frame.x + frame.w
+  let y = frame.y + 14 / zoom
+  const gap = 26 / zoom
+  if (view !== undefined && frame.x < view.x + view.w && view.x < frame.x + frame.w && frame.y < view.y + view.h && view.y < frame.y + frame.h) {
+    const m = (BUTTON_R + EDGE_GAP) / zoom
+    const clamp = (v: number, lo: number, hi: number): number => lo > hi ? (lo + hi) / 2 : Math.min(hi, Math.max(lo, v))
+    x = clamp(x, view.x + m, view.x + view.w - m)
+    y = clamp(y, view.y + m, view.y + view.h - m - gap)
+  }
+  return { accept: { x, y }, reject: { x, y: y + gap } }
 }
 
 /** A drawn shape's root renamed so that nothing takes it for a live shape. */
@@ -56,7 +80,7 @@ function ghostIds (v: VNode): VNode {
 }
 
 function button (action: 'accept' | 'reject', cx: number, cy: number, zoom: number): VNode {
-  const r = 11 / zoom
+  const r = BUTTON_R / zoom
   const color = action === 'accept' ? ACCEPT_COLOR : REJECT_COLOR
   return h('g', {
     'data-suggestion-action': action, class: `ghost-button ${action}`, role: 'button',
@@ -82,14 +106,13 @@ function frameOf (box: Box, zoom: number): Box {
  * `null` when it has no box). The group carries the ghost's `data-suggestion` too: the pointer
  * on them is still on it.
  */
-export function renderGhostActions (g: Ghost, zoom: number): VNode | null {
+export function renderGhostActions (g: Ghost, zoom: number, view?: Box): VNode | null {
   const box = ghostBox(g)
   if (box === null) return null
-  const frame = frameOf(box, zoom)
-  const right = frame.x + frame.w
+  const { accept, reject } = actionPoints(frameOf(box, zoom), zoom, view)
   return h('g', { class: 'ghost-actions', 'data-suggestion': g.id, 'data-actions-for': g.id }, [
-    button('accept', right, frame.y + 14 / zoom, zoom),
-    button('reject', right, frame.y + 40 / zoom, zoom)
+    button('accept', accept.x, accept.y, zoom),
+    button('reject', reject.x, reject.y, zoom)
   ])
 }
 
@@ -169,7 +192,7 @@ export function renderGhosts (list: readonly Ghost[], look: GhostLook): VNode {
   const shown = new Set([look.selected, look.hovered])
   const actions = list.flatMap(g => {
     if (!shown.has(g.id) || look.busy.has(g.id)) return []
-    const v = renderGhostActions(g, look.zoom)
+    const v = renderGhostActions(g, look.zoom, look.view)
     return v !== null ? [v] : []
   })
   return h('g', { class: 'ghosts' }, [...bodies, ...actions])

@@ -3,8 +3,9 @@
 // publishes presence, and wires the canvas and the panels together.
 import {
   RoomConnection, fetchDevToken, TokenError, colorForId, COLOR_NAMES, FILL_NAMES, swatch, describeClose, describeRefusal,
-  describeStalled, FairyApi, SuggestApi, SuggestApiError, HistoryApi, readPeers, type DevToken, type TokenSource
+  describeStalled, FairyApi, FairyringApi, SuggestApi, SuggestApiError, HistoryApi, readPeers, type DevToken, type TokenSource
 } from '@fairyring/client'
+import { CostBar, tokenMayUseFairies } from './costs.js'
 import { cleanName, parseParams } from './params.js'
 import { Canvas } from './canvas.js'
 import { TOOLS } from './tools.js'
@@ -256,6 +257,12 @@ async function start (): Promise<void> {
     }
   })
   fairyPanel = panel
+  // The cost bar under the chat input: the room's and your model tokens against the budgets.
+  const costs = new CostBar(() => new FairyringApi({ token: currentToken }).roomUsage(params.room), () => tokenMayUseFairies(currentToken()))
+  byId<HTMLElement>('group-prompt').after(costs.node)
+  // Asked once connected (the dev token is there then), and after each change of a fairy's chat.
+  conn.on('status', s => { if (s === 'connected') costs.schedule() })
+  if (provider.wsconnected) costs.schedule()
   const historyApi = new HistoryApi(params.room, currentToken)
   const historyPanel = new HistoryPanel({
     doc,
@@ -286,18 +293,18 @@ async function start (): Promise<void> {
   history = historyPanel
   doc.on('update', () => historyPanel.onDocChange())
   const refreshTasks = (): void => renderTaskList(tasks, doc, panel.look().names)
-  awareness.on('change', () => { renderPeople(people, awareness, user); panel.refresh(); historyPanel.renderList() })
-  roots(doc).fairies.observeDeep(() => { panel.refresh(true) })
+  awareness.on('change', () => { renderPeople(people, awareness, user, id => panel.look().colors.get(id) ?? undefined); panel.refresh(); historyPanel.renderList() })
+  roots(doc).fairies.observeDeep(() => { panel.refresh(true); costs.schedule() })
   doc.getMap('suggestions').observeDeep(() => { panel.refresh(true) })
   doc.getMap('projects').observeDeep(() => { panel.refresh(true); refreshTasks() })
   roots(doc).tasks.observeDeep(() => { refreshTasks(); panel.renderProjects() })
-  renderPeople(people, awareness, user)
+  renderPeople(people, awareness, user, id => panel.look().colors.get(id) ?? undefined)
   panel.refresh(true)
   refreshTasks()
   refreshUi()
 
   // For debugging in the console and for the browser tests.
-  Object.assign(window, { fairyring: { doc, provider, conn, canvas: c, user, fairies: panel, api, suggestApi, history: historyPanel } })
+  Object.assign(window, { fairyring: { doc, provider, conn, canvas: c, user, fairies: panel, api, suggestApi, history: historyPanel, costs } })
 }
 
 start().catch(e => {

@@ -1,5 +1,7 @@
 // Everything drawn over the shapes, as pure virtual nodes: selections (ours and other people's),
-// the resize handle, remote cursors (`data-peer="CLIENT_ID"`), fairy sprites and task frames.
+// the resize handle, remote cursors (`data-peer="CLIENT_ID"`), fairy sprites (each in its colour,
+// `data-color`, with its name label and bubble placed so that none overlaps another) and task
+// frames.
 import { pageToScreen, shapeBounds, type Box, type Camera, type Point } from './geometry.js'
 import type { PeerFairy, PeerUser } from '@fairyring/client'
 import type { Shape, LinkShape, DrawShape } from '@fairyring/client'
@@ -110,7 +112,7 @@ export interface FairySprite {
   pose: PeerFairy['pose']
   flip: boolean
   hat: string
-  /** Its project's colour (`null`: the fairy pink). */
+  /** Its project's colour, else its own (`null`: the fairy pink). */
   color: string | null
   selected: boolean
   thinking: string
@@ -149,16 +151,67 @@ export function ellipsize (text: string, max: number): string {
   return t.length <= max ? t : `${t.slice(0, Math.max(1, max - 1))}…`
 }
 
-/** The speech bubble: the thought while thinking, else the last message (nothing when empty). */
-function bubble (fy: FairySprite): VNode[] {
+/** What a sprite's bubble says (the thought while thinking, else the last message), and whether it is a thought. */
+function bubbleText (fy: FairySprite): { raw: string, text: string, thinking: boolean, w: number } | null {
   const thinking = fy.pose === 'thinking' && fy.thinking !== ''
   const raw = thinking ? fy.thinking : fy.lastMessage
-  if (raw === '') return []
+  if (raw === '') return null
   const text = ellipsize(raw, 48)
-  const w = Math.min(320, text.length * 6.4 + 16)
-  return [h('g', { class: thinking ? 'bubble thinking' : 'bubble', 'data-bubble': thinking ? 'thinking' : 'message', transform: 'translate(20,-62)' }, [
-    h('rect', { width: f(w), height: 22, rx: 8, fill: '#fff', stroke: thinking ? '#9ca3af' : '#db2777', 'stroke-dasharray': thinking ? '3 2' : undefined }),
-    h('path', { d: 'M6,22 L2,30 L14,22', fill: '#fff', stroke: thinking ? '#9ca3af' : '#db2777' }),
+  return { raw, text, thinking, w: Math.min(320, text.length * 6.4 + 16) }
+}
+
+/** Where a sprite's name label and bubble go, as offsets from their usual places (page px, down is +). */
+export interface LabelPlace { label: number, bubble: number }
+
+/** Boxes (page px) of a sprite's name label and bubble at offsets `place`. */
+export function labelBoxes (fy: FairySprite, place: LabelPlace = { label: 0, bubble: 0 }): { label: Box, bubble: Box | null } {
+  const w = fy.name.length * 7 + 8
+  const b = bubbleText(fy)
+  return {
+    label: { x: fy.x - w / 2, y: fy.y + 28 + place.label, w, h: 16 },
+    bubble: b === null ? null : { x: fy.x + 20, y: fy.y - 62 + place.bubble, w: b.w, h: 30 }
+  }
+}
+
+function overlaps (a: Box, b: Box): boolean {
+  return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h
+}
+
+/**
+ * Places every sprite's name label and bubble so that none overlaps another (labels, then
+ * bubbles, top to bottom): a label that would cover one placed before moves down a line, a
+ * bubble up a bubble's height, until it is clear. Sprites far apart keep the usual places.
+ */
+export function placeLabels (fairies: readonly FairySprite[]): Map<string, LabelPlace> {
+  const order = [...fairies].sort((a, b) => a.y - b.y || a.x - b.x || (a.id < b.id ? -1 : 1))
+  const placed: Box[] = []
+  const out = new Map<string, LabelPlace>()
+  const settle = (box: (dy: number) => Box, step: number): number => {
+    let dy = 0
+    // Bounded: at most one step per box placed before clears it.
+    for (let i = 0; i <= placed.length * 3 && placed.some(p => overlaps(p, box(dy))); i++) dy += step
+    placed.push(box(dy))
+    return dy
+  }
+  for (const fy of order) {
+    out.set(fy.id, { label: settle(dy => labelBoxes(fy, { label: dy, bubble: 0 }).label, 16), bubble: 0 })
+  }
+  for (const fy of order) {
+    const place = out.get(fy.id) ?? { label: 0, bubble: 0 }
+    if (labelBoxes(fy).bubble === null) continue
+    place.bubble = settle(dy => labelBoxes(fy, { label: place.label, bubble: dy }).bubble ?? { x: 0, y: 0, w: 0, h: 0 }, -32)
+  }
+  return out
+}
+
+/** The speech bubble: the thought while thinking, else the last message (nothing when empty), `dy` above its usual place. */
+function bubble (fy: FairySprite, dy = 0): VNode[] {
+  const b = bubbleText(fy)
+  if (b === null) return []
+  const { raw, text, thinking, w } = b
+  return [h('g', { class: thinking ? 'bubble thinking' : 'bubble', 'data-bubble': thinking ? 'thinking' : 'message', transform: `translate(20,${f(-62 + dy)})` }, [
+    h('rect', { width: f(w), height: 22, rx: 8, fill: '#fff', stroke: thinking ? '#9ca3af' : (fy.color ?? '#db2777'), 'stroke-dasharray': thinking ? '3 2' : undefined }),
+    ...(dy === 0 ? [h('path', { d: 'M6,22 L2,30 L14,22', fill: '#fff', stroke: thinking ? '#9ca3af' : (fy.color ?? '#db2777') })] : []),
     h('text', { x: 8, y: 15, 'font-size': 11, fill: thinking ? '#6b7280' : '#1f2937', 'font-style': thinking ? 'italic' : undefined, 'font-family': 'system-ui, sans-serif' }, [text]),
     h('title', {}, [raw])
   ])]
@@ -187,10 +240,12 @@ function poseProps (pose: FairySprite['pose']): VNode[] {
  * when `flip`), its name, a ring when selected, and a bubble with its thought or last message.
  */
 export function renderFairies (fairies: FairySprite[]): VNode {
+  const places = placeLabels(fairies)
   return h('g', { class: 'fairies' }, fairies.map(fy => {
     const body = fy.color ?? FAIRY_PINK
+    const place = places.get(fy.id) ?? { label: 0, bubble: 0 }
     return h('g', {
-      'data-fairy': fy.id, 'data-pose': fy.pose, 'data-mode': fy.mode, 'data-flip': String(fy.flip),
+      'data-fairy': fy.id, 'data-pose': fy.pose, 'data-mode': fy.mode, 'data-flip': String(fy.flip), 'data-color': body,
       'data-selected': fy.selected ? 'true' : undefined,
       class: `fairy pose-${fy.pose}${fy.selected ? ' selected' : ''}`, transform: `translate(${f(fy.x)},${f(fy.y)})`
     }, [
@@ -206,8 +261,8 @@ export function renderFairies (fairies: FairySprite[]): VNode {
           ...poseProps(fy.pose)
         ])
       ]),
-      h('text', { y: 40, 'text-anchor': 'middle', 'font-size': 12, fill: '#831843', 'font-family': 'system-ui, sans-serif', class: 'label' }, [fy.name]),
-      ...bubble(fy)
+      h('text', { y: f(40 + place.label), 'text-anchor': 'middle', 'font-size': 12, fill: fy.color ?? '#831843', 'font-weight': 600, stroke: '#fff', 'stroke-width': 3, 'paint-order': 'stroke', 'font-family': 'system-ui, sans-serif', class: 'label' }, [fy.name]),
+      ...bubble(fy, place.bubble)
     ])
   }))
 }

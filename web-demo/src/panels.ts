@@ -36,7 +36,7 @@ export function setBanner (node: HTMLElement, message: string | null, action?: {
 }
 
 /** Renders the people list: you first, then other browsers, then fairies. */
-export function renderPeople (list: HTMLElement, awareness: Awareness, me: LocalUser): void {
+export function renderPeople (list: HTMLElement, awareness: Awareness, me: LocalUser, fairyColor: (id: string) => string | undefined = () => undefined): void {
   const { users, fairies } = readPeers(awareness.getStates() as Map<number, unknown>, awareness.clientID)
   const items: HTMLElement[] = []
   const person = (name: string, color: string, attrs: Record<string, string>, extra = ''): HTMLElement => {
@@ -49,7 +49,7 @@ export function renderPeople (list: HTMLElement, awareness: Awareness, me: Local
   }
   items.push(person(me.name, me.color, { 'data-person': 'self' }, '(you)'))
   for (const u of users) items.push(person(u.name, u.color, { 'data-person': String(u.clientId) }))
-  for (const f of fairies) items.push(person(f.name, '#f9a8d4', { 'data-person': String(f.clientId), 'data-fairy-person': f.id }, `fairy · ${f.mode}`))
+  for (const f of fairies) items.push(person(f.name, fairyColor(f.id) ?? '#f9a8d4', { 'data-person': String(f.clientId), 'data-fairy-person': f.id }, `fairy · ${f.mode}`))
   list.replaceChildren(...items)
 }
 

@@ -160,12 +160,18 @@ test('server-owned roots read defensively: suggestions, fairies, projects, tasks
   const chat = new Y.Array<unknown>()
   d.transact(() => {
     f.set('name', 'Pip'); f.set('chat', chat); fairies.set('f1', f); fairies.set('f2', 12)
-    chat.push([{ from: 'user:a', role: 'user', text: 'hi', at: 1, requestId: 'r1' }, 'junk', { from: 'fairy:f1', role: 'fairy', text: 'no', acceptance: 'rejected', requestId: 'r1' }])
+    chat.push([{ from: 'user:a', role: 'user', text: 'hi', at: 1, requestId: 'r1' }, 'junk', {
+      from: 'fairy:f1', role: 'fairy', text: 'no', acceptance: 'rejected', requestId: 'r1',
+      usage: { calls: 1, inputTokens: 20, outputTokens: 3, cacheReadInputTokens: 0, cacheCreationInputTokens: 0, costUsd: 'x' }
+    }])
   })
   const chats = readFairyChats(fairies)
   assert.equal(chats.length, 1)
   assert.equal(chats[0]?.chat.length, 2)
   assert.equal(chats[0]?.chat[1]?.rejected, true)
+  // A request's usage (the server's, on its last item); a cost that is not a number is left out.
+  assert.deepEqual(chats[0]?.chat[1]?.usage, { calls: 1, inputTokens: 20, outputTokens: 3, cacheReadInputTokens: 0, cacheCreationInputTokens: 0 })
+  assert.equal(chats[0]?.chat[0]?.usage, undefined)
   d.getMap('projects').set('p1', { title: 'House', members: [{ id: 'f1', role: 'orchestrator' }, 'f2', 7], status: 'active', color: 'blue' })
   const projects = readProjects(d.getMap('projects'))
   assert.deepEqual(projects[0]?.members, ['f1', 'f2'])

@@ -562,7 +562,10 @@ impl FairyHub {
         }
     }
 
-    /// Invites a new fairy into the room, unless it holds [`HubLimits::max_per_room`] already.
+    /// Invites a new fairy into the room, unless it holds [`HubLimits::max_per_room`] already;
+    /// its sprite first appears at `position` (page coordinates; the state's default when
+    /// `None`).
+    #[allow(clippy::too_many_arguments)]
     pub async fn invite(
         &self,
         room: &RoomName,
@@ -571,8 +574,13 @@ impl FairyHub {
         hat: Option<&str>,
         sub: &str,
         apply: crate::review::ApplyMode,
+        position: Option<(f64, f64)>,
     ) -> Result<FairyView, HubError> {
         let mut entity = FairyEntity::invite(name, personality, hat, sub)?;
+        let mut state = FairyState::default();
+        if let Some(at) = position {
+            state.position = at;
+        }
         entity.apply = apply;
         let room = self.room(room).await?;
         let max = self.inner.max_per_room;

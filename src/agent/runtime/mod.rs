@@ -16,7 +16,8 @@
 //!   history in budget (its own module docs give the hand-offs).
 //! - [`interrupt`]: `interrupt({input, mode})` (the [`Interrupt`](crate::agent::state::Interrupt)
 //!   data and its merge rule live in [`super::state`]).
-//! - `report`: what a request reports to the webhooks when it ends (`fairy.request.ended`).
+//! - `report`: what a request reports to the webhooks when it ends (`fairy.request.ended`)
+//!   and the usage its last chat item carries.
 //! - [`view`]: what the runtime gathers for a prompt beside the shapes (pages, task, viewport,
 //!   model name, instructions, screenshot).
 //! - [`project`]: the fairy's part in a project (project actions, joining and leaving,
@@ -315,21 +316,22 @@ impl FairyRuntime {
     }
 
     pub(super) fn emit(&self, event: AgentEvent) {
-        if let Some(webhooks) = self.room.webhooks() {
-            let ended = self
-                .report
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .observe(&event);
-            if let Some(ended) = ended {
-                webhooks.fairy_request_ended(
-                    self.room.name(),
-                    self.entity.id.as_str(),
-                    &ended.request_id,
-                    ended.reason,
-                    ended.usage,
-                );
-            }
+        // Tallied with or without webhooks: the request's last chat item carries its usage.
+        let ended = self
+            .report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .observe(&event);
+        if let Some(webhooks) = self.room.webhooks()
+            && let Some(ended) = ended
+        {
+            webhooks.fairy_request_ended(
+                self.room.name(),
+                self.entity.id.as_str(),
+                &ended.request_id,
+                ended.reason,
+                ended.usage,
+            );
         }
         // No observer is fine.
         let _ = self.events.send(event);

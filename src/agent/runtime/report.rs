@@ -1,10 +1,12 @@
 //! What a fairy's requests report to the webhooks (`fairy.request.ended`, docs/webhooks.md):
 //! the request's id, why it ended and the model tokens it used, gathered from the runtime's
-//! own events as they are emitted.
+//! own events as they are emitted; the same tally, with the cost of the priced calls, is what
+//! the request's last chat item carries as `usage` ([`RequestReport::so_far`]).
 //!
 //! Owns only that tally; it sends nothing itself and must not touch the document or the store.
 
 use crate::agent::host::events::AgentEvent;
+use crate::agent::state::fairy::ChatUsage;
 use crate::webhooks::RequestUsage;
 
 /// The request running and what it used so far.
@@ -12,6 +14,8 @@ use crate::webhooks::RequestUsage;
 pub(super) struct RequestReport {
     request_id: Option<String>,
     usage: RequestUsage,
+    /// US dollars of the calls whose model has a price (`None`: no priced call yet).
+    cost_usd: Option<f64>,
 }
 
 /// A request that ended: its id, why, and what it used.
@@ -30,6 +34,7 @@ impl RequestReport {
                 *self = RequestReport {
                     request_id: Some(request_id.as_str().to_owned()),
                     usage: RequestUsage::default(),
+                    cost_usd: None,
                 };
                 None
             }
@@ -38,8 +43,12 @@ impl RequestReport {
                 output_tokens,
                 cache_read_input_tokens,
                 cache_creation_input_tokens,
+                cost_usd,
                 ..
             } => {
+                if let Some(cost) = cost_usd {
+                    self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost);
+                }
                 let usage = &mut self.usage;
                 usage.calls += 1;
                 usage.input_tokens += input_tokens;
@@ -57,6 +66,19 @@ impl RequestReport {
                 })
             }
             _ => None,
+        }
+    }
+
+    /// What the running request used so far (its chat item's `usage`).
+    pub fn so_far(&self) -> ChatUsage {
+        let u = &self.usage;
+        ChatUsage {
+            calls: u.calls,
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cache_read_input_tokens: u.cache_read_input_tokens,
+            cache_creation_input_tokens: u.cache_creation_input_tokens,
+            cost_usd: self.cost_usd,
         }
     }
 }

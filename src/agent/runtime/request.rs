@@ -148,6 +148,7 @@ impl FairyRuntime {
         crate::metrics::Metrics::count(&metrics.fairy_requests, reason.name(), 1);
         self.state.working = false;
         self.tracker.close_request();
+        self.write_usage();
         self.request_ids.clear();
         self.beacon.update(|p| {
             p.pose = Pose::Idle;
@@ -158,6 +159,30 @@ impl FairyRuntime {
         }
         self.persist();
         self.emit(AgentEvent::RequestEnded { reason });
+    }
+
+    /// Puts what the request's model calls used on its last chat item (`usage`), for every
+    /// browser's chat; a request that made no call says nothing.
+    fn write_usage(&self) {
+        let usage = self
+            .report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .so_far();
+        let Some(request) = self.request_ids.first() else {
+            return;
+        };
+        if usage.calls == 0 {
+            return;
+        }
+        if let Err(error) = crate::agent::state::fairy::set_request_usage(
+            self.room.doc(),
+            &self.entity.id,
+            request,
+            usage,
+        ) {
+            tracing::warn!(fairy = %self.entity.id, %error, "request usage not written to chat");
+        }
     }
 
     /// True while the request named `id` runs.

@@ -1,7 +1,8 @@
 //! The public fairy entity in a room document (the `fairies` root): one nested Y.Map per fairy
 //! with `name, personality, hat, createdBy` and a `chat` Y.Array of user-facing chat items
 //! `{from, role, text, at}`, with `requestId` when the item belongs to a fairy request and
-//! `acceptance: "rejected"` on the item that says a person took that request back. Every peer
+//! `acceptance: "rejected"` on the item that says a person took that request back, and `usage`
+//! (what the request's model calls used, [`ChatUsage`]) on a request's last item. Every peer
 //! receives it; only the server writes it (a peer's update under `fairies` is refused,
 //! [`crate::room::roots`]).
 //!
@@ -295,6 +296,102 @@ pub fn append_chat(doc: &Doc, id: &FairyId, item: &ChatItem) -> Result<(), Fairy
     Ok(())
 }
 
+/// What one request's model calls used, as its last chat item carries it (`usage`): the names
+/// of the `GET /rooms/{room}/usage` totals; `costUsd` only when a call was priced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatUsage {
+    /// Model calls (turns and history summaries).
+    pub calls: u64,
+    /// Prompt tokens billed at the normal rate.
+    pub input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+    /// Prompt tokens read from the provider's cache.
+    pub cache_read_input_tokens: u64,
+    /// Prompt tokens written to the provider's cache.
+    pub cache_creation_input_tokens: u64,
+    /// US dollars, summed over the calls whose model has a price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl ChatUsage {
+    fn to_any(self) -> Any {
+        let int = |n: u64| {
+            Any::Number(yrs::Number::Int(
+                i64::try_from(n)
+                    .unwrap_or(i64::MAX)
+                    .min(yrs::Number::I64_MAX_SAFE_INTEGER),
+            ))
+        };
+        let mut map: HashMap<String, Any> = HashMap::from([
+            ("calls".to_owned(), int(self.calls)),
+            ("inputTokens".to_owned(), int(self.input_tokens)),
+            ("outputTokens".to_owned(), int(self.output_tokens)),
+            (
+                "cacheReadInputTokens".to_owned(),
+                int(self.cache_read_input_tokens),
+            ),
+            (
+                "cacheCreationInputTokens".to_owned(),
+                int(self.cache_creation_input_tokens),
+            ),
+        ]);
+        if let Some(cost) = self.cost_usd.filter(|c| c.is_finite()) {
+            map.insert("costUsd".to_owned(), Any::Number(yrs::Number::Float(cost)));
+        }
+        Any::from(map)
+    }
+}
+
+/// Puts `usage` on the last chat item of request `request`: the fairy's last message of it,
+/// else the request's other last item (the person's prompt), replaced in place by the same
+/// item with `usage` (a later call replaces an earlier figure). False when no item of the
+/// request is in the chat.
+pub fn set_request_usage(
+    doc: &Doc,
+    id: &FairyId,
+    request: &RequestId,
+    usage: ChatUsage,
+) -> Result<bool, FairyError> {
+    let mut txn = doc.transact_mut_with(TxnOrigin::fairy(id.as_str()));
+    let map = fairy_map(&txn, id).ok_or_else(|| FairyError::NotFound(id.to_string()))?;
+    let Some(chat) = chat_array(&txn, &map) else {
+        return Ok(false);
+    };
+    let text = |m: &HashMap<String, Any>, key: &str| match m.get(key) {
+        Some(Any::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    // From the end: the first item of the request written by the fairy; the person's prompt
+    // (the request's first item) ends the search.
+    let mut chosen: Option<(u32, std::sync::Arc<HashMap<String, Any>>)> = None;
+    for i in (0..chat.len(&txn)).rev() {
+        let Some(Out::Any(Any::Map(m))) = chat.get(&txn, i) else {
+            continue;
+        };
+        if text(&m, "requestId").as_deref() != Some(request.as_str()) {
+            continue;
+        }
+        let fairy = text(&m, "role").as_deref() == Some("fairy");
+        if fairy || chosen.is_none() {
+            chosen = Some((i, m.clone()));
+        }
+        if fairy || text(&m, "role").as_deref() == Some("user") {
+            break;
+        }
+    }
+    let Some((at, item)) = chosen else {
+        return Ok(false);
+    };
+    let mut entry = (*item).clone();
+    entry.insert("usage".to_owned(), usage.to_any());
+    chat.remove(&mut txn, at);
+    chat.insert(&mut txn, at, Any::from(entry));
+    Ok(true)
+}
+
 /// The fairy's chat items, oldest first (items that are not objects are skipped).
 pub fn read_chat(doc: &Doc, id: &FairyId) -> Vec<ChatItem> {
     let txn = doc.transact();
@@ -411,6 +508,76 @@ mod tests {
                 })
             )
             .is_err()
+        );
+    }
+
+    #[test]
+    fn a_requests_usage_goes_on_its_last_fairy_item_else_on_its_prompt() {
+        let doc = Doc::new();
+        let fairy =
+            FairyEntity::invite(Some("Pip"), None, None, "alice").unwrap_or_else(|e| panic!("{e}"));
+        insert_fairy(&doc, &fairy);
+        let r = |s: &str| RequestId::parse(s).unwrap_or_else(|e| panic!("{e}"));
+        let said = |role: &str, text: &str, request: &str| ChatItem {
+            from: format!("{role}:x"),
+            role: role.into(),
+            text: text.into(),
+            at: 1.0,
+            request_id: Some(r(request)),
+            acceptance: None,
+        };
+        for item in [
+            said("user", "draw", "r-1"),
+            said("fairy", "drawing", "r-1"),
+            said("fairy", "done", "r-1"),
+            said("user", "again", "r-2"),
+            said("user", "later", "r-3"),
+            said("fairy", "other", "r-3"),
+        ] {
+            append_chat(&doc, &fairy.id, &item).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let usage = ChatUsage {
+            calls: 2,
+            input_tokens: 1000,
+            output_tokens: 50,
+            cost_usd: Some(0.01),
+            ..ChatUsage::default()
+        };
+        let set = |request: &str| {
+            set_request_usage(&doc, &fairy.id, &r(request), usage).unwrap_or_else(|e| panic!("{e}"))
+        };
+        assert!(set("r-1"));
+        assert!(
+            set("r-2"),
+            "a request the fairy said nothing in: its prompt"
+        );
+        assert!(!set("r-9"), "an unknown request: nothing");
+        let json = |i: usize| {
+            let txn = doc.transact();
+            let chat = fairy_map(&txn, &fairy.id)
+                .and_then(|m| chat_array(&txn, &m))
+                .unwrap_or_else(|| panic!("chat"));
+            let mut text = String::new();
+            if let Some(Out::Any(any)) = chat.get(&txn, i as u32) {
+                any.to_json(&mut text);
+            }
+            serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default()
+        };
+        let with: Vec<usize> = (0..6).filter(|&i| json(i)["usage"].is_object()).collect();
+        assert_eq!(
+            with,
+            vec![2, 3],
+            "the last fairy item of r-1 and the prompt of r-2"
+        );
+        assert_eq!(json(2)["text"], serde_json::json!("done"));
+        assert_eq!(json(2)["usage"]["calls"], serde_json::json!(2));
+        assert_eq!(json(2)["usage"]["inputTokens"], serde_json::json!(1000));
+        assert_eq!(json(2)["usage"]["costUsd"], serde_json::json!(0.01));
+        assert_eq!(json(2)["requestId"], serde_json::json!("r-1"));
+        assert_eq!(
+            read_chat(&doc, &fairy.id).len(),
+            6,
+            "items replaced, not added"
         );
     }
 

@@ -876,6 +876,7 @@ export interface components {
              *     `suggest` (README "Review mode").
              */
             apply?: components["schemas"]["ApplyMode"];
+            position?: null | components["schemas"]["SpawnPoint"];
         };
         /**
          * @description How far back a mode's prompt sees the chat history (the seed's `FairyMemoryLevel`).
@@ -1043,6 +1044,19 @@ export interface components {
             /** @description `todo`, `in-progress` or `done`. */
             status: components["schemas"]["TaskStatus"];
             bounds?: null | components["schemas"]["Bounds"];
+        };
+        /** @description A page point where an invited fairy first appears. */
+        SpawnPoint: {
+            /**
+             * Format: double
+             * @description Page x.
+             */
+            x: number;
+            /**
+             * Format: double
+             * @description Page y.
+             */
+            y: number;
         };
         /**
          * @description Where a suggestion stands.

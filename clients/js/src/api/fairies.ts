@@ -92,11 +92,17 @@ export class FairyApi {
       (status, code, message) => new FairyApiError(status, code, message))
   }
 
-  /** Invites a fairy (`name` optional; `apply`: its default, sent when it is `suggest`); resolves with its id. */
-  async invite (name: string, apply: Schemas['ApplyMode'] = 'direct'): Promise<string> {
+  /**
+   * Invites a fairy (`name` optional; `apply`: its default, sent when it is `suggest`;
+   * `position`: where its sprite first appears, page coordinates); resolves with its id.
+   */
+  async invite (name: string, apply: Schemas['ApplyMode'] = 'direct', position?: { x: number, y: number }): Promise<string> {
     const trimmed = name.trim()
     const body: Schemas['InviteBody'] = trimmed !== '' ? { name: trimmed } : {}
     if (apply === 'suggest') body.apply = apply
+    if (position !== undefined && Number.isFinite(position.x) && Number.isFinite(position.y)) {
+      body.position = { x: Math.round(position.x), y: Math.round(position.y) }
+    }
     const answer = await this.call('POST', '/fairies', body) as Partial<Schemas['FairyView']> | null
     const id: unknown = typeof answer === 'object' && answer !== null ? answer.id : undefined
     if (typeof id !== 'string') throw new FairyApiError(500, 'bad_answer', 'The server did not say which fairy it invited.')

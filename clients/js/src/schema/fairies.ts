@@ -10,7 +10,15 @@ import { isColorName, swatch } from './palette.js'
  * request (then it can be rejected); `rejected` when it is the server's item saying that
  * request was taken back (`acceptance: "rejected"`, what the server writes).
  */
-export interface ChatItem { from: string, role: string, text: string, at: number, requestId: string | null, rejected: boolean }
+export interface ChatItem { from: string, role: string, text: string, at: number, requestId: string | null, rejected: boolean, usage?: ChatUsage }
+/**
+ * What a request's model calls used, on the request's last chat item (`usage`, written by the
+ * server when the request ends): the names of `GET /rooms/{room}/usage` totals; `costUsd` only
+ * when a call was priced.
+ */
+export interface ChatUsage {
+  calls: number, inputTokens: number, outputTokens: number, cacheReadInputTokens: number, cacheCreationInputTokens: number, costUsd?: number
+}
 /** A fairy's entity in the document: name, hat and chat. */
 export interface FairyChat { id: string, name: string, hat: string, chat: ChatItem[] }
 /**
@@ -45,15 +53,37 @@ export function projectCss (v: unknown): string | null {
   return typeof v === 'string' && CSS_HEX.test(v) ? v : null
 }
 
+/** Reads a chat item's `usage`; `null` unless it is an object with a finite, non-negative `calls`. */
+export function readChatUsage (v: unknown): ChatUsage | null {
+  const p = plain(v)
+  if (p === null) return null
+  const count = (x: unknown): number => { const k = n(x); return k !== null && k >= 0 ? k : 0 }
+  const calls = n(p.calls)
+  if (calls === null || calls < 0) return null
+  const usage: ChatUsage = {
+    calls,
+    inputTokens: count(p.inputTokens),
+    outputTokens: count(p.outputTokens),
+    cacheReadInputTokens: count(p.cacheReadInputTokens),
+    cacheCreationInputTokens: count(p.cacheCreationInputTokens)
+  }
+  const cost = n(p.costUsd)
+  if (cost !== null && cost >= 0) usage.costUsd = cost
+  return usage
+}
+
 /** Reads one chat item; `null` when it is not an object. */
 export function readChatItem (it: unknown): ChatItem | null {
   const p = plain(it)
   if (p === null) return null
   const requestId = typeof p.requestId === 'string' && p.requestId !== '' ? p.requestId.slice(0, 100) : null
-  return {
+  const item: ChatItem = {
     from: s(p.from), role: s(p.role), text: s(p.text), at: n(p.at) ?? 0, requestId,
     rejected: p.acceptance === 'rejected'
   }
+  const usage = readChatUsage(p.usage)
+  if (usage !== null) item.usage = usage
+  return item
 }
 
 /** Every fairy's name, hat and chat (the newest `CHAT_LIMIT` items each), sorted by name. */
