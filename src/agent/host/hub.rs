@@ -577,30 +577,26 @@ impl FairyHub {
         position: Option<(f64, f64)>,
     ) -> Result<FairyView, HubError> {
         let mut entity = FairyEntity::invite(name, personality, hat, sub)?;
-        let mut state = FairyState::default();
-        if let Some(at) = position {
-            state.position = at;
-        }
         entity.apply = apply;
         let room = self.room(room).await?;
         let max = self.inner.max_per_room;
         if list_fairies(room.doc()).len() >= max {
             return Err(HubError::TooManyFairies(max));
         }
-        // It appears around the centre of its inviter's view (from their own connections'
-        // awareness: no other peer can publish it for them), spread from the room's other
-        // fairies (docs/fairies.md "Inviting").
-        let view = crate::agent::runtime::view::user_viewport(&room.presence_of(sub), sub)
-            .filter(|v| v.w > 0.0 && v.h > 0.0);
+        // It appears where the invitation says, else around the centre of its inviter's view
+        // (from their own connections' awareness: no other peer can publish it for them),
+        // spread from the room's other fairies (docs/fairies.md "Inviting").
         let default = FairyState::default();
-        let state = FairyState {
-            position: crate::agent::presence::spawn_point(
+        let position = position.unwrap_or_else(|| {
+            let view = crate::agent::runtime::view::user_viewport(&room.presence_of(sub), sub)
+                .filter(|v| v.w > 0.0 && v.h > 0.0);
+            crate::agent::presence::spawn_point(
                 view.map_or(default.position, |v| (v.center_x(), v.center_y())),
                 view.map(|v| (v.w, v.h)),
                 list_fairies(room.doc()).len(),
-            ),
-            ..default
-        };
+            )
+        });
+        let state = FairyState { position, ..default };
         // Stored before the entity appears, so that every fairy has a stored state and a
         // `runtime` key a client writes into its map is never taken for a legacy one.
         state_store::save(room.store().as_ref(), room.name(), &entity.id, &state).await?;
