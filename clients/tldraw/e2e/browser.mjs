@@ -9,7 +9,10 @@
 // rejecting its request removes its shapes while people's stay; undo in tldraw takes back only the
 // local person's changes; a reload restores the room. Measures a 5,000-shape room's open time and
 // the cross-page latency at 20 shapes/s from each side (printed as `figure:` lines).
-// Env: FAIRYRING_BIN (required), CHROMIUM (default /usr/bin/chromium), FAIRYRING_ARTIFACTS.
+// Env: FAIRYRING_BIN (required), CHROMIUM (default /usr/bin/chromium), FAIRYRING_ARTIFACTS;
+// for measuring: ONLY=WORDS (steps), FIGURE_LOAD=all (the 5,000-shape opens in one step),
+// E2E_STORE=memory: (the server without its SQLite file, whose commits the latency includes),
+// EXAMPLE_DIST=DIR (another build of the example page, e.g. an older binding's).
 import { spawn, execFileSync } from 'node:child_process'
 import { createInterface } from 'node:readline'
 import { createServer, request } from 'node:http'
@@ -23,7 +26,7 @@ import WebSocket from 'ws'
 import { RoomConnection, FairyringApi, createShape, updateShape, readShape, GEO_KINDS } from '@fairyring/client'
 
 const here = dirname(fileURLToPath(import.meta.url))
-const DIST = join(here, '..', 'example', 'dist')
+const DIST = process.env.EXAMPLE_DIST ?? join(here, '..', 'example', 'dist')
 const BIN = process.env.FAIRYRING_BIN
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium'
 const ARTIFACTS = process.env.FAIRYRING_ARTIFACTS ?? join(tmpdir(), 'fairyring-tldraw-artifacts')
@@ -62,7 +65,7 @@ async function until (what, check, ms = WAIT) {
 }
 
 function startServer () {
-  const child = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${join(work, 'room.db')}`, '--dev', '--llm-pace-ms', '40'], {
+  const child = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--store', process.env.E2E_STORE ?? `sqlite:${join(work, 'room.db')}`, '--dev', '--llm-pace-ms', '40'], {
     stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FAIRYRING_JWT_SECRET: SECRET, FAIRYRING_LOG_FORMAT: 'pretty' }
   })
   const log = []
