@@ -494,6 +494,13 @@ pub struct ServeConfig {
     /// Prometheus that reaches a private interface.
     #[arg(long, env = "FAIRYRING_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+
+    /// Pages of these origins may call the HTTP API from a browser (CORS): a comma-separated
+    /// list of exact origins (`https://draw.example.com,http://localhost:5173`), or `*` for any
+    /// origin. Unset: no CORS headers (only pages served from the server's own origin read its
+    /// answers). Tokens travel in `Authorization`, never in cookies: no credentials are allowed.
+    #[arg(long, env = "FAIRYRING_CORS_ORIGINS")]
+    pub cors_origins: Option<CorsOrigins>,
 }
 
 /// The pace of the offline model under `--dev` without `--llm-pace-ms`, in ms per streamed
@@ -588,6 +595,7 @@ impl ServeConfig {
             webhook_max_pending: 10_000,
             webhook_dead_retention: Retention::of(Duration::from_secs(7 * 24 * 3600)),
             metrics_listen: None,
+            cors_origins: None,
         }
     }
 
@@ -708,9 +716,87 @@ impl std::fmt::Display for Retention {
     }
 }
 
+/// The origins whose pages may call the HTTP API (`--cors-origins`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CorsOrigins {
+    /// `*`: any origin.
+    Any,
+    /// Exact origins, `scheme://host[:port]` in lower case, without a path.
+    List(Vec<String>),
+}
+
+/// Most origins `--cors-origins` takes.
+const MAX_CORS_ORIGINS: usize = 64;
+
+impl std::str::FromStr for CorsOrigins {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text == "*" {
+            return Ok(CorsOrigins::Any);
+        }
+        let mut list = Vec::new();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if part == "*" {
+                return Err("'*' stands alone: it allows every origin".into());
+            }
+            let origin = part.to_ascii_lowercase();
+            let rest = origin
+                .strip_prefix("https://")
+                .or_else(|| origin.strip_prefix("http://"))
+                .ok_or_else(|| format!("'{part}': an origin starts with http:// or https://"))?;
+            let host_ok = !rest.is_empty()
+                && rest
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
+            if !host_ok {
+                return Err(format!(
+                    "'{part}': an origin is scheme://host[:port], without a path or a trailing /"
+                ));
+            }
+            if !list.contains(&origin) {
+                list.push(origin);
+            }
+        }
+        if list.is_empty() {
+            return Err("no origin given (use * for any)".into());
+        }
+        if list.len() > MAX_CORS_ORIGINS {
+            return Err(format!("at most {MAX_CORS_ORIGINS} origins"));
+        }
+        Ok(CorsOrigins::List(list))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cors_origins_parse() {
+        assert_eq!("*".parse::<CorsOrigins>(), Ok(CorsOrigins::Any));
+        assert_eq!(
+            " https://Draw.example.com , http://localhost:5173,https://draw.example.com"
+                .parse::<CorsOrigins>(),
+            Ok(CorsOrigins::List(vec![
+                "https://draw.example.com".into(),
+                "http://localhost:5173".into()
+            ]))
+        );
+        for bad in [
+            "",
+            ",",
+            "draw.example.com",
+            "https://a.example/",
+            "https://a.example/path",
+            "ftp://a.example",
+            "https://a.example,*",
+            "https://",
+        ] {
+            assert!(bad.parse::<CorsOrigins>().is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn history_retention_reads_units_and_zero_keeps_everything() {

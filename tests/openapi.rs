@@ -223,3 +223,109 @@ fn no_route_is_registered_outside_the_described_api() {
         "routes registered outside `utoipa_axum::routes!` (served but not in /openapi.json): {offenders:?}"
     );
 }
+
+/// `--cors-origins` (issue 44): a page of a listed origin may call the API from a browser. A
+/// preflight for a `PATCH` with `authorization` is answered (before auth and the limits) with
+/// that origin, the methods and headers; an unlisted origin gets no CORS header; a real answer,
+/// a refusal included, carries the origin and exposes the headers clients read; without the
+/// flag no CORS header is sent at all; `*` allows any origin.
+#[tokio::test]
+async fn cors_answers_preflights_and_requests_of_the_configured_origins_only() {
+    use fairyring::config::CorsOrigins;
+    const ALLOWED: &str = "http://draw.example.test:5173";
+    let start_with = |origins: Option<CorsOrigins>| async move {
+        let mut config = ServeConfig::for_test();
+        config.insecure_no_auth = false;
+        config.jwt_secret = Some("a-cors-test-secret-of-at-least-32-bytes!!".into());
+        config.cors_origins = origins;
+        let handle = server::start(config).await.expect("server starts");
+        let http = format!("http://{}", handle.addr());
+        (handle, http)
+    };
+    let client = reqwest::Client::new();
+    let preflight = |http: String, origin: &'static str| {
+        client
+            .request(
+                reqwest::Method::OPTIONS,
+                format!("{http}/rooms/r1/shapes/s1"),
+            )
+            .header("origin", origin)
+            .header("access-control-request-method", "PATCH")
+            .header(
+                "access-control-request-headers",
+                "authorization,content-type",
+            )
+            .send()
+    };
+    let header = |r: &reqwest::Response, name: &str| {
+        r.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_ascii_lowercase)
+    };
+
+    let (listed, http) = start_with(Some(CorsOrigins::List(vec![ALLOWED.into()]))).await;
+    let ok = preflight(http.clone(), ALLOWED).await.expect("preflight");
+    assert!(ok.status().is_success(), "preflight: {}", ok.status());
+    assert_eq!(
+        header(&ok, "access-control-allow-origin").as_deref(),
+        Some(ALLOWED)
+    );
+    let methods = header(&ok, "access-control-allow-methods").unwrap_or_default();
+    assert!(
+        methods.contains("patch") && methods.contains("delete"),
+        "{methods}"
+    );
+    let headers = header(&ok, "access-control-allow-headers").unwrap_or_default();
+    assert!(
+        headers.contains("authorization") && headers.contains("content-type"),
+        "{headers}"
+    );
+    assert_eq!(header(&ok, "access-control-allow-credentials"), None);
+
+    let other = preflight(http.clone(), "http://evil.example.test")
+        .await
+        .expect("preflight");
+    assert_eq!(header(&other, "access-control-allow-origin"), None);
+
+    // A refusal (no token) still names the origin, so the page can read the JSON error.
+    let refused = client
+        .get(format!("{http}/rooms/r1/doc"))
+        .header("origin", ALLOWED)
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(refused.status(), 401);
+    assert_eq!(
+        header(&refused, "access-control-allow-origin").as_deref(),
+        Some(ALLOWED)
+    );
+    let exposed = header(&refused, "access-control-expose-headers").unwrap_or_default();
+    assert!(
+        exposed.contains("retry-after") && exposed.contains("x-fairyring-seq"),
+        "{exposed}"
+    );
+    listed.shutdown().await;
+
+    let (off, http) = start_with(None).await;
+    let none = preflight(http.clone(), ALLOWED).await.expect("preflight");
+    assert_eq!(header(&none, "access-control-allow-origin"), None);
+    let plain = client
+        .get(format!("{http}/healthz"))
+        .header("origin", ALLOWED)
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(header(&plain, "access-control-allow-origin"), None);
+    off.shutdown().await;
+
+    let (any, http) = start_with(Some(CorsOrigins::Any)).await;
+    let star = preflight(http, "http://anywhere.example.test")
+        .await
+        .expect("preflight");
+    assert_eq!(
+        header(&star, "access-control-allow-origin").as_deref(),
+        Some("*")
+    );
+    any.shutdown().await;
+}

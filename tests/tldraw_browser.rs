@@ -3,8 +3,11 @@
 //! binding and builds its example page (nothing of tldraw is committed or embedded in the
 //! binary), its unit tests run under Node's test runner, and the Playwright script drives Debian's Chromium against this crate's real
 //! `fairyring` binary: raw yjs shapes in tldraw, tldraw shapes in the schema, concurrent edits
-//! from tldraw and the SVG demo, a fairy among the collaborators and rejected, undo, reload, and
-//! the 5,000-shape open time and the cross-page latency (printed as `figure:` lines).
+//! from tldraw and the SVG demo, a fairy among the collaborators and rejected, a review-mode
+//! fairy's suggestions as ghosts accepted and rejected from the page, undo, reload, and the
+//! 5,000-shape open (asserted: every shape in the viewport is in tldraw when the page says it
+//! opened, all 5,000 once loaded; the times printed as `figure:` lines, never bounded: a
+//! wall-clock bound would flake on a loaded machine) and the cross-page latency (`figure:`).
 //!
 //! Skipped with a loud message when Node or Chromium is missing, unless
 //! `FAIRYRING_REQUIRE_BROWSER=1` (CI). Screenshots land in `target/tldraw-artifacts/`.

@@ -12,6 +12,7 @@
 
 pub mod access;
 pub mod body;
+pub mod cors;
 pub mod error;
 pub mod export;
 pub mod fairies;
@@ -420,14 +421,22 @@ pub fn router(state: AppState) -> Router {
     )
     .split_for_parts();
     let limits = axum::middleware::from_fn_with_state(state.clone(), http_limits::admit);
-    api.layer(axum::Extension(openapi::Described::new(&described)))
+    let cors = state.config.cors_origins.as_ref().map(cors::layer);
+    let app = api
+        .layer(axum::Extension(openapi::Described::new(&described)))
         .with_state(state)
         .merge(web_demo::routes())
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(error::MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(body::limit))
         .layer(limits)
-        .layer(axum::middleware::map_response(error::json_errors))
+        .layer(axum::middleware::map_response(error::json_errors));
+    // Outermost: a preflight is answered before the limits and the routes, and every answer
+    // (errors included) carries the headers.
+    match cors {
+        Some(cors) => app.layer(cors),
+        None => app,
+    }
 }
 
 /// Every API route with its description, as served with `--dev` (`POST /auth/dev-token`) or

@@ -5,11 +5,12 @@
 // changed. Presence is `presence.ts`'s. Owns the two directions of sync; the mapping is
 // `records.ts`'s.
 import * as Y from 'yjs'
-import { MAIN_PAGE } from '@fairyring/client'
+import { MAIN_PAGE, NOTE_SIZE, readShape, type Shape } from '@fairyring/client'
 import type { Editor, TLPageId, TLRecord, TLShape, TLShapeId, TLPage, TLArrowBinding, TLBinding } from 'tldraw'
 import {
   CARRIED_TYPES, bindingId, docBindings, docToPage, docToShape, fromShapeId, pageToDoc, shapeToDoc, toShapeId, type DocKeys
 } from './records.js'
+import { isGhostId } from './review.js'
 
 /** What a binding needs. */
 export interface BindingOptions {
@@ -17,17 +18,52 @@ export interface BindingOptions {
   createdBy: string
   /** The origin of this binding's transactions (default: a fresh object). */
   origin?: unknown
+  /**
+   * How a large room enters tldraw when the binding starts (default `viewport`): the shapes in
+   * and around the current viewport at once, then the rest in slices between frames, so the
+   * page shows the room without waiting for tldraw to measure and render thousands of shapes
+   * (`loaded` says when all are in); `all`: every shape in one step. Rooms of at most
+   * {@link LOAD_AT_ONCE} shapes always load in one step.
+   */
+  load?: 'viewport' | 'all'
+  /** Milliseconds of work one slice of the rest aims at (default 100). */
+  sliceMs?: number
 }
+
+/** Rooms of at most this many shapes enter tldraw in one step. */
+export const LOAD_AT_ONCE = 300
+/** Most shapes of the first step of a viewport-first load. */
+const FIRST_STEP_MAX = 600
 
 /** A running binding; `dispose()` stops it. */
 export interface TldrawBinding {
   /** The origin of the binding's own Yjs transactions (a `Y.UndoManager` could track it). */
   readonly origin: unknown
+  /** Resolves once every shape the document held when the binding started is in tldraw. */
+  readonly loaded: Promise<void>
   dispose: () => void
 }
 
+/** A document shape's box in page coordinates, roughly (rotation ignored): what the first step of a load looks at. */
+function roughBox (s: Shape): { x: number, y: number, w: number, h: number } {
+  switch (s.kind) {
+    case 'geo': return { x: s.x, y: s.y, w: s.w, h: s.h }
+    case 'note': return { x: s.x, y: s.y, w: NOTE_SIZE, h: NOTE_SIZE }
+    case 'text': return { x: s.x, y: s.y, w: s.maxWidth ?? s.fontSize * Math.max(1, s.text.length) * 0.6, h: s.fontSize * 1.4 }
+    case 'link': return { x: Math.min(s.x1, s.x2), y: Math.min(s.y1, s.y2), w: Math.abs(s.x2 - s.x1), h: Math.abs(s.y2 - s.y1) }
+    case 'draw': {
+      let x0 = 0; let y0 = 0; let x1 = 0; let y1 = 0
+      for (let i = 0; i + 1 < s.points.length; i += 2) {
+        const px = s.points[i] ?? 0; const py = s.points[i + 1] ?? 0
+        x0 = Math.min(x0, px); y0 = Math.min(y0, py); x1 = Math.max(x1, px); y1 = Math.max(y1, py)
+      }
+      return { x: s.x + x0, y: s.y + y0, w: x1 - x0, h: y1 - y0 }
+    }
+  }
+}
+
 function isCarried (r: TLRecord): r is TLShape {
-  return r.typeName === 'shape' && (CARRIED_TYPES as readonly string[]).includes((r as TLShape).type)
+  return r.typeName === 'shape' && (CARRIED_TYPES as readonly string[]).includes((r as TLShape).type) && !isGhostId(r.id)
 }
 
 /**
@@ -68,6 +104,8 @@ export function bindTldraw (editor: Editor, doc: Y.Doc, opts: BindingOptions): T
     const fb = fallbackPage()
     const arrows: Array<{ id: string, fromId: string | null, toId: string | null }> = []
     for (const id of shapeIds) {
+      // A document key that would take a review ghost's id is not drawn (ghosts are review.ts's).
+      if (isGhostId(toShapeId(id))) continue
       const v = shapes.get(id)
       const rec = v instanceof Y.Map ? docToShape(editor, id, v as Y.Map<unknown>, pageSet, fb) : null
       if (rec === null) {
@@ -149,12 +187,75 @@ export function bindTldraw (editor: Editor, doc: Y.Doc, opts: BindingOptions): T
         editor.store.remove(extra)
       })
     }
-    const shapeIds: string[] = []
-    shapes.forEach((_v, id) => shapeIds.push(id))
-    applyFromDoc(shapeIds, [])
     // What tldraw holds that the document lacks (a shape made before the first sync) is written.
     const missing = editor.getCurrentPageShapes().filter(s => isCarried(s) && !shapes.has(fromShapeId(s.id)))
+    const { first, rest } = loadOrder()
+    applyFromDoc(first, [])
     if (missing.length > 0) doc.transact(() => { for (const s of missing) writeShape(s, true) }, origin)
+    if (rest.length === 0) { finishLoad(); return }
+    // The rest in slices, each sized from the cost of the previous ones (tldraw measures each
+    // label and renders each shape as it enters), with the page painting between them. A hidden
+    // page (timers throttled) takes what is left in one step.
+    let pos = 0
+    let size = 50
+    const slice = (): void => {
+      loadTimer = undefined
+      if (disposed) return
+      const hidden = typeof document !== 'undefined' && document.visibilityState === 'hidden'
+      const n = hidden ? rest.length - pos : size
+      const t0 = performance.now()
+      applyFromDoc(rest.slice(pos, pos + n), [])
+      pos += n
+      // tldraw renders in a microtask queued by the put: this one runs after it.
+      queueMicrotask(() => {
+        const per = (performance.now() - t0) / Math.max(1, n)
+        // At least a tenth of what is in already: each slice also costs tldraw a pass over
+        // every shape it holds (its React list), so slices may not stay small as the room grows.
+        size = Math.max(Math.ceil((first.length + pos) / 10), Math.min(2000, Math.round(sliceMs / Math.max(per, 0.005))))
+        if (pos < rest.length) loadTimer = setTimeout(slice, 0)
+        else finishLoad()
+      })
+    }
+    loadTimer = setTimeout(slice, 0)
+  }
+
+  /**
+   * The document's shape ids in the order a load puts them: `first` (all of them for a small
+   * room or `load: 'all'`; else those of the current page in the viewport and a tenth of it
+   * around, with the shapes their arrows point at, up to {@link FIRST_STEP_MAX}) and `rest`
+   * (nearest the viewport first; arrows last, so their targets are in tldraw when they come).
+   */
+  const loadOrder = (): { first: string[], rest: string[] } => {
+    const all: string[] = []
+    shapes.forEach((_v, id) => all.push(id))
+    if ((opts.load ?? 'viewport') === 'all' || all.length <= LOAD_AT_ONCE) return { first: all, rest: [] }
+    const vp = editor.getViewportPageBounds()
+    // The viewport and a tenth of it around (rough boxes ignore rotation).
+    const mx = vp.w / 10; const my = vp.h / 10
+    const ax = vp.x - mx; const ay = vp.y - my; const bx = vp.x + vp.w + mx; const by = vp.y + vp.h + my
+    const cx = vp.x + vp.w / 2; const cy = vp.y + vp.h / 2
+    const page = editor.getCurrentPageId() as string
+    const first = new Set<string>()
+    const restShapes: Array<{ id: string, d: number }> = []
+    const restArrows: string[] = []
+    for (const id of all) {
+      const s = readShape(id, shapes.get(id))
+      if (s === null) continue
+      const b = roughBox(s)
+      const inView = s.pageId === page && b.x <= bx && b.x + b.w >= ax && b.y <= by && b.y + b.h >= ay
+      if (inView && first.size < FIRST_STEP_MAX) {
+        first.add(id)
+        if (s.kind === 'link') { if (s.fromId !== null) first.add(s.fromId); if (s.toId !== null) first.add(s.toId) }
+      } else if (s.kind === 'link') restArrows.push(id)
+      else {
+        // Nearest the viewport first (other pages after): what a pan shows next is in soonest.
+        const d = s.pageId === page ? Math.hypot(b.x + b.w / 2 - cx, b.y + b.h / 2 - cy) : Infinity
+        restShapes.push({ id, d })
+      }
+    }
+    restShapes.sort((a, b) => a.d - b.d)
+    const rest = [...restShapes.map(r => r.id), ...restArrows].filter(id => !first.has(id))
+    return { first: [...first], rest }
   }
 
   const onShapes = (events: Array<Y.YEvent<Y.AbstractType<unknown>>>, tr: Y.Transaction): void => {
@@ -202,24 +303,26 @@ export function bindTldraw (editor: Editor, doc: Y.Doc, opts: BindingOptions): T
     setKeys(m as Y.Map<unknown>, keys)
   }
 
-  const onStore = (entry: { changes: { added: Record<string, TLRecord>, updated: Record<string, [TLRecord, TLRecord]>, removed: Record<string, TLRecord> } }): void => {
-    const { added, updated, removed } = entry.changes
+  /**
+   * Writes the local person's changes: `put` the records added or changed (read from the store
+   * now; `true` when added), `removed` those removed. Arrows bound to a changed shape, and those
+   * whose bindings changed, are written again (their ends move).
+   */
+  const writeChanges = (put: ReadonlyMap<TLRecord['id'], boolean>, removed: Iterable<TLRecord>): void => {
     const touchedArrows = new Set<TLShapeId>()
     doc.transact(() => {
-      for (const r of Object.values(added)) {
-        if (isCarried(r)) writeShape(r, true)
-        else if (r.typeName === 'page') writePage(r as TLPage)
-        else if (r.typeName === 'binding') touchedArrows.add((r as TLBinding).fromId)
-      }
-      for (const [, r] of Object.values(updated)) {
+      for (const [id, created] of put) {
+        const r = editor.store.get(id)
+        if (r === undefined) continue
         if (isCarried(r)) {
-          writeShape(r, false)
+          writeShape(r, created)
           // Arrows bound to a moved shape move their ends.
-          for (const b of editor.getBindingsToShape(r.id, 'arrow')) touchedArrows.add(b.fromId)
+          if (!created) for (const b of editor.getBindingsToShape(r.id, 'arrow')) touchedArrows.add(b.fromId)
         } else if (r.typeName === 'page') writePage(r as TLPage)
         else if (r.typeName === 'binding') touchedArrows.add((r as TLBinding).fromId)
       }
-      for (const r of Object.values(removed)) {
+      for (const r of removed) {
+        if (editor.store.get(r.id) !== undefined) continue
         if (isCarried(r)) shapes.delete(fromShapeId(r.id))
         else if (r.typeName === 'page') pages.delete(r.id)
         else if (r.typeName === 'binding') touchedArrows.add((r as TLBinding).fromId)
@@ -231,6 +334,67 @@ export function bindTldraw (editor: Editor, doc: Y.Doc, opts: BindingOptions): T
     }, origin)
   }
 
+  // The local person's changes leave as soon as tldraw's operation ends (its store side effects,
+  // flushed in a microtask: one Yjs update per task), not at tldraw's next frame, when
+  // `store.listen` reports them: a change reaches the other pages a frame or more sooner. The
+  // listener stays as the net for a change made with side effects off; what the side effects
+  // already wrote it skips.
+  const pendingPut = new Map<TLRecord['id'], boolean>()
+  const pendingRemoved = new Map<TLRecord['id'], TLRecord>()
+  let flushQueued = false
+  let written = new Set<TLRecord['id']>()
+  const flush = (): void => {
+    flushQueued = false
+    if (disposed || (pendingPut.size === 0 && pendingRemoved.size === 0)) return
+    const put = new Map(pendingPut); const removed = [...pendingRemoved.values()]
+    pendingPut.clear(); pendingRemoved.clear()
+    for (const id of put.keys()) written.add(id)
+    for (const r of removed) written.add(r.id)
+    writeChanges(put, removed)
+  }
+  const queueFlush = (): void => {
+    if (flushQueued) return
+    flushQueued = true
+    queueMicrotask(flush)
+  }
+  const WATCHED = new Set(['shape', 'page', 'binding'])
+  const onPut = (r: TLRecord, source: 'user' | 'remote', created: boolean): void => {
+    if (source !== 'user' || !WATCHED.has(r.typeName)) return
+    pendingRemoved.delete(r.id)
+    pendingPut.set(r.id, (pendingPut.get(r.id) ?? false) || created)
+    queueFlush()
+  }
+  const onRemove = (r: TLRecord, source: 'user' | 'remote'): void => {
+    if (source !== 'user' || !WATCHED.has(r.typeName)) return
+    pendingPut.delete(r.id)
+    pendingRemoved.set(r.id, r)
+    queueFlush()
+  }
+  type Source = 'user' | 'remote'
+  const effects = editor.sideEffects as unknown as {
+    registerAfterCreateHandler: (type: string, fn: (r: TLRecord, source: Source) => void) => () => void
+    registerAfterChangeHandler: (type: string, fn: (prev: TLRecord, next: TLRecord, source: Source) => void) => () => void
+    registerAfterDeleteHandler: (type: string, fn: (r: TLRecord, source: Source) => void) => () => void
+  }
+  const stopEffects: Array<() => void> = []
+  for (const type of WATCHED) {
+    stopEffects.push(effects.registerAfterCreateHandler(type, (r, source) => { onPut(r, source, true) }))
+    stopEffects.push(effects.registerAfterChangeHandler(type, (_prev, next, source) => { onPut(next, source, false) }))
+    stopEffects.push(effects.registerAfterDeleteHandler(type, (r, source) => { onRemove(r, source) }))
+  }
+
+  const onStore = (entry: { changes: { added: Record<string, TLRecord>, updated: Record<string, [TLRecord, TLRecord]>, removed: Record<string, TLRecord> } }): void => {
+    flush()
+    const { added, updated, removed } = entry.changes
+    const done = written
+    written = new Set()
+    const put = new Map<TLRecord['id'], boolean>()
+    for (const r of Object.values(added)) if (!done.has(r.id)) put.set(r.id, true)
+    for (const [, r] of Object.values(updated)) if (!done.has(r.id) && !put.has(r.id)) put.set(r.id, false)
+    const gone = Object.values(removed).filter(r => !done.has(r.id))
+    if (put.size > 0 || gone.length > 0) writeChanges(put, gone)
+  }
+
   const writePage = (page: TLPage): void => {
     const want = pageToDoc(page)
     let m = pages.get(page.id)
@@ -240,11 +404,20 @@ export function bindTldraw (editor: Editor, doc: Y.Doc, opts: BindingOptions): T
     if (mm.get('index') !== want.index) mm.set('index', want.index)
   }
 
+  const sliceMs = opts.sliceMs ?? 100
+  let disposed = false
+  let loadTimer: ReturnType<typeof setTimeout> | undefined
+  let finishLoad: () => void = () => {}
+  const loaded = new Promise<void>(resolve => { finishLoad = resolve })
   loadAll()
   const stopListening = editor.store.listen(onStore as never, { source: 'user', scope: 'document' })
   return {
     origin,
+    loaded,
     dispose: () => {
+      disposed = true
+      clearTimeout(loadTimer)
+      for (const stop of stopEffects) stop()
       stopListening()
       shapes.unobserveDeep(onShapes)
       pages.unobserveDeep(onPages)

@@ -6,8 +6,8 @@
 // `text` cannot hold under `tl:richText`, a pen's exact segments under `tl:segments`, a line's
 // extra points under `tl:points`. Pages map to `{name, index}`. Carries geo (every geo kind of
 // the schema), text, note, arrow (with its bindings), line and draw; other tldraw shapes stay local.
-import type * as Y from 'yjs'
-import { readShape, GEO_KINDS, type Shape } from '@fairyring/client'
+import * as Y from 'yjs'
+import { readShape, readShapeJson, GEO_KINDS, type Shape } from '@fairyring/client'
 import {
   b64Vecs, getArrowInfo, toRichText, type Editor, type TLShape, type TLShapeId, type TLPageId, type TLRecord, type TLArrowBinding,
   type TLBindingId, type TLRichText, type TLPage, type JsonObject
@@ -73,23 +73,25 @@ function tlType (s: Shape): string {
 }
 
 /**
- * The tldraw shape record for a document shape (`null` when its page is unknown to the store).
+ * The tldraw shape record for a document shape, its `Y.Map` or its keys as plain data (`null`
+ * when it is not a shape of a carried type).
  * tldraw-only props come from `tl:PROP` keys over the shape util's defaults; a value tldraw's
  * validators refuse falls back to the default when the record is put.
  */
-export function docToShape (editor: Editor, id: string, m: Y.Map<unknown>, pageIds: ReadonlySet<string>, fallbackPage: TLPageId): TLShape | null {
-  const shape = readShape(id, m)
+export function docToShape (editor: Editor, id: string, m: Y.Map<unknown> | Readonly<Record<string, unknown>>, pageIds: ReadonlySet<string>, fallbackPage: TLPageId): TLShape | null {
+  const isMap = m instanceof Y.Map
+  const shape = isMap ? readShape(id, m) : readShapeJson(id, m)
   if (shape === null) return null
   const type = tlType(shape)
   if (!(CARRIED_TYPES as readonly string[]).includes(type)) return null
+  const kept = (k: string): unknown => isMap ? (m as Y.Map<unknown>).get(k) : (Object.prototype.hasOwnProperty.call(m, k) ? (m as Record<string, unknown>)[k] : undefined)
   const defaults = defaultProps(editor, type)
   const props: Record<string, unknown> = { ...defaults }
-  for (const k of m.keys()) {
+  for (const k of isMap ? (m as Y.Map<unknown>).keys() : Object.keys(m)) {
     if (!k.startsWith(TL_PREFIX)) continue
     const prop = k.slice(TL_PREFIX.length)
-    if (prop in defaults && !MAPPED[type]?.has(prop)) props[prop] = m.get(k)
+    if (prop in defaults && !MAPPED[type]?.has(prop)) props[prop] = kept(k)
   }
-  const kept = (k: string): unknown => m.get(k)
   let x = shape.x; let y = shape.y; let rotation = shape.rotation
   switch (shape.kind) {
     case 'geo':
