@@ -176,6 +176,9 @@ export class Canvas {
   /** Selects `ids` (locked shapes are dropped) and tells the others. */
   select (ids: string[]): void {
     this.selection = ids.filter(id => this.byId.get(id)?.locked === false)
+    // The keyboard goes on from what was last selected (by mouse or key): Enter then edits it.
+    const last = this.selection[this.selection.length - 1]
+    if (last !== undefined) this.focusedShape = last
     this.d.awareness.setLocalStateField('selection', this.selection)
     this.d.onUiChange()
     this.scheduleRender()
@@ -525,6 +528,7 @@ export class Canvas {
         }
         if (e.shiftKey) this.select(this.selection.includes(id) ? this.selection.filter(i => i !== id) : [...this.selection, id])
         else this.select([id])
+        this.focusedShape = id
         return true
       }
       default: return false
@@ -667,7 +671,8 @@ export class Canvas {
     else delete svg.dataset.focusedShape
     svg.setAttribute('aria-label', focused ? focusDescription(this.shapes, focusOrder(this.shapes), id, this.selection) : 'canvas')
     const s = id !== null ? this.byId.get(id) : undefined
-    if (!focused || s === undefined) return
+    // The ring is for the keyboard: a click that focuses the canvas shows the selection only.
+    if (!focused || s === undefined || !svg.matches(':focus-visible')) return
     const b = shapeBounds(s)
     const pad = 6 / this.cam.zoom
     const ring = document.createElementNS('http://www.w3.org/2000/svg', 'rect')
