@@ -304,15 +304,21 @@ try {
     }, null, { timeout: 30_000 })
     // Back to the canvas (it comes before the sidebar), then over its shapes.
     await tabTo(p, '#canvas', 'Shift+Tab')
-    const first = await p.evaluate(() => document.getElementById('canvas').dataset.focusedShape)
-    assert(first, 'the canvas focuses a shape')
+    const focusedShape = () => p.evaluate(() => document.getElementById('canvas').dataset.focusedShape)
+    const focusMoved = from => p.waitForFunction(f => {
+      const now = document.getElementById('canvas').dataset.focusedShape
+      return now !== undefined && now !== f
+    }, from)
+    await focusMoved(null)
+    const first = await focusedShape()
     await p.waitForSelector(`[data-focus-ring="${first}"]`)
     await p.keyboard.press('ArrowRight')
-    const second = await p.evaluate(() => document.getElementById('canvas').dataset.focusedShape)
-    assert(second && second !== first, 'an arrow moves the focus to another shape')
+    await focusMoved(first)
+    const second = await focusedShape()
     await p.keyboard.press('Tab')
-    const third = await p.evaluate(() => document.getElementById('canvas').dataset.focusedShape)
-    assert(third && third !== second && await p.evaluate(() => document.activeElement?.id === 'canvas'), 'Tab moves on within the canvas')
+    await focusMoved(second)
+    const third = await focusedShape()
+    assert(await p.evaluate(() => document.activeElement?.id === 'canvas'), 'Tab moves on within the canvas')
     await p.keyboard.press('Enter')
     await p.waitForFunction(id => JSON.stringify(window.fairyring.canvas.selection) === JSON.stringify([id]), third)
     await p.waitForSelector(`[data-focus-ring="${third}"]`)

@@ -98,8 +98,14 @@ export class Canvas {
   private spritePos = new Map<string, Point>()
   private spriteAt = 0
   private glideQueued = false
-  /** The shape the keyboard's roving focus is on (drawn with a ring while the canvas has focus). */
-  focusedShape: string | null = null
+  private focused: string | null = null
+  /** The shape the keyboard's roving focus is on (drawn with a ring while the canvas has focus; the canvas's `data-focused-shape` at once). */
+  get focusedShape (): string | null { return this.focused }
+  set focusedShape (id: string | null) {
+    this.focused = id
+    if (id !== null) this.d.svg.dataset.focusedShape = id
+    else delete this.d.svg.dataset.focusedShape
+  }
 
   constructor (private readonly d: CanvasDeps) {
     this.undo = ops.ownUndoManager(d.doc, this.origin)
