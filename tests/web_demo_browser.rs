@@ -1,8 +1,10 @@
 //! The web demo's checks, run from `cargo test`: the TypeScript type-check (with the sources of
 //! `@fairyring/client`, clients/js, which the page is built on) and unit tests, the
-//! committed `web-demo/dist` being up to date with the sources, and the Playwright test that
-//! drives Debian's Chromium against the real `fairyring` binary (started by the script on a
-//! free loopback port with a temporary SQLite store and `--dev`).
+//! committed `web-demo/dist` being up to date with the sources, and the Playwright tests that
+//! drive Debian's Chromium against the real `fairyring` binary (started by each script on a
+//! free loopback port with a temporary SQLite store and `--dev`): `e2e/browser.mjs` (the
+//! features) and `e2e/firstminutes.mjs` (a newcomer's first minutes: restart, room names,
+//! small screens, keyboard, exports, zoom).
 //!
 //! Needs Node and npm (`npm ci` runs once if `web-demo/node_modules` is missing). When Chromium
 //! is missing the browser test fails if `FAIRYRING_REQUIRE_BROWSER=1` (CI sets it) and is
@@ -71,24 +73,29 @@ async fn committed_dist_matches_a_fresh_build() {
     run("npm", &["run", "check-dist"], &[], Duration::from_secs(180)).await;
 }
 
-#[tokio::test]
-async fn two_browsers_share_a_room_in_chromium() {
-    let _one = NPM.lock().await;
-    if !Path::new(CHROMIUM).exists() {
-        let msg = format!(
-            "{CHROMIUM} is missing: install it with `apt-get install -y chromium` \
-             (never `npx playwright install`)"
-        );
-        assert!(!require_browser(), "FAIRYRING_REQUIRE_BROWSER=1 but {msg}");
-        eprintln!("\n!!!!!!!!\n!!! SKIPPED the web demo browser test: {msg}\n!!!!!!!!\n");
-        return;
+/// Whether Chromium is there; when it is missing, fails under `FAIRYRING_REQUIRE_BROWSER=1` and
+/// otherwise says loudly that `what` is skipped.
+fn chromium_present(what: &str) -> bool {
+    if Path::new(CHROMIUM).exists() {
+        return true;
     }
+    let msg = format!(
+        "{CHROMIUM} is missing: install it with `apt-get install -y chromium` \
+         (never `npx playwright install`)"
+    );
+    assert!(!require_browser(), "FAIRYRING_REQUIRE_BROWSER=1 but {msg}");
+    eprintln!("\n!!!!!!!!\n!!! SKIPPED {what}: {msg}\n!!!!!!!!\n");
+    false
+}
+
+/// Runs one of the Playwright scripts in `web-demo/e2e/` against this build's binary.
+async fn run_browser_script(script: &str, limit: Duration) {
     ensure_node_modules().await;
     let artifacts = artifacts_dir();
     let artifacts = artifacts.to_string_lossy();
     run(
         "node",
-        &["e2e/browser.mjs"],
+        &[script],
         &[
             ("FAIRYRING_BIN", env!("CARGO_BIN_EXE_fairyring")),
             ("FAIRYRING_ARTIFACTS", &artifacts),
@@ -97,7 +104,30 @@ async fn two_browsers_share_a_room_in_chromium() {
             // wait for them (src/priority.rs).
             ("FAIRYRING_BACKGROUND_PRIORITY", "nice"),
         ],
-        Duration::from_secs(300),
+        limit,
     )
     .await;
+}
+
+#[tokio::test]
+async fn two_browsers_share_a_room_in_chromium() {
+    let _one = NPM.lock().await;
+    if !chromium_present("the web demo browser test") {
+        return;
+    }
+    run_browser_script("e2e/browser.mjs", Duration::from_secs(300)).await;
+}
+
+/// A newcomer's first minutes (issue 47), one server and one browser: a `--dev` restart under an
+/// open page (it reconnects with a new dev token, no click), no token in any console message, an
+/// invalid room name opening its slug (in the URL, not `demo`), the 800 × 600 layout (sidebar
+/// collapsed, canvas ≥ 70 % of the width, History open too), keyboard-only invite, select,
+/// prompt and shape focus, the PNG / SVG export buttons and the zoom label.
+#[tokio::test]
+async fn a_newcomers_first_minutes_in_chromium() {
+    let _one = NPM.lock().await;
+    if !chromium_present("the web demo's first-minutes test") {
+        return;
+    }
+    run_browser_script("e2e/firstminutes.mjs", Duration::from_secs(180)).await;
 }

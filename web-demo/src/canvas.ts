@@ -3,6 +3,8 @@
 // redraws the SVG from the document and awareness. It never writes the document except via `ops`.
 // Pending suggestions are drawn as ghosts (`ghosts.ts`): a click selects one, its ✓ / ✗ go to
 // the page's `onDecide` (the review routes); they never become shapes here.
+// The keyboard reaches shapes by a roving focus on the SVG (`keyboard.ts` orders them): Tab and
+// the arrow keys move it, Enter selects (Shift+Enter adds), Enter on the selected shape edits it.
 import * as Y from 'yjs'
 import type { Awareness } from 'y-protocols/awareness'
 import * as ops from './ops.js'
@@ -20,6 +22,7 @@ import { glide } from './fairies.js'
 import { ghosts, readSuggestions, shapeKeys, type Suggestion } from '@fairyring/client'
 import { CLICK_SLOP, isGeoTool, toolForKey } from './tools.js'
 import { toDom } from './vnode.js'
+import { focusDescription, focusOrder, stepFocus } from './keyboard.js'
 
 /** Shortest interval between two cursor updates sent to the others (about 30 per second). */
 const CURSOR_MS = 33
@@ -37,6 +40,12 @@ export interface FairyLook {
 export function isTypingTarget (t: EventTarget | null): boolean {
   if (typeof HTMLElement === 'undefined' || !(t instanceof HTMLElement)) return false
   return t instanceof HTMLInputElement || t instanceof HTMLTextAreaElement || t instanceof HTMLSelectElement || t.isContentEditable
+}
+
+/** Whether Enter or Space on this target belongs to it (a button, a link, a focusable list row), not to the canvas. */
+export function isControlTarget (t: EventTarget | null): boolean {
+  if (typeof HTMLElement === 'undefined' || !(t instanceof HTMLElement)) return false
+  return t instanceof HTMLButtonElement || t instanceof HTMLAnchorElement || t.hasAttribute('tabindex')
 }
 
 
@@ -89,6 +98,14 @@ export class Canvas {
   private spritePos = new Map<string, Point>()
   private spriteAt = 0
   private glideQueued = false
+  private focused: string | null = null
+  /** The shape the keyboard's roving focus is on (drawn with a ring while the canvas has focus; the canvas's `data-focused-shape` at once). */
+  get focusedShape (): string | null { return this.focused }
+  set focusedShape (id: string | null) {
+    this.focused = id
+    if (id !== null) this.d.svg.dataset.focusedShape = id
+    else delete this.d.svg.dataset.focusedShape
+  }
 
   constructor (private readonly d: CanvasDeps) {
     this.undo = ops.ownUndoManager(d.doc, this.origin)
@@ -165,6 +182,9 @@ export class Canvas {
   /** Selects `ids` (locked shapes are dropped) and tells the others. */
   select (ids: string[]): void {
     this.selection = ids.filter(id => this.byId.get(id)?.locked === false)
+    // The keyboard goes on from what was last selected (by mouse or key): Enter then edits it.
+    const last = this.selection[this.selection.length - 1]
+    if (last !== undefined) this.focusedShape = last
     this.d.awareness.setLocalStateField('selection', this.selection)
     this.d.onUiChange()
     this.scheduleRender()
@@ -279,6 +299,15 @@ export class Canvas {
       if (this.ghostHovered !== null) { this.ghostHovered = null; this.scheduleRender() }
     })
     svg.addEventListener('wheel', e => this.onWheel(e), { passive: false })
+    svg.tabIndex = 0
+    svg.addEventListener('focus', () => {
+      if (this.focusedShape === null || !this.byId.has(this.focusedShape)) {
+        this.focusedShape = this.selection[0] ?? focusOrder(this.shapes)[0] ?? null
+      }
+      this.revealFocused()
+      this.scheduleRender()
+    })
+    svg.addEventListener('blur', () => this.scheduleRender())
     window.addEventListener('keydown', e => this.onKeyDown(e))
     window.addEventListener('keyup', e => { if (e.code === 'Space') this.spaceHeld = false })
     window.addEventListener('resize', () => { this.publishViewport(); this.scheduleRender() })
@@ -362,6 +391,7 @@ export class Canvas {
       this.gesture = { kind: 'brush', start: p, box: { x: p.x, y: p.y, w: 0, h: 0 } }
       return
     }
+    this.focusedShape = hit.id
     if (hit.locked) {
       this.d.toast('A fairy is still drawing that shape: it can be edited once it is done.')
       return
@@ -478,8 +508,54 @@ export class Canvas {
     }
   }
 
+  /** Tab, the arrows and Enter while the canvas itself has focus: true when the key was used. */
+  private onCanvasKey (e: KeyboardEvent): boolean {
+    if (e.ctrlKey || e.metaKey || e.altKey) return false
+    const order = focusOrder(this.shapes)
+    const move = (step: 1 | -1, wrap: boolean): boolean => {
+      const next = stepFocus(order, this.focusedShape, step, wrap)
+      if (next === null) { this.focusedShape = null; this.scheduleRender(); return false }
+      this.focusedShape = next
+      this.revealFocused()
+      this.scheduleRender()
+      return true
+    }
+    switch (e.key) {
+      case 'Tab': return move(e.shiftKey ? -1 : 1, false)
+      case 'ArrowRight': case 'ArrowDown': return move(1, true)
+      case 'ArrowLeft': case 'ArrowUp': return move(-1, true)
+      case 'Enter': {
+        const id = this.focusedShape
+        if (id === null || !this.byId.has(id)) return false
+        if (this.selection.length === 1 && this.selection[0] === id && !e.shiftKey) return false // edits it (below)
+        if (this.byId.get(id)?.locked === true) {
+          this.d.toast('A fairy is still drawing that shape: it can be edited once it is done.')
+          return true
+        }
+        if (e.shiftKey) this.select(this.selection.includes(id) ? this.selection.filter(i => i !== id) : [...this.selection, id])
+        else this.select([id])
+        this.focusedShape = id
+        return true
+      }
+      default: return false
+    }
+  }
+
+  /** Pans so that the focused shape is in view (when it is not). */
+  private revealFocused (): void {
+    const s = this.focusedShape !== null ? this.byId.get(this.focusedShape) : undefined
+    if (s === undefined) return
+    const view = this.viewportBox()
+    const b = shapeBounds(s)
+    if (b.x >= view.x && b.y >= view.y && b.x + b.w <= view.x + view.w && b.y + b.h <= view.y + view.h) return
+    this.setCamera({ ...this.cam, x: b.x + b.w / 2 - view.w / 2, y: b.y + b.h / 2 - view.h / 2 })
+  }
+
   private onKeyDown (e: KeyboardEvent): void {
     if (isTypingTarget(e.target)) return
+    if (e.target === this.d.svg && this.onCanvasKey(e)) { e.preventDefault(); return }
+    // Enter and Space on a button or a list row are that control's.
+    if ((e.key === 'Enter' || e.key === ' ') && isControlTarget(e.target)) return
     const mod = e.ctrlKey || e.metaKey
     if (e.code === 'Space') { this.spaceHeld = true; return }
     if (mod && e.key.toLowerCase() === 'z') { e.preventDefault(); if (e.shiftKey) this.redoOwn(); else this.undoOwn(); return }
@@ -592,6 +668,31 @@ export class Canvas {
     return ghosts(this.suggestions, id => shapeKeys(shapes.get(id)))
   }
 
+  /** The keyboard focus ring (only while the canvas has focus) and the canvas's accessible name. */
+  private drawFocus (): void {
+    const svg = this.d.svg
+    const id = this.focusedShape !== null && this.byId.has(this.focusedShape) ? this.focusedShape : null
+    const focused = typeof document !== 'undefined' && document.activeElement === svg
+    if (id !== null) svg.dataset.focusedShape = id
+    else delete svg.dataset.focusedShape
+    svg.setAttribute('aria-label', focused ? focusDescription(this.shapes, focusOrder(this.shapes), id, this.selection) : 'canvas')
+    const s = id !== null ? this.byId.get(id) : undefined
+    // The ring is for the keyboard: a click that focuses the canvas shows the selection only.
+    if (!focused || s === undefined || !svg.matches(':focus-visible')) return
+    const b = shapeBounds(s)
+    const pad = 6 / this.cam.zoom
+    const ring = document.createElementNS('http://www.w3.org/2000/svg', 'rect')
+    ring.setAttribute('class', 'focus-ring')
+    ring.setAttribute('data-focus-ring', s.id)
+    ring.setAttribute('x', String(b.x - pad))
+    ring.setAttribute('y', String(b.y - pad))
+    ring.setAttribute('width', String(b.w + 2 * pad))
+    ring.setAttribute('height', String(b.h + 2 * pad))
+    ring.setAttribute('rx', String(4 / this.cam.zoom))
+    ring.setAttribute('stroke-width', String(2 / this.cam.zoom))
+    this.layers.overlay.appendChild(ring)
+  }
+
   private render (): void {
     const { sprites, moving, look } = this.sprites()
     this.queueGlide(moving)
@@ -617,6 +718,7 @@ export class Canvas {
         view: this.viewportBox()
       }
     })
+    this.drawFocus()
     this.d.onRender?.()
   }
 }

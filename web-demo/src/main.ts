@@ -1,12 +1,15 @@
-// Entry point: reads the URL, gets a token, opens the room with @fairyring/client's
-// `RoomConnection` (official yjs + y-websocket; the dev token renewed before it expires),
-// publishes presence, and wires the canvas and the panels together.
+// Entry point: reads the URL (an invalid room name becomes its slug, shown in the URL), gets a
+// token, opens the room with @fairyring/client's `RoomConnection` (official yjs + y-websocket;
+// in dev mode a new dev token before every reconnect, so a restarted server is met quietly),
+// publishes presence, and wires the canvas, the panels, the toolbar (zoom label, exports) and
+// the collapsible sidebar together. Never logs a token.
 import {
   RoomConnection, fetchDevToken, TokenError, colorForId, COLOR_NAMES, FILL_NAMES, swatch, describeClose, describeRefusal,
-  describeStalled, FairyApi, FairyringApi, SuggestApi, SuggestApiError, HistoryApi, readPeers, type DevToken, type TokenSource
+  describeStalled, FairyApi, FairyringApi, ApiError, SuggestApi, SuggestApiError, HistoryApi, readPeers, type DevToken, type TokenSource
 } from '@fairyring/client'
 import { CostBar, tokenMayUseFairies } from './costs.js'
-import { cleanName, parseParams } from './params.js'
+import { cleanName, parseParams, urlWithRoom } from './params.js'
+import { sidebarCollapsedFor, zoomLabel, NARROW_WIDTH } from './keyboard.js'
 import { Canvas } from './canvas.js'
 import { TOOLS } from './tools.js'
 import { renderPeople, renderTaskList, setBanner, setStatus } from './panels.js'
@@ -58,7 +61,11 @@ async function start (): Promise<void> {
   byId<HTMLElement>('room-name').textContent = params.room
   document.title = `${params.room} · fairyring`
   setStatus(status, 'connecting')
-  if (params.roomWasInvalid) setBanner(banner, `That room name is not valid (1–128 of A–Z a–z 0–9 . _ -): opened "${params.room}" instead.`)
+  // The URL names the room this page opened: a link with an invalid name opens its slug, the
+  // same one for everyone who follows it.
+  const askedRoom = new URLSearchParams(location.search).get('room')
+  if (params.roomWasInvalid) window.history.replaceState(window.history.state, '', urlWithRoom(location.href, params.room))
+  setupSidebar()
 
   const name = askName(params.name)
   const urlToken = new URLSearchParams(location.search).get('token')
@@ -86,7 +93,11 @@ async function start (): Promise<void> {
         return t !== null ? { token: t.token, expiresAt: t.expiresAt } : null
       }
       : undefined
-  const conn = new RoomConnection({ server: location.origin, room: params.room, ...(tokenSource !== undefined ? { token: tokenSource } : {}) })
+  // Dev tokens are free: one before every reconnect, so a restarted server (a new secret) never
+  // sees the old token, and no socket is opened while the server is down.
+  const conn = new RoomConnection({
+    server: location.origin, room: params.room, renewOnReconnect: devMode, ...(tokenSource !== undefined ? { token: tokenSource } : {})
+  })
   const { doc, provider, awareness } = conn
   awareness.setLocalState({ user, cursor: null, selection: [], viewport: { x: 0, y: 0, w: 0, h: 0 } })
 
@@ -97,6 +108,22 @@ async function start (): Promise<void> {
     refused = false
     setBanner(banner, null)
     conn.connect().catch(e => setBanner(banner, `Could not get a new token: ${String(e)}`, { label: 'Try again', run: recover }))
+  }
+  // In dev mode a refused token (a server restarted with a new secret) is replaced quietly: a
+  // new dev token and a reconnect, at most 3 times a minute before the banner asks.
+  let quietTries: number[] = []
+  let retryTimer: ReturnType<typeof setTimeout> | undefined
+  const quietRecover = (): boolean => {
+    if (!devMode) return false
+    const now = Date.now()
+    quietTries = quietTries.filter(t => now - t < 60_000)
+    if (quietTries.length >= 3) return false
+    quietTries.push(now)
+    refused = false
+    setBanner(banner, null)
+    setStatus(status, 'connecting', 'getting a new dev token')
+    conn.connect().catch(() => undefined)
+    return true
   }
   const refuse = (message: string): void => {
     refused = true
@@ -123,9 +150,24 @@ async function start (): Promise<void> {
   })
   conn.on('refused', r => {
     const message = describeRefusal(r.status, { error: r.error, detail: r.detail })
-    if (message !== null) refuse(message)
+    if (message === null) return
+    if (r.status === 401 && quietRecover()) return
+    refuse(message)
   })
-  conn.on('error', e => setBanner(banner, `Could not get a new token: ${e.message}`, { label: 'Try again', run: recover }))
+  let tokenFailures = 0
+  conn.on('token', () => { tokenFailures = 0 })
+  conn.on('error', e => {
+    if (devMode) {
+      // The dev-token route could not be reached (the server is restarting): try again by
+      // itself, backing off, and say so in the status bar only.
+      tokenFailures++
+      setStatus(status, 'offline', describeStalled(tokenFailures) ?? '')
+      clearTimeout(retryTimer)
+      retryTimer = setTimeout(() => { conn.connect().catch(() => undefined) }, Math.min(200 * 2 ** tokenFailures, 5000))
+      return
+    }
+    setBanner(banner, `Could not get a new token: ${e.message}`, { label: 'Try again', run: recover })
+  })
   // 4401 renews the token by itself; the codes that do not reconnect are said in words.
   for (const event of ['policy-violation', 'too-large'] as const) {
     conn.on(event, ({ code, reason }) => refuse(describeClose(code, reason) ?? `The server closed the connection (${code}${reason !== '' ? `: ${reason}` : ''}).`))
@@ -184,6 +226,9 @@ async function start (): Promise<void> {
     clearTimeout(toastTimer)
     toastTimer = setTimeout(() => { toastNode.hidden = true }, 3000)
   }
+  if (params.roomWasInvalid && askedRoom !== null) {
+    toast(`"${askedRoom.slice(0, 60)}" is not a room name (1–128 of A–Z a–z 0–9 . _ -): this is room "${params.room}".`)
+  }
   const currentToken = (): string | null => conn.token ?? urlToken
   const suggestApi = new SuggestApi(params.room, currentToken)
   canvas = new Canvas({
@@ -196,10 +241,42 @@ async function start (): Promise<void> {
     toast,
     fairyLook: () => fairyPanel?.look() ?? { hats: new Map(), colors: new Map(), selected: new Set(), names: new Map() },
     onFairyClick: (id, additive) => fairyPanel?.click(id, additive),
-    onRender: () => history?.syncCamera(),
+    onRender: () => { history?.syncCamera(); showZoom() },
     onDecide: (id, decision) => suggestApi.decide(id, decision).then(() => undefined, e => toast(e instanceof SuggestApiError ? e.message : String(e)))
   })
   const c = canvas
+  const zoomButton = byQuery<HTMLButtonElement>('[data-action="zoom-reset"]')
+  let shownZoom = ''
+  function showZoom (): void {
+    const label = zoomLabel(c.cam.zoom)
+    if (label === shownZoom) return
+    shownZoom = label
+    zoomButton.textContent = label
+    zoomButton.dataset.zoom = String(c.cam.zoom)
+    zoomButton.setAttribute('aria-label', `zoom ${label}: reset to 100%`)
+  }
+  showZoom()
+  // The sidebar opening or closing resizes the canvas without a window resize.
+  new ResizeObserver(() => c.setCamera(c.cam)).observe(byId<SVGSVGElement>('canvas'))
+  const exporter = new FairyringApi({ token: currentToken })
+  const exportAs = async (format: 'png' | 'svg'): Promise<void> => {
+    try {
+      const body = format === 'png' ? await exporter.exportPng(params.room) : await exporter.exportSvg(params.room)
+      const blob = new Blob([body as BlobPart], { type: format === 'png' ? 'image/png' : 'image/svg+xml' })
+      const a = document.createElement('a')
+      a.href = URL.createObjectURL(blob)
+      a.download = `${params.room}.${format}`
+      document.body.appendChild(a)
+      a.click()
+      a.remove()
+      setTimeout(() => URL.revokeObjectURL(a.href), 10_000)
+    } catch (e) {
+      const code = e instanceof ApiError ? e.code : ''
+      toast(code === 'empty_page' || code === 'room_not_found'
+        ? 'Nothing to export yet: draw something first.'
+        : `Export failed: ${e instanceof Error ? e.message : String(e)}`)
+    }
+  }
   c.undo.on('stack-item-added', refreshUi)
   c.undo.on('stack-item-popped', refreshUi)
   toolbar.addEventListener('click', e => {
@@ -223,6 +300,8 @@ async function start (): Promise<void> {
     'zoom-in': () => c.zoomBy(1.25),
     'zoom-out': () => c.zoomBy(0.8),
     'zoom-reset': () => c.resetZoom(),
+    'export-png': () => { void exportAs('png') },
+    'export-svg': () => { void exportAs('svg') },
     history: () => history?.toggle()
   }
   byId<HTMLElement>('actions').addEventListener('click', e => {
@@ -263,6 +342,7 @@ async function start (): Promise<void> {
   // Asked once connected (the dev token is there then), and after each change of a fairy's chat.
   conn.on('status', s => { if (s === 'connected') costs.schedule() })
   if (provider.wsconnected) costs.schedule()
+  keyboardFairyList(byId<HTMLElement>('fairies'), (id, additive) => panel.click(id, additive))
   const historyApi = new HistoryApi(params.room, currentToken)
   const historyPanel = new HistoryPanel({
     doc,
@@ -305,6 +385,56 @@ async function start (): Promise<void> {
 
   // For debugging in the console and for the browser tests.
   Object.assign(window, { fairyring: { doc, provider, conn, canvas: c, user, fairies: panel, api, suggestApi, history: historyPanel, costs } })
+}
+
+/**
+ * The sidebar's toggle (`data-action="sidebar-toggle"`): collapsed by default below
+ * `NARROW_WIDTH` px (the canvas keeps the width), open above; the choice holds until the
+ * window crosses that width.
+ */
+function setupSidebar (): void {
+  const toggle = byQuery<HTMLButtonElement>('[data-action="sidebar-toggle"]')
+  const set = (open: boolean): void => {
+    document.body.dataset.sidebar = open ? 'open' : 'closed'
+    toggle.setAttribute('aria-expanded', String(open))
+    toggle.title = open ? 'Hide the side panel' : 'Show the side panel (style, people, fairies, chat)'
+  }
+  set(!sidebarCollapsedFor(window.innerWidth))
+  toggle.addEventListener('click', () => set(document.body.dataset.sidebar !== 'open'))
+  window.matchMedia(`(max-width: ${NARROW_WIDTH - 1}px)`).addEventListener('change', e => set(!e.matches))
+}
+
+/**
+ * Keyboard access to the fairies list (its rows are drawn by the fairy panel): each row is
+ * focusable, Enter or Space selects it (Shift adds), and focus stays on the same fairy's row
+ * when the list is drawn again.
+ */
+function keyboardFairyList (list: HTMLElement, click: (id: string, additive: boolean) => void): void {
+  let focused: string | null = null
+  const mark = (): void => {
+    for (const li of list.querySelectorAll<HTMLElement>('[data-fairy-item]')) {
+      if (!li.hasAttribute('tabindex')) li.tabIndex = 0
+    }
+    if (focused !== null && (document.activeElement === document.body || document.activeElement === null)) {
+      list.querySelector<HTMLElement>(`[data-fairy-item="${CSS.escape(focused)}"]`)?.focus()
+    }
+  }
+  list.setAttribute('aria-label', 'fairies: Enter selects one, Shift+Enter adds or removes it')
+  new MutationObserver(mark).observe(list, { childList: true, subtree: true })
+  list.addEventListener('focusin', e => {
+    focused = (e.target as Element).closest<HTMLElement>('[data-fairy-item]')?.dataset.fairyItem ?? null
+  })
+  list.addEventListener('focusout', e => {
+    if (e.relatedTarget instanceof Node && !list.contains(e.relatedTarget)) focused = null
+  })
+  list.addEventListener('keydown', e => {
+    const li = e.target instanceof HTMLElement && e.target.matches('[data-fairy-item]') ? e.target : null
+    const id = li?.dataset.fairyItem
+    if (id === undefined || (e.key !== 'Enter' && e.key !== ' ')) return
+    e.preventDefault()
+    click(id, e.shiftKey)
+  })
+  mark()
 }
 
 start().catch(e => {

@@ -11,7 +11,7 @@ export interface PageParams {
   room: string
   /** `null` when the URL gives no usable name: the page then asks for one. */
   name: string | null
-  /** `true` when `?room=` was present but not a valid room name (we fell back to the default). */
+  /** `true` when `?room=` was present but not a valid room name (`room` is then its slug). */
   roomWasInvalid: boolean
 }
 
@@ -28,14 +28,51 @@ export function cleanName (raw: string | null | undefined): string | null {
   return name.length > 0 ? name : null
 }
 
+/** FNV-1a (32 bits) of a string's UTF-16 code units, as 8 hex digits: a stable short tag. */
+function fnv1a (s: string): string {
+  let h = 0x811c9dc5
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i)
+    h = Math.imul(h, 0x01000193) >>> 0
+  }
+  return h.toString(16).padStart(8, '0')
+}
+
+/**
+ * A valid room name for any asked-for name: the name itself when the server accepts it, else a
+ * slug of it (accents dropped, every run of other characters one `-`, no `-` or `.` at either
+ * end, at most 128 characters): `team alpha` → `team-alpha`, `café-☕` → `cafe`. A name with
+ * nothing left (`☕☕`, or an empty `?room=`) becomes `room-` and 8 hex digits of its hash. The
+ * same name always gives the same room, and it is never `demo` unless the name spells it.
+ */
+export function roomSlug (raw: string): string {
+  if (isValidRoom(raw)) return raw
+  const slug = raw
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .replace(/[^A-Za-z0-9._-]+/g, '-')
+    .replace(/-{2,}/g, '-')
+    .replace(/^[-.]+|[-.]+$/g, '')
+    .slice(0, 128)
+    .replace(/[-.]+$/, '')
+  return slug !== '' ? slug : `room-${fnv1a(raw)}`
+}
+
 /** Reads `?room=` and `?name=` from a query string such as `location.search`. */
 export function parseParams (search: string): PageParams {
   const q = new URLSearchParams(search)
   const rawRoom = q.get('room')
   const roomOk = rawRoom !== null && isValidRoom(rawRoom)
   return {
-    room: roomOk ? rawRoom : DEFAULT_ROOM,
+    room: rawRoom === null ? DEFAULT_ROOM : roomSlug(rawRoom),
     name: cleanName(q.get('name')),
     roomWasInvalid: rawRoom !== null && !roomOk
   }
+}
+
+/** The page's URL with `?room=` set to `room` (the rest kept): what `history.replaceState` shows. */
+export function urlWithRoom (href: string, room: string): string {
+  const u = new URL(href)
+  u.searchParams.set('room', room)
+  return u.toString()
 }

@@ -13,7 +13,7 @@ test('params: room and name from the query string', () => {
   assert.deepEqual(parseParams('?room=team-1.a_b&name=Ada'), { room: 'team-1.a_b', name: 'Ada', roomWasInvalid: false })
   assert.deepEqual(parseParams(''), { room: DEFAULT_ROOM, name: null, roomWasInvalid: false })
   const bad = parseParams('?room=../etc/passwd&name=%20%20')
-  assert.equal(bad.room, DEFAULT_ROOM)
+  assert.equal(bad.room, 'etc-passwd')
   assert.equal(bad.roomWasInvalid, true)
   assert.equal(bad.name, null)
   assert.equal(isValidRoom('a'.repeat(128)), true)

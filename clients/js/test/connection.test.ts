@@ -1,7 +1,8 @@
 // The room connection against the real server (and, for 1013, a stand-in server that closes
 // every socket with it): two connections converge, concurrent edits of two properties of one
 // shape both stay, presence is read back, the close codes arrive as typed events, a token is
-// renewed before it expires, and an expired one is replaced after 4401.
+// renewed before it expires, an expired one is replaced after 4401, and with `renewOnReconnect`
+// every reconnect gets a new token first.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
@@ -124,6 +125,41 @@ test('1013 is a typed event and the connection tries again by itself', async () 
   const first = await next<RoomClose>(c, 'try-again')
   assert.deepEqual([first.code, first.kind, first.reason], [1013, 'try-again', 'room_reloading'])
   await until('a second attempt', () => connections >= 2)
+  c.destroy()
+  await new Promise(resolve => wss.close(resolve))
+})
+
+test('renewOnReconnect: a new token before every reconnect, and no socket while the token source fails', async () => {
+  // A stand-in server that takes each socket and closes it at once as a restarting server does.
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' })
+  await once(wss, 'listening')
+  const seen: Array<string | null> = []
+  wss.on('connection', (ws, req) => { seen.push(new URL(req.url ?? '/', 'http://x').searchParams.get('token')); ws.close(1001, 'going away') })
+  const port = (wss.address() as { port: number }).port
+  let calls = 0
+  let down = false
+  const c = new RoomConnection({
+    server: `ws://127.0.0.1:${port}`, room: 'r', WebSocket, renewOnReconnect: true,
+    token: () => { calls++; if (down) throw new Error('cannot reach the server'); return `t${calls}` }
+  })
+  const errors: Error[] = []
+  c.on('error', e => errors.push(e))
+  await until('three sockets', () => seen.length >= 3)
+  assert.deepEqual(seen.slice(0, 3), ['t1', 't2', 't3'], 'each socket with the token fetched just before it')
+  // The token source fails (the server is down): attempts count as failures, no socket opens.
+  const failures: number[] = []
+  c.on('connect-failed', n => failures.push(n))
+  down = true
+  const callsWhenDown = calls
+  const opened = seen.length
+  await until('two failed attempts', () => failures.length >= 2)
+  assert.ok(seen.length <= opened + 1, `no socket without a token (${seen.length - opened} opened)`)
+  assert.deepEqual(errors, [], 'a failing source while reconnecting is no error event')
+  down = false
+  const before = seen.length
+  await until('a socket again once the source answers', () => seen.length > before)
+  const last = Number((seen[seen.length - 1] ?? '').slice(1))
+  assert.ok(last > callsWhenDown + 1, `the new socket has a token fetched after the failures (t${last})`)
   c.destroy()
   await new Promise(resolve => wss.close(resolve))
 })

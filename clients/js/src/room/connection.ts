@@ -111,6 +111,13 @@ export interface RoomConnectionOptions {
   connect?: boolean
   /** The fetch used to ask a refusal's reason (default: the global one). */
   fetch?: typeof fetch
+  /**
+   * Ask the token source for a new token before every reconnect (default false: the provider
+   * reconnects with the token it has). For a free token such as `--dev`'s: a restarted server
+   * (a new signing secret) is met with a token it signed, no WebSocket is opened while the token
+   * source cannot be reached (a server that is down), and no stale token is ever sent.
+   */
+  renewOnReconnect?: boolean
 }
 
 /** The `exp` claim of a JWT (Unix seconds), or `null` when it has none or is not a JWT. */
@@ -155,6 +162,9 @@ export class RoomConnection {
   private destroyed = false
   private lastProbe = 0
   private failures = 0
+  /** Whether the caller wants the socket open (`connect()` until `disconnect()`). */
+  private wanted = false
+  private reconnectTimer: ReturnType<typeof setTimeout> | undefined
   private readonly opts: RoomConnectionOptions
   private readonly ownDoc: boolean
 
@@ -168,7 +178,8 @@ export class RoomConnection {
       connect: false,
       params: {},
       disableBc: true,
-      shouldReconnect: (event: CloseEvent) => reconnectsAfter(event.code),
+      // With `renewOnReconnect` this connection reconnects by itself, after a new token.
+      shouldReconnect: (event: CloseEvent) => opts.renewOnReconnect !== true && reconnectsAfter(event.code),
       ...(opts.WebSocket !== undefined ? { WebSocketPolyfill: opts.WebSocket as typeof WebSocket } : {})
     })
     this.awareness = this.provider.awareness
@@ -213,6 +224,8 @@ export class RoomConnection {
   /** Gets a token (when a source is given) and connects. */
   async connect (): Promise<void> {
     if (this.destroyed) return
+    this.wanted = true
+    clearTimeout(this.reconnectTimer)
     if (this.opts.token !== undefined) {
       const ok = await this.renewToken(false)
       if (!ok) return
@@ -222,14 +235,18 @@ export class RoomConnection {
 
   /** Closes the socket (no reconnect until `connect()`). */
   disconnect (): void {
+    this.wanted = false
     clearTimeout(this.refreshTimer)
+    clearTimeout(this.reconnectTimer)
     this.provider.disconnect()
   }
 
   /** Closes for good (and destroys the document when the connection made it). */
   destroy (): void {
     this.destroyed = true
+    this.wanted = false
     clearTimeout(this.refreshTimer)
+    clearTimeout(this.reconnectTimer)
     this.provider.destroy()
     // The awareness renews its state on a timer until destroyed.
     this.awareness.destroy()
@@ -238,14 +255,14 @@ export class RoomConnection {
   }
 
   /** Asks the token source for a new token, uses it, and schedules the next renewal; false when it failed. */
-  async renewToken (reconnect: boolean): Promise<boolean> {
+  async renewToken (reconnect: boolean, quiet = false): Promise<boolean> {
     const source = this.opts.token
     if (source === undefined) return true
     let grant: TokenGrant | null
     try {
       grant = grantOf(await source())
     } catch (e) {
-      this.emit('error', e instanceof Error ? e : new Error(String(e)))
+      if (!quiet) this.emit('error', e instanceof Error ? e : new Error(String(e)))
       return false
     }
     if (this.destroyed) return false
@@ -267,12 +284,37 @@ export class RoomConnection {
     return true
   }
 
+  /**
+   * With `renewOnReconnect`: after a backoff (0.2 s doubling to 5 s), a new token, then the
+   * socket; a token source that fails (the server is down) counts as a failed attempt and waits
+   * for the next try, without opening a socket.
+   */
+  private scheduleRenewedReconnect (): void {
+    if (!this.wanted || this.destroyed) return
+    clearTimeout(this.reconnectTimer)
+    const delay = Math.min(100 * 2 ** Math.min(this.failures + 1, 6), 5000)
+    this.reconnectTimer = setTimeout(() => {
+      void this.renewToken(false, true).then(ok => {
+        if (!this.wanted || this.destroyed) return
+        if (ok) { this.provider.connect(); return }
+        this.emit('connect-failed', ++this.failures)
+        this.scheduleRenewedReconnect()
+      })
+    }, delay)
+  }
+
   private onClose (event: CloseEvent | null): void {
     if (event === null || this.destroyed) return
-    if (!this.provider.wsconnected) this.emit('connect-failed', ++this.failures)
+    const opened = this.provider.wsconnected
+    if (!opened) this.emit('connect-failed', ++this.failures)
     if (event.code === 1006 || event.code === 1002) {
       // A refusal before the upgrade reaches a browser as a bare 1006: ask over HTTP why.
-      if (!this.provider.wsconnected) void this.probe()
+      if (this.opts.renewOnReconnect === true) {
+        if (opened) this.scheduleRenewedReconnect()
+        else void this.probe().then(refused => { if (!refused) this.scheduleRenewedReconnect() })
+      } else if (!opened) {
+        void this.probe()
+      }
       return
     }
     const close: RoomClose = { code: event.code, reason: event.reason, kind: closeKind(event.code) }
@@ -287,32 +329,39 @@ export class RoomConnection {
       case 'try-again': this.emit('try-again', close); break
       default: break
     }
+    if (this.opts.renewOnReconnect === true && close.kind !== 'token-expired' && reconnectsAfter(close.code)) this.scheduleRenewedReconnect()
   }
 
-  private async probe (): Promise<void> {
+  /**
+   * Asks over plain HTTP why the socket was refused (the token goes in `Authorization`, so no
+   * URL, and no browser console line about it, carries the token). True when it was refused
+   * (and the connection stopped, or was renewed once for an expired token).
+   */
+  private async probe (): Promise<boolean> {
     const now = Date.now()
-    if (now - this.lastProbe < 3000) return
+    if (now - this.lastProbe < 3000) return false
     this.lastProbe = now
-    const url = new URL(`${httpBase(this.opts.server)}/rooms/${encodeURIComponent(this.room)}`)
-    if (this.grant !== null) url.searchParams.set('token', this.grant.token)
+    const url = `${httpBase(this.opts.server)}/rooms/${encodeURIComponent(this.room)}`
+    const headers: Record<string, string> = this.grant !== null ? { authorization: `Bearer ${this.grant.token}` } : {}
     let status = 0
     let body: unknown = null
     try {
-      const res = await (this.opts.fetch ?? fetch)(url.toString())
+      const res = await (this.opts.fetch ?? fetch)(url, { headers })
       status = res.status
       body = await res.json().catch(() => null)
     } catch {
-      return // unreachable: the provider keeps retrying
+      return false // unreachable: the connection keeps retrying
     }
-    if (![400, 401, 403, 503].includes(status)) return
+    if (![400, 401, 403, 503].includes(status)) return false
     const b = typeof body === 'object' && body !== null ? body as Record<string, unknown> : {}
     const refusal: RoomRefusal = { status, error: typeof b.error === 'string' ? b.error : '', detail: typeof b.detail === 'string' ? b.detail : '' }
-    if (status === 503) { this.emit('refused', refusal); return }
+    if (status === 503) { this.emit('refused', refusal); return false }
     this.provider.disconnect()
     this.emit('refused', refusal)
     // An expired token with a source to renew it: try once more with a new one.
     if (status === 401 && refusal.error === 'token_expired' && this.opts.token !== undefined) {
       if (await this.renewToken(false)) this.provider.connect()
     }
+    return true
   }
 }
