@@ -269,6 +269,15 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_OUTBOUND_QUEUE", default_value_t = 1024)]
     pub outbound_queue: usize,
 
+    /// Microseconds per peer between the starts of two of a busy room's commits (each commit
+    /// is one frame to every peer; busy: at its rate of the last 100 ms, 3 or more updates
+    /// fall in that gap): what arrives meanwhile is committed and sent together. A busy room
+    /// of 40 peers then sends at most every 2 ms, of 100 or more every 5 ms (the cap); a
+    /// slower room holds nothing. 0: commit as soon as the committer is free. See
+    /// docs/limits.md.
+    #[arg(long, env = "FAIRYRING_COALESCE_US_PER_PEER", default_value_t = 50)]
+    pub coalesce_us_per_peer: u64,
+
     /// Compact a room's update log into a snapshot after this many logged updates.
     #[arg(long, env = "FAIRYRING_COMPACT_EVERY", default_value_t = 500)]
     pub compact_every: u64,
@@ -557,6 +566,7 @@ impl ServeConfig {
             max_http_requests_per_token: 16,
             http_write_timeout: 30,
             outbound_queue: 1024,
+            coalesce_us_per_peer: 50,
             compact_every: 500,
             history_checkpoint_every: 2000,
             history_retention: Retention::default(),

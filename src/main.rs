@@ -21,7 +21,7 @@ enum Command {
     /// Run the server (WebSocket rooms at /rooms/{room}, fairies, /healthz, /metrics).
     Serve(Box<fairyring::config::ServeConfig>),
     /// Load-test a running server: N y-sync clients in one room, latency percentiles, RSS.
-    Bench(fairyring::bench::BenchArgs),
+    Bench(Box<fairyring::bench::BenchArgs>),
     /// Mint an HS256 token signed with the server's secret and print it on stdout.
     Token(fairyring::auth::TokenArgs),
     /// Serve scripted model answers (Anthropic and OpenAI wire formats) for tests and demos
@@ -46,7 +46,7 @@ fn main() -> anyhow::Result<()> {
             runtime.shutdown_timeout(BLOCKING_GRACE);
             served
         }
-        Command::Bench(args) => runtime()?.block_on(fairyring::bench::run(args)),
+        Command::Bench(args) => runtime()?.block_on(fairyring::bench::run(*args)),
         #[cfg(feature = "dev-tools")]
         Command::MockModel(args) => runtime()?.block_on(fairyring::llm::mock::run(args)),
         Command::Openapi => {

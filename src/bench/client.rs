@@ -24,6 +24,12 @@ use super::wire::{Inbound, Wire, stamp, stamps};
 pub struct Shared {
     /// Micros are counted from here (one clock for senders and receivers).
     pub epoch: Instant,
+    /// Micros between the run's epoch and [`Shared::epoch`]: 0 in the coordinating process;
+    /// in a client process (`--client-procs`), how long after the coordinator's epoch this
+    /// process started counting, so that every process stamps and measures on one clock.
+    offset: u64,
+    /// The run's epoch as micros since the Unix epoch (what client processes are given).
+    pub epoch_unix_micros: u64,
     /// Updates sent at or after this many micros are measured (`u64::MAX` until set).
     pub window_start: AtomicU64,
     /// Updates sent before this many micros are measured.
@@ -45,6 +51,8 @@ impl Shared {
     pub fn new(shards: usize) -> Self {
         Shared {
             epoch: Instant::now(),
+            offset: 0,
+            epoch_unix_micros: unix_micros(),
             window_start: AtomicU64::new(u64::MAX),
             window_end: AtomicU64::new(u64::MAX),
             latencies: Shards::new(shards),
@@ -52,6 +60,18 @@ impl Shared {
             same_node: Shards::new(shards),
             sent_in_window: AtomicU64::new(0),
             placement: Placement::single(),
+        }
+    }
+
+    /// The same, counting from the coordinator's epoch `epoch_unix_micros` (a client process
+    /// of `--client-procs`: the processes of one machine share its wall clock).
+    pub fn joining(self, epoch_unix_micros: u64) -> Self {
+        let epoch = Instant::now();
+        Shared {
+            epoch,
+            offset: unix_micros().saturating_sub(epoch_unix_micros),
+            epoch_unix_micros,
+            ..self
         }
     }
 
@@ -67,13 +87,22 @@ impl Shared {
 
     /// Micros since the epoch.
     pub fn now(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
+        u64::try_from(self.epoch.elapsed().as_micros())
+            .unwrap_or(u64::MAX)
+            .saturating_add(self.offset)
     }
 
     fn in_window(&self, sent: u64) -> bool {
         sent >= self.window_start.load(Ordering::Relaxed)
             && sent < self.window_end.load(Ordering::Relaxed)
     }
+}
+
+/// Micros since the Unix epoch (0 before it).
+fn unix_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 /// One client's settings.

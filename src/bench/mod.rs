@@ -22,6 +22,8 @@
 //! - `wire`: framings (y-sync, Hocuspocus) and the send stamps found without decoding.
 //! - `stats`: the latency histogram.
 //! - `process`: RSS and CPU time from `/proc`.
+//! - `procs`: `--client-procs N`, the clients in N processes of their own, and the side of
+//!   such a process.
 //! - `nodes`: which node each client is on, and what each node is sampled for.
 //! - [`soak`]: `--soak MINUTES`, every load for a long time with the server sampled for leaks.
 //!
@@ -34,6 +36,7 @@ pub mod fairies;
 pub mod history;
 mod nodes;
 mod process;
+mod procs;
 pub mod soak;
 mod stats;
 mod wire;
@@ -133,6 +136,19 @@ pub struct BenchArgs {
     /// A long run of every load with the server sampled for leaks (see [`soak`]).
     #[command(flatten)]
     pub soak: soak::SoakArgs,
+    /// Run the clients in this many processes of their own (client `i` in process
+    /// `i mod N`), which this one coordinates: a machine's cores are then shared between the
+    /// server and several client processes, not one runtime's threads (pin them with
+    /// `taskset`, the server through `--url` and `--server-pid`). 1: the clients run here.
+    #[arg(long, env = "FAIRYRING_BENCH_CLIENT_PROCS", default_value_t = 1)]
+    pub client_procs: usize,
+    /// Internal: this process is client process K of `--client-procs` (started by the
+    /// coordinating bench, which speaks to it on its standard input and output).
+    #[arg(long, hide = true)]
+    pub client_worker: Option<usize>,
+    /// Internal: the coordinating bench's clock epoch, micros since the Unix epoch.
+    #[arg(long, hide = true)]
+    pub bench_epoch_micros: Option<u64>,
 }
 
 const WARMUP: Duration = Duration::from_secs(2);
@@ -149,6 +165,9 @@ const SATURATED: f64 = 0.85;
 
 /// Runs the benchmark and prints its report.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(index) = args.client_worker {
+        return procs::run_worker(args, index).await;
+    }
     if let Some(shapes) = args.cold_load {
         return cold::run(shapes, args.json).await;
     }
@@ -169,6 +188,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         "at least 2 clients per room are needed to measure delivery"
     );
     anyhow::ensure!(args.rate > 0.0, "--rate must be positive");
+    anyhow::ensure!(
+        (1..=args.clients).contains(&args.client_procs),
+        "--client-procs must be between 1 and --clients"
+    );
     let mut child = None;
     let mut spawned_base = String::new();
     anyhow::ensure!(
@@ -205,6 +228,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         .map(|(url, pid)| nodes::Node::new(url, *pid, args.token.clone()))
         .collect();
     let metrics_http = reqwest::Client::new();
+    // Whose `/metrics` count the window's broadcasts and commits: every node given, or the
+    // server started here.
+    let counted: Vec<nodes::Node> = if args.url.is_empty() {
+        vec![nodes::Node::new(&spawned_base, None, args.token.clone())]
+    } else {
+        node_list.clone()
+    };
     // The server totals: the sums over the processes given (every one must answer).
     let server: Vec<Target> = pids.iter().flatten().map(|&p| Target::Pid(p)).collect();
     let measured = !server.is_empty();
@@ -215,51 +245,33 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let shared = Arc::new(Shared::new(threads * 8).on_nodes(placement));
     let quiet = CancellationToken::new();
     let stop = CancellationToken::new();
-    let connecting = Arc::new(tokio::sync::Semaphore::new(CONNECTING));
-    let mut ready = Vec::new();
-    let mut tasks = Vec::new();
     let mut per_room = vec![0usize; args.rooms];
-    let connect_started = Instant::now();
     for i in 0..args.clients {
-        let room_index = i % args.rooms;
-        per_room[room_index] += 1;
-        let room = room_name(&args, room_index);
-        let mut url = urls_of[shared.node_of(i)](&room);
-        if let Some(token) = &args.token {
-            url.push_str(if url.contains('?') { "&" } else { "?" });
-            url.push_str("token=");
-            url.push_str(token);
-        }
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        ready.push(ready_rx);
-        let client = Client {
-            id: i,
-            url,
-            wire: wire::Wire::new(args.protocol, &room),
-            token: args.token.clone().unwrap_or_default(),
-            rate: args.rate,
-            apply: args.apply,
-            shared: shared.clone(),
-        };
-        let signals = Signals {
-            quiet: quiet.clone(),
-            stop: stop.clone(),
-            ready: ready_tx,
-        };
-        tasks.push(tokio::spawn(client.run(connecting.clone(), signals)));
+        per_room[i % args.rooms] += 1;
     }
-    for (i, r) in ready.into_iter().enumerate() {
-        if r.await.is_err() {
-            stop.cancel();
-            let error = match tasks.swap_remove(i).await {
-                Ok(Err(error)) => error,
-                _ => anyhow::anyhow!("client {i} ended before it was connected"),
-            };
-            return Err(
-                error.context("a client failed to connect (for many clients, raise `ulimit -n`)")
-            );
+    let connect_started = Instant::now();
+    // The clients: here, or in `--client-procs` processes of their own.
+    let (mut local, mut workers) = if args.client_procs > 1 {
+        let urls = if args.url.is_empty() {
+            vec![spawned_base.clone()]
+        } else {
+            args.url.clone()
+        };
+        let workers = procs::Workers::start(&args, &urls, shared.epoch_unix_micros).await?;
+        (None, Some(workers))
+    } else {
+        let mut clients = start_clients(&args, &urls_of, &shared, 0..args.clients, &quiet, &stop);
+        clients.connected(&stop).await?;
+        (Some(clients), None)
+    };
+    // The bench's own CPU: this process and its client processes.
+    let bench_cpu = |workers: &Option<procs::Workers>| -> Option<f64> {
+        let mine = process::cpu_seconds(Target::Myself)?;
+        match workers {
+            Some(workers) => Some(mine + sum_samples(&workers.targets(), process::cpu_seconds)?),
+            None => Some(mine),
         }
-    }
+    };
     let connect_secs = connect_started.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_idle = sample_rss(&server);
@@ -309,26 +321,28 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let end = start + duration.as_micros() as u64;
     shared.window_end.store(end, Ordering::Relaxed);
     shared.window_start.store(start, Ordering::Relaxed);
+    if let Some(workers) = &mut workers {
+        workers.tell(&format!("window {start} {end}")).await?;
+    }
     let until = |micros: u64| shared.epoch + Duration::from_micros(micros);
     tokio::time::sleep_until(until(start).into()).await;
     let fairies_0 = match &fairy_load {
         Some(load) => Some(load.counters().await?),
         None => None,
     };
-    let (bench_cpu_0, server_cpu_0, wall_0) = (
-        process::cpu_seconds(Target::Myself),
-        sample_cpu(&server),
-        Instant::now(),
-    );
+    let (bench_cpu_0, server_cpu_0, wall_0) =
+        (bench_cpu(&workers), sample_cpu(&server), Instant::now());
     let nodes_0 = nodes::sample_all(&node_list, &metrics_http).await;
+    let counted_0 = nodes::sample_all(&counted, &metrics_http).await;
     tokio::time::sleep_until(until(end).into()).await;
     let (bench_cpu_1, server_cpu_1, wall) = (
-        process::cpu_seconds(Target::Myself),
+        bench_cpu(&workers),
         sample_cpu(&server),
         wall_0.elapsed().as_secs_f64(),
     );
     let rss_load = sample_rss(&server);
     let nodes_1 = nodes::sample_all(&node_list, &metrics_http).await;
+    let counted_1 = nodes::sample_all(&counted, &metrics_http).await;
     fairy_stop.cancel();
     let fairy_report = match (&mut fairy_load, fairies_0) {
         (Some(load), Some(before)) => {
@@ -349,30 +363,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     };
     tokio::time::sleep(GRACE).await;
     quiet.cancel();
+    if let Some(workers) = &mut workers {
+        workers.tell("quiet").await?;
+    }
     tokio::time::sleep(SETTLE).await;
     let rss_after = sample_rss(&server);
     stop.cancel();
-    let mut sent = 0u64;
-    let mut failed = Vec::new();
-    // A client stuck writing to a server that stopped reading is abandoned, not waited for.
-    let give_up = tokio::time::Instant::now() + STOP_WAIT;
-    let mut stuck = 0usize;
-    for (i, mut task) in tasks.into_iter().enumerate() {
-        match tokio::time::timeout_at(give_up, &mut task).await {
-            Ok(Ok(Ok(n))) => sent += n,
-            Ok(Ok(Err(error))) => failed.push(format!("client {i}: {error:#}")),
-            Ok(Err(error)) => failed.push(format!("client {i}: {error}")),
-            Err(_) => {
-                task.abort();
-                stuck += 1;
-            }
-        }
-    }
-    if stuck > 0 {
-        failed.push(format!(
-            "{stuck} client(s) still blocked writing to the server when the run ended"
-        ));
-    }
+    let (sent, failed) = match (local.take(), workers.take()) {
+        (Some(clients), _) => clients.finish().await,
+        (None, Some(workers)) => workers.finish(&shared).await?,
+        (None, None) => (0, Vec::new()),
+    };
     let rss_unloaded = if args.unload_wait > 0 && measured {
         tokio::time::sleep(Duration::from_secs(args.unload_wait)).await;
         sample_rss(&server)
@@ -399,6 +400,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         (Some(a), Some(b)) if delivered > 0 => Some((b - a) / delivered as f64 * 1000.0),
         _ => None,
     };
+    let server_cpu_per_million = server_cpu_per_1000.map(|s| s * 1000.0);
+    // Broadcasts and commits in the window, summed over the servers counted.
+    let window_delta = |of: fn(&nodes::NodeSample) -> Option<f64>| -> Option<f64> {
+        counted_0
+            .iter()
+            .zip(&counted_1)
+            .map(|(a, b)| Some(of(b)? - of(a)?))
+            .sum()
+    };
+    let broadcasts = window_delta(|s| s.update_frames);
+    let commits = window_delta(|s| s.commits);
     // With the server on the same machine (started here, or its PID given), the bench's fair
     // share is half the cores.
     let share = if measured {
@@ -492,8 +504,21 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         "server_cpu": {
             "cores_used": server_cores,
             "seconds_per_1000_deliveries": server_cpu_per_1000,
+            "seconds_per_million_deliveries": server_cpu_per_million,
         },
-        "bench_cpu": { "cores_used": bench_cores, "cores_available": threads },
+        "server_work": {
+            "broadcasts_per_sec": broadcasts.map(|b| b / wall),
+            "commits_per_sec": commits.map(|c| c / wall),
+            // Each update goes out in one broadcast: how many a frame carries, on average.
+            "updates_per_frame": broadcasts
+                .filter(|b| *b > 0.0)
+                .map(|b| sent_in_window as f64 / b),
+        },
+        "bench_cpu": {
+            "cores_used": bench_cores,
+            "cores_available": threads,
+            "client_procs": args.client_procs,
+        },
         "fairies": fairy_report,
         "exports": export_report,
         "warnings": warnings,
@@ -656,14 +681,22 @@ fn print_report(r: &serde_json::Value) {
         f(&r["rss_per_connection_kib"])
     );
     println!(
-        "  server CPU            {:.2} cores, {:.4} s per 1,000 deliveries",
+        "  server CPU            {:.2} cores, {:.3} s per million deliveries",
         f(&r["server_cpu"]["cores_used"]),
-        f(&r["server_cpu"]["seconds_per_1000_deliveries"])
+        f(&r["server_cpu"]["seconds_per_million_deliveries"])
+    );
+    let work = &r["server_work"];
+    println!(
+        "  server work           {:.0} commits/s, {:.0} update broadcasts/s, {:.2} updates per frame",
+        f(&work["commits_per_sec"]),
+        f(&work["broadcasts_per_sec"]),
+        f(&work["updates_per_frame"])
     );
     println!(
-        "  bench CPU             {:.2} of {} cores",
+        "  bench CPU             {:.2} of {} cores, {} client process(es)",
         f(&r["bench_cpu"]["cores_used"]),
-        r["bench_cpu"]["cores_available"]
+        r["bench_cpu"]["cores_available"],
+        r["bench_cpu"]["client_procs"]
     );
     let fairies = &r["fairies"];
     if !fairies.is_null() {
@@ -734,6 +767,112 @@ fn print_nodes(r: &serde_json::Value) {
             cell(&node["pubsub_messages_in_per_sec"], 1.0, 0),
             cell(&node["pubsub_bytes_in_per_sec"], 1024.0, 1),
         );
+    }
+}
+
+/// The clients of a run started in this process.
+struct Clients {
+    /// Each client's index in the run, its "connected" signal and its task.
+    started: Vec<(
+        usize,
+        tokio::sync::oneshot::Receiver<()>,
+        tokio::task::JoinHandle<anyhow::Result<u64>>,
+    )>,
+}
+
+/// Starts clients `ids` of the run in this process (room `i mod rooms`, node from the
+/// placement of `shared`); they connect at most [`CONNECTING`] at a time.
+fn start_clients<U: Fn(&str) -> String>(
+    args: &BenchArgs,
+    urls_of: &[U],
+    shared: &Arc<Shared>,
+    ids: impl Iterator<Item = usize>,
+    quiet: &CancellationToken,
+    stop: &CancellationToken,
+) -> Clients {
+    let connecting = Arc::new(tokio::sync::Semaphore::new(CONNECTING));
+    let mut started = Vec::new();
+    for i in ids {
+        let room = room_name(args, i % args.rooms);
+        let Some(url_of) = urls_of.get(shared.node_of(i)) else {
+            continue;
+        };
+        let mut url = url_of(&room);
+        if let Some(token) = &args.token {
+            url.push_str(if url.contains('?') { "&" } else { "?" });
+            url.push_str("token=");
+            url.push_str(token);
+        }
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let client = Client {
+            id: i,
+            url,
+            wire: wire::Wire::new(args.protocol, &room),
+            token: args.token.clone().unwrap_or_default(),
+            rate: args.rate,
+            apply: args.apply,
+            shared: shared.clone(),
+        };
+        let signals = Signals {
+            quiet: quiet.clone(),
+            stop: stop.clone(),
+            ready: ready_tx,
+        };
+        started.push((
+            i,
+            ready_rx,
+            tokio::spawn(client.run(connecting.clone(), signals)),
+        ));
+    }
+    Clients { started }
+}
+
+impl Clients {
+    /// Waits until every client is connected; the first that failed ends the run (`stop`).
+    async fn connected(&mut self, stop: &CancellationToken) -> anyhow::Result<()> {
+        let mut failed = None;
+        for (position, (_, ready, _)) in self.started.iter_mut().enumerate() {
+            if ready.await.is_err() {
+                failed = Some(position);
+                break;
+            }
+        }
+        let Some(position) = failed else {
+            return Ok(());
+        };
+        stop.cancel();
+        let (i, _, task) = self.started.swap_remove(position);
+        let error = match task.await {
+            Ok(Err(error)) => error,
+            _ => anyhow::anyhow!("client {i} ended before it was connected"),
+        };
+        Err(error.context("a client failed to connect (for many clients, raise `ulimit -n`)"))
+    }
+
+    /// Waits for the stopped clients (at most [`STOP_WAIT`]): updates sent, and what failed.
+    async fn finish(self) -> (u64, Vec<String>) {
+        let mut sent = 0u64;
+        let mut failed = Vec::new();
+        // A client stuck writing to a server that stopped reading is abandoned, not waited for.
+        let give_up = tokio::time::Instant::now() + STOP_WAIT;
+        let mut stuck = 0usize;
+        for (i, _, mut task) in self.started {
+            match tokio::time::timeout_at(give_up, &mut task).await {
+                Ok(Ok(Ok(n))) => sent += n,
+                Ok(Ok(Err(error))) => failed.push(format!("client {i}: {error:#}")),
+                Ok(Err(error)) => failed.push(format!("client {i}: {error}")),
+                Err(_) => {
+                    task.abort();
+                    stuck += 1;
+                }
+            }
+        }
+        if stuck > 0 {
+            failed.push(format!(
+                "{stuck} client(s) still blocked writing to the server when the run ended"
+            ));
+        }
+        (sent, failed)
     }
 }
 

@@ -12,6 +12,10 @@ const MESSAGES_IN: &str = "fairyring_pubsub_messages_total{reason=\"in\"}";
 const BYTES_IN: &str = "fairyring_pubsub_bytes_total{reason=\"in\"}";
 /// Rooms loaded on the node.
 const ROOMS_LOADED: &str = "fairyring_rooms_loaded";
+/// Update frames the node's rooms broadcast (one per merged group, to each of its peers).
+const UPDATE_FRAMES: &str = "fairyring_updates_out_total";
+/// Group commits of the node's store.
+const COMMITS: &str = "fairyring_store_commit_seconds_count";
 /// How long one `/metrics` request may take before the sample is left empty.
 const METRICS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -142,6 +146,10 @@ pub struct NodeSample {
     pub bytes_in: Option<f64>,
     /// Rooms loaded.
     pub rooms_loaded: Option<f64>,
+    /// Update frames broadcast, in all (`fairyring_updates_out_total`).
+    pub update_frames: Option<f64>,
+    /// Group commits, in all.
+    pub commits: Option<f64>,
 }
 
 /// A node to sample: its PID and the address of its `/metrics`.
@@ -195,6 +203,8 @@ impl Node {
             messages_in: counter(MESSAGES_IN),
             bytes_in: counter(BYTES_IN),
             rooms_loaded: metric(ROOMS_LOADED),
+            update_frames: counter(UPDATE_FRAMES),
+            commits: counter(COMMITS),
         }
     }
 }
@@ -377,6 +387,7 @@ mod tests {
             messages_in: Some(100.0),
             bytes_in: Some(1000.0),
             rooms_loaded: Some(0.0),
+            ..NodeSample::default()
         };
         let after = NodeSample {
             cpu_seconds: Some(15.0),
@@ -384,6 +395,7 @@ mod tests {
             messages_in: Some(300.0),
             bytes_in: Some(5000.0),
             rooms_loaded: Some(200.0),
+            ..NodeSample::default()
         };
         let line = report(&node, &before, &after, 10.0, 400, 200);
         assert_eq!(line["cpu_cores"], 0.5);

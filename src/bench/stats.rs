@@ -76,6 +76,33 @@ impl Histogram {
         self.max = self.max.max(other.max);
     }
 
+    /// The histogram as JSON (the non-empty buckets only), for a client process to send its
+    /// counts to the coordinator (`--client-procs`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let buckets: Vec<[u64; 2]> = self
+            .counts
+            .iter()
+            .enumerate()
+            .filter(|(_, count)| **count > 0)
+            .map(|(index, count)| [index as u64, *count])
+            .collect();
+        serde_json::json!({ "total": self.total, "max": self.max, "buckets": buckets })
+    }
+
+    /// A histogram read back from [`Histogram::to_json`]; `None` when it is not one.
+    pub fn from_json(value: &serde_json::Value) -> Option<Histogram> {
+        let mut histogram = Histogram {
+            total: value.get("total")?.as_u64()?,
+            max: value.get("max")?.as_u64()?,
+            ..Histogram::default()
+        };
+        for bucket in value.get("buckets")?.as_array()? {
+            let index = usize::try_from(bucket.get(0)?.as_u64()?).ok()?;
+            *histogram.counts.get_mut(index)? += bucket.get(1)?.as_u64()?;
+        }
+        Some(histogram)
+    }
+
     /// Number of values counted.
     pub fn count(&self) -> u64 {
         self.total
@@ -139,6 +166,11 @@ impl Shards {
             all.merge(&std::mem::take(&mut *shard));
         }
         all
+    }
+
+    /// Adds `other`'s counts (another process's) to the first shard.
+    pub fn absorb(&self, other: &Histogram) {
+        self.shard(0).merge(other);
     }
 
     /// Every shard merged into one histogram.
@@ -209,6 +241,32 @@ mod tests {
         assert!(h.quantile(0.995).unwrap_or(0) >= 39_000);
         assert_eq!(h.quantile(1.0), Some(40_000));
         assert_eq!(Histogram::default().quantile(0.5), None);
+    }
+
+    #[test]
+    fn a_histogram_survives_json() {
+        let mut h = Histogram::default();
+        for v in [3u64, 3, 500, 70_000, 1 << 35] {
+            h.record(v);
+        }
+        let back = Histogram::from_json(&h.to_json()).expect("a histogram");
+        assert_eq!(back.count(), 5);
+        assert_eq!(back.max(), 1 << 35);
+        for q in [0.1, 0.5, 0.9, 0.99] {
+            assert_eq!(back.quantile(q), h.quantile(q));
+        }
+        let shards = Shards::new(2);
+        shards.absorb(&back);
+        shards.absorb(&back);
+        assert_eq!(shards.merged().count(), 10);
+        assert!(Histogram::from_json(&serde_json::json!({"total": 1})).is_none());
+        assert!(
+            Histogram::from_json(
+                &serde_json::json!({"total": 1, "max": 1, "buckets": [[99999, 1]]})
+            )
+            .is_none(),
+            "a bucket out of range"
+        );
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //!
 //! People first (docs/fairies.md "People and fairies in one room"): a peer's update, or a
 //! reply to a peer, is committed as soon as the committer is free, and another node's update
-//! (already durable) delivered as soon as it arrives. What the server and its
+//! (already durable) delivered as soon as it arrives; in a busy room, at most once per
+//! [`coalesce_gap`] after the previous commit began, so that what arrived meanwhile goes out
+//! as one frame per peer. What the server and its
 //! fairies write alone (streamed versions, chat, tasks) waits for the room's [`TICK`] and then
 //! goes out as one commit and one frame per peer, however many fairies wrote; it is committed
 //! earlier, together, when a peer's update arrives behind it. The fairies' awareness states are
@@ -169,6 +171,73 @@ async fn deadline(at: Option<Instant>) {
     }
 }
 
+/// Window over which a room's rate of updates is measured.
+const RATE_WINDOW: Duration = Duration::from_millis(100);
+/// A room holds a commit back only when, at its recent rate, at least this many updates are
+/// expected within the gap: below it, holding costs latency and saves few frames.
+const COALESCE_MIN_UPDATES: f64 = 3.0;
+
+/// A room's recent rate of updates delivered, and whether it is busy enough to hold a commit
+/// back (see [`coalesce_gap`]).
+struct Pace {
+    since: Instant,
+    updates: usize,
+    per_sec: f64,
+}
+
+impl Pace {
+    fn new(now: Instant) -> Self {
+        Pace {
+            since: now,
+            updates: 0,
+            per_sec: 0.0,
+        }
+    }
+
+    /// Counts a commit of `updates` ending at `now`.
+    fn committed(&mut self, updates: usize, now: Instant) {
+        self.updates += updates;
+        let elapsed = now.saturating_duration_since(self.since);
+        if elapsed >= RATE_WINDOW {
+            self.per_sec = self.updates as f64 / elapsed.as_secs_f64();
+            (self.since, self.updates) = (now, 0);
+        }
+    }
+
+    /// When the next commit may start, if it must wait: only while the room's rate brings at
+    /// least [`COALESCE_MIN_UPDATES`] within `gap`, and until `gap` after the last commit began.
+    fn hold_until(
+        &self,
+        last_commit: Option<Instant>,
+        gap: Duration,
+        now: Instant,
+    ) -> Option<Instant> {
+        if self.per_sec * gap.as_secs_f64() < COALESCE_MIN_UPDATES {
+            return None;
+        }
+        last_commit.map(|at| at + gap).filter(|due| *due > now)
+    }
+}
+
+/// How long after the start of a busy room's last commit the next may start: each commit is
+/// one frame to every peer, and a frame costs each peer a socket write whether it carries one
+/// update or ten, so a busy room sends what arrived meanwhile together. The gap grows with the
+/// peers (`--coalesce-us-per-peer`: 5 ms for 100 at the default) up to [`MAX_COALESCE`]. Busy:
+/// at the rate of its last [`RATE_WINDOW`], at least [`COALESCE_MIN_UPDATES`] updates fall in
+/// the gap (100 peers: 600 updates/s); a slower room holds nothing, and an update that arrives
+/// after the gap has passed goes at once. Durability still comes first: a held update is
+/// committed, then sent.
+///
+/// [`MAX_COALESCE`]: super::MAX_COALESCE
+fn coalesce_gap(room: &Room) -> Duration {
+    let per_peer = room.config.coalesce_per_peer;
+    if per_peer.is_zero() {
+        return Duration::ZERO;
+    }
+    let peers = u32::try_from(room.peer_count()).unwrap_or(u32::MAX);
+    per_peer.saturating_mul(peers).min(super::MAX_COALESCE)
+}
+
 /// Runs until the room unloads, the server shuts down or the store fails.
 pub(crate) async fn run(
     room: Arc<Room>,
@@ -184,22 +253,47 @@ pub(crate) async fn run(
     // When the server's own writes waiting alone, and its awareness states, go out.
     let mut writes_due: Option<Instant> = None;
     let mut presence_due: Option<Instant> = None;
+    // When the last commit started, the room's rate of updates, and when a peer's update held
+    // back to coalesce with what follows goes (see [`coalesce_gap`]).
+    let mut last_commit: Option<Instant> = None;
+    let mut pace = Pace::new(Instant::now());
+    let mut held_until: Option<Instant> = None;
     loop {
         tokio::select! {
             _ = room.pending.arrived.notified() => {
                 if room.pending.is_urgent() {
                     writes_due = None;
-                    if let Err(error) = commit(&room, &mut log).await {
-                        return fail(&room, error);
+                    let now = Instant::now();
+                    let hold = pace.hold_until(last_commit, coalesce_gap(&room), now);
+                    match hold {
+                        Some(due) => held_until = Some(held_until.map_or(due, |held| held.min(due))),
+                        None => {
+                            held_until = None;
+                            last_commit = Some(now);
+                            match commit(&room, &mut log).await {
+                                Ok(updates) => pace.committed(updates, Instant::now()),
+                                Err(error) => return fail(&room, error),
+                            }
+                        }
                     }
-                } else if writes_due.is_none() {
+                } else if writes_due.is_none() && held_until.is_none() {
                     writes_due = Some(Instant::now() + TICK);
+                }
+            }
+            _ = deadline(held_until) => {
+                (held_until, writes_due) = (None, None);
+                last_commit = Some(Instant::now());
+                match commit(&room, &mut log).await {
+                    Ok(updates) => pace.committed(updates, Instant::now()),
+                    Err(error) => return fail(&room, error),
                 }
             }
             _ = deadline(writes_due) => {
                 writes_due = None;
-                if let Err(error) = commit(&room, &mut log).await {
-                    return fail(&room, error);
+                last_commit = Some(Instant::now());
+                match commit(&room, &mut log).await {
+                    Ok(updates) => pace.committed(updates, Instant::now()),
+                    Err(error) => return fail(&room, error),
                 }
             }
             _ = room.server_presence.queued.notified(), if presence_due.is_none() => {
@@ -296,13 +390,18 @@ fn room_error(error: &StoreError) -> RoomError {
     }
 }
 
-/// Appends everything queued in one store call, then delivers it in order.
-async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
+/// Appends everything queued in one store call, then delivers it in order; returns how many
+/// updates (the room's own and other nodes') it delivered.
+async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<usize, RoomError> {
     let (items, upto) = room.pending.take_all();
     if items.is_empty() {
         room.pending.mark_delivered(upto);
-        return Ok(());
+        return Ok(0);
     }
+    let delivered = items
+        .iter()
+        .filter(|item| !matches!(item, Pending::Reply { .. }))
+        .count();
     // One time for the whole commit: the updates of one commit are logged together.
     let at = room.config.clock.unix_millis();
     // What the webhooks hear of this commit once it is delivered (sequence numbers, actors).
@@ -421,7 +520,7 @@ async fn commit(room: &Arc<Room>, log: &mut LogState) -> Result<(), RoomError> {
         start_compaction(room, log);
     }
     start_checkpoint(room, log);
-    Ok(())
+    Ok(delivered)
 }
 
 /// Starts taking a history checkpoint beside the committer when none runs and the log is
@@ -840,6 +939,121 @@ mod tests {
         // ...a megabyte of them is, and so are 8,000 of any size.
         assert!(compaction_due(&log(2_000, 1 << 20, 4 << 20), 500));
         assert!(compaction_due(&log(8_000, 400_000, 4 << 20), 500));
+    }
+
+    /// The numbers in `doc`'s list "list", in order.
+    fn numbers(doc: &yrs::Doc) -> Vec<f64> {
+        use yrs::{Array, Transact, WriteTxn};
+        let mut txn = doc.transact_mut();
+        let list = txn.get_or_insert_array("list");
+        list.iter(&txn)
+            .filter_map(|value| match value {
+                yrs::Out::Any(yrs::Any::Number(n)) => n.as_f64(),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Applies the update frames `rx` receives to `doc` until its list holds `want` numbers;
+    /// returns how many update frames that took.
+    async fn receive_until(
+        rx: &mut tokio::sync::mpsc::Receiver<Bytes>,
+        doc: &yrs::Doc,
+        want: usize,
+    ) -> usize {
+        use yrs::sync::{Message, SyncMessage};
+        use yrs::{Transact, Update, updates::decoder::Decode};
+        let mut frames = 0;
+        while numbers(doc).len() < want {
+            let frame = tokio::time::timeout(Duration::from_secs(1), rx.recv())
+                .await
+                .expect("delivered in time")
+                .expect("queue open");
+            if let Ok(Message::Sync(SyncMessage::Update(update))) = crate::protocol::decode(&frame)
+            {
+                frames += 1;
+                let update = Update::decode_v1(&update).expect("an update");
+                doc.transact_mut().apply_update(update).expect("applied");
+            }
+        }
+        frames
+    }
+
+    /// A busy room holds a peer's updates back until the coalesce gap after its last commit
+    /// has passed and sends them to each peer as one frame, in order; an update after a quiet
+    /// spell goes at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_busy_room_sends_what_arrives_within_the_gap_as_one_frame() {
+        use crate::config::ServeConfig;
+        use crate::ids::RoomName;
+        use crate::room::{PeerInfo, RoomConfig, Rooms};
+        use crate::store::Store;
+        use crate::store::memory::MemoryStore;
+        use yrs::{Array, Doc, Transact, WriteTxn};
+
+        let config = RoomConfig {
+            coalesce_per_peer: Duration::from_millis(2),
+            ..RoomConfig::from_serve(&ServeConfig::for_test())
+        };
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let rooms = Rooms::new(store, config, 4);
+        let room = rooms
+            .get(&RoomName::parse("busy").expect("name"))
+            .await
+            .expect("room");
+        let info = |conn| PeerInfo {
+            conn,
+            name: None,
+            sub: format!("u{conn}"),
+            can_write: true,
+        };
+        let (writer, _writer_rx) = room.join(info(1)).expect("join");
+        let (_reader, mut reader_rx) = room.join(info(2)).expect("join");
+        room.flushed().await;
+        while reader_rx.try_recv().is_ok() {}
+        // Two peers: a gap of 4 ms. The writer appends 0, 1, … to a list, 0.2 ms apart.
+        let source = Doc::with_client_id(77);
+        let append = |i: u32| {
+            let mut txn = source.transact_mut();
+            let list = txn.get_or_insert_array("list");
+            let len = list.len(&txn);
+            list.insert(&mut txn, len, f64::from(i));
+            crate::protocol::update(txn.encode_update_v1())
+        };
+        let seen = Doc::new();
+        // 1,000 updates/s for 120 ms: at least 3 expected within the 4 ms gap of two peers.
+        for i in 0..120 {
+            writer.handle(&append(i)).await.expect("handled");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        receive_until(&mut reader_rx, &seen, 120).await;
+        // Five updates 0.2 ms apart: held, and sent together.
+        for i in 120..125 {
+            writer.handle(&append(i)).await.expect("handled");
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        let frames = receive_until(&mut reader_rx, &seen, 125).await;
+        let expected: Vec<f64> = (0..125).map(f64::from).collect();
+        assert_eq!(numbers(&seen), expected, "every update, in order");
+        assert!(frames <= 2, "{frames} frames for 5 updates of a busy room");
+        // A quiet spell: the next update is not held, nor, the room's rate now low, the one
+        // 0.2 ms after it.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for i in 125..127 {
+            let sent = Instant::now();
+            writer.handle(&append(i)).await.expect("handled");
+            assert_eq!(
+                receive_until(&mut reader_rx, &seen, i as usize + 1).await,
+                1
+            );
+            assert!(
+                sent.elapsed() < Duration::from_millis(1),
+                "update {i} held {:?}",
+                sent.elapsed()
+            );
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        rooms.shutdown().await;
     }
 
     /// A fairy's write under a stale fence (another node took the fairy over) is refused by

@@ -88,6 +88,10 @@ pub const SERVER_CLIENT_ID: u64 = 1;
 /// whose handshake loaded it joins after the upgrade, which must not find it unloading.
 const NEW_ROOM_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// The longest a room holds a commit back to send it together with what follows
+/// ([`RoomConfig::coalesce_per_peer`]).
+pub const MAX_COALESCE: Duration = Duration::from_millis(5);
+
 /// Why a room refused or closed a peer. The server maps each to an HTTP status or close code.
 #[derive(Debug, thiserror::Error)]
 pub enum RoomError {
@@ -183,6 +187,9 @@ pub struct RoomConfig {
     pub outbound_queue: usize,
     /// Updates queued for commit before producers wait.
     pub pending_capacity: usize,
+    /// Time per peer between the starts of two commits (`--coalesce-us-per-peer`; capped by
+    /// [`MAX_COALESCE`]); zero: commit as soon as the committer is free.
+    pub coalesce_per_peer: Duration,
     /// Most peers per room.
     pub max_peers: usize,
     /// Idle time before an unused room is unloaded.
@@ -224,6 +231,7 @@ impl RoomConfig {
         RoomConfig {
             outbound_queue: config.outbound_queue.max(1),
             pending_capacity: 4096,
+            coalesce_per_peer: Duration::from_micros(config.coalesce_us_per_peer),
             max_peers: config.max_connections_per_room,
             idle_unload: config.idle_unload_after(),
             compact_every: config.compact_every.max(1),

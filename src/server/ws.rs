@@ -194,7 +194,9 @@ async fn serve_peer(
             rx,
             close_rx,
             peer.control().clone(),
-            state.shutdown.clone(),
+            // A token of its own under the server's: the writer waits on it between frames,
+            // which on the shared token would take one lock all sockets share.
+            state.shutdown.child_token(),
             done.clone(),
             last_seen.clone(),
             started,
@@ -312,9 +314,11 @@ async fn read_loop(
     let limiter = RateLimiter::direct(Quota::per_second(rate).allow_burst(burst));
     let max = state.config.max_message_bytes;
     let bytes = byte_limiter(state.config.rate_bytes_per_sec, max);
+    let writer_done = done.cancelled();
+    tokio::pin!(writer_done);
     loop {
         let message = tokio::select! {
-            _ = done.cancelled() => return ReadEnd::WriterDone,
+            _ = &mut writer_done => return ReadEnd::WriterDone,
             message = stream.next() => message,
         };
         last_seen.store(elapsed_ms(started), Ordering::Relaxed);
@@ -397,20 +401,25 @@ async fn send_queued(
     first: Bytes,
     rx: &mut mpsc::Receiver<Bytes>,
 ) -> Result<(), WsError> {
-    for message in fragments(first) {
-        sink.feed(message).await?;
-    }
+    feed(sink, first).await?;
     for _ in 1..MAX_FRAMES_PER_WRITE {
         match rx.try_recv() {
-            Ok(frame) => {
-                for message in fragments(frame) {
-                    sink.feed(message).await?;
-                }
-            }
+            Ok(frame) => feed(sink, frame).await?,
             Err(_) => break,
         }
     }
     sink.flush().await
+}
+
+/// Feeds one queued frame to the socket (its fragments when it is large).
+async fn feed(sink: &mut SplitSink<Socket, Message>, frame: Bytes) -> Result<(), WsError> {
+    if frame.len() <= MAX_FRAME_BYTES {
+        return sink.feed(Message::Binary(frame)).await;
+    }
+    for message in fragments(frame) {
+        sink.feed(message).await?;
+    }
+    Ok(())
 }
 
 /// `frame` as what is fed to the socket: one binary message when it fits in
@@ -446,21 +455,27 @@ async fn write_loop(
     started: tokio::time::Instant,
 ) -> SplitSink<Socket, Message> {
     let mut ping = tokio::time::interval_at(started + PING_INTERVAL, PING_INTERVAL);
+    // The cancellation waits are made once, not once per frame (each is a waiter registered
+    // under its token's lock).
+    let kicked = control.kicked();
+    let shutting_down = shutdown.cancelled();
+    let ended = done.cancelled();
+    tokio::pin!(kicked, shutting_down, ended);
     let close = loop {
         tokio::select! {
             biased;
             request = &mut close_rx => {
                 break request.ok().map(|r| (r.code, r.reason));
             }
-            _ = control.kicked() => {
+            _ = &mut kicked => {
                 let reason = control.reason().map(close_for);
                 if let Some((_, metric, _)) = &reason {
                     crate::metrics::global().close(metric);
                 }
                 break reason.map(|(code, _, text)| (code, text));
             }
-            _ = shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".into())),
-            _ = done.cancelled() => break None,
+            _ = &mut shutting_down => break Some((close::GOING_AWAY, "server shutting down".into())),
+            _ = &mut ended => break None,
             frame = rx.recv() => {
                 let Some(frame) = frame else { break Some((close::GOING_AWAY, "room closed".into())) };
                 match tokio::time::timeout(WRITE_TIMEOUT, send_queued(&mut sink, frame, &mut rx)).await {
