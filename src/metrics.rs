@@ -102,6 +102,9 @@ pub struct Metrics {
     pub webhook_deliveries: Family<ReasonLabel, Counter>,
     /// Webhook events in the outbox by state (`pending`, `dead`), as last counted.
     pub webhook_outbox: Family<ReasonLabel, Gauge>,
+    /// History replays (versions, documents, pages, restores, rollbacks) by state: `held`
+    /// (a replay permit taken: replaying, building or sending an answer), `waiting` (for one).
+    pub history_replays: Family<ReasonLabel, Gauge>,
 }
 
 /// How a render ended, for [`Metrics::count_render`].
@@ -164,6 +167,7 @@ impl Metrics {
             render_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
             webhook_deliveries: Family::default(),
             webhook_outbox: Family::default(),
+            history_replays: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -306,6 +310,11 @@ impl Metrics {
             "Webhook events in the outbox (reason: pending, dead), as last counted",
             m.webhook_outbox.clone(),
         );
+        registry.register(
+            "history_replays",
+            "History replays by state (reason: held, waiting); a held one keeps its permit until its answer is sent",
+            m.history_replays.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -343,6 +352,15 @@ impl Metrics {
         if outcome != RenderOutcome::Busy {
             self.render_seconds.observe(seconds);
         }
+    }
+
+    /// The gauge of history replays in `state` (`held`, `waiting`).
+    pub fn history_replays(&self, state: &str) -> Gauge {
+        self.history_replays
+            .get_or_create(&ReasonLabel {
+                reason: state.to_owned(),
+            })
+            .clone()
     }
 
     /// Counts a server-side close.

@@ -280,6 +280,150 @@ async fn concurrent_history_reads_of_a_200_mb_log_stay_bounded() {
     );
 }
 
+/// A gauge or counter of the server's `/metrics` (0 when absent).
+async fn metric(http: &str, name: &str) -> f64 {
+    let text = reqwest::get(format!("{http}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .find_map(|line| line.strip_prefix(name))
+        .and_then(|rest| rest.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Finding 4, what was left: large answers are sent under the replay permit. Twelve clients
+/// ask for the document of an 8 MB room (JSON and Yjs, half each) and read nothing past the
+/// first byte: only the two holding the replay permits get an answer going, the ten others
+/// wait for a permit (`fairyring_history_replays{reason="waiting"}`), and the spawned server's
+/// RSS grows by about two answers, not twelve. When the first ones leave, the others are
+/// answered whole. Before, every answer was built and then sent outside the permit: all twelve
+/// were held at once (+220 MB for 30 readers of an 18 MB room).
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_answers_are_sent_under_the_replay_permit() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const CLIENTS: usize = 12;
+    const TEXT: usize = 8 * 1024 * 1024;
+    /// Replay permits (`MAX_REPLAYS` in src/history/service.rs).
+    const PERMITS: usize = 2;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite:{}", dir.path().join("big.db").display());
+    let room = RoomName::parse("big").expect("room");
+    {
+        let store = fairyring::store::open(&url).await.expect("store");
+        log_overwrites(&store, &room, 1, TEXT).await;
+        store.close().await;
+    }
+    let node = serve_binary(&url);
+    let pid = node.child.id();
+    let http = node.http();
+    // One whole read first: the allocator's and the store's start-up costs are not counted.
+    let whole = reqwest::get(format!("{http}/rooms/big/doc"))
+        .await
+        .expect("doc")
+        .bytes()
+        .await
+        .expect("body");
+    assert!(whole.len() > TEXT, "{} bytes", whole.len());
+    let idle = proc_bytes(pid, "VmRSS:");
+
+    let (started, mut answered) = tokio::sync::mpsc::unbounded_channel::<usize>();
+    let mut readers = Vec::new();
+    for i in 0..CLIENTS {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4096).expect("rcvbuf");
+        let mut stream = socket
+            .connect(node.addr.parse().expect("addr"))
+            .await
+            .expect("connect");
+        let format = if i % 2 == 0 { "" } else { "?format=yjs" };
+        let head =
+            format!("GET /rooms/big/doc{format} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+        stream.write_all(head.as_bytes()).await.expect("write");
+        let started = started.clone();
+        // Reads the answer's first byte and says so, then nothing until told to read the rest
+        // (its length, once the server closed) or to leave (dropped).
+        let (read_on, told) = tokio::sync::oneshot::channel::<()>();
+        readers.push((
+            read_on,
+            tokio::spawn(async move {
+                let mut byte = [0u8; 1];
+                if !matches!(stream.read(&mut byte).await, Ok(1)) {
+                    return 0;
+                }
+                let _ = started.send(i);
+                if told.await.is_err() {
+                    return 0;
+                }
+                let mut rest = Vec::new();
+                let _ = stream.read_to_end(&mut rest).await;
+                rest.len() + 1
+            }),
+        ));
+    }
+    // Every request either has its answer going or waits for a permit.
+    let mut going = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        while let Ok(i) = answered.try_recv() {
+            going.push(i);
+        }
+        let waiting = metric(&http, "fairyring_history_replays{reason=\"waiting\"}").await as usize;
+        if going.len() + waiting >= CLIENTS {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} answers going, {waiting} waiting",
+            going.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let grew = proc_bytes(pid, "VmHWM:").saturating_sub(idle);
+    eprintln!(
+        "{CLIENTS} unread /doc answers of an {} MB room: {} going at once, RSS +{} MB",
+        TEXT >> 20,
+        going.len(),
+        grew >> 20
+    );
+    assert!(
+        going.len() <= PERMITS,
+        "{} answers sent at once (clients {going:?}), not at most {PERMITS}",
+        going.len()
+    );
+    // Two answers under way (each one room, and a Yjs update or a few chunks of JSON), with
+    // room for the allocator: twelve would be over 96 MB.
+    assert!(
+        grew < (48 << 20),
+        "RSS +{} MB with {} answers going",
+        grew >> 20,
+        going.len()
+    );
+    // The first ones leave: the others are answered, and whole.
+    let mut rest = Vec::new();
+    for (i, (read_on, task)) in readers.into_iter().enumerate() {
+        if going.contains(&i) {
+            task.abort();
+            drop(read_on);
+        } else {
+            let _ = read_on.send(());
+            rest.push(task);
+        }
+    }
+    for len in futures_util::future::join_all(rest).await {
+        let len = len.expect("reader");
+        assert!(len > TEXT, "an answer of {len} bytes");
+    }
+    assert_eq!(
+        metric(&http, "fairyring_history_replays{reason=\"held\"}").await,
+        0.0,
+        "every permit back"
+    );
+}
+
 /// `--history-max-bytes`: a SQLite room whose log is over the cap keeps only what fits after a
 /// checkpoint at the cut; the room still loads, and every version after the cut reads back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -263,3 +263,109 @@ async fn a_full_disk_refuses_writes_keeps_readers_and_resumes_when_space_returns
     eprintln!("after the restart: {} acknowledged, 0 lost", acked.len());
     server.shutdown().await;
 }
+
+/// Issue 46: the PostgreSQL data directory fills up. The test's own cluster
+/// (`support::pg_cluster`) keeps its data directory on a tmpfs the test mounted (its WAL
+/// elsewhere: a full WAL is a PostgreSQL PANIC and restart, docs/operations.md), which the test
+/// then fills. PostgreSQL's `53100 disk_full` takes the same path as SQLite's full disk: writers
+/// are answered `507 store_full`, readers keep reading, writing resumes without a restart once
+/// space returns, and every acknowledged write is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_postgres_data_directory_refuses_writes_and_resumes_when_space_returns() {
+    use support::pg_cluster::PgCluster;
+    let Some(mount) = TmpMount::mount("64m") else {
+        return;
+    };
+    let data_in = mount.path().to_owned();
+    let Some(cluster) =
+        tokio::task::spawn_blocking(move || PgCluster::start_in(Some(data_in.as_path())))
+            .await
+            .expect("cluster")
+    else {
+        return;
+    };
+    let config = ServeConfig {
+        store: cluster.url(),
+        store_schema: Some("diskfull".into()),
+        compact_every: 8,
+        ..ServeConfig::for_test()
+    };
+    let server = fairyring::server::start(config.clone())
+        .await
+        .expect("server");
+    let http = format!("http://{}", server.addr());
+    let room = "pgfull";
+    let mut acked = BTreeSet::new();
+    for i in 0..5 {
+        let id = format!("before-{i}");
+        let (status, body, _) = create_shape(&http, room, &id, 1000).await;
+        assert_eq!(status, 200, "{body}");
+        acked.insert(id);
+    }
+    let filler = fill(mount.path());
+    let mut first_refusal = None;
+    for i in 0..400 {
+        let id = format!("filling-{i}");
+        let (status, body, took) = create_shape(&http, room, &id, 64 * 1024).await;
+        assert!(
+            took < Duration::from_secs(5),
+            "a write answered after {took:?}"
+        );
+        match status {
+            200 => {
+                acked.insert(id);
+            }
+            507 => {
+                assert_eq!(body["error"], "store_full", "{body}");
+                first_refusal = Some(took);
+                break;
+            }
+            other => panic!("{id}: {other} {body}"),
+        }
+    }
+    let first_refusal = first_refusal.unwrap_or_else(|| {
+        panic!(
+            "the data directory never filled up; PostgreSQL's log:\n{}",
+            cluster.log()
+        )
+    });
+    let (status, body) = health(&http).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["store"], "full", "{body}");
+    let ids = stored_ids(&http, room).await;
+    assert!(acked.is_subset(&ids), "a read while the disk is full");
+
+    std::fs::remove_file(&filler).expect("free the disk");
+    let freed = Instant::now();
+    loop {
+        let (status, body, _) = create_shape(&http, room, "after", 10).await;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 507, "{body}");
+        assert!(
+            freed.elapsed() < Duration::from_secs(30),
+            "writing never resumed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let recovery = freed.elapsed();
+    acked.insert("after".into());
+    eprintln!(
+        "full PostgreSQL data directory: {} writes acknowledged, the first refusal answered in \
+         {first_refusal:?}, writing resumed {recovery:?} after space returned",
+        acked.len()
+    );
+    assert!(
+        recovery < Duration::from_secs(5),
+        "recovery took {recovery:?}"
+    );
+    server.shutdown().await;
+    let server = fairyring::server::start(config).await.expect("restart");
+    let http = format!("http://{}", server.addr());
+    let ids = stored_ids(&http, room).await;
+    let missing: Vec<&String> = acked.difference(&ids).collect();
+    assert!(missing.is_empty(), "acknowledged but lost: {missing:?}");
+    server.shutdown().await;
+    drop(cluster);
+}

@@ -305,3 +305,160 @@ async fn terminated_backends_under_load_lose_no_acknowledged_write() {
     admin.close().await;
     server.shutdown().await;
 }
+
+/// A socket peer writing a shape every few milliseconds through a PostgreSQL restart: when
+/// the server closes it, it records the close code, reconnects (retrying while the room cannot
+/// load) and sends its whole document again, as y-websocket does. Returns its document's
+/// state, the shapes it wrote and the close codes it saw.
+async fn restarting_peer(
+    ws: String,
+    room: &'static str,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> (Vec<u8>, BTreeSet<String>, Vec<Option<u16>>) {
+    let mut peer = Client::connect(&ws, room).await;
+    let mut written = BTreeSet::new();
+    let mut closes = Vec::new();
+    let mut i = 0u32;
+    while !*stop.borrow_and_update() {
+        if peer.closed.is_some() {
+            closes.push(peer.closed.clone().flatten().map(|f| u16::from(f.code)));
+            let state = peer.state();
+            let started = Instant::now();
+            let mut again = loop {
+                if let Some(client) = Client::try_connect(&ws, room).await {
+                    break client;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "the peer could not reconnect"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            again
+                .edit(|txn| {
+                    use yrs::updates::decoder::Decode;
+                    let update = yrs::Update::decode_v1(&state).expect("state");
+                    txn.apply_update(update).expect("apply");
+                })
+                .await;
+            peer = again;
+        }
+        let id = format!("sock-{i}");
+        i += 1;
+        peer.edit(|txn| put_shape(txn, &id, 9.0)).await;
+        written.insert(id);
+        peer.drain(Duration::from_millis(30)).await;
+    }
+    // Everything it wrote reaches the server before it leaves.
+    peer.drain(Duration::from_millis(300)).await;
+    let state = peer.state();
+    peer.close().await;
+    (state, written, closes)
+}
+
+/// Issue 46: `pg_ctl restart -m fast` (what `pg_ctlcluster … restart` runs) of a PostgreSQL
+/// cluster of the test's own (`support::pg_cluster`: the machine's shared PostgreSQL is left
+/// alone) while a REST writer and a socket peer write. The node reconnects by itself; a write
+/// the restart fails is refused with a retryable answer (`503 store_unavailable`, close
+/// `1011`), never half-applied; the peer reconnects and converges; every acknowledged write is
+/// kept; writing is back within the 5 s goal after the cluster accepts connections again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_restart_under_load_loses_no_acknowledged_write() {
+    use support::pg_cluster::PgCluster;
+    let Some(cluster) = tokio::task::spawn_blocking(PgCluster::start)
+        .await
+        .expect("cluster")
+    else {
+        return;
+    };
+    let config = ServeConfig {
+        store: cluster.url(),
+        store_schema: Some("restart".into()),
+        store_timeout_ms: DEADLINE.as_millis() as u64,
+        ..ServeConfig::for_test()
+    };
+    let server = fairyring::server::start(config).await.expect("server");
+    let http = format!("http://{}", server.addr());
+    let ws = format!("ws://{}", server.addr());
+    let room = "restarted";
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let rest = tokio::spawn({
+        let http = http.clone();
+        let stop_rx = stop_rx.clone();
+        async move {
+            let mut acked = BTreeSet::new();
+            let mut refused = Vec::new();
+            let mut i = 0u32;
+            while !*stop_rx.borrow() {
+                let id = format!("load-{i}");
+                i += 1;
+                let (status, body, took) = create_shape(&http, room, &id).await;
+                match status {
+                    200 => {
+                        acked.insert(id.clone());
+                    }
+                    503 => refused.push(body["error"].as_str().unwrap_or_default().to_owned()),
+                    other => panic!("write {id}: {other} {body} after {took:?}"),
+                }
+                assert!(
+                    took < DEADLINE * 4 + SLACK,
+                    "write {id} answered after {took:?}"
+                );
+            }
+            (acked, refused)
+        }
+    });
+    let peer = tokio::spawn(restarting_peer(ws.clone(), room, stop_rx));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+
+    let restart = Instant::now();
+    let cluster = tokio::task::spawn_blocking(move || {
+        cluster.restart();
+        cluster
+    })
+    .await
+    .expect("restart");
+    let restarted = restart.elapsed();
+    let back = Instant::now();
+    let recovery = until_a_write_succeeds(&http, room, "after-restart").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop_tx.send(true).expect("stop");
+    let (mut acked, refused) = rest.await.expect("rest writer");
+    let (_peer_state, peer_wrote, closes) = peer.await.expect("peer");
+    acked.insert("after-restart".into());
+    eprintln!(
+        "pg restart: took {restarted:?}; {} REST writes acknowledged, {} refused {:?}; the peer \
+         wrote {} shapes, closed {closes:?}; writing back {recovery:?} after the cluster \
+         accepted connections again ({:?} since)",
+        acked.len(),
+        refused.len(),
+        refused,
+        peer_wrote.len(),
+        back.elapsed()
+    );
+    assert!(
+        refused.iter().all(|e| e == "store_unavailable"),
+        "refusals: {refused:?}"
+    );
+    assert!(
+        closes.iter().all(|c| *c == Some(1011)),
+        "the peer's closes: {closes:?}"
+    );
+    assert!(recovery < RECOVERY_GOAL, "recovery took {recovery:?}");
+    let peer_ids: Vec<&str> = peer_wrote.iter().map(String::as_str).collect();
+    assert_kept(&http, room, &acked, &peer_ids).await;
+    // The peer's shapes reached the room (it sent them again after each close), and a client
+    // that connects now converges on everything.
+    let mut everything = acked.clone();
+    everything.extend(peer_wrote.iter().cloned());
+    let mut fresh = Client::connect(&ws, room).await;
+    fresh
+        .until("every acknowledged and every peer's shape", |c| {
+            let ids: BTreeSet<String> = support::shape_ids(c).into_iter().collect();
+            everything.is_subset(&ids)
+        })
+        .await;
+    fresh.close().await;
+    server.shutdown().await;
+    drop(cluster);
+}

@@ -629,3 +629,90 @@ async fn webhook_latency_after_the_debounce() {
     );
     server.shutdown().await;
 }
+
+/// `fairyring_webhook_deliveries_total{reason}` in this process (the metrics are global).
+fn deliveries(reason: &str) -> f64 {
+    let name = format!("fairyring_webhook_deliveries_total{{reason=\"{reason}\"}}");
+    fairyring::metrics::global()
+        .render()
+        .lines()
+        .find_map(|line| line.strip_prefix(name.as_str()))
+        .and_then(|rest| rest.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Issue 46: the outbox writer is under the store's deadline (`--store-timeout-ms`). A node
+/// reaches PostgreSQL through a relay that stalls (connections open, nothing flows) just after
+/// a write was acknowledged: the writer's pushes of that write's `room.updated` fail at the
+/// deadline and, after their retries, the event is counted `dropped` within about 5 s, instead
+/// of waiting on the stalled connection (before: the pool's 5 s acquire timeout per attempt, or
+/// for as long as TCP takes on a connection in use: over 20 s). When the relay resumes, the
+/// next write's event is recorded and delivered without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_store_does_not_hang_the_outbox_writer() {
+    use support::relay::{Relay, address_of, through};
+    const DEADLINE_MS: u64 = 500;
+    const DEBOUNCE_MS: u64 = 1000;
+    let Some(pg) = support::services::PgSchema::fresh("hookstall").await else {
+        return;
+    };
+    let mut receiver = Receiver::start(&[]).await;
+    let relay = Relay::start(address_of(&pg.url, 5432)).await;
+    let mut config = config(&receiver.url(), DEBOUNCE_MS);
+    config.store = through(&pg.url, relay.addr());
+    config.store_schema = Some(pg.schema.clone());
+    config.store_timeout_ms = DEADLINE_MS;
+    let node = server::start(config).await.unwrap();
+    let http = format!("http://{}", node.addr());
+    let create = |id: &'static str| {
+        let url = format!("{http}/rooms/stall/shapes");
+        async move {
+            reqwest::Client::new()
+                .patch(url)
+                .timeout(Duration::from_secs(10))
+                .json(&serde_json::json!({"create": [{"id": id, "type": "rectangle", "x": 1, "y": 2, "w": 3, "h": 4}]}))
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .unwrap_or(0)
+        }
+    };
+    assert_eq!(create("a").await, 200);
+    let dropped_before = deliveries("dropped");
+    relay.pause();
+    let paused = Instant::now();
+    // Due a debounce after the write; four pushes at the deadline and 2.6 s of retry delays.
+    let bound =
+        Duration::from_millis(DEBOUNCE_MS + 4 * DEADLINE_MS + 2_600) + Duration::from_secs(3);
+    loop {
+        if deliveries("dropped") > dropped_before {
+            break;
+        }
+        assert!(
+            paused.elapsed() < bound,
+            "the outbox writer still waits on the stalled store after {:?}",
+            paused.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let gave_up = paused.elapsed();
+    relay.resume();
+    let resumed = Instant::now();
+    let status = loop {
+        let status = create("b").await;
+        if status == 200 || resumed.elapsed() > Duration::from_secs(20) {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status, 200, "writing resumed");
+    let event = receiver.next_of("room.updated").await;
+    let back = event.at.duration_since(resumed);
+    eprintln!(
+        "outbox writer gave up {gave_up:?} after the stall began; after resume, the next event \
+         delivered in {back:?} (of which the {DEBOUNCE_MS} ms debounce)"
+    );
+    assert_eq!(event.json["room"], "stall");
+    node.shutdown().await;
+    drop_schema(&pg).await;
+}

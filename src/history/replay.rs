@@ -301,6 +301,13 @@ fn doc_json<T: ReadTxn>(txn: &T) -> serde_json::Map<String, serde_json::Value> {
     out
 }
 
+/// `"key":` as serde_json writes an object's key.
+fn write_key(out: &mut Vec<u8>, key: &str) {
+    // Writing JSON into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, key);
+    out.push(b':');
+}
+
 // ---------------------------------------------------------------------------------------------
 // Replay
 
@@ -492,6 +499,59 @@ impl Replay {
     /// [`MAX_JSON_DEPTH`] levels is `null` (depth-limited recursion).
     pub fn to_json(&self) -> serde_json::Map<String, serde_json::Value> {
         doc_json(&self.doc.transact())
+    }
+
+    /// Writes the document as JSON, the same bytes as `serde_json::to_vec(&self.to_json())`,
+    /// one root entry at a time: appends to `out` and hands it to `emit` whenever it holds at
+    /// least `chunk` bytes, so that no more than a chunk and one entry's JSON are held besides
+    /// the document. Returns `false` when `emit` refused a chunk (the reader left); what is
+    /// left in `out` at the end is the caller's.
+    pub fn write_json(
+        &self,
+        out: &mut Vec<u8>,
+        chunk: usize,
+        emit: &mut dyn FnMut(Vec<u8>) -> bool,
+    ) -> bool {
+        let txn = self.doc.transact();
+        let names: BTreeSet<String> = txn.root_refs().map(|(name, _)| name.to_owned()).collect();
+        out.push(b'{');
+        let mut roots = 0usize;
+        for name in names {
+            let Some(root) = txn.get_map(name.as_str()) else {
+                continue;
+            };
+            if root.len(&txn) == 0 {
+                continue;
+            }
+            if roots > 0 {
+                out.push(b',');
+            }
+            roots += 1;
+            write_key(out, &name);
+            out.push(b'{');
+            let mut keys: Vec<String> = root.keys(&txn).map(str::to_owned).collect();
+            keys.sort_unstable();
+            let mut entries = 0usize;
+            for key in keys {
+                let Some(value) = root.get(&txn, &key) else {
+                    continue;
+                };
+                if entries > 0 {
+                    out.push(b',');
+                }
+                entries += 1;
+                write_key(out, &key);
+                // Writing JSON into a Vec cannot fail.
+                let _ =
+                    serde_json::to_writer(&mut *out, &Value::from_out(&txn, value, 2).to_json(2));
+                if out.len() >= chunk && !emit(std::mem::take(out)) {
+                    return false;
+                }
+            }
+            out.push(b'}');
+        }
+        out.push(b'}');
+        true
     }
 
     /// The whole state as one Yjs v1 update.
@@ -1438,6 +1498,45 @@ mod tests {
                 "meta": {"schemaVersion": 1},
             })
         );
+    }
+
+    #[test]
+    fn written_json_is_the_serialised_json_whatever_the_chunk() {
+        let mut room = Room::new(1);
+        room.edit(0, |txn, shapes, _| {
+            for i in 0..40 {
+                shapes.insert(
+                    txn,
+                    format!("s\"{i}"),
+                    MapPrelim::from([
+                        ("label", In::from(TextPrelim::new(format!("ü{i}\n")))),
+                        ("n", In::from(i as i64)),
+                        ("nan", In::from(f64::NAN)),
+                    ]),
+                );
+            }
+        });
+        let replay = Replay::new(None, room.updates(0..1)).expect("replay");
+        let whole = serde_json::to_vec(&replay.to_json()).expect("json");
+        for chunk in [1, 100, usize::MAX] {
+            let mut chunks = Vec::new();
+            let mut out = Vec::new();
+            assert!(replay.write_json(&mut out, chunk, &mut |c| {
+                chunks.push(c);
+                true
+            }));
+            if chunk == 1 {
+                assert!(chunks.len() >= 40, "{} chunks", chunks.len());
+            }
+            chunks.push(out);
+            assert_eq!(chunks.concat(), whole, "chunk {chunk}");
+        }
+        let mut calls = 0;
+        assert!(!replay.write_json(&mut Vec::new(), 1, &mut |_| {
+            calls += 1;
+            false
+        }));
+        assert_eq!(calls, 1, "stops at the first refusal");
     }
 
     #[test]

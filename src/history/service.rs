@@ -94,13 +94,56 @@ pub struct History {
     replays: Arc<Semaphore>,
 }
 
+/// One of the [`MAX_REPLAYS`] replay permits, counted in `fairyring_history_replays{reason="held"}`
+/// until it is dropped.
+pub struct ReplayPermit {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for ReplayPermit {
+    fn drop(&mut self) {
+        crate::metrics::global().history_replays("held").dec();
+    }
+}
+
+impl std::fmt::Debug for ReplayPermit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplayPermit").finish_non_exhaustive()
+    }
+}
+
+/// Counts a wait for a replay permit in `fairyring_history_replays{reason="waiting"}` while it
+/// lasts (also when the waiting request is dropped).
+struct Waiting;
+
+impl Waiting {
+    fn start() -> Waiting {
+        crate::metrics::global().history_replays("waiting").inc();
+        Waiting
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        crate::metrics::global().history_replays("waiting").dec();
+    }
+}
+
 /// A replayed room held with its replay permit: what the caller builds from it (JSON, a Yjs
-/// update, an image) is built before the permit goes, so no more than [`MAX_REPLAYS`] rooms
-/// are held in memory by history reads at once.
+/// update, an image) is built, and sent, before the permit goes, so no more than
+/// [`MAX_REPLAYS`] rooms or answers are held in memory by history reads at once.
 pub struct Held {
     /// The replayed room.
     pub replay: Replay,
-    _permit: OwnedSemaphorePermit,
+    permit: ReplayPermit,
+}
+
+impl Held {
+    /// The permit alone (the replayed room dropped): what keeps an answer built from the room
+    /// counted among the [`MAX_REPLAYS`] while it is sent.
+    pub fn into_permit(self) -> ReplayPermit {
+        self.permit
+    }
 }
 
 impl std::fmt::Debug for Held {
@@ -149,11 +192,15 @@ impl History {
     }
 
     /// One of the [`MAX_REPLAYS`] replay permits, taken before anything of the log is read.
-    async fn permit(&self) -> Result<OwnedSemaphorePermit, HistoryError> {
-        Arc::clone(&self.replays)
+    async fn permit(&self) -> Result<ReplayPermit, HistoryError> {
+        let waiting = Waiting::start();
+        let permit = Arc::clone(&self.replays)
             .acquire_owned()
             .await
-            .map_err(|_| HistoryError::Room("shutting down".into()))
+            .map_err(|_| HistoryError::Room("shutting down".into()))?;
+        drop(waiting);
+        crate::metrics::global().history_replays("held").inc();
+        Ok(ReplayPermit { _permit: permit })
     }
 
     /// The sequence number history can start from at or after `after`: `after` itself, or just
@@ -248,13 +295,7 @@ impl History {
             return Err(HistoryError::RoomNotFound(room.to_string()));
         }
         let replay = self.replay_version(room, seq).await?;
-        Ok((
-            seq,
-            Held {
-                replay,
-                _permit: permit,
-            },
-        ))
+        Ok((seq, Held { replay, permit }))
     }
 
     /// The room just after update `seq`, held under a replay permit.
@@ -264,10 +305,7 @@ impl History {
         }
         let permit = self.permit().await?;
         let replay = self.replay_version(room, seq).await?;
-        Ok(Held {
-            replay,
-            _permit: permit,
-        })
+        Ok(Held { replay, permit })
     }
 
     /// `Ok` when the room was ever written, else [`HistoryError::RoomNotFound`] (checked before

@@ -20,6 +20,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -28,11 +29,12 @@ use super::AppState;
 use super::access::{Admitted, ReadScope, WriteScope};
 use super::error::{ApiError, ErrorBody};
 use super::export::Format;
+use super::held_body::{self, Piece};
 use super::openapi::{RoomPath, SeqAnswer, TokenRefusals};
 use super::write_rate::WriteCost;
 use crate::history::actor::Actor;
 use crate::history::replay::ActorKey;
-use crate::history::service::{Held, HistoryError, MAX_PAGE};
+use crate::history::service::{Held, HistoryError, MAX_PAGE, ReplayPermit};
 
 /// Entries of a history page when `limit` is not given.
 const DEFAULT_PAGE: usize = 50;
@@ -158,9 +160,13 @@ async fn history(
     Ok(Json(page).into_response())
 }
 
-/// The answer for a replayed document in the asked format, built whole while the replay
-/// permit is held (on a blocking thread: a 20 MB room's JSON or Yjs update takes a while), so
-/// that no more than the permits' worth of rooms are held by reads at once.
+/// The answer for a replayed document in the asked format, built and sent while the replay
+/// permit is held, so that no more than the permits' worth of rooms and answers are held by
+/// reads at once, however many ask and however slowly they read (issue 43, finding 4). JSON is
+/// written one root entry at a time on a blocking thread into a channel of two chunks
+/// ([`held_body::channel`]); a Yjs update is encoded whole (Yrs has no incremental encoder),
+/// the room dropped, and sent in chunks; an image holds the permit while it is sent too. A
+/// client that stops reading keeps its permit until `--http-write-timeout` drops it.
 async fn answer(
     state: &AppState,
     query: &HashMap<String, String>,
@@ -172,13 +178,20 @@ async fn answer(
     let image = match format {
         "json" => None,
         "yjs" => {
-            let bytes = off_thread(move || held.replay.encode_v1()).await?;
-            let mut response = (StatusCode::OK, bytes).into_response();
+            let (bytes, permit) = off_thread(move || {
+                let bytes = held.replay.encode_v1();
+                (bytes, held.into_permit())
+            })
+            .await?;
+            let length = HeaderValue::from(bytes.len());
+            let mut response =
+                (StatusCode::OK, held_body::sliced(bytes.into(), permit)).into_response();
             let h = response.headers_mut();
             h.insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/octet-stream"),
             );
+            h.insert(header::CONTENT_LENGTH, length);
             if let Ok(v) = HeaderValue::from_str(&seq.to_string()) {
                 h.insert("x-fairyring-seq", v);
             }
@@ -199,17 +212,30 @@ async fn answer(
     };
     if let Some(format) = image {
         let doc = held.replay.doc().clone();
-        let drawn = super::export::draw_document(state, query, doc, format).await;
-        drop(held);
-        return drawn;
+        let drawn = super::export::draw_document(state, query, doc, format).await?;
+        let permit = held.into_permit();
+        let (parts, body) = drawn.into_parts();
+        return Ok(Response::from_parts(
+            parts,
+            held_body::guarded(body, permit),
+        ));
     }
-    let body = off_thread(move || {
-        let doc = held.replay.to_json();
-        serde_json::to_vec(&DocAnswer { seq, doc })
-    })
-    .await?
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
-    let mut response = (StatusCode::OK, body).into_response();
+    let (tx, rx) = mpsc::channel::<Piece<ReplayPermit>>(2);
+    tokio::task::spawn_blocking(move || {
+        let mut out = Vec::with_capacity(held_body::CHUNK + 4096);
+        out.extend_from_slice(format!("{{\"seq\":{seq},\"doc\":").as_bytes());
+        let mut emit = |chunk: Vec<u8>| tx.blocking_send((chunk.into(), None)).is_ok();
+        if held
+            .replay
+            .write_json(&mut out, held_body::CHUNK, &mut emit)
+        {
+            out.push(b'}');
+            // The replayed room goes here, on this thread; its permit with the last chunk.
+            let permit = held.into_permit();
+            let _ = tx.blocking_send((out.into(), Some(permit)));
+        }
+    });
+    let mut response = (StatusCode::OK, held_body::channel(rx)).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),

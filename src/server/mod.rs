@@ -18,6 +18,7 @@ pub mod export;
 pub mod fairies;
 pub mod forward;
 pub mod health;
+pub mod held_body;
 pub mod history;
 pub mod http_limits;
 pub mod instructions;

@@ -8,8 +8,9 @@
 //! committer, its REST writers and its sockets. And once a write met a full disk
 //! ([`StoreError::Full`]) the store says so ([`Store::is_full`]) until a probe finds space again
 //! ([`Store::has_space`]) or a write succeeds, so rooms refuse writes before applying them and
-//! readers carry on. It knows no SQL and nothing of rooms; the outbox is handed out as the
-//! inner store's (its deliveries have their own timeouts and retries).
+//! readers carry on. The webhook outbox is under the same deadline: a stalled store fails the
+//! outbox writer's pushes (which it retries, then counts as `dropped`) and the delivery's claims
+//! instead of holding them until TCP gives up. It knows no SQL and nothing of rooms.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::keyed::{SideTables, Table};
+use super::outbox::{Claimed, DeadLetter, Outbox, OutboxEvent};
 use super::{Checkpoint, Fence, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
 
@@ -235,8 +237,8 @@ impl Store for Guarded {
         self
     }
 
-    fn outbox(&self) -> &dyn super::outbox::Outbox {
-        self.inner.outbox()
+    fn outbox(&self) -> &dyn Outbox {
+        self
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -294,6 +296,77 @@ impl SideTables for Guarded {
 
     async fn delete(&self, table: Table, room: &RoomName, key: &str) -> Result<(), StoreError> {
         self.write(self.inner.side().delete(table, room, key)).await
+    }
+}
+
+#[async_trait]
+impl Outbox for Guarded {
+    async fn push(&self, event: OutboxEvent) -> Result<(), StoreError> {
+        self.write(self.inner.outbox().push(event)).await
+    }
+
+    async fn claim(
+        &self,
+        now: u64,
+        lease_until: u64,
+        limit: usize,
+    ) -> Result<Vec<Claimed>, StoreError> {
+        self.timed(self.inner.outbox().claim(now, lease_until, limit))
+            .await
+    }
+
+    async fn delivered(&self, id: &str) -> Result<(), StoreError> {
+        self.timed(self.inner.outbox().delivered(id)).await
+    }
+
+    async fn retry_at(
+        &self,
+        id: &str,
+        attempts: u32,
+        next_at: u64,
+        error: &str,
+    ) -> Result<(), StoreError> {
+        self.timed(self.inner.outbox().retry_at(id, attempts, next_at, error))
+            .await
+    }
+
+    async fn dead(&self, id: &str, attempts: u32, at: u64, error: &str) -> Result<(), StoreError> {
+        self.timed(self.inner.outbox().dead(id, attempts, at, error))
+            .await
+    }
+
+    async fn next_due(&self) -> Result<Option<u64>, StoreError> {
+        self.timed(self.inner.outbox().next_due()).await
+    }
+
+    async fn pending(&self) -> Result<u64, StoreError> {
+        self.timed(self.inner.outbox().pending()).await
+    }
+
+    async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError> {
+        self.timed(self.inner.outbox().dead_letters(limit)).await
+    }
+
+    async fn dead_count(&self) -> Result<u64, StoreError> {
+        self.timed(self.inner.outbox().dead_count()).await
+    }
+
+    async fn prune_dead(&self, before: u64) -> Result<u64, StoreError> {
+        self.timed(self.inner.outbox().prune_dead(before)).await
+    }
+
+    async fn fresh(&self, now: u64, limit: usize) -> Result<Vec<OutboxEvent>, StoreError> {
+        self.timed(self.inner.outbox().fresh(now, limit)).await
+    }
+
+    async fn replace(
+        &self,
+        now: u64,
+        ids: &[String],
+        merged: Option<OutboxEvent>,
+    ) -> Result<bool, StoreError> {
+        self.timed(self.inner.outbox().replace(now, ids, merged))
+            .await
     }
 }
 

@@ -4,6 +4,7 @@
 pub mod cluster;
 pub mod fairy_http;
 pub mod npm;
+pub mod pg_cluster;
 pub mod relay;
 pub mod services;
 
@@ -35,6 +36,29 @@ impl Client {
     /// Connects and sends sync step 1 (like `WebsocketProvider`).
     pub async fn connect(base: &str, room: &str) -> Client {
         Self::connect_url(&format!("{base}/rooms/{room}")).await
+    }
+
+    /// [`Client::connect`], or `None` when the server refuses or cannot be reached in time
+    /// (a room that cannot load while its store is down).
+    pub async fn try_connect(base: &str, room: &str) -> Option<Client> {
+        let url = format!("{base}/rooms/{room}");
+        let (ws, _) = tokio::time::timeout(TIMEOUT, tokio_tungstenite::connect_async(url))
+            .await
+            .ok()?
+            .ok()?;
+        let doc = Doc::new();
+        let awareness = Awareness::new(doc.clone());
+        let mut client = Client {
+            doc,
+            awareness,
+            ws,
+            closed: None,
+        };
+        let sv = client.doc.transact().state_vector();
+        client
+            .send_msg(Message::Sync(SyncMessage::SyncStep1(sv)))
+            .await;
+        Some(client)
     }
 
     pub async fn connect_url(url: &str) -> Client {
