@@ -596,7 +596,10 @@ impl FairyHub {
                 list_fairies(room.doc()).len(),
             )
         });
-        let state = FairyState { position, ..default };
+        let state = FairyState {
+            position,
+            ..default
+        };
         // Stored before the entity appears, so that every fairy has a stored state and a
         // `runtime` key a client writes into its map is never taken for a legacy one.
         state_store::save(room.store().as_ref(), room.name(), &entity.id, &state).await?;
