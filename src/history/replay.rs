@@ -1297,6 +1297,24 @@ mod tests {
     }
 
     /// Writers with a document each, synced after every edit; the log in order.
+    /// Records `log` into `rollback` as a history rollback reads it: the entries for which
+    /// `is_restore` holds as restores (their original actors kept), the others as plain edits.
+    fn record_log(
+        rollback: &mut Rollback,
+        log: &[(usize, Vec<u8>)],
+        actors: &[ActorKey],
+        is_restore: impl Fn(usize) -> bool,
+    ) {
+        for (i, (writer, update)) in log.iter().enumerate() {
+            if is_restore(i) {
+                rollback.record_restore(update, &actors[*writer])
+            } else {
+                rollback.record(update, &actors[*writer])
+            }
+            .expect("record");
+        }
+    }
+
     struct Room {
         docs: Vec<Doc>,
         log: Vec<(usize, Vec<u8>)>,
@@ -1810,15 +1828,9 @@ mod tests {
         let take_back = |restores_keep_actors: bool| {
             let base = Replay::new(None, room.updates(0..1)).expect("base");
             let mut rollback = Rollback::new(base, fairy("f"));
-            for (i, (writer, update)) in room.log[1..].iter().enumerate() {
-                let restore = i >= 1;
-                if restore && restores_keep_actors {
-                    rollback.record_restore(update, &actors[*writer])
-                } else {
-                    rollback.record(update, &actors[*writer])
-                }
-                .expect("record");
-            }
+            record_log(&mut rollback, &room.log[1..], &actors, |i| {
+                i >= 1 && restores_keep_actors
+            });
             let doc = Doc::new();
             let now = room.docs[0]
                 .transact()
@@ -1862,14 +1874,7 @@ mod tests {
             restore(txn, &violet);
         });
         let mut rollback = Rollback::new(Replay::new(None, []).expect("empty"), fairy("f"));
-        for (i, (writer, update)) in room.log.iter().enumerate() {
-            if i == 2 {
-                rollback.record_restore(update, &actors[*writer])
-            } else {
-                rollback.record(update, &actors[*writer])
-            }
-            .expect("record");
-        }
+        record_log(&mut rollback, &room.log, &actors, |i| i == 2);
         // The restore made f1 what the fairy made it: it is the fairy's again, whole.
         let outcome = rollback.apply(&mut room.docs[0].transact_mut());
         assert_eq!(outcome.reverted, 1, "{outcome:?}");
@@ -1895,14 +1900,7 @@ mod tests {
             restore(txn, &blue);
         });
         let mut rollback = Rollback::new(Replay::new(None, []).expect("empty"), fairy("f"));
-        for (i, (writer, update)) in room.log.iter().enumerate() {
-            if i == 3 {
-                rollback.record_restore(update, &actors[*writer])
-            } else {
-                rollback.record(update, &actors[*writer])
-            }
-            .expect("record");
-        }
+        record_log(&mut rollback, &room.log, &actors, |i| i == 3);
         let outcome = rollback.apply(&mut room.docs[0].transact_mut());
         assert_eq!(
             outcome,

@@ -20,19 +20,18 @@
 // Env: FAIRYRING_BIN (server binary, required), FAIRYRING_ARTIFACTS (screenshot folder),
 // CHROMIUM (browser path, default /usr/bin/chromium). Every wait is bounded.
 import { chromium } from 'playwright-core'
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { createInterface } from 'node:readline'
+import { startServer, stopServer } from './server.mjs'
 
 const BIN = process.env.FAIRYRING_BIN
 const ARTIFACTS = process.env.FAIRYRING_ARTIFACTS ?? fileURLToPath(new URL('../../target/web-demo-artifacts', import.meta.url))
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium'
 const WAIT = 15_000
-const START_WAIT = 60_000
 
 if (!BIN) {
   console.error('FAIRYRING_BIN is not set')
@@ -59,38 +58,6 @@ const step = async (name, fn) => {
   }
 }
 
-/** Starts `fairyring serve` on a free port; resolves with its base URL from the first stdout line. */
-function startServer () {
-  // The offline model answers at once; paced, its fairy draws shape by shape, so a person can
-  // draw while it does.
-  const child = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--store', store, '--dev', '--llm-pace-ms', '15'], {
-    stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FAIRYRING_LOG_FORMAT: 'pretty', FAIRYRING_JWT_SECRET: SECRET }
-  })
-  const log = []
-  child.stderr.on('data', d => { log.push(String(d)); if (log.length > 200) log.shift() })
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`server did not print its URL in ${START_WAIT} ms\n${log.join('')}`)) }, START_WAIT)
-    child.on('exit', code => { clearTimeout(timer); reject(new Error(`server exited with ${code} before listening\n${log.join('')}`)) })
-    createInterface({ input: child.stdout }).on('line', line => {
-      const m = /listening on (http:\/\/[^\s]+)/.exec(line)
-      if (m) {
-        clearTimeout(timer)
-        child.removeAllListeners('exit')
-        resolve({ child, base: m[1].replace(/\/$/, ''), log })
-      }
-    })
-  })
-}
-
-/** Stops the server (SIGTERM, then SIGKILL after 15 s) and waits for it to exit. */
-function stopServer (server) {
-  return new Promise(resolve => {
-    if (server.child.exitCode !== null) { resolve(); return }
-    const kill = setTimeout(() => server.child.kill('SIGKILL'), 15_000)
-    server.child.once('exit', () => { clearTimeout(kill); resolve() })
-    server.child.kill('SIGTERM')
-  })
-}
 
 /** Opens the demo; `errors` collects console errors and failed requests (none are allowed on load). */
 async function open (browser, base, room, name, extra = '', viewport = { width: 1280, height: 800 }) {
@@ -297,7 +264,8 @@ let exitCode = 0
 try {
   let a, b, shapeId, moved
   await step('the server starts and prints its URL', async () => {
-    server = await startServer()
+    // The offline model paced: its fairy draws shape by shape, so a person can draw while it does.
+    server = await startServer({ bin: BIN, store, secret: SECRET, extraArgs: ['--llm-pace-ms', '15'] })
   })
   await step('two browsers join one room', async () => {
     a = await open(browser, server.base, room, 'Alice')
@@ -1346,7 +1314,7 @@ try {
     await b.context.close()
     await stopServer(server)
     server = null
-    server = await startServer()
+    server = await startServer({ bin: BIN, store, secret: SECRET, extraArgs: ['--llm-pace-ms', '15'] })
     const d = await open(browser, server.base, room, 'Dora')
     await d.page.waitForSelector(`[data-shape-id="${shapeId}"]`)
     const box = await shapeBox(d.page, shapeId)

@@ -14,19 +14,17 @@
 // Env: FAIRYRING_BIN (server binary, required), FAIRYRING_ARTIFACTS (screenshot folder),
 // CHROMIUM (browser path, default /usr/bin/chromium). Every wait is bounded.
 import { chromium } from 'playwright-core'
-import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { createInterface } from 'node:readline'
+import { startServer, stopServer } from './server.mjs'
 
 const BIN = process.env.FAIRYRING_BIN
 const ARTIFACTS = process.env.FAIRYRING_ARTIFACTS ?? fileURLToPath(new URL('../../target/web-demo-artifacts', import.meta.url))
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium'
 const WAIT = 15_000
-const START_WAIT = 60_000
 
 if (!BIN) {
   console.error('FAIRYRING_BIN is not set')
@@ -53,39 +51,6 @@ const step = async (name, fn) => {
 
 function assert (cond, msg) { if (!cond) throw new Error(msg) }
 
-/**
- * Starts `fairyring serve --dev` signing with `secret` on `listen`; resolves with its base URL
- * (from the first stdout line).
- */
-function startServer (secret, listen = '127.0.0.1:0') {
-  const child = spawn(BIN, ['serve', '--listen', listen, '--store', store, '--dev'], {
-    stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FAIRYRING_LOG_FORMAT: 'pretty', FAIRYRING_JWT_SECRET: secret }
-  })
-  const log = []
-  child.stderr.on('data', d => { log.push(String(d)); if (log.length > 200) log.shift() })
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`server did not print its URL in ${START_WAIT} ms\n${log.join('')}`)) }, START_WAIT)
-    child.on('exit', code => { clearTimeout(timer); reject(new Error(`server exited with ${code} before listening\n${log.join('')}`)) })
-    createInterface({ input: child.stdout }).on('line', line => {
-      const m = /listening on (http:\/\/[^\s]+)/.exec(line)
-      if (m) {
-        clearTimeout(timer)
-        child.removeAllListeners('exit')
-        resolve({ child, base: m[1].replace(/\/$/, ''), log })
-      }
-    })
-  })
-}
-
-/** Stops the server (SIGTERM, then SIGKILL after 15 s) and waits for it to exit. */
-function stopServer (server) {
-  return new Promise(resolve => {
-    if (server.child.exitCode !== null) { resolve(); return }
-    const kill = setTimeout(() => server.child.kill('SIGKILL'), 15_000)
-    server.child.once('exit', () => { clearTimeout(kill); resolve() })
-    server.child.kill('SIGTERM')
-  })
-}
 
 /** Every console message of every page, to check that none shows a token. */
 const consoleLines = []
@@ -146,7 +111,7 @@ const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-s
 let server = null
 let exitCode = 0
 try {
-  server = await startServer(randomBytes(24).toString('hex'))
+  server = await startServer({ bin: BIN, store, secret: randomBytes(24).toString('hex') })
   const base = server.base
   const listen = new URL(base).host
 
@@ -165,7 +130,7 @@ try {
     await stopServer(server)
     server = null
     await ada.page.waitForSelector('#status:not([data-status="connected"])')
-    server = await startServer(randomBytes(24).toString('hex'), listen)
+    server = await startServer({ bin: BIN, store, secret: randomBytes(24).toString('hex'), listen })
     await ada.page.waitForSelector('#status[data-status="connected"]', { timeout: 30_000 })
     await ada.page.waitForFunction(() => window.fairyring.provider.synced === true)
     const after = await ada.page.evaluate(() => ({
@@ -297,6 +262,9 @@ try {
     await p.keyboard.type('draw a house')
     await p.keyboard.press('Enter')
     await p.waitForSelector(`[data-chat-role="user"]`)
+    // The whole house, not its first shapes: under --dev the offline model is paced, and a shape
+    // arriving while the keys below move the focus would renumber the canvas's shapes.
+    await p.waitForFunction(() => [...document.querySelectorAll('[data-chat-role="fairy"]')].some(e => /Drew a house/.test(e.textContent ?? '')), null, { timeout: 30_000 })
     await p.waitForFunction(() => {
       const out = []
       window.fairyring.doc.getMap('shapes').forEach(m => { if (String(m.get('createdBy')).startsWith('fairy:')) out.push(m.get('locked') === true) })
@@ -322,6 +290,8 @@ try {
     await p.keyboard.press('Enter')
     await p.waitForFunction(id => JSON.stringify(window.fairyring.canvas.selection) === JSON.stringify([id]), third)
     await p.waitForSelector(`[data-focus-ring="${third}"]`)
+    // The accessible name follows the selection at the canvas's next render: waited for, then read.
+    await p.waitForFunction(() => /selected, \d+ of \d+$/.test(document.getElementById('canvas')?.getAttribute('aria-label') ?? ''), null, { timeout: 5_000 }).catch(() => {})
     const label = await p.getAttribute('#canvas', 'aria-label')
     assert(/selected, \d+ of \d+$/.test(label ?? ''), `the canvas names the focused shape (got ${label})`)
     await shot(p, '1400x900-keyboard')
