@@ -98,6 +98,53 @@ async fn create_shape(
     (status, body, started.elapsed())
 }
 
+/// Writes 64 KiB shapes (at most 400) until one is refused with `507 store_full`, each answered
+/// within 5 s; the acknowledged ids go into `acked`. How long the refusal took to come, or
+/// `None` when the store never filled.
+async fn write_until_full(
+    http: &str,
+    room: &str,
+    acked: &mut BTreeSet<String>,
+) -> Option<Duration> {
+    for i in 0..400 {
+        let id = format!("filling-{i}");
+        let (status, body, took) = create_shape(http, room, &id, 64 * 1024).await;
+        assert!(
+            took < Duration::from_secs(5),
+            "a write answered after {took:?}"
+        );
+        match status {
+            200 => {
+                acked.insert(id);
+            }
+            507 => {
+                assert_eq!(body["error"], "store_full", "{body}");
+                return Some(took);
+            }
+            other => panic!("{id}: {other} {body}"),
+        }
+    }
+    None
+}
+
+/// Once space is freed: writes shape `after` until it is acknowledged (refused only with 507
+/// meanwhile, for 30 s at most); how long that took.
+async fn write_after_space_returns(http: &str, room: &str) -> Duration {
+    let freed = Instant::now();
+    loop {
+        let (status, body, _) = create_shape(http, room, "after", 10).await;
+        if status == 200 {
+            return freed.elapsed();
+        }
+        assert_eq!(status, 507, "{body}");
+        assert!(
+            freed.elapsed() < Duration::from_secs(30),
+            "writing never resumed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn health(http: &str) -> (u16, Value) {
     let response = reqwest::get(format!("{http}/healthz"))
         .await
@@ -152,26 +199,7 @@ async fn a_full_disk_refuses_writes_keeps_readers_and_resumes_when_space_returns
 
     // The disk fills up; writes go on until one meets it.
     let filler = fill(mount.path());
-    let mut first_refusal = None;
-    for i in 0..400 {
-        let id = format!("filling-{i}");
-        let (status, body, took) = create_shape(&http, room, &id, 64 * 1024).await;
-        assert!(
-            took < Duration::from_secs(5),
-            "a write answered after {took:?}"
-        );
-        match status {
-            200 => {
-                acked.insert(id);
-            }
-            507 => {
-                assert_eq!(body["error"], "store_full", "{body}");
-                first_refusal = Some(took);
-                break;
-            }
-            other => panic!("{id}: {other} {body}"),
-        }
-    }
+    let first_refusal = write_until_full(&http, room, &mut acked).await;
     let first_refusal = first_refusal.expect("the disk filled up");
     // The watcher never saw a write that was not kept: its socket closed (the room held the
     // unkept write and reloads) with the documented code.
@@ -218,20 +246,7 @@ async fn a_full_disk_refuses_writes_keeps_readers_and_resumes_when_space_returns
 
     // Space returns: writing resumes without a restart.
     std::fs::remove_file(&filler).expect("free the disk");
-    let freed = Instant::now();
-    loop {
-        let (status, body, _) = create_shape(&http, room, "after", 10).await;
-        if status == 200 {
-            break;
-        }
-        assert_eq!(status, 507, "{body}");
-        assert!(
-            freed.elapsed() < Duration::from_secs(30),
-            "writing never resumed"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let recovery = freed.elapsed();
+    let recovery = write_after_space_returns(&http, room).await;
     acked.insert("after".into());
     reader
         .until("the write after space returned", |c| {
@@ -303,26 +318,7 @@ async fn a_full_postgres_data_directory_refuses_writes_and_resumes_when_space_re
         acked.insert(id);
     }
     let filler = fill(mount.path());
-    let mut first_refusal = None;
-    for i in 0..400 {
-        let id = format!("filling-{i}");
-        let (status, body, took) = create_shape(&http, room, &id, 64 * 1024).await;
-        assert!(
-            took < Duration::from_secs(5),
-            "a write answered after {took:?}"
-        );
-        match status {
-            200 => {
-                acked.insert(id);
-            }
-            507 => {
-                assert_eq!(body["error"], "store_full", "{body}");
-                first_refusal = Some(took);
-                break;
-            }
-            other => panic!("{id}: {other} {body}"),
-        }
-    }
+    let first_refusal = write_until_full(&http, room, &mut acked).await;
     let first_refusal = first_refusal.unwrap_or_else(|| {
         panic!(
             "the data directory never filled up; PostgreSQL's log:\n{}",
@@ -336,20 +332,7 @@ async fn a_full_postgres_data_directory_refuses_writes_and_resumes_when_space_re
     assert!(acked.is_subset(&ids), "a read while the disk is full");
 
     std::fs::remove_file(&filler).expect("free the disk");
-    let freed = Instant::now();
-    loop {
-        let (status, body, _) = create_shape(&http, room, "after", 10).await;
-        if status == 200 {
-            break;
-        }
-        assert_eq!(status, 507, "{body}");
-        assert!(
-            freed.elapsed() < Duration::from_secs(30),
-            "writing never resumed"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let recovery = freed.elapsed();
+    let recovery = write_after_space_returns(&http, room).await;
     acked.insert("after".into());
     eprintln!(
         "full PostgreSQL data directory: {} writes acknowledged, the first refusal answered in \
