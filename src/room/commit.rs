@@ -269,10 +269,8 @@ pub(crate) async fn run(
                         Some(due) => held_until = Some(held_until.map_or(due, |held| held.min(due))),
                         None => {
                             held_until = None;
-                            last_commit = Some(now);
-                            match commit(&room, &mut log).await {
-                                Ok(updates) => pace.committed(updates, Instant::now()),
-                                Err(error) => return fail(&room, error),
+                            if let Err(error) = commit_paced(&room, &mut log, &mut pace, &mut last_commit).await {
+                                return fail(&room, error);
                             }
                         }
                     }
@@ -282,18 +280,14 @@ pub(crate) async fn run(
             }
             _ = deadline(held_until) => {
                 (held_until, writes_due) = (None, None);
-                last_commit = Some(Instant::now());
-                match commit(&room, &mut log).await {
-                    Ok(updates) => pace.committed(updates, Instant::now()),
-                    Err(error) => return fail(&room, error),
+                if let Err(error) = commit_paced(&room, &mut log, &mut pace, &mut last_commit).await {
+                    return fail(&room, error);
                 }
             }
             _ = deadline(writes_due) => {
                 writes_due = None;
-                last_commit = Some(Instant::now());
-                match commit(&room, &mut log).await {
-                    Ok(updates) => pace.committed(updates, Instant::now()),
-                    Err(error) => return fail(&room, error),
+                if let Err(error) = commit_paced(&room, &mut log, &mut pace, &mut last_commit).await {
+                    return fail(&room, error);
                 }
             }
             _ = room.server_presence.queued.notified(), if presence_due.is_none() => {
@@ -388,6 +382,20 @@ fn room_error(error: &StoreError) -> RoomError {
         StoreError::Fenced { .. } => RoomError::Fenced,
         _ => RoomError::Store,
     }
+}
+
+/// [`commit`], noting when it started (`last_commit`) and what it delivered in the room's
+/// [`Pace`]: every commit of the room loop goes through here.
+async fn commit_paced(
+    room: &Arc<Room>,
+    log: &mut LogState,
+    pace: &mut Pace,
+    last_commit: &mut Option<Instant>,
+) -> Result<(), RoomError> {
+    *last_commit = Some(Instant::now());
+    let updates = commit(room, log).await?;
+    pace.committed(updates, Instant::now());
+    Ok(())
 }
 
 /// Appends everything queued in one store call, then delivers it in order; returns how many
