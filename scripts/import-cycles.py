@@ -4,10 +4,16 @@
 tests` block left out) names a `crate::`, `super::` or `self::` path that resolves to module
 file B; with --strict also a parent's bare paths into its own child modules. Prints each cycle
 (a strongly connected component of more than one file) and exits 1 if there is one. `.ci/run`
-runs it without --strict: `python3 scripts/import-cycles.py src`."""
+runs it without --strict: `python3 scripts/import-cycles.py src`.
+
+With --folders, the same edges are grouped by folder: each top-level folder of src/ (and each
+top-level file) is one node, and so is each folder of src/agent/ (docs/architecture.md); a
+folder's own `mod.rs` belongs to it. Edges inside a node are dropped. Prints each mutual pair and
+each cycle of folders, and exits 1 if there is one (no two-way doors between folders)."""
 import os, re, sys
 ROOT = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith('-') else 'src'
 STRICT = '--strict' in sys.argv
+FOLDERS = '--folders' in sys.argv
 files = {}
 for d, _, fs in os.walk(ROOT):
     for f in fs:
@@ -83,6 +89,26 @@ for p in files:
             tgt = resolve(base + [s for s in segs if re.match(r'^\w+$', s)])
             if tgt and tgt != p:
                 edges[p].add(tgt)
+def folder(p):
+    rel = os.path.relpath(p, ROOT)[:-3].split(os.sep)
+    if len(rel) == 1:
+        return rel[0]
+    if rel[0] == 'agent' and len(rel) > 2:
+        return 'agent/' + rel[1]
+    return rel[0]
+if FOLDERS:
+    grouped = {}
+    for p, ts in edges.items():
+        if p.endswith('main.rs'):
+            continue
+        grouped.setdefault(folder(p), set())
+        for t in ts:
+            if folder(t) != folder(p):
+                grouped[folder(p)].add(folder(t))
+    edges = grouped
+    pairs = sorted({tuple(sorted((a, b))) for a, ts in edges.items() for b in ts if a in edges.get(b, ())})
+    for a, b in pairs:
+        print(f'two-way: {a} <-> {b}')
 # Tarjan
 index, low, stack, on, sccs, i = {}, {}, [], set(), [], [0]
 sys.setrecursionlimit(100000)
@@ -106,5 +132,6 @@ for v in edges:
         visit(v)
 for c in sccs:
     print('cycle:', ' '.join(c))
-print(len(sccs), 'import cycles between files' + (' (strict)' if STRICT else ''), f'({sum(len(e) for e in edges.values())} edges)')
+what = 'folders' if FOLDERS else 'files'
+print(len(sccs), f'import cycles between {what}' + (' (strict)' if STRICT else ''), f'({sum(len(e) for e in edges.values())} edges)')
 sys.exit(1 if sccs else 0)
