@@ -335,6 +335,51 @@ try {
     assert(tl.errors.length === 0, `no console errors and no request outside the page's origin: ${tl.errors.join('; ')}`)
   })
 
+  await step('a shape inside a tldraw frame or group is in the document at its page position, and read back into its parent', async () => {
+    tl ??= await openTldraw(browser, front.base, room, 'Tia')
+    const near = (a, b) => typeof a === 'number' && Math.abs(a - b) < 1e-6
+    const doc = id => writer.doc.getMap('shapes').get(id)?.toJSON()
+    // Where tldraw draws a shape (page coordinates) and who holds it.
+    const drawnAt = id => tl.page.evaluate(sid => {
+      const t = window.editor.getShapePageTransform(sid)
+      return { parentId: window.editor.getShape(sid)?.parentId, x: t.point().x, y: t.point().y, rotation: t.rotation() }
+    }, `shape:${id}`)
+    await tl.page.evaluate(() => {
+      const { editor } = window
+      editor.createShapes([{ id: 'shape:frame1', type: 'frame', x: 2000, y: 100, props: { w: 400, h: 300 } }])
+      editor.createShapes([{ id: 'shape:in-frame', type: 'geo', parentId: 'shape:frame1', x: 20, y: 30, props: { w: 50, h: 40, color: 'violet' } }])
+    })
+    await until('the framed shape in the document', () => doc('in-frame') !== undefined)
+    assert(near(doc('in-frame').x, 2020) && near(doc('in-frame').y, 130), `a framed shape at its page position: ${JSON.stringify(doc('in-frame'))}`)
+    assert(doc('frame1') === undefined, 'the frame itself stays in tldraw')
+    // Moving and turning the frame moves its child in the document (tldraw's record of the child does not change).
+    await tl.page.evaluate(() => { window.editor.updateShape({ id: 'shape:frame1', type: 'frame', x: 2100, y: 150, rotation: Math.PI / 2 }) })
+    await until('the child to move with its frame in the document', () => near(doc('in-frame').x, 2100 - 30) && near(doc('in-frame').y, 150 + 20) && near(doc('in-frame').rotation, Math.PI / 2))
+    // Another client's page position: tldraw keeps the shape in its frame and draws it there.
+    updateShape(writer.doc, 'in-frame', { x: 2050, y: 300 })
+    await until('the remote move drawn at its page position, still in the frame', async () => {
+      const d = await drawnAt('in-frame')
+      return d.parentId === 'shape:frame1' && near(d.x, 2050) && near(d.y, 300) && near(d.rotation, Math.PI / 2)
+    })
+    // A group: moving it moves both of its shapes in the document.
+    await tl.page.evaluate(() => {
+      const { editor } = window
+      editor.createShapes([
+        { id: 'shape:grp-a', type: 'geo', x: 2600, y: 100, props: { w: 40, h: 40 } },
+        { id: 'shape:grp-b', type: 'geo', x: 2700, y: 160, props: { geo: 'ellipse', w: 40, h: 40 } }
+      ])
+      editor.groupShapes(['shape:grp-a', 'shape:grp-b'], { groupId: 'shape:grp' })
+      const g = editor.getShape('shape:grp')
+      editor.updateShape({ id: g.id, type: 'group', x: g.x + 100, y: g.y + 50 })
+    })
+    await until('both grouped shapes moved in the document', () => near(doc('grp-a')?.x, 2700) && near(doc('grp-a')?.y, 150) && near(doc('grp-b')?.x, 2800) && near(doc('grp-b')?.y, 210))
+    assert(doc('grp') === undefined, 'the group itself stays in tldraw')
+    updateShape(writer.doc, 'grp-b', { x: 2900 })
+    await until('the remote move of a grouped shape drawn at its page position', async () => { const d = await drawnAt('grp-b'); return d.parentId === 'shape:grp' && near(d.x, 2900) && near(d.y, 210) })
+    await tl.page.evaluate(() => { window.editor.zoomToBounds({ x: 1750, y: 0, w: 1300, h: 500 }, { immediate: true }) })
+    await tl.page.screenshot({ path: join(ARTIFACTS, '04-frame-and-group.png') })
+  })
+
   await step('figure: a 5,000-shape room opens in tldraw', async () => {
     const big = `${room}-big`
     const filler = raw(server.base, big, 'filler')

@@ -8,7 +8,7 @@ import * as Y from 'yjs'
 import { MAIN_PAGE, NOTE_SIZE, readShape, type Shape } from '@fairyring/client'
 import type { Editor, TLPageId, TLRecord, TLShape, TLShapeId, TLPage, TLArrowBinding, TLBinding } from 'tldraw'
 import {
-  CARRIED_TYPES, bindingId, docBindings, docToPage, docToShape, fromShapeId, pageToDoc, shapeToDoc, toShapeId, type DocKeys
+  CARRIED_TYPES, bindingId, docBindings, docToPage, docToShape, fromShapeId, intoParent, pageToDoc, shapeToDoc, toShapeId, type DocKeys
 } from './records.js'
 import { isGhostId } from './review.js'
 
@@ -107,11 +107,15 @@ export function bindTldraw (editor: Editor, doc: Y.Doc, opts: BindingOptions): T
       // A document key that would take a review ghost's id is not drawn (ghosts are review.ts's).
       if (isGhostId(toShapeId(id))) continue
       const v = shapes.get(id)
-      const rec = v instanceof Y.Map ? docToShape(editor, id, v as Y.Map<unknown>, pageSet, fb) : null
-      if (rec === null) {
-        if (editor.store.get(toShapeId(id)) !== undefined) removes.push(toShapeId(id))
+      const fromDoc = v instanceof Y.Map ? docToShape(editor, id, v as Y.Map<unknown>, pageSet, fb) : null
+      const current = editor.store.get(toShapeId(id))
+      if (fromDoc === null) {
+        if (current !== undefined) removes.push(toShapeId(id))
         continue
       }
+      // The document holds page coordinates: a shape this tldraw keeps in a frame or group stays
+      // there, at the parent-relative position that draws it where the document says.
+      const rec = intoParent(editor, fromDoc, current as TLShape | undefined)
       puts.push(rec)
       if (rec.type === 'arrow' && v instanceof Y.Map) {
         const f = v.get('fromId'); const t = v.get('toId')
@@ -310,16 +314,28 @@ export function bindTldraw (editor: Editor, doc: Y.Doc, opts: BindingOptions): T
    */
   const writeChanges = (put: ReadonlyMap<TLRecord['id'], boolean>, removed: Iterable<TLRecord>): void => {
     const touchedArrows = new Set<TLShapeId>()
+    // Carried shapes inside a changed shape (a frame or group that moved or turned): their page
+    // position changed with it, though tldraw's records of them did not.
+    const moved = new Set<TLShapeId>()
     doc.transact(() => {
       for (const [id, created] of put) {
         const r = editor.store.get(id)
         if (r === undefined) continue
+        if (r.typeName === 'shape' && !created && !isGhostId(r.id)) {
+          for (const d of editor.getShapeAndDescendantIds([r.id as TLShapeId])) if (d !== r.id && !put.has(d)) moved.add(d)
+        }
         if (isCarried(r)) {
           writeShape(r, created)
           // Arrows bound to a moved shape move their ends.
           if (!created) for (const b of editor.getBindingsToShape(r.id, 'arrow')) touchedArrows.add(b.fromId)
         } else if (r.typeName === 'page') writePage(r as TLPage)
         else if (r.typeName === 'binding') touchedArrows.add((r as TLBinding).fromId)
+      }
+      for (const id of moved) {
+        const d = editor.store.get(id)
+        if (d === undefined || !isCarried(d)) continue
+        writeShape(d, false)
+        for (const b of editor.getBindingsToShape(d.id, 'arrow')) touchedArrows.add(b.fromId)
       }
       for (const r of removed) {
         if (editor.store.get(r.id) !== undefined) continue

@@ -59,11 +59,6 @@ function same (a: unknown, b: unknown): boolean {
 }
 
 
-function rotate (x: number, y: number, r: number): { x: number, y: number } {
-  if (r === 0) return { x, y }
-  const c = Math.cos(r); const s = Math.sin(r)
-  return { x: x * c - y * s, y: x * s + y * c }
-}
 
 /** The tldraw type of a schema shape. */
 function tlType (s: Shape): string {
@@ -153,6 +148,23 @@ export function docToShape (editor: Editor, id: string, m: Y.Map<unknown> | Read
   } as unknown as TLShape
 }
 
+/**
+ * A record from {@link docToShape} (page coordinates, the page as parent) placed under the frame
+ * or group that holds the shape in this tldraw (`current`, the record tldraw holds now), when that
+ * parent is still on the shape's page: its page position and rotation become the parent's local
+ * ones, so tldraw draws it where the document says. Otherwise the record as it is (a page child).
+ * Frames and groups are not in the document: only this tldraw knows the shape is inside one.
+ */
+export function intoParent (editor: Editor, rec: TLShape, current: TLShape | undefined): TLShape {
+  const parentId = current?.parentId
+  if (parentId === undefined || !String(parentId).startsWith('shape:')) return rec
+  const parent = editor.store.get(parentId as TLShapeId)
+  if (parent === undefined || editor.getAncestorPageId(parent as TLShape) !== rec.parentId) return rec
+  const pt = editor.getShapePageTransform(parentId as TLShapeId)
+  const local = pt.clone().invert().applyToPoint({ x: rec.x, y: rec.y })
+  return { ...rec, parentId, x: local.x, y: local.y, rotation: rec.rotation - pt.rotation() } as TLShape
+}
+
 function tlFill (fill: string, kept: unknown): string {
   if (fill === 'solid' && (kept === 'fill' || kept === 'lined-fill')) return kept
   return FILLS.has(fill) ? fill : 'none'
@@ -217,12 +229,17 @@ export function shapeToDoc (editor: Editor, shape: TLShape): DocKeys | null {
   }
   const pageId = editor.getAncestorPageId(shape) ?? editor.getCurrentPageId()
   out.pageId = pageId
-  out.rotation = shape.rotation
   out.index = fromTldrawIndex(shape.index)
   out.locked = shape.isLocked
   out[TL_OPACITY] = shape.opacity === 1 ? undefined : shape.opacity
   out[TL_META] = Object.keys(shape.meta).length === 0 ? undefined : shape.meta as Record<string, unknown>
-  out.x = shape.x; out.y = shape.y
+  // Page coordinates: the schema has no parents, so a shape inside a tldraw frame or group is
+  // written where it is drawn on the page (its parent's transform applied), as other clients draw it.
+  const t = editor.getShapePageTransform(shape.id)
+  const origin = t.point()
+  const pageRotation = t.rotation()
+  out.x = origin.x; out.y = origin.y
+  out.rotation = pageRotation
   const rich = (r: unknown): void => {
     const text = r as TLRichText
     out.text = plainText(text)
@@ -279,11 +296,11 @@ export function shapeToDoc (editor: Editor, shape: TLShape): DocKeys | null {
       out.type = 'line'
       const pts = Object.values(props.points as Record<string, { index: string, x: number, y: number }>).sort((a, b) => (a.index < b.index ? -1 : 1))
       const first = pts[0] ?? { x: 0, y: 0 }; const last = pts[pts.length - 1] ?? first
-      const a = rotate(first.x, first.y, shape.rotation); const b = rotate(last.x, last.y, shape.rotation)
-      out.x1 = shape.x + a.x; out.y1 = shape.y + a.y; out.x2 = shape.x + b.x; out.y2 = shape.y + b.y
+      const a = t.applyToPoint(first); const b = t.applyToPoint(last)
+      out.x1 = a.x; out.y1 = a.y; out.x2 = b.x; out.y2 = b.y
       out.x = Math.min(out.x1, out.x2); out.y = Math.min(out.y1, out.y2)
       out.rotation = 0
-      const plain = pts.length === 2 && first.x === 0 && first.y === 0 && shape.rotation === 0
+      const plain = pts.length === 2 && first.x === 0 && first.y === 0 && Math.abs(pageRotation) < 1e-9
       out[TL_LINE_POINTS] = plain ? undefined : props.points as Record<string, unknown>
       out.color = props.color as string
       out.fromId = null; out.toId = null
