@@ -758,6 +758,12 @@ try {
     const fairyText = await fairyEntry.textContent()
     assert(fairyText.includes('Wren') && fairyText.includes('draw a house') && fairyText.includes('asked by Hana'),
       `the fairy's entry names it, quotes the prompt and who asked (got ${fairyText})`)
+    // The row's dot is the fairy's own colour (its dot in the Fairies list), not the logo's pink.
+    const dots = await hana.page.evaluate(id => ({
+      row: getComputedStyle(document.querySelector(`[data-testid="history-entry"][data-actor-kind="fairy"][data-actor-id="${id}"] .dot`)).backgroundColor,
+      list: getComputedStyle(document.querySelector(`[data-fairy-item="${id}"] .dot`)).backgroundColor
+    }), hist.wren)
+    assert(dots.row === dots.list && dots.row !== 'rgb(249, 168, 212)', `the fairy's history row has its own colour (row ${dots.row}, list ${dots.list})`)
     const houseAdded = (await hana.page.$$eval(entry(`[data-actor-kind="fairy"][data-actor-id="${hist.wren}"]`), es => es.map(e => e.getAttribute('data-added')).join(' '))).split(' ')
     assert(hist.house.every(id => houseAdded.includes(id)), `the fairy's entries list the house shapes (${houseAdded} vs ${hist.house})`)
     await hana.page.waitForSelector(entry(`[data-added~="${hist.r3}"]`))

@@ -5,9 +5,12 @@
 // - no console message of any page ever shows a token (a JWT, or `token=`);
 // - `?room=team alpha` opens the room `team-alpha`, shown in the URL, never `demo`;
 // - at 800 × 600 the sidebar starts collapsed and the canvas keeps ≥ 70 % of the width, History
-//   open too; the toggle opens the sidebar over the canvas;
+//   open too; the toggle opens the sidebar over the canvas; the toolbar is one line at 1400,
+//   1280, 1000 and 800 px;
 // - keyboard only: invite two fairies, select one in the list, prompt it, then move the canvas's
 //   roving focus over its shapes and select one with Enter;
+// - a fairy's speech bubble stays inside the visible canvas: at its right edge (1400 × 900) it
+//   turns to the sprite's left, and at 800 × 600 it stays out from under the sidebar open over it;
 // - the PNG and SVG buttons download the page's export; the zoom label follows the zoom.
 // Screenshots (1400 × 900 and 800 × 600) go to FAIRYRING_ARTIFACTS as firstminutes-*.png.
 //
@@ -198,6 +201,17 @@ try {
   await step('800 × 600: the sidebar is collapsed and the canvas keeps most of the width, History open too', async () => {
     const eve = await open(browser, base, 'room=small', 'Eve', { width: 800, height: 600 })
     const p = eve.page
+    // The toolbar keeps one line (icons below 1340 px, words above) at every width from 800 px up.
+    for (const width of [1400, 1280, 1000, 800]) {
+      await p.setViewportSize({ width, height: 600 })
+      const bar = await p.evaluate(() => {
+        const t = document.getElementById('toolbar')
+        const rows = new Set([...t.querySelectorAll('button')].map(b => Math.round(b.getBoundingClientRect().top)))
+        return { rows: rows.size, overflow: t.scrollWidth - t.clientWidth, height: Math.round(t.getBoundingClientRect().height) }
+      })
+      assert(bar.rows === 1 && bar.overflow <= 0, `at ${width} px the toolbar is one line, nothing cut off (${JSON.stringify(bar)})`)
+      if (width === 1000) await shot(p, 'toolbar-1000')
+    }
     await drawRect(p, 120, 120, 300, 260)
     assert(await p.locator('#sidebar').isHidden(), 'the sidebar starts collapsed')
     const toggle = p.locator('[data-action="sidebar-toggle"]')
@@ -222,8 +236,10 @@ try {
   })
 
   // ---- keyboard only ----
+  /** The keyboard step's page (Kit, with a fairy that has spoken), kept for the bubble step. */
+  let kit
   await step('keyboard only: invite, select, prompt, then focus and select a shape on the canvas', async () => {
-    const kit = await open(browser, base, 'room=keys', 'Kit')
+    kit = await open(browser, base, 'room=keys', 'Kit')
     const p = kit.page
     // Start from the top of the page, as a keyboard user would.
     await p.evaluate(() => { document.activeElement?.blur?.() })
@@ -295,6 +311,42 @@ try {
     const label = await p.getAttribute('#canvas', 'aria-label')
     assert(/selected, \d+ of \d+$/.test(label ?? ''), `the canvas names the focused shape (got ${label})`)
     await shot(p, '1400x900-keyboard')
+  })
+
+  await step('speech bubbles stay inside the visible canvas: at its right edge (1400 × 900), beside the sidebar open over it (800 × 600)', async () => {
+    assert(kit !== undefined, 'the keyboard step opened its page')
+    const p = kit.page
+    const said = await p.waitForSelector('[data-fairy] [data-bubble="message"]')
+    const id = await said.evaluate(e => e.closest('[data-fairy]').getAttribute('data-fairy'))
+    /** Puts the sprite `dx` px left of screen x `edge`, then reads its bubble's and the sprite's screen boxes. */
+    const near = async edge => {
+      await p.evaluate(([fid, edgeX]) => {
+        const c = window.fairyring.canvas
+        const r = document.getElementById('canvas').getBoundingClientRect()
+        let at = null
+        for (const st of window.fairyring.provider.awareness.getStates().values()) if (st?.fairy?.id === fid) at = st.fairy
+        c.setCamera({ x: at.x - (edgeX - 40 - r.left) / c.cam.zoom, y: at.y - r.height / 2 / c.cam.zoom, zoom: c.cam.zoom })
+      }, [id, edge])
+      await p.evaluate(() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve))))
+      return p.evaluate(fid => {
+        const g = document.querySelector(`[data-fairy="${fid}"]`)
+        const b = g.querySelector('[data-bubble] rect').getBoundingClientRect()
+        return { bubble: { left: b.left, right: b.right }, side: g.querySelector('[data-bubble]').getAttribute('data-bubble-side'), sprite: g.querySelector('.body').getBoundingClientRect().left }
+      }, id)
+    }
+    const canvas = await box(p, '#canvas')
+    const wide = await near(canvas.x + canvas.width)
+    assert(wide.bubble.right <= canvas.x + canvas.width && wide.bubble.left >= canvas.x && wide.side === 'left',
+      `at the canvas's right edge the bubble turns left, inside the canvas (${JSON.stringify(wide)}, canvas ends at ${canvas.x + canvas.width})`)
+    await shot(p, 'bubble-right-edge-1400x900')
+    await p.setViewportSize({ width: 800, height: 600 })
+    await p.waitForSelector('#sidebar', { state: 'hidden' })
+    await p.click('[data-action="sidebar-toggle"]')
+    await p.waitForSelector('#sidebar', { state: 'visible' })
+    const side = await box(p, '#sidebar')
+    const small = await near(side.x)
+    assert(small.bubble.right <= side.x && small.sprite < side.x, `beside the sidebar open over the canvas the bubble stays out from under it (${JSON.stringify(small)}, sidebar starts at ${side.x})`)
+    await shot(p, 'bubble-beside-sidebar-800x600')
     await kit.context.close()
   })
 

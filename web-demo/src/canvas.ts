@@ -34,6 +34,8 @@ export interface FairyLook {
   selected: ReadonlySet<string>
   /** Display names by id (fairies and people), for task frame labels. */
   names: ReadonlyMap<string, string>
+  /** Each fairy's own colour (its list dot), project or not: what the history panel colours its rows with. */
+  own: ReadonlyMap<string, string>
 }
 
 /** Whether a key press belongs to a text field (then no canvas shortcut may fire). */
@@ -68,6 +70,8 @@ export interface CanvasDeps {
   onRender?: () => void
   /** A ✓ or ✗ on a suggestion's ghost: resolves once the server answered (errors are the page's to show). */
   onDecide: (id: string, decision: 'accept' | 'reject') => Promise<void>
+  /** Elements that may lie over the canvas's side (the sidebar on a small screen): bubbles and ✓/✗ keep out from under them. */
+  covers?: () => Element[]
 }
 
 export class Canvas {
@@ -210,6 +214,25 @@ export class Canvas {
   viewportBox (): { x: number, y: number, w: number, h: number } {
     const r = this.d.svg.getBoundingClientRect()
     return visibleBox(this.cam, r.width, r.height)
+  }
+
+  /**
+   * The page area a person can see now: {@link viewportBox} less a strip covered by an element
+   * lying over the canvas's left or right side (`covers`: the sidebar open over a narrow canvas).
+   * Speech bubbles and review buttons stay inside it.
+   */
+  visibleViewBox (): { x: number, y: number, w: number, h: number } {
+    const r = this.d.svg.getBoundingClientRect()
+    let left = r.left; let right = r.right
+    for (const el of this.d.covers?.() ?? []) {
+      const c = el.getBoundingClientRect()
+      // Only what lies over the canvas, top to bottom.
+      if (c.width === 0 || c.right <= left || c.left >= right || c.top > r.top + 1 || c.bottom < r.bottom - 1) continue
+      if (c.left + c.width / 2 > (left + right) / 2) right = Math.min(right, c.left)
+      else left = Math.max(left, c.right)
+    }
+    const v = visibleBox(this.cam, r.width, r.height)
+    return { x: v.x + (left - r.left) / this.cam.zoom, y: v.y, w: Math.max(0, right - left) / this.cam.zoom, h: v.h }
   }
 
   private publishViewport (): void {
@@ -657,7 +680,7 @@ export class Canvas {
     requestAnimationFrame(() => {
       this.glideQueued = false
       const { sprites, moving: still } = this.sprites()
-      drawFairies(this.layers, sprites)
+      drawFairies(this.layers, sprites, this.visibleViewBox())
       this.queueGlide(still)
     })
   }
@@ -715,7 +738,7 @@ export class Canvas {
         selected: this.ghostSelected,
         hovered: this.ghostHovered,
         busy: this.deciding,
-        view: this.viewportBox()
+        view: this.visibleViewBox()
       }
     })
     this.drawFocus()

@@ -193,7 +193,8 @@ export class FairyPanel {
       // A project's colour while it lives, else the fairy's own.
       colors: new Map(this.views.map(v => [v.id, v.color ?? v.own])),
       selected: new Set(this.selected),
-      names
+      names,
+      own: new Map(this.views.map(v => [v.id, v.own]))
     }
   }
 

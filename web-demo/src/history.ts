@@ -6,6 +6,7 @@
 // No DOM, no network: `historypanel.ts` and `historyapi.ts` use these.
 import * as Y from 'yjs'
 import { colorForId, type Actor, type HistoryEntry, type components } from '@fairyring/client'
+import { fairyColors } from './fairies.js'
 
 function isObj (v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
@@ -186,9 +187,11 @@ export interface PeopleContext {
   users: ReadonlyMap<string, { name: string, color: string }>
   /** Display names by id (people's subs and fairy ids). */
   names: ReadonlyMap<string, string>
+  /** Each fairy's own colour by id (`FairyView.own`: its list dot and chat name), for the fairies in the room. */
+  fairyColors?: ReadonlyMap<string, string>
 }
 
-/** A fairy's colour in the People list. */
+/** The pink of the logo: a fairy's colour only when the palette is empty (`fairyColors`). */
 export const FAIRY_COLOR = '#f9a8d4'
 /** The colour of the server's own updates. */
 export const SERVER_COLOR = '#9ca3af'
@@ -206,9 +209,13 @@ export function withHistoryNames (ctx: PeopleContext, learnt: ReadonlyMap<string
   return { ...ctx, names: new Map([...learnt, ...ctx.names]) }
 }
 
-/** An actor's colour, as the People list shows it: a person's colour, the fairy pink, grey. */
+/**
+ * An actor's colour, as the People and Fairies lists show it: a person's colour, a fairy's own
+ * colour (one no longer in the room: its id's slot of the palette, as the list gave it when it
+ * was alone), grey for the server.
+ */
 export function actorColor (a: Actor, ctx: PeopleContext): string {
-  if (a.kind === 'fairy') return FAIRY_COLOR
+  if (a.kind === 'fairy') return ctx.fairyColors?.get(a.id) ?? fairyColors([a.id]).get(a.id) ?? FAIRY_COLOR
   if (a.kind === 'user') {
     if (a.id === ctx.me.id) return ctx.me.color
     return ctx.users.get(a.id)?.color ?? colorForId(a.id)

@@ -12,6 +12,7 @@ import { cleanName, parseParams, urlWithRoom } from './params.js'
 import { sidebarCollapsedFor, zoomLabel, NARROW_WIDTH } from './keyboard.js'
 import { Canvas } from './canvas.js'
 import { TOOLS } from './tools.js'
+import { addIcon } from './icons.js'
 import { renderPeople, renderTaskList, setBanner, setStatus } from './panels.js'
 import { FairyPanel } from './fairypanel.js'
 import { HistoryPanel } from './historypanel.js'
@@ -185,8 +186,11 @@ async function start (): Promise<void> {
     b.dataset.tool = t.name
     b.title = t.key !== '' ? `${t.label} (${t.key.toUpperCase()})` : t.label
     b.textContent = t.label.split(' ')[0] ?? t.name
+    addIcon(b, t.name)
     toolbar.appendChild(b)
   }
+  // The actions with an icon (words on wide screens, icons below LABELS_WIDTH: one line at 800 px).
+  for (const b of document.querySelectorAll<HTMLElement>('#actions [data-action]')) addIcon(b, b.dataset.action ?? '')
   const colors = byId<HTMLElement>('colors')
   for (const c of COLOR_NAMES) {
     const b = document.createElement('button')
@@ -239,10 +243,11 @@ async function start (): Promise<void> {
     textEditor: byId<HTMLTextAreaElement>('text-editor'),
     onUiChange: refreshUi,
     toast,
-    fairyLook: () => fairyPanel?.look() ?? { hats: new Map(), colors: new Map(), selected: new Set(), names: new Map() },
+    fairyLook: () => fairyPanel?.look() ?? { hats: new Map(), colors: new Map(), selected: new Set(), names: new Map(), own: new Map() },
     onFairyClick: (id, additive) => fairyPanel?.click(id, additive),
     onRender: () => { history?.syncCamera(); showZoom() },
-    onDecide: (id, decision) => suggestApi.decide(id, decision).then(() => undefined, e => toast(e instanceof SuggestApiError ? e.message : String(e)))
+    onDecide: (id, decision) => suggestApi.decide(id, decision).then(() => undefined, e => toast(e instanceof SuggestApiError ? e.message : String(e))),
+    covers: () => [byId<HTMLElement>('sidebar')]
   })
   const c = canvas
   const zoomButton = byQuery<HTMLButtonElement>('[data-action="zoom-reset"]')
@@ -257,7 +262,10 @@ async function start (): Promise<void> {
   }
   showZoom()
   // The sidebar opening or closing resizes the canvas without a window resize.
-  new ResizeObserver(() => c.setCamera(c.cam)).observe(byId<SVGSVGElement>('canvas'))
+  // The sidebar opening over a narrow canvas changes what of it is visible (bubbles move out from under it).
+  const resized = new ResizeObserver(() => c.setCamera(c.cam))
+  resized.observe(byId<SVGSVGElement>('canvas'))
+  resized.observe(byId<HTMLElement>('sidebar'))
   const exporter = new FairyringApi({ token: currentToken })
   const exportAs = async (format: 'png' | 'svg'): Promise<void> => {
     try {
@@ -350,7 +358,8 @@ async function start (): Promise<void> {
     canvas: c,
     people: () => {
       const { users } = readPeers(awareness.getStates() as Map<number, unknown>, awareness.clientID)
-      return { me: user, users: new Map(users.map(u => [u.id, { name: u.name, color: u.color }])), names: panel.look().names }
+      const look = panel.look()
+      return { me: user, users: new Map(users.map(u => [u.id, { name: u.name, color: u.color }])), names: look.names, fairyColors: look.own }
     },
     nodes: {
       panel: byId<HTMLElement>('history'),

@@ -163,13 +163,30 @@ function bubbleText (fy: FairySprite): { raw: string, text: string, thinking: bo
 /** Where a sprite's name label and bubble go, as offsets from their usual places (page px, down is +). */
 export interface LabelPlace { label: number, bubble: number }
 
-/** Boxes (page px) of a sprite's name label and bubble at offsets `place`. */
-export function labelBoxes (fy: FairySprite, place: LabelPlace = { label: 0, bubble: 0 }): { label: Box, bubble: Box | null } {
+/** Space (page px at zoom 1) kept between a bubble and the visible canvas's edge. */
+const BUBBLE_MARGIN = 4
+
+/**
+ * The left edge (page px) of a sprite's bubble `w` wide, and its side: right of the sprite as
+ * usual; left of it when the right side would leave `view` (the canvas's visible page area:
+ * past the canvas's edge, or under the sidebar lying over it); pushed inside `view` when
+ * neither side fits.
+ */
+export function bubbleX (fy: Pick<FairySprite, 'x'>, w: number, view?: Box): { x: number, side: 'right' | 'left' } {
+  const right = fy.x + 20
+  if (view === undefined || right + w <= view.x + view.w - BUBBLE_MARGIN) return { x: right, side: 'right' }
+  const left = fy.x - 20 - w
+  if (left >= view.x + BUBBLE_MARGIN) return { x: left, side: 'left' }
+  return { x: Math.max(view.x + BUBBLE_MARGIN, view.x + view.w - BUBBLE_MARGIN - w), side: 'left' }
+}
+
+/** Boxes (page px) of a sprite's name label and bubble at offsets `place`, the bubble kept inside `view`. */
+export function labelBoxes (fy: FairySprite, place: LabelPlace = { label: 0, bubble: 0 }, view?: Box): { label: Box, bubble: Box | null } {
   const w = fy.name.length * 7 + 8
   const b = bubbleText(fy)
   return {
     label: { x: fy.x - w / 2, y: fy.y + 28 + place.label, w, h: 16 },
-    bubble: b === null ? null : { x: fy.x + 20, y: fy.y - 62 + place.bubble, w: b.w, h: 30 }
+    bubble: b === null ? null : { x: bubbleX(fy, b.w, view).x, y: fy.y - 62 + place.bubble, w: b.w, h: 30 }
   }
 }
 
@@ -182,7 +199,7 @@ function overlaps (a: Box, b: Box): boolean {
  * bubbles, top to bottom): a label that would cover one placed before moves down a line, a
  * bubble up a bubble's height, until it is clear. Sprites far apart keep the usual places.
  */
-export function placeLabels (fairies: readonly FairySprite[]): Map<string, LabelPlace> {
+export function placeLabels (fairies: readonly FairySprite[], view?: Box): Map<string, LabelPlace> {
   const order = [...fairies].sort((a, b) => a.y - b.y || a.x - b.x || (a.id < b.id ? -1 : 1))
   const placed: Box[] = []
   const out = new Map<string, LabelPlace>()
@@ -199,19 +216,27 @@ export function placeLabels (fairies: readonly FairySprite[]): Map<string, Label
   for (const fy of order) {
     const place = out.get(fy.id) ?? { label: 0, bubble: 0 }
     if (labelBoxes(fy).bubble === null) continue
-    place.bubble = settle(dy => labelBoxes(fy, { label: place.label, bubble: dy }).bubble ?? { x: 0, y: 0, w: 0, h: 0 }, -32)
+    place.bubble = settle(dy => labelBoxes(fy, { label: place.label, bubble: dy }, view).bubble ?? { x: 0, y: 0, w: 0, h: 0 }, -32)
   }
   return out
 }
 
-/** The speech bubble: the thought while thinking, else the last message (nothing when empty), `dy` above its usual place. */
-function bubble (fy: FairySprite, dy = 0): VNode[] {
+/**
+ * The speech bubble: the thought while thinking, else the last message (nothing when empty), `dy`
+ * above its usual place, on the side of the sprite that keeps it inside `view` (`data-bubble-side`).
+ */
+function bubble (fy: FairySprite, dy = 0, view?: Box): VNode[] {
   const b = bubbleText(fy)
   if (b === null) return []
   const { raw, text, thinking, w } = b
-  return [h('g', { class: thinking ? 'bubble thinking' : 'bubble', 'data-bubble': thinking ? 'thinking' : 'message', transform: `translate(20,${f(-62 + dy)})` }, [
+  const { x, side } = bubbleX(fy, w, view)
+  const dx = x - fy.x
+  // The tail points down at the sprite from the bubble's corner nearest it (only next to it).
+  const tail = side === 'right' ? 'M6,22 L2,30 L14,22' : `M${f(w - 6)},22 L${f(w - 2)},30 L${f(w - 14)},22`
+  const beside = side === 'right' ? dx === 20 : dx === -20 - w
+  return [h('g', { class: thinking ? 'bubble thinking' : 'bubble', 'data-bubble': thinking ? 'thinking' : 'message', 'data-bubble-side': side, transform: `translate(${f(dx)},${f(-62 + dy)})` }, [
     h('rect', { width: f(w), height: 22, rx: 8, fill: '#fff', stroke: thinking ? '#9ca3af' : (fy.color ?? '#db2777'), 'stroke-dasharray': thinking ? '3 2' : undefined }),
-    ...(dy === 0 ? [h('path', { d: 'M6,22 L2,30 L14,22', fill: '#fff', stroke: thinking ? '#9ca3af' : (fy.color ?? '#db2777') })] : []),
+    ...(dy === 0 && beside ? [h('path', { d: tail, fill: '#fff', stroke: thinking ? '#9ca3af' : (fy.color ?? '#db2777') })] : []),
     h('text', { x: 8, y: 15, 'font-size': 11, fill: thinking ? '#6b7280' : '#1f2937', 'font-style': thinking ? 'italic' : undefined, 'font-family': 'system-ui, sans-serif' }, [text]),
     h('title', {}, [raw])
   ])]
@@ -237,10 +262,11 @@ function poseProps (pose: FairySprite['pose']): VNode[] {
 /**
  * Fairy sprites in page space, one `data-fairy="ID"` group each with `data-pose` and
  * `data-mode`: wings, a body in its project's colour, its hat, what its pose adds (facing left
- * when `flip`), its name, a ring when selected, and a bubble with its thought or last message.
+ * when `flip`), its name, a ring when selected, and a bubble with its thought or last message
+ * (inside `view`, the canvas's visible page area, when given).
  */
-export function renderFairies (fairies: FairySprite[]): VNode {
-  const places = placeLabels(fairies)
+export function renderFairies (fairies: FairySprite[], view?: Box): VNode {
+  const places = placeLabels(fairies, view)
   return h('g', { class: 'fairies' }, fairies.map(fy => {
     const body = fy.color ?? FAIRY_PINK
     const place = places.get(fy.id) ?? { label: 0, bubble: 0 }
@@ -262,7 +288,7 @@ export function renderFairies (fairies: FairySprite[]): VNode {
         ])
       ]),
       h('text', { y: f(40 + place.label), 'text-anchor': 'middle', 'font-size': 12, fill: fy.color ?? '#831843', 'font-weight': 600, stroke: '#fff', 'stroke-width': 3, 'paint-order': 'stroke', 'font-family': 'system-ui, sans-serif', class: 'label' }, [fy.name]),
-      ...bubble(fy, place.bubble)
+      ...bubble(fy, place.bubble, view)
     ])
   }))
 }

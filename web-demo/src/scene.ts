@@ -99,13 +99,13 @@ export function drawScene (layers: Layers, st: SceneState): void {
   layers.overlay.replaceChildren(...overlay.map(v => toDom(stripPreviewIds(v))))
   layers.tasks.replaceChildren(toDom(renderTaskFrames(
     readTasks(st.tasks, readProjects(st.projects)).flatMap(t => (t.frame !== null ? [t.frame] : [])), cam.zoom, st.names)))
-  drawFairies(layers, st.sprites)
+  drawFairies(layers, st.sprites, st.ghostLook.view)
   layers.cursors.replaceChildren(toDom(renderCursors(users, cam)))
 }
 
-/** Draws only the fairy sprites (the frames of a glide between two awareness updates). */
-export function drawFairies (layers: Layers, sprites: FairySprite[]): void {
-  layers.fairies.replaceChildren(toDom(renderFairies(sprites)))
+/** Draws only the fairy sprites (the frames of a glide between two awareness updates), their bubbles inside `view`. */
+export function drawFairies (layers: Layers, sprites: FairySprite[], view?: Box): void {
+  layers.fairies.replaceChildren(toDom(renderFairies(sprites, view)))
 }
 
 function stripPreviewIds (v: VNode): VNode {

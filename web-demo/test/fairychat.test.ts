@@ -6,7 +6,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { readChatItem, readChatUsage, FairyApi, type FairyChat } from '@fairyring/client'
 import { enterAction, FAIRY_PALETTE, fairyColors, freeSpawnPoint, mergeFairies, shownThread, spawnPoint } from '../src/fairies.js'
-import { labelBoxes, placeLabels, renderFairies, type FairySprite } from '../src/overlay.js'
+import { bubbleX, labelBoxes, placeLabels, renderFairies, type FairySprite } from '../src/overlay.js'
 import { actionPoints, renderGhostActions } from '../src/ghosts.js'
 import { budgetLine, costLines, formatTokens, formatUsd, tokenMayUseFairies, usageLabel, type Totals } from '../src/costs.js'
 import { findNode } from '../src/vnode.js'
@@ -97,6 +97,27 @@ test('labels and bubbles: three fairies on one spot get labels and bubbles that 
   const ys = labels.map(g => g !== null ? findNode(g, n => n.attrs.class === 'label')?.attrs.y : undefined)
   assert.equal(new Set(ys).size, 3, `three label heights (${JSON.stringify(ys)})`)
   assert.equal(labels[0]?.attrs['data-color'], '#2563eb')
+})
+
+test('bubbles: a sprite near the visible canvas\'s right edge (or the sidebar over it) speaks to its left, inside the view', () => {
+  const view = { x: 0, y: 0, w: 800, h: 600 }
+  const near = sprite({ id: 'r', x: 760, y: 300, lastMessage: 'Drew a house: walls, roof, door and window' })
+  const box = labelBoxes(near, { label: 0, bubble: 0 }, view).bubble
+  assert.ok(box !== null && box.x >= view.x && box.x + box.w <= view.x + view.w, `inside the view: ${JSON.stringify(box)}`)
+  assert.equal(bubbleX(near, box?.w ?? 0, view).side, 'left')
+  assert.ok(box !== null && box.x + box.w <= near.x, 'left of the sprite')
+  // Without a view, or with room on the right: the usual place.
+  assert.equal(labelBoxes(near).bubble?.x, near.x + 20)
+  assert.deepEqual(bubbleX(sprite({ x: 100 }), 200, view), { x: 120, side: 'right' })
+  // Too narrow for either side: pushed inside it.
+  const narrow = { x: 0, y: 0, w: 220, h: 600 }
+  const squeezed = bubbleX(sprite({ x: 110 }), 200, narrow)
+  assert.ok(squeezed.x >= 0 && squeezed.x + 200 <= 220, JSON.stringify(squeezed))
+  // The drawing follows: the bubble's group is translated left of the sprite and says so.
+  const v = renderFairies([near], view)
+  const g = findNode(v, n => n.attrs['data-bubble'] !== undefined)
+  assert.equal(g?.attrs['data-bubble-side'], 'left')
+  assert.ok(String(g?.attrs.transform).startsWith('translate(-'), String(g?.attrs.transform))
 })
 
 test('ghost controls: ✓ and ✗ stay inside the canvas when the ghost is at its top or right edge', () => {

@@ -13,6 +13,7 @@ import {
 import { describeHistoryError, readActor, readEntry, readHistoryPage, versionShapes, type Actor, type HistoryEntry } from '@fairyring/client'
 import { HistoryApi, HistoryApiError } from '@fairyring/client'
 import { colorForId } from '@fairyring/client'
+import { fairyColors } from '../src/fairies.js'
 
 const user = (id: string, over: Partial<Actor> = {}): Actor => ({
   kind: 'user', id, name: null, requestId: null, promptedBy: null, model: null, projectId: null, taskId: null, via: null, ...over
@@ -26,7 +27,8 @@ const entry = (fromSeq: number, actor: Actor, shapes: Partial<Pick<HistoryEntry,
 const ctx: PeopleContext = {
   me: { id: 'ada', name: 'Ada', color: '#e03131' },
   users: new Map([['bob', { name: 'Bob', color: '#099268' }]]),
-  names: new Map([['f1', 'Pip'], ['ada', 'Ada'], ['bob', 'Bob']])
+  names: new Map([['f1', 'Pip'], ['ada', 'Ada'], ['bob', 'Bob']]),
+  fairyColors: new Map([['f1', '#1c7ed6']])
 }
 
 test('history: entries and actors are read defensively; pages sort oldest first', () => {
@@ -158,7 +160,7 @@ test('history: a fairy request’s prompt is its first user chat item with that 
   const prompts = promptIndex(doc.getMap('fairies'))
   assert.deepEqual([...prompts], [['f1\u0000q1', 'draw a house'], ['f1\u0000q2', 'a tree']])
   const row = rowView(groupEntries([entry(1, fairy('f1', 'q1'), { added: ['h'] })])[0]!, ctx, prompts)
-  assert.deepEqual([row.who, row.prompt, row.detail, row.color, row.kind, row.takeBack], ['Pip', 'draw a house', 'asked by Ada', FAIRY_COLOR, 'fairy', 'Pip'])
+  assert.deepEqual([row.who, row.prompt, row.detail, row.color, row.kind, row.takeBack], ['Pip', 'draw a house', 'asked by Ada', '#1c7ed6', 'fairy', 'Pip'])
   assert.equal(rowView(groupEntries([entry(1, fairy('f9', 'zz'), { added: ['h'] })])[0]!, ctx, prompts).prompt, null)
 })
 
@@ -166,7 +168,10 @@ test('history: names and colours as in the People list', () => {
   assert.equal(actorColor(user('ada'), ctx), '#e03131')
   assert.equal(actorColor(user('bob'), ctx), '#099268')
   assert.equal(actorColor(user('gone'), ctx), colorForId('gone'))
-  assert.equal(actorColor(fairy('f1', null), ctx), FAIRY_COLOR)
+  // A fairy's own colour (its list dot), never the logo's pink; one that left: its id's palette slot.
+  assert.equal(actorColor(fairy('f1', null), ctx), '#1c7ed6')
+  assert.equal(actorColor(fairy('gone-fairy', null), ctx), fairyColors(['gone-fairy']).get('gone-fairy'))
+  assert.notEqual(actorColor(fairy('gone-fairy', null), ctx), FAIRY_COLOR)
   assert.equal(actorColor({ ...user('server'), kind: 'server' }, ctx), SERVER_COLOR)
   assert.equal(actorName(user('bob', { name: 'Robert' }), ctx), 'Robert')
   assert.equal(actorName(user('gone'), ctx), 'gone')
