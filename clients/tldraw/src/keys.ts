@@ -101,8 +101,27 @@ export function plainHolds (rich: TLRichText): boolean {
   return JSON.stringify(toRichText(plainText(rich))) === JSON.stringify(rich)
 }
 
+/** Most plain texts whose rich text {@link plainRich} keeps (then it starts again). */
+const PLAIN_RICH_MAX = 4096
+const plainRichCache = new Map<string, TLRichText>()
+
+/**
+ * The rich text of a plain `text`, one object per text: tldraw caches a label's HTML by the
+ * rich text object (its `renderHtmlFromRichText`, where TipTap builds a schema for each call), so
+ * shapes with the same words share one rendering. tldraw never changes a record's props in place.
+ */
+export function plainRich (text: string): TLRichText {
+  let r = plainRichCache.get(text)
+  if (r === undefined) {
+    if (plainRichCache.size >= PLAIN_RICH_MAX) plainRichCache.clear()
+    r = toRichText(text)
+    plainRichCache.set(text, r)
+  }
+  return r
+}
+
 /** The rich text for a document's `text`, using the kept rich text when it still says the same. */
 export function richFrom (text: string, kept: unknown): TLRichText {
   if (typeof kept === 'object' && kept !== null && plainText(kept as TLRichText) === text) return kept as TLRichText
-  return toRichText(text)
+  return plainRich(text)
 }

@@ -3,7 +3,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { toRichText, type TLRichText } from 'tldraw'
-import { fromTldrawIndex, isTldrawIndex, plainHolds, plainText, richFrom, toTldrawIndex } from '../src/keys.js'
+import { fromTldrawIndex, isTldrawIndex, plainHolds, plainRich, plainText, richFrom, toTldrawIndex } from '../src/keys.js'
 
 test('document indexes: tldraw keys as they are, others encoded in order and decoded back', () => {
   assert.equal(toTldrawIndex('a1'), 'a1')
@@ -30,6 +30,11 @@ test('rich text: plain text read, kept only when plain cannot hold it', () => {
   assert.equal(plainHolds(bold), false)
   assert.deepEqual(richFrom('bold', bold), bold, 'kept rich text used while the plain text agrees')
   assert.deepEqual(richFrom('changed', bold), toRichText('changed'), 'a changed plain text wins')
+  // One rich text object per plain text (tldraw caches a label's HTML by that object).
+  assert.equal(richFrom('same words', null), richFrom('same words', undefined), 'the same plain text gives the same object')
+  assert.equal(plainRich('same words'), richFrom('same words', null))
+  assert.deepEqual(plainRich('same words'), toRichText('same words'))
+  assert.notEqual(plainRich('other words'), plainRich('same words'))
   const list = { type: 'doc', content: [{ type: 'bulletList', content: [{ type: 'listItem', content: [{ type: 'paragraph', content: [{ type: 'text', text: 'a' }] }] }, { type: 'listItem', content: [{ type: 'paragraph', content: [{ type: 'text', text: 'b' }] }] }] }] } as unknown as TLRichText
   assert.equal(plainText(list), 'a\nb')
 })
