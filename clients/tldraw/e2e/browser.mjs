@@ -7,7 +7,9 @@
 // a fairy's prompt; a tldraw person and an SVG-demo person edit two properties of one shape at
 // once and both edits stay; a fairy's shapes appear, getCollaborators() lists it while it works,
 // rejecting its request removes its shapes while people's stay; undo in tldraw takes back only the
-// local person's changes; a reload restores the room. Measures a 5,000-shape room's open time and
+// local person's changes; a reload restores the room; a shape inside a tldraw frame or group is
+// in the document at its page position (also after the frame or group moves) and a remote move
+// is read back into its parent. Measures a 5,000-shape room's open time and
 // the cross-page latency at 20 shapes/s from each side (printed as `figure:` lines).
 // Env: FAIRYRING_BIN (required), CHROMIUM (default /usr/bin/chromium), FAIRYRING_ARTIFACTS;
 // for measuring: ONLY=WORDS (steps), FIGURE_LOAD=all (the 5,000-shape opens in one step),
