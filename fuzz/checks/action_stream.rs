@@ -1,4 +1,4 @@
-//! Fuzz check for `action_stream` (shared by the cargo-fuzz target and `tests/fuzz_corpus.rs`).
+//! Fuzz check for `action_stream` (shared by the cargo-fuzz target and `tests/sync/fuzz_corpus.rs`).
 //!
 //! The input is the model's text (invalid UTF-8 replaced) and, through its own bytes, the
 //! chunking and an abort point. Asserts: no panic; events well formed (indexes in order, one

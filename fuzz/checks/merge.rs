@@ -1,5 +1,5 @@
-//! Fuzz check for `merge` (shared by the cargo-fuzz target, `tests/fuzz_corpus.rs` and the
-//! proptest in `tests/canvas_merge.rs`): a model of one room with a server replica (where the
+//! Fuzz check for `merge` (shared by the cargo-fuzz target, `tests/sync/fuzz_corpus.rs` and the
+//! proptest in `tests/sync/canvas_merge.rs`): a model of one room with a server replica (where the
 //! fairy lives) and one or two user replicas, driven by a list of [`Op`]s: user edits (create,
 //! move, recolor, text, delete) of their own shapes, a fairy's streamed episodes (tentative
 //! versions, then complete or cancelled), and update deliveries interleaved in arbitrary order
@@ -435,7 +435,7 @@ pub fn run(ops: &[Op], users: usize, client_base: u64) -> Result<(), String> {
     run_with(ops, users, client_base, false)
 }
 
-/// [`run`] with links that may reorder updates (see `tests/canvas_merge.rs` for why this is
+/// [`run`] with links that may reorder updates (see `tests/sync/canvas_merge.rs` for why this is
 /// not part of the checked properties: yrs 0.28.1 can keep a pending delete set forever).
 pub fn run_unordered(ops: &[Op], users: usize, client_base: u64) -> Result<(), String> {
     run_with(ops, users, client_base, true)

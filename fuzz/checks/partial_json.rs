@@ -1,4 +1,4 @@
-//! Fuzz check for `partial_json` (shared by the cargo-fuzz target and `tests/fuzz_corpus.rs`).
+//! Fuzz check for `partial_json` (shared by the cargo-fuzz target and `tests/sync/fuzz_corpus.rs`).
 //!
 //! The input is the text (invalid UTF-8 replaced) and, through its own bytes, the chunking.
 //! Asserts: no panic; chunked pushes give the same value, error and completeness as one push;

@@ -1,4 +1,4 @@
-//! Fuzz check for `render` (shared by the cargo-fuzz target and `tests/fuzz_corpus.rs`): builds
+//! Fuzz check for `render` (shared by the cargo-fuzz target and `tests/sync/fuzz_corpus.rs`): builds
 //! a room from arbitrary shapes — every kind, with numbers taken raw from the input (NaN,
 //! infinities, `1e308`, negative sizes) written past `write_shape`'s clamps as a hostile peer
 //! can, labels long or made of many lines, strokes of many points — reads them back as the

@@ -1,4 +1,4 @@
-//! Fuzz check for `shape_patch` (shared by the cargo-fuzz target and `tests/fuzz_corpus.rs`):
+//! Fuzz check for `shape_patch` (shared by the cargo-fuzz target and `tests/sync/fuzz_corpus.rs`):
 //! a JSON shape patch (the body of `PATCH /rooms/{room}/shapes`) is parsed, validated against
 //! a small room ([`fairyring::canvas::patch::plan`]) and applied in one transaction, as the
 //! server does. Must never panic, and:

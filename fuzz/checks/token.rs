@@ -1,4 +1,4 @@
-//! Fuzz check for `token` (shared by the cargo-fuzz target and `tests/fuzz_corpus.rs`).
+//! Fuzz check for `token` (shared by the cargo-fuzz target and `tests/sync/fuzz_corpus.rs`).
 //!
 //! The first byte picks what the rest is:
 //! - even: a token string, verified by HS256 and ES256 authenticators;

@@ -1,5 +1,5 @@
 //! Unit tests of `verify.rs`: configuration choices and the header / shape checks. The full
-//! token matrix (every algorithm, every refusal) is in `tests/auth_tokens.rs`.
+//! token matrix (every algorithm, every refusal) is in `tests/auth/auth_tokens.rs`.
 
 use std::path::PathBuf;
 

@@ -8,7 +8,7 @@
 //! operation: each handler carries its own `#[utoipa::path]` (request and response types,
 //! scope, error codes) and is registered with `utoipa_axum::routes!`, which adds the route to
 //! the router and its operation to the description in one step, so a route cannot be served
-//! without being described ([`super::router`], and `tests/openapi.rs` checks it against the
+//! without being described ([`super::router`], and `tests/http/openapi.rs` checks it against the
 //! running server). The web demo's static files are not API and are not described.
 
 use axum::Extension;
@@ -124,7 +124,7 @@ impl Described {
     /// The JSON text of `doc`.
     pub fn new(doc: &utoipa::openapi::OpenApi) -> Self {
         // A description that does not serialize is a bug in a derive, not input: an empty
-        // object is served rather than a panic, and tests/openapi.rs fails on it.
+        // object is served rather than a panic, and tests/http/openapi.rs fails on it.
         Described(Bytes::from(
             doc.to_pretty_json().unwrap_or_else(|_| "{}".to_owned()),
         ))

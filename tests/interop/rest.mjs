@@ -1,4 +1,4 @@
-// An official yjs + y-websocket client watching REST writes (tests/rest.rs).
+// An official yjs + y-websocket client watching REST writes (tests/http/rest.rs).
 // Usage: node rest.mjs ws://HOST ROOM TOKEN
 // Prints "synced" once synced, then waits for the shape `from-update` (x = 5, written by
 // POST …/update) and the shape `from-patch` (color blue, written by PATCH …/shapes), and

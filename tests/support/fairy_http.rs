@@ -3,18 +3,17 @@
 
 use fairyring::config::{LlmProvider, ServeConfig};
 use fairyring::llm::mock::{Fault, MockResponse, MockRoute, MockScript, MockServer};
-use fairyring::server::{self, ServerHandle};
+use fairyring::server::ServerHandle;
 use serde_json::{Value, json};
 use yrs::Transact;
 use yrs::types::ToJson;
 
 use super::Client;
+use super::server::TestServer;
 
+/// A server from `config` ([`TestServer::start`]): its handle, `ws://` and `http://` bases.
 pub async fn start(config: ServeConfig) -> (ServerHandle, String, String) {
-    let handle = server::start(config).await.expect("server starts");
-    let ws = format!("ws://{}", handle.addr());
-    let http = format!("http://{}", handle.addr());
-    (handle, ws, http)
+    TestServer::start(config).await.into_parts()
 }
 
 /// The test config checking tokens (HS256, a fixed secret), and a minter of 10-minute tokens

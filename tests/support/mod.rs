@@ -1,12 +1,28 @@
-//! Test support: a real y-sync WebSocket client (tokio-tungstenite + yrs) and server helpers.
+//! Test support, shared by every integration test binary (`tests/*/main.rs`): a real y-sync
+//! WebSocket client (tokio-tungstenite + yrs), the one way to start a server
+//! ([`server::TestServer`]), and helpers by concern. Each binary uses a subset, hence
+//! `dead_code`.
+//!
+//! Layout: `server` (an in-process server from a config), `services` (PostgreSQL, Redis, the
+//! shipped binary as a child process), `cluster` and `pg_cluster` (Redis and PostgreSQL of a
+//! test's own), `relay` (a TCP relay that stalls or cuts), `fairy_http` (the fairy HTTP API and
+//! what a client sees of fairies), `llm` (model clients over the mock model server), `export`
+//! (servers with a short render budget), `render` (the fixture room), `token_matrix` (the
+//! auth tests' table), `npm` (Node packages), `alone` (one test in a process of its own).
 #![allow(dead_code)]
 
+pub mod alone;
 pub mod cluster;
+pub mod export;
 pub mod fairy_http;
+pub mod llm;
 pub mod npm;
 pub mod pg_cluster;
 pub mod relay;
+pub mod render;
+pub mod server;
 pub mod services;
+pub mod token_matrix;
 
 use std::time::Duration;
 
@@ -273,6 +289,11 @@ pub fn shape_count(client: &Client) -> u32 {
 
 /// Installs the pinned npm packages once (what `.ci/run` also does).
 pub fn ensure_npm_packages(dir: &std::path::Path) {
+    // Tests of one binary run at once: one `npm ci` at a time (a second then finds the packages).
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if dir.join("node_modules/y-websocket").exists() {
         return;
     }

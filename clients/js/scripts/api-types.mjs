@@ -1,6 +1,6 @@
 // Generates src/api/api.gen.ts, the TypeScript types of the server's HTTP API, from openapi.json (the
 // server's own description: `fairyring openapi > clients/js/openapi.json`, which
-// tests/openapi.rs checks against what the server serves). The client's API calls take their
+// tests/http/openapi.rs checks against what the server serves). The client's API calls take their
 // bodies and answers from these types, so they cannot drift from the server's handlers.
 // `--check` fails if the committed src/api/api.gen.ts differs from a fresh generation.
 import openapiTS, { astToString } from 'openapi-typescript'

@@ -74,7 +74,7 @@ function startServer () {
   // `--rate-bytes-per-sec`: the 5,000-shape figure's filler writes ~1.5 MB in one tick, over a
   // socket's default 1 MiB/s (the server closes it with 1008 at about 2,500 shapes on a quiet
   // machine; a loaded one read slowly enough to let it through). Rate limits are tested in
-  // tests/sync.rs; here they would only starve the figure.
+  // tests/sync/sync.rs; here they would only starve the figure.
   const child = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--store', process.env.E2E_STORE ?? `sqlite:${join(work, 'room.db')}`, '--dev', '--llm-pace-ms', '40', '--rate-bytes-per-sec', String(64 * 1024 * 1024)], {
     stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FAIRYRING_JWT_SECRET: SECRET, FAIRYRING_LOG_FORMAT: 'pretty' }
   })

@@ -5,7 +5,7 @@
 //! equals it, on a document nobody else changed since, is committed in place (its created
 //! shapes unlocked, nothing reverted or applied again): no update at all for an edit, one for a
 //! creation, instead of a revert and a fresh apply (two updates, each a durable log entry and a
-//! broadcast; `tests/canvas_stream_size.rs` measures it).
+//! broadcast; `tests/sync/canvas_stream_size.rs` measures it).
 //!
 //! Mechanism: a yrs [`UndoManager`] scoped to the `shapes` and `pages` roots and tracking only
 //! the fairy's origin, with a capture timeout of 0 so each tentative transaction is exactly one
@@ -22,7 +22,7 @@
 //! That holds for every change the document has integrated. For a user's edit still in flight
 //! when the revert happens (concurrent with both the fairy's write and its revert), YATA's
 //! tie-break decides, by client id: the user's value wins if the server document's client id is
-//! lower than the user's. `tests/canvas_merge.rs` proves the property with server client ids in
+//! lower than the user's. `tests/sync/canvas_merge.rs` proves the property with server client ids in
 //! `1..=16` and shows it fails with a high one, so the room document should use a small
 //! client id ([`MAX_SERVER_CLIENT_ID`]; Yjs clients draw random 32-bit ids). [`Tentative::new`]
 //! logs a warning otherwise.
@@ -265,7 +265,7 @@ impl Tentative {
     /// Garbage-collects what a reverted version inserted: the undo manager keeps deleted items
     /// alive while they are on its stacks, and the transaction that deleted them has already
     /// run its collection, so without this every reverted version would stay in the document
-    /// with its full content (see `tests/canvas_stream_size.rs`). Only this fairy's own,
+    /// with its full content (see `tests/sync/canvas_stream_size.rs`). Only this fairy's own,
     /// now-deleted insertions are collected; the GC transaction changes no content.
     fn collect_garbage(&self, inserted: &yrs::IdSet) {
         let mut txn = self.doc.transact_mut_with(self.undo.as_origin());
