@@ -374,6 +374,7 @@ impl Outbox for Guarded {
 mod tests {
     use super::*;
     use crate::store::memory::MemoryStore;
+    use crate::store::wrapper::StoreWrapper;
     use std::sync::atomic::AtomicU8;
 
     /// A memory store whose appends hang, fail with a full disk, or pass; `has_space` says
@@ -387,9 +388,9 @@ mod tests {
     }
 
     #[async_trait]
-    impl Store for Faulty {
-        async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
-            self.inner.load(room).await
+    impl StoreWrapper for Faulty {
+        fn inner(&self) -> &dyn Store {
+            &self.inner
         }
         async fn append_logged(
             &self,
@@ -401,37 +402,6 @@ mod tests {
                 2 => Err(StoreError::Full),
                 _ => self.inner.append_logged(room, updates).await,
             }
-        }
-        async fn compact(&self, r: &RoomName, s: Bytes, u: u64) -> Result<(), StoreError> {
-            self.inner.compact(r, s, u).await
-        }
-        async fn newest_checkpoint(&self, r: &RoomName) -> Result<Option<u64>, StoreError> {
-            self.inner.newest_checkpoint(r).await
-        }
-        async fn add_checkpoint(&self, r: &RoomName, c: Checkpoint) -> Result<bool, StoreError> {
-            self.inner.add_checkpoint(r, c).await
-        }
-        async fn history(&self, r: &RoomName, a: u64, l: usize) -> Result<Vec<LogRow>, StoreError> {
-            self.inner.history(r, a, l).await
-        }
-        async fn load_version(
-            &self,
-            r: &RoomName,
-            s: u64,
-        ) -> Result<Option<StoredVersion>, StoreError> {
-            self.inner.load_version(r, s).await
-        }
-        async fn seq_at(&self, r: &RoomName, a: u64) -> Result<Option<u64>, StoreError> {
-            self.inner.seq_at(r, a).await
-        }
-        async fn prune_history(&self, b: u64) -> Result<u64, StoreError> {
-            self.inner.prune_history(b).await
-        }
-        fn side(&self) -> &dyn SideTables {
-            self.inner.side()
-        }
-        fn outbox(&self) -> &dyn super::super::outbox::Outbox {
-            self.inner.outbox()
         }
         async fn has_space(&self) -> Result<bool, StoreError> {
             Ok(self.space.load(Ordering::SeqCst))

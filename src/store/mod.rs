@@ -6,13 +6,16 @@
 //! checkpoints; docs/storage.md "History"), and, reached from it, the keyed side tables in
 //! [`keyed`] (fairies' private state keyed by room and fairy id, each room's projects, each
 //! room's instructions for its fairies: never part of a document nor broadcast) and the webhook
-//! outbox in [`outbox`]. Its implementations: [`sqlite::SqliteStore`] (the embedded default,
-//! WAL, group commit across rooms, migrations in `migrations/sqlite`),
-//! [`postgres::PostgresStore`] (the shared store of the scale-out mode, group commit, safe with
-//! several nodes appending to one room, migrations in `migrations/postgres`) and
-//! [`memory::MemoryStore`] (tests and `--store memory:`); the SQL both dialects share is in
-//! `sql` (the log's) and [`keyed`]'s `sql` (the side tables'). Only this module touches
-//! databases; it knows nothing about sockets, peers or the Yjs protocol.
+//! outbox in [`outbox`]. Its implementations: [`sql::SqlStore`], written once for both SQL
+//! databases over a small [`sql::Dialect`], with what truly differs in each backend:
+//! [`sqlite::SqliteStore`] (the embedded default, WAL, group commit across rooms, migrations in
+//! `migrations/sqlite`) and [`postgres::PostgresStore`] (the shared store of the scale-out mode,
+//! group commit, safe with several nodes appending to one room, migrations in
+//! `migrations/postgres`); and [`memory::MemoryStore`] (tests and `--store memory:`).
+//! [`guarded::Guarded`] puts a deadline on every call of any of them, and
+//! [`wrapper::StoreWrapper`] lets a store that wraps another override only what it changes.
+//! Only this module touches databases; it knows nothing about sockets, peers or the Yjs
+//! protocol.
 
 pub mod checkpoints;
 pub mod guarded;
@@ -20,8 +23,9 @@ pub mod keyed;
 pub mod memory;
 pub mod outbox;
 pub mod postgres;
-mod sql;
+pub mod sql;
 pub mod sqlite;
+pub mod wrapper;
 mod writer;
 
 use std::sync::Arc;
@@ -41,8 +45,10 @@ pub enum StoreError {
         "unsupported store url {0:?}: expected sqlite:PATH, postgres://USER@HOST:PORT/DB or memory:"
     )]
     UnsupportedUrl(String),
-    /// The `--store-schema` name is not a plain lower-case SQL identifier.
-    #[error("invalid store schema {0:?}: expected [a-z_][a-z0-9_]*, at most 63 bytes")]
+    /// The `--store-schema` name is not one PostgreSQL keeps whole as a schema's name.
+    #[error(
+        "invalid store schema {0:?}: expected 1 to 63 bytes without control characters, not starting with pg_"
+    )]
     InvalidSchema(String),
     /// The store's migrations could not be applied.
     #[error("store migration failed: {0}")]

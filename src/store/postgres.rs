@@ -1,10 +1,15 @@
-//! The shared PostgreSQL [`Store`] of the scale-out mode (docs/storage.md, "PostgreSQL").
+//! The PostgreSQL backend of the SQL store, the shared store of the scale-out mode
+//! (docs/storage.md, "PostgreSQL").
 //!
-//! Owns the connection pool, the migrations under `migrations/postgres` (run at open, under
-//! sqlx's advisory lock, so nodes starting together migrate once), and the SQL of the
-//! transactions of the group-commit writer ([`super::writer`]): every write request queued while
-//! a commit is in flight joins the next transaction, across rooms, and returns only after it
-//! committed (`synchronous_commit` as configured on the server: `on` by default, durable).
+//! The store itself is the shared [`SqlStore`]; this file owns only what PostgreSQL does its own
+//! way: the connection pool and the schema (`--store-schema`, [`SchemaName`], quoted wherever
+//! it is named and set as the connections' `search_path`), the migrations under
+//! `migrations/postgres` (run at open, under sqlx's advisory lock, so nodes starting together
+//! migrate once), its [`Dialect`], the calls only a store shared by nodes answers (writer client
+//! ids, fencing tokens) and the transactions of the group-commit writer ([`super::writer`]):
+//! every write request queued while a commit is in flight joins the next transaction, across
+//! rooms, and returns only after it committed (`synchronous_commit` as configured on the
+//! server: `on` by default, durable).
 //!
 //! Several nodes append to the same room: the `rooms` row of a room holds its sequence counter
 //! and is locked by every append (rows are taken in room order inside a batch, so two nodes'
@@ -14,15 +19,8 @@
 //! while none newer than the state it extends exists (nodes never fork the chain); pruning old
 //! history only deletes what a kept checkpoint and the snapshot cover. A fairy's fencing token
 //! (`fairy_fences`) is taken in its own statement and checked, share-locked, inside the append
-//! that carries it (docs/scaling.md "Fencing"). Tables live in one schema
-//! (`--store-schema`), set as the connections' `search_path`.
-//!
-//! The keyed side tables ([`super::keyed`]) are `fairy_states`, `projects` and
-//! `room_instructions`; the SQL both dialects share is in [`super::sql`] and
-//! [`super::keyed::sql`], this file keeps the PostgreSQL-only SQL (the writer's appends and
-//! fences, snapshot and checkpoint writes). This module knows nothing of sockets, peers or Yjs;
-//! it must not be used by anything but the store's callers through the [`Store`] trait, and it
-//! must not touch the outbox's table (in [`super::outbox::postgres`]).
+//! that carries it (docs/scaling.md "Fencing"). This module knows nothing of sockets, peers or
+//! Yjs.
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -30,38 +28,36 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgPool, Postgres, Row, Transaction};
+use sqlx::{PgConnection, PgPool, Postgres, Row};
 
-use super::checkpoints::{
-    assemble_version, choose_base, newest_chain, prune_chain, squash_off_thread,
-};
-use super::keyed::{self, SideTables, Table};
-use super::sql;
-use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, known_actor, to_i64, to_u64};
-use super::{Checkpoint, Fence, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
+use super::sql::dialect::typed_access;
+use super::sql::{Backend, Dialect, SqlStore, writes};
+use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, to_i64, to_u64};
+use super::{Fence, Logged, StoreError};
 use crate::ids::RoomName;
+
 /// How many writer client ids nodes take turns with (`2..=65536`, see
-/// [`Store::writer_client_id`]).
+/// [`super::Store::writer_client_id`]).
 const WRITER_CLIENT_IDS: u64 = 65_535;
 /// How long a connection attempt may take before the store counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// PostgreSQL keeps the first 63 bytes of an identifier (`NAMEDATALEN - 1`): a longer schema
+/// name would silently name another schema.
+const MAX_SCHEMA_BYTES: usize = 63;
 
-/// The schema holding a deployment's tables: a lower-case SQL identifier (`[a-z_][a-z0-9_]*`,
-/// at most 63 bytes), so it can be named in `search_path` without quoting.
+/// The schema holding a deployment's tables (`--store-schema`), named exactly as given: upper
+/// case, SQL keywords and punctuation included, since it is always quoted where SQL names it
+/// ([`SchemaName::quoted`]). Refused: an empty name, one over 63 bytes, one with a control
+/// character, and one starting with `pg_` (PostgreSQL's own).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchemaName(String);
 
 impl SchemaName {
     /// Validates a schema name.
     pub fn parse(name: &str) -> Result<Self, StoreError> {
-        let mut chars = name.chars();
-        let first_ok = chars
-            .next()
-            .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
-        let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-        if first_ok && rest_ok && name.len() <= 63 {
+        let fits = !name.is_empty() && name.len() <= MAX_SCHEMA_BYTES;
+        if fits && !name.chars().any(char::is_control) && !name.starts_with("pg_") {
             Ok(SchemaName(name.to_owned()))
         } else {
             Err(StoreError::InvalidSchema(name.to_owned()))
@@ -72,6 +68,12 @@ impl SchemaName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The name as a quoted SQL identifier (`"name"`, each `"` in it doubled): what SQL and
+    /// `search_path` are given, so that no name is folded to lower case or read as a keyword.
+    pub fn quoted(&self) -> String {
+        format!("\"{}\"", self.0.replace('"', "\"\""))
+    }
 }
 
 impl Default for SchemaName {
@@ -80,28 +82,27 @@ impl Default for SchemaName {
     }
 }
 
-/// PostgreSQL-backed store with a group-committing writer task.
-pub struct PostgresStore {
-    pool: PgPool,
-    writer: Writer,
-    /// The webhook outbox (its own table, shared by every node).
-    outbox: super::outbox::postgres::PgOutbox,
-}
+/// The PostgreSQL store: the shared SQL store on a PostgreSQL schema.
+pub type PostgresStore = SqlStore<PgBackend>;
 
-impl PostgresStore {
+/// A PostgreSQL store keeps nothing beside the shared parts; its own calls run on the pool.
+pub struct PgBackend;
+
+impl SqlStore<PgBackend> {
     /// Connects to `url` (`postgres://USER@HOST:PORT/DB`), creates `schema` if needed and runs
     /// the migrations in it.
     pub async fn open(url: &str, schema: &SchemaName) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(url)?
             .application_name("fairyring")
-            .options([("search_path", schema.as_str())]);
+            .options([("search_path", schema.quoted())]);
         let pool = PgPoolOptions::new()
             .max_connections(8)
             .acquire_timeout(CONNECT_TIMEOUT)
             .connect_with(options)
             .await?;
         let mut migrator = sqlx::migrate!("migrations/postgres");
-        migrator.create_schema(schema.as_str().to_owned());
+        // sqlx writes the name into `CREATE SCHEMA IF NOT EXISTS {name}` as given.
+        migrator.create_schema(schema.quoted());
         // Rolling upgrades (docs/operations.md "Upgrades"): a node of this release starts
         // against a schema a newer node already migrated. Its own migrations are still checked
         // (a changed one is refused); the newer ones it does not know are left alone, which
@@ -115,84 +116,63 @@ impl PostgresStore {
             pool: pool.clone(),
             actors: HashMap::new(),
         });
-        let outbox = super::outbox::postgres::PgOutbox::new(pool.clone());
-        Ok(PostgresStore {
-            pool,
-            writer,
-            outbox,
-        })
+        Ok(SqlStore::new(pool, writer, PgBackend))
     }
 }
 
+/// PostgreSQL's spelling of what the dialects write differently.
+impl Dialect for Postgres {
+    /// Each statement of a transaction would otherwise see the state committed when it began.
+    const READ_SNAPSHOT: Option<&'static str> =
+        Some("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY");
+
+    /// A snapshot never replaces one as new or newer (another node compacted as far or
+    /// further).
+    const KEEP_SNAPSHOT: &'static str =
+        "INSERT INTO snapshots (room, seq, data) VALUES ($1, $2, $3)
+         ON CONFLICT (room) DO UPDATE SET seq = excluded.seq, data = excluded.data
+         WHERE snapshots.seq < excluded.seq";
+
+    /// Nodes share the table: due rows are taken with `FOR UPDATE SKIP LOCKED` and their lease
+    /// set in the same statement, so two nodes never claim one event while its lease runs.
+    const CLAIM: &'static str = "WITH due AS (
+             SELECT id FROM webhook_outbox
+             WHERE dead_at IS NULL AND next_at <= $2 AND claimed_until <= $2
+             ORDER BY next_at, id LIMIT $3
+             FOR UPDATE SKIP LOCKED
+         )
+         UPDATE webhook_outbox o SET claimed_until = $1 FROM due WHERE o.id = due.id
+         RETURNING o.id, o.body, o.attempts, o.next_at";
+
+    const NEXT_DUE: &'static str =
+        "SELECT MIN(GREATEST(next_at, claimed_until)) FROM webhook_outbox
+         WHERE dead_at IS NULL";
+
+    typed_access!(count: i32);
+}
+
+typed_access!(row: sqlx::postgres::PgRow, count: i32);
+
 #[async_trait]
-impl Store for PostgresStore {
-    fn outbox(&self) -> &dyn super::outbox::Outbox {
-        &self.outbox
-    }
+impl Backend for PgBackend {
+    type Db = Postgres;
+    const FENCES: bool = true;
+    const RELEASES_CONNECTIONS: bool = false;
 
-    fn side(&self) -> &dyn SideTables {
-        self
-    }
-
-    async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
-        self.load_since(room, 0).await
-    }
-
-    async fn load_since(&self, room: &RoomName, after_seq: u64) -> Result<StoredRoom, StoreError> {
-        // One snapshot of the database: a compaction committing in between cannot make the
-        // snapshot and the log disagree.
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .execute(&mut *tx)
-            .await?;
-        let snapshot = sqlx::query(sql::SNAPSHOT)
-            .bind(room.as_str())
-            .fetch_optional(&mut *tx)
-            .await?;
-        let (from_seq, snapshot) = match snapshot {
-            // A full load (`after_seq` 0) takes the snapshot whatever it covers.
-            Some(row) if after_seq == 0 || to_u64(row.try_get::<i64, _>(0)?) > after_seq => (
-                row.try_get::<i64, _>(0)?,
-                Some(Bytes::from(row.try_get::<Vec<u8>, _>(1)?)),
-            ),
-            _ => (to_i64(after_seq), None),
-        };
-        let rows = sqlx::query(sql::UPDATES_AFTER)
-            .bind(room.as_str())
-            .bind(from_seq)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        let mut last_seq = from_seq;
-        let mut updates = Vec::with_capacity(rows.len());
-        for row in rows {
-            last_seq = row.try_get::<i64, _>(0)?;
-            updates.push(Bytes::from(row.try_get::<Vec<u8>, _>(1)?));
-        }
-        Ok(StoredRoom {
-            snapshot,
-            updates,
-            last_seq: to_u64(last_seq),
-        })
-    }
-
-    async fn append_logged(
-        &self,
-        room: &RoomName,
-        updates: Vec<Logged>,
-    ) -> Result<u64, StoreError> {
-        self.writer.append(room, updates, Vec::new()).await
-    }
-
-    async fn writer_client_id(&self) -> Result<u64, StoreError> {
+    async fn writer_client_id(&self, pool: &PgPool) -> Result<u64, StoreError> {
         let row = sqlx::query("SELECT nextval('writer_client_ids')")
-            .fetch_one(&self.pool)
+            .fetch_one(pool)
             .await?;
         let taken = to_u64(row.try_get::<i64, _>(0)?).max(1);
         Ok(2 + (taken - 1) % WRITER_CLIENT_IDS)
     }
 
-    async fn next_fence(&self, room: &RoomName, fairy: &str) -> Result<Option<u64>, StoreError> {
+    async fn next_fence(
+        &self,
+        pool: &PgPool,
+        room: &RoomName,
+        fairy: &str,
+    ) -> Result<Option<u64>, StoreError> {
         let row = sqlx::query(
             "INSERT INTO fairy_fences (room, fairy, generation) VALUES ($1, $2, 1)
              ON CONFLICT (room, fairy) DO UPDATE SET generation = fairy_fences.generation + 1
@@ -200,445 +180,13 @@ impl Store for PostgresStore {
         )
         .bind(room.as_str())
         .bind(fairy)
-        .fetch_one(&self.pool)
+        .fetch_one(pool)
         .await?;
         Ok(Some(to_u64(row.try_get::<i64, _>(0)?)))
     }
 
-    async fn append_fenced(
-        &self,
-        room: &RoomName,
-        updates: Vec<Logged>,
-        fences: Vec<Fence>,
-    ) -> Result<u64, StoreError> {
-        self.writer.append(room, updates, fences).await
-    }
-
-    async fn compact(
-        &self,
-        room: &RoomName,
-        snapshot: Bytes,
-        upto_seq: u64,
-    ) -> Result<(), StoreError> {
-        self.writer.compact(room, snapshot, upto_seq).await
-    }
-
-    async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError> {
-        let row = sqlx::query(sql::NEWEST_CHECKPOINT)
-            .bind(room.as_str())
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(row.try_get::<Option<i64>, _>(0)?.map(to_u64))
-    }
-
-    async fn add_checkpoint(
-        &self,
-        room: &RoomName,
-        checkpoint: Checkpoint,
-    ) -> Result<bool, StoreError> {
-        self.writer.add_checkpoint(room, checkpoint).await
-    }
-
-    async fn history(
-        &self,
-        room: &RoomName,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<LogRow>, StoreError> {
-        let rows = sqlx::query(sql::HISTORY)
-            .bind(room.as_str())
-            .bind(to_i64(after))
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.iter().map(log_row).collect::<Result<_, _>>()?)
-    }
-
-    async fn load_version(
-        &self,
-        room: &RoomName,
-        seq: u64,
-    ) -> Result<Option<StoredVersion>, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .execute(&mut *tx)
-            .await?;
-        let upto = to_i64(seq);
-        let meta = checkpoint_meta(&mut tx, room.as_str(), upto).await?;
-        let chain = newest_chain(&meta);
-        let chain = match chain.last() {
-            Some(head) => Some((
-                *head,
-                checkpoint_data(&mut tx, room.as_str(), &chain).await?,
-            )),
-            None => None,
-        };
-        let snapshot = sqlx::query(sql::SNAPSHOT_AT_MOST)
-            .bind(room.as_str())
-            .bind(upto)
-            .fetch_optional(&mut *tx)
-            .await?
-            .map(|row| {
-                Ok::<_, sqlx::Error>((
-                    to_u64(row.try_get::<i64, _>(0)?),
-                    Bytes::from(row.try_get::<Vec<u8>, _>(1)?),
-                ))
-            })
-            .transpose()?;
-        let from = chain.as_ref().map_or(0, |(head, _)| *head);
-        let rows = sqlx::query(sql::UPDATES_BETWEEN)
-            .bind(room.as_str())
-            .bind(to_i64(from))
-            .bind(upto)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        let rows = rows
-            .iter()
-            .map(|row| {
-                Ok((
-                    to_u64(row.try_get::<i64, _>(0)?),
-                    Bytes::from(row.try_get::<Vec<u8>, _>(1)?),
-                ))
-            })
-            .collect::<Result<Vec<_>, sqlx::Error>>()?;
-        Ok(assemble_version(seq, chain, snapshot, rows))
-    }
-
-    async fn history_bounded(
-        &self,
-        room: &RoomName,
-        after: u64,
-        limit: usize,
-        max_bytes: u64,
-    ) -> Result<Vec<LogRow>, StoreError> {
-        // The sizes first (no blob is read), then only the rows that fit.
-        let sizes = sqlx::query(sql::LOG_SIZES)
-            .bind(room.as_str())
-            .bind(to_i64(after))
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
-            .await?
-            .iter()
-            .map(|row| {
-                Ok((
-                    to_u64(row.try_get::<i64, _>(0)?),
-                    to_u64(row.try_get::<Option<i64>, _>(1)?.unwrap_or(0)),
-                ))
-            })
-            .collect::<Result<Vec<_>, sqlx::Error>>()?;
-        let fit = super::fitting(sizes.iter().map(|(_, bytes)| *bytes), max_bytes);
-        let Some(&(upto, _)) = sizes.get(fit.saturating_sub(1)) else {
-            return Ok(Vec::new());
-        };
-        let rows = sqlx::query(sql::HISTORY_BETWEEN)
-            .bind(room.as_str())
-            .bind(to_i64(after))
-            .bind(to_i64(upto))
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.iter().map(log_row).collect::<Result<_, _>>()?)
-    }
-
-    async fn version_base(
-        &self,
-        room: &RoomName,
-        seq: u64,
-    ) -> Result<Option<StoredVersion>, StoreError> {
-        // Only the base is read here: the updates after it follow in bounded batches.
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .execute(&mut *tx)
-            .await?;
-        let upto = to_i64(seq);
-        let meta = checkpoint_meta(&mut tx, room.as_str(), upto).await?;
-        let chain = newest_chain(&meta);
-        let chain = match chain.last() {
-            Some(head) => Some((
-                *head,
-                checkpoint_data(&mut tx, room.as_str(), &chain).await?,
-            )),
-            None => None,
-        };
-        let first_kept = sqlx::query(sql::FIRST_KEPT)
-            .bind(room.as_str())
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get::<Option<i64>, _>(0)?
-            .map(to_u64);
-        let newest_base = chain.as_ref().map_or(0, |(head, _)| *head);
-        // The snapshot's data only when it is nearer than the chain (it is the whole room).
-        let snapshot_seq = sqlx::query(sql::SNAPSHOT_SEQ)
-            .bind(room.as_str())
-            .fetch_optional(&mut *tx)
-            .await?
-            .map(|row| row.try_get::<i64, _>(0))
-            .transpose()?
-            .map(to_u64)
-            .filter(|at| *at <= seq && *at > newest_base);
-        let snapshot = match snapshot_seq {
-            Some(_) => sqlx::query(sql::SNAPSHOT_AT_MOST)
-                .bind(room.as_str())
-                .bind(upto)
-                .fetch_optional(&mut *tx)
-                .await?
-                .map(|row| {
-                    Ok::<_, sqlx::Error>((
-                        to_u64(row.try_get::<i64, _>(0)?),
-                        Bytes::from(row.try_get::<Vec<u8>, _>(1)?),
-                    ))
-                })
-                .transpose()?,
-            None => None,
-        };
-        tx.commit().await?;
-        Ok(choose_base(seq, chain, snapshot, first_kept))
-    }
-
-    async fn last_seq(&self, room: &RoomName) -> Result<u64, StoreError> {
-        let row = sqlx::query(sql::LAST_SEQ)
-            .bind(room.as_str())
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(row.try_get::<Option<i64>, _>(0)?.map_or(0, to_u64))
-    }
-
-    async fn logs_over(&self, max_bytes: u64) -> Result<Vec<super::OverCap>, StoreError> {
-        let rooms: Vec<String> = sqlx::query(sql::LOGS_OVER)
-            .bind(to_i64(max_bytes))
-            .fetch_all(&self.pool)
-            .await?
-            .iter()
-            .map(|row| row.try_get::<String, _>(0))
-            .collect::<Result<_, _>>()?;
-        let mut over = Vec::with_capacity(rooms.len());
-        for room in rooms {
-            let Ok(name) = RoomName::parse(&room) else {
-                continue;
-            };
-            let cut = sqlx::query(sql::LOG_CUT)
-                .bind(&room)
-                .bind(to_i64(max_bytes))
-                .fetch_one(&self.pool)
-                .await?
-                .try_get::<Option<i64>, _>(0)?;
-            let snapshot = sqlx::query(sql::SNAPSHOT_SEQ)
-                .bind(&room)
-                .fetch_optional(&self.pool)
-                .await?
-                .map(|row| row.try_get::<i64, _>(0))
-                .transpose()?
-                .map(to_u64);
-            if let Some(cut) = cut {
-                over.push(super::OverCap {
-                    room: name,
-                    cut: to_u64(cut),
-                    snapshot,
-                });
-            }
-        }
-        Ok(over)
-    }
-
-    async fn prune_log_to(&self, room: &RoomName, upto: u64) -> Result<u64, StoreError> {
-        let room = room.as_str();
-        let mut tx = self.pool.begin().await?;
-        let snapshot = sqlx::query(sql::SNAPSHOT_SEQ)
-            .bind(room)
-            .fetch_optional(&mut *tx)
-            .await?
-            .map(|row| row.try_get::<i64, _>(0))
-            .transpose()?
-            .map(to_u64);
-        let meta = checkpoint_meta(&mut tx, room, i64::MAX).await?;
-        let Some(chain) = prune_chain(&meta, Some(upto), snapshot) else {
-            return Ok(0);
-        };
-        let Some(&keep) = chain.last() else {
-            return Ok(0);
-        };
-        let states = checkpoint_data(&mut tx, room, &chain).await?;
-        tx.commit().await?;
-        let full = if chain.len() > 1 {
-            match squash_off_thread(states).await {
-                Some(full) => Some(full),
-                None => return Ok(0),
-            }
-        } else {
-            None
-        };
-        let mut tx = self.pool.begin().await?;
-        if let Some(full) = full {
-            sqlx::query(sql::SQUASH_CHECKPOINT)
-                .bind(full.as_ref())
-                .bind(room)
-                .bind(to_i64(keep))
-                .execute(&mut *tx)
-                .await?;
-        }
-        let dropped = sqlx::query(sql::PRUNE_UPDATES)
-            .bind(room)
-            .bind(to_i64(keep))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        sqlx::query(sql::PRUNE_CHECKPOINTS)
-            .bind(room)
-            .bind(to_i64(keep))
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(dropped)
-    }
-
-    async fn dev_secret(&self, candidate: &[u8]) -> Result<Vec<u8>, StoreError> {
-        sqlx::query(sql::KEEP_SECRET)
-            .bind(sql::DEV_SECRET_NAME)
-            .bind(candidate)
-            .execute(&self.pool)
-            .await?;
-        let row = sqlx::query(sql::SECRET)
-            .bind(sql::DEV_SECRET_NAME)
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(row.try_get::<Vec<u8>, _>(0)?)
-    }
-
-    async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
-        let row = sqlx::query(sql::SEQ_AT)
-            .bind(room.as_str())
-            .bind(to_i64(at))
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(row.try_get::<Option<i64>, _>(0)?.map(to_u64))
-    }
-
-    /// Room by room, each in its own transactions outside the group-commit writer; safe beside
-    /// other nodes (it deletes only what a kept checkpoint and the snapshot cover). A kept
-    /// delta checkpoint is made full (read, squashed off the async threads, written) before
-    /// anything below it goes.
-    async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
-        let rooms: Vec<String> = sqlx::query(sql::ROOMS_WITH_CHECKPOINTS)
-            .fetch_all(&self.pool)
-            .await?
-            .iter()
-            .map(|row| row.try_get::<String, _>(0))
-            .collect::<Result<_, _>>()?;
-        let mut dropped = 0;
-        for room in rooms {
-            let mut tx = self.pool.begin().await?;
-            let row = sqlx::query(sql::PRUNE_BOUNDS)
-                .bind(&room)
-                .bind(to_i64(before))
-                .fetch_one(&mut *tx)
-                .await?;
-            let old = row.try_get::<Option<i64>, _>(0)?.map(to_u64);
-            let snapshot = row.try_get::<Option<i64>, _>(1)?.map(to_u64);
-            let meta = checkpoint_meta(&mut tx, &room, i64::MAX).await?;
-            let Some(chain) = prune_chain(&meta, old, snapshot) else {
-                continue;
-            };
-            let Some(&keep) = chain.last() else {
-                continue;
-            };
-            let states = checkpoint_data(&mut tx, &room, &chain).await?;
-            tx.commit().await?;
-            let full = if chain.len() > 1 {
-                match squash_off_thread(states).await {
-                    Some(full) => Some(full),
-                    None => continue,
-                }
-            } else {
-                None
-            };
-            let mut tx = self.pool.begin().await?;
-            if let Some(full) = full {
-                sqlx::query(sql::SQUASH_CHECKPOINT)
-                    .bind(full.as_ref())
-                    .bind(&room)
-                    .bind(to_i64(keep))
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            dropped += sqlx::query(sql::PRUNE_UPDATES)
-                .bind(&room)
-                .bind(to_i64(keep))
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            sqlx::query(sql::PRUNE_CHECKPOINTS)
-                .bind(&room)
-                .bind(to_i64(keep))
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-        }
-        Ok(dropped)
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
-    }
-
-    async fn close(&self) {
-        self.pool.close().await;
-    }
-}
-
-/// The side tables: reads on the pool; writes of a table written by group commit (fairy states)
-/// through the writer, where a fenced put is checked in the transaction that writes it
-/// ([`stale_fence`]); the others' rare writes on the pool.
-#[async_trait]
-impl SideTables for PostgresStore {
-    async fn get(
-        &self,
-        table: Table,
-        room: &RoomName,
-        key: &str,
-    ) -> Result<Option<Bytes>, StoreError> {
-        let row = keyed::sql::get::<Postgres>(table, room.as_str(), key)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row
-            .map(|row| keyed::sql::value::<Postgres>(table, &row))
-            .transpose()?)
-    }
-
-    async fn list(&self, table: Table, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
-        let rows = keyed::sql::list::<Postgres>(table, room.as_str())
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|row| keyed::sql::value::<Postgres>(table, row))
-            .collect::<Result<_, _>>()?)
-    }
-
-    async fn put(
-        &self,
-        table: Table,
-        room: &RoomName,
-        key: &str,
-        value: Bytes,
-        fence: Option<u64>,
-    ) -> Result<(), StoreError> {
-        if table.group_commit() || fence.is_some() {
-            return self.writer.put(table, room, key, value, fence).await;
-        }
-        keyed::sql::upsert::<Postgres>(table, room.as_str(), key, &value)?
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn delete(&self, table: Table, room: &RoomName, key: &str) -> Result<(), StoreError> {
-        if table.group_commit() {
-            return self.writer.delete(table, room, key).await;
-        }
-        keyed::sql::delete::<Postgres>(table, room.as_str(), key)
-            .execute(&self.pool)
-            .await?;
+    async fn ping(&self, pool: &PgPool) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(pool).await?;
         Ok(())
     }
 }
@@ -673,54 +221,6 @@ impl Batch for PgBatch {
     }
 }
 
-/// One row of the log as the history reads select it: `seq, at, actor, update_data`.
-fn log_row(row: &sqlx::postgres::PgRow) -> Result<LogRow, sqlx::Error> {
-    Ok(LogRow {
-        seq: to_u64(row.try_get::<i64, _>(0)?),
-        at: row.try_get::<Option<i64>, _>(1)?.map(to_u64),
-        actor: row.try_get::<Option<String>, _>(2)?.map(Arc::from),
-        update: Bytes::from(row.try_get::<Vec<u8>, _>(3)?),
-    })
-}
-
-/// `(seq, base)` of a room's checkpoints at or below `upto`.
-async fn checkpoint_meta(
-    tx: &mut Transaction<'_, Postgres>,
-    room: &str,
-    upto: i64,
-) -> Result<Vec<(u64, Option<u64>)>, sqlx::Error> {
-    sqlx::query(sql::CHECKPOINT_META)
-        .bind(room)
-        .bind(upto)
-        .fetch_all(&mut **tx)
-        .await?
-        .iter()
-        .map(|row| {
-            Ok((
-                to_u64(row.try_get::<i64, _>(0)?),
-                row.try_get::<Option<i64>, _>(1)?.map(to_u64),
-            ))
-        })
-        .collect()
-}
-
-/// The data of a room's checkpoints `chain` (ascending sequence numbers), in that order.
-async fn checkpoint_data(
-    tx: &mut Transaction<'_, Postgres>,
-    room: &str,
-    chain: &[u64],
-) -> Result<Vec<Bytes>, sqlx::Error> {
-    let seqs: Vec<i64> = chain.iter().map(|seq| to_i64(*seq)).collect();
-    sqlx::query("SELECT data FROM checkpoints WHERE room = $1 AND seq = ANY($2) ORDER BY seq")
-        .bind(room)
-        .bind(&seqs)
-        .fetch_all(&mut **tx)
-        .await?
-        .iter()
-        .map(|row| Ok(Bytes::from(row.try_get::<Vec<u8>, _>(0)?)))
-        .collect()
-}
-
 /// Commits a (lock-ordered) batch in one transaction; returns, per request, what it did: the
 /// last sequence number written (appends), 0, or a fenced append that wrote nothing.
 async fn commit_batch(
@@ -749,33 +249,12 @@ async fn commit_batch(
                 snapshot,
                 upto_seq,
             } => {
-                // A snapshot never replaces a newer one (another node compacted further).
-                sqlx::query(
-                    "INSERT INTO snapshots (room, seq, data) VALUES ($1, $2, $3)
-                     ON CONFLICT (room) DO UPDATE SET seq = excluded.seq, data = excluded.data
-                     WHERE snapshots.seq < excluded.seq",
-                )
-                .bind(room)
-                .bind(to_i64(*upto_seq))
-                .bind(snapshot.as_ref())
-                .execute(&mut *tx)
-                .await?;
+                writes::keep_snapshot::<Postgres>(&mut tx, room, snapshot, *upto_seq).await?;
                 *upto_seq
             }
-            WriteOp::Checkpoint { room, checkpoint } => sqlx::query(
-                "INSERT INTO checkpoints (room, seq, base, data)
-                     SELECT $1, $2, $3, $4 WHERE NOT EXISTS (
-                         SELECT 1 FROM checkpoints WHERE room = $1 AND (seq > $5 OR seq >= $2))
-                     ON CONFLICT (room, seq) DO NOTHING",
-            )
-            .bind(room)
-            .bind(to_i64(checkpoint.seq))
-            .bind(checkpoint.base.map(to_i64))
-            .bind(checkpoint.data.as_ref())
-            .bind(to_i64(checkpoint.extends))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected(),
+            WriteOp::Checkpoint { room, checkpoint } => {
+                writes::add_checkpoint::<Postgres>(&mut tx, room, checkpoint).await?
+            }
             WriteOp::Put {
                 table,
                 room,
@@ -793,15 +272,11 @@ async fn commit_batch(
                         continue;
                     }
                 }
-                keyed::sql::upsert::<Postgres>(*table, room, key, value)?
-                    .execute(&mut *tx)
-                    .await?;
+                writes::put_row::<Postgres>(&mut tx, *table, room, key, value).await?;
                 0
             }
             WriteOp::Delete { table, room, key } => {
-                keyed::sql::delete::<Postgres>(*table, room, key)
-                    .execute(&mut *tx)
-                    .await?;
+                writes::delete_row::<Postgres>(&mut tx, *table, room, key).await?;
                 0
             }
         };
@@ -814,7 +289,7 @@ async fn commit_batch(
 /// Appends a room's updates: bumps (and locks) its counter row, then inserts the updates under
 /// the sequence numbers it handed out. Returns the last one.
 async fn append(
-    tx: &mut Transaction<'static, Postgres>,
+    conn: &mut PgConnection,
     room: &str,
     updates: &[Logged],
     actors: &HashMap<Arc<str>, i64>,
@@ -828,7 +303,7 @@ async fn append(
     )
     .bind(room)
     .bind(count)
-    .fetch_one(&mut **tx)
+    .fetch_one(&mut *conn)
     .await?;
     let last: i64 = row.try_get(0)?;
     let first = last - count + 1;
@@ -838,7 +313,9 @@ async fn append(
     let mut ids: Vec<Option<i64>> = Vec::with_capacity(updates.len());
     for logged in updates {
         ids.push(match &logged.actor {
-            Some(actor) => Some(actor_id(tx, actors, interned, actor).await?),
+            Some(actor) => {
+                Some(writes::actor_id::<Postgres>(&mut *conn, actors, interned, actor).await?)
+            }
             None => None,
         });
     }
@@ -851,17 +328,17 @@ async fn append(
     .bind(&data)
     .bind(&at)
     .bind(&ids)
-    .execute(&mut **tx)
+    .execute(&mut *conn)
     .await?;
     Ok(to_u64(last))
 }
 
 /// The first of `fences` older than its fairy's newest token, if any (docs/scaling.md
 /// "Fencing"). The rows read stay share-locked until the transaction ends, so a token taken
-/// meanwhile ([`Store::next_fence`], which updates the row) waits for this append to commit and
-/// is ordered after it.
+/// meanwhile ([`super::Store::next_fence`], which updates the row) waits for this append to
+/// commit and is ordered after it.
 async fn stale_fence(
-    tx: &mut Transaction<'static, Postgres>,
+    conn: &mut PgConnection,
     room: &str,
     fences: &[Fence],
 ) -> Result<Option<String>, sqlx::Error> {
@@ -874,7 +351,7 @@ async fn stale_fence(
     )
     .bind(room)
     .bind(&fairies)
-    .fetch_all(&mut **tx)
+    .fetch_all(&mut *conn)
     .await?;
     for row in rows {
         let fairy: String = row.try_get(0)?;
@@ -889,36 +366,15 @@ async fn stale_fence(
     Ok(None)
 }
 
-/// The number of an actor's JSON in `actors`, added when new (`interned` collects the numbers
-/// this transaction learnt, kept by the caller only once it committed).
-async fn actor_id(
-    tx: &mut Transaction<'static, Postgres>,
-    known: &HashMap<Arc<str>, i64>,
-    interned: &mut Vec<(Arc<str>, i64)>,
-    actor: &Arc<str>,
-) -> Result<i64, sqlx::Error> {
-    if let Some(id) = known_actor(known, interned, actor) {
-        return Ok(id);
-    }
-    sqlx::query(sql::ADD_ACTOR)
-        .bind(actor.as_ref())
-        .execute(&mut **tx)
-        .await?;
-    let id: i64 = sqlx::query(sql::ACTOR_ID)
-        .bind(actor.as_ref())
-        .fetch_one(&mut **tx)
-        .await?
-        .try_get(0)?;
-    interned.push((actor.clone(), id));
-    Ok(id)
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
     use std::sync::Arc;
 
+    use bytes::Bytes;
+
     use super::*;
+    use crate::store::Store;
 
     /// Two nodes (two stores on one schema) append to one room at once while one of them
     /// compacts: every append gets its own gap-free range, nothing is lost, and a catch-up from
@@ -1034,7 +490,7 @@ mod tests {
             "INSERT INTO {}._sqlx_migrations \
              (version, description, success, checksum, execution_time) \
              VALUES (999999, 'from a newer release', true, '\\x00', 0)",
-            schema.as_str()
+            schema.quoted()
         );
         sqlx::query(sqlx::AssertSqlSafe(sql))
             .execute(&pool)
@@ -1054,12 +510,63 @@ mod tests {
     }
 
     #[test]
-    fn schema_names_are_plain_identifiers() {
-        assert!(SchemaName::parse("fairyring").is_ok());
-        assert!(SchemaName::parse("t_01").is_ok());
-        assert!(SchemaName::parse("_x").is_ok());
-        for bad in ["", "1a", "Caps", "a-b", "a;drop", "x\"y", &"a".repeat(64)] {
+    fn schema_names_are_taken_whole_and_quoted() {
+        for good in [
+            "fairyring",
+            "t_01",
+            "_x",
+            "1a",
+            "Caps",
+            "select",
+            "a-b",
+            "a;drop",
+            "x\"y",
+        ] {
+            assert!(SchemaName::parse(good).is_ok(), "{good:?}");
+        }
+        assert!(SchemaName::parse(&"a".repeat(63)).is_ok());
+        for bad in ["", "pg_catalog", "a\nb", "a\0b", &"a".repeat(64)] {
             assert!(SchemaName::parse(bad).is_err(), "{bad:?}");
+        }
+        let quoted = |name: &str| SchemaName::parse(name).unwrap().quoted();
+        assert_eq!(quoted("fairyring"), "\"fairyring\"");
+        assert_eq!(quoted("Select"), "\"Select\"");
+        assert_eq!(quoted("x\"y"), "\"x\"\"y\"");
+    }
+
+    /// A schema whose name is an SQL keyword, or has upper case, is created, migrated and used
+    /// under exactly that name (it was written into SQL unquoted: `user` failed to parse and
+    /// `Caps` named `caps`).
+    #[tokio::test]
+    async fn a_schema_named_like_a_keyword_or_in_upper_case_is_used_as_named() {
+        let Some(fresh) = test_db::fresh_schema("kw").await else {
+            return;
+        };
+        let suffix = fresh.as_str().trim_start_matches("t_kw_");
+        for name in ["user".to_owned(), format!("Order By-{suffix}")] {
+            let schema = SchemaName::parse(&name).unwrap();
+            test_db::drop_schema(&schema).await;
+            let store = PostgresStore::open(&test_db::url(), &schema).await.unwrap();
+            let room = RoomName::parse("named").unwrap();
+            store
+                .append(&room, vec![Bytes::from_static(b"a")])
+                .await
+                .unwrap();
+            store.close().await;
+            let pool = sqlx::PgPool::connect(&test_db::url()).await.unwrap();
+            let tables: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1",
+            )
+            .bind(&name)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            pool.close().await;
+            assert!(tables > 5, "{name:?} holds the tables: {tables}");
+            let store = PostgresStore::open(&test_db::url(), &schema).await.unwrap();
+            assert_eq!(store.load(&room).await.unwrap().last_seq, 1, "{name:?}");
+            store.close().await;
+            test_db::drop_schema(&schema).await;
         }
     }
 }
@@ -1099,7 +606,7 @@ pub(crate) mod test_db {
     /// Drops a test's schema.
     pub async fn drop_schema(schema: &SchemaName) {
         if let Ok(pool) = sqlx::PgPool::connect(&url()).await {
-            let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", schema.as_str());
+            let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", schema.quoted());
             let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&pool).await;
             pool.close().await;
         }

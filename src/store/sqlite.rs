@@ -1,41 +1,37 @@
-//! The embedded SQLite [`Store`]: one file, WAL journal, `synchronous=FULL`.
+//! The embedded SQLite backend of the SQL store: one file, WAL journal, `synchronous=FULL`.
 //!
 //! Tables: the room log (`updates`, each room's log, every update with its time and actor;
 //! `actors`, each distinct actor's JSON once, named by number from `updates`; `snapshots`, the
 //! state a room loads from; `checkpoints`, the history's states, a chain of deltas,
 //! docs/storage.md "History"), the keyed side tables of [`super::keyed`] (`fairy_states`,
-//! `projects`, `room_instructions`) and `webhook_outbox` (in [`super::outbox::sqlite`]). The
-//! schema is the migrations' under `migrations/sqlite`, run when the store opens; a database
-//! made before them (tables created in code) first gets the columns it may lack
-//! ([`ADDED_COLUMNS`]), then converges through the first migration, whose statements are all
-//! `IF NOT EXISTS`.
+//! `projects`, `room_instructions`), `server_secrets` and `webhook_outbox`. The schema is the
+//! migrations' under `migrations/sqlite`, run when the store opens; a database made before them
+//! (tables created in code) first gets the columns it may lack ([`ADDED_COLUMNS`]), then
+//! converges through the first migration, whose statements are all `IF NOT EXISTS`.
 //!
-//! Writes go through the group-commit writer ([`super::writer`]): every write request (log
+//! The store itself is the shared [`SqlStore`]; this file owns only what SQLite does its own
+//! way: opening the file, its [`Dialect`], the free space of its disk ([`super::Store::has_space`]),
+//! and the group-commit writer's transactions ([`super::writer`]): every write request (log
 //! appends, compactions, fairy-state saves and deletes) that arrives while a commit is in flight
-//! joins the next transaction, across all rooms, so one fsync serves many of them. A write
-//! returns only after its transaction committed. This file owns the SQLite-only SQL of those
-//! transactions and which connection runs what; the SQL both dialects share is in
-//! [`super::sql`] and [`super::keyed::sql`]. It must not touch the outbox's table.
+//! joins the next transaction, across all rooms, so one fsync serves many of them, on a
+//! connection of the writer's own that remembers each room's last sequence number and writes a
+//! batch's log rows with multi-row `INSERT`s. A write returns only after its transaction
+//! committed. Only this process writes the file, so it takes no fences.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, Connection, Row, Sqlite, SqliteConnection, SqlitePool};
 
-use std::sync::Arc;
-
-use super::checkpoints::{
-    assemble_version, choose_base, newest_chain, prune_chain, squash_off_thread,
-};
-use super::keyed::{self, SideTables, Table};
-use super::sql;
-use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, known_actor, to_i64, to_u64};
-use super::{Checkpoint, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
-use crate::ids::RoomName;
+use super::StoreError;
+use super::sql::dialect::typed_access;
+use super::sql::{Backend, Dialect, SqlStore, writes};
+use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, to_i64, to_u64};
 
 /// Columns added to tables of the first releases, before migrations, as (table, column,
 /// declaration). A database made then, whose table lacks one, gets it when it opens, before
@@ -53,16 +49,14 @@ const ADDED_COLUMNS: [(&str, &str, &str); 3] = [
 /// (largest first), so a batch of any size costs a few statements, and only these few statement
 /// texts are ever prepared and cached.
 const INSERT_CHUNKS: [usize; 4] = [128, 32, 8, 1];
-/// SQLite-backed store with a group-committing writer task.
-pub struct SqliteStore {
-    /// Connections for reads and rare writes (room loads, fairy states, instructions); the
-    /// writer has its own.
-    pool: SqlitePool,
-    writer: Writer,
-    /// The webhook outbox (its own table, on the read pool).
-    outbox: super::outbox::sqlite::SqliteOutbox,
-    /// The directory of the database file, whose filesystem's free space says whether writes
-    /// may resume after a full disk ([`Store::has_space`]).
+
+/// The SQLite store: the shared SQL store on a SQLite file.
+pub type SqliteStore = SqlStore<SqliteBackend>;
+
+/// What a SQLite store keeps beside the shared parts: the directory of the database file,
+/// whose filesystem's free space says whether writes may resume after a full disk
+/// ([`super::Store::has_space`]).
+pub struct SqliteBackend {
     dir: std::path::PathBuf,
 }
 
@@ -90,7 +84,7 @@ fn free_bytes(dir: &Path) -> std::io::Result<u64> {
     Ok(blocks.saturating_mul(size))
 }
 
-impl SqliteStore {
+impl SqlStore<SqliteBackend> {
     /// Opens (creating if needed) the database file at `path`.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let url = format!("sqlite://{}", path.as_ref().display());
@@ -109,7 +103,6 @@ impl SqliteStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migration(e.to_string()))?;
-        let outbox = super::outbox::sqlite::SqliteOutbox::new(pool.clone());
         let writer = Writer::start(SqliteBatch {
             options,
             conn: None,
@@ -120,18 +113,13 @@ impl SqliteStore {
             Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
             _ => std::path::PathBuf::from("."),
         };
-        Ok(SqliteStore {
-            pool,
-            writer,
-            outbox,
-            dir,
-        })
+        Ok(SqlStore::new(pool, writer, SqliteBackend { dir }))
     }
 
     /// Connections the read pool holds open now (tests).
     #[cfg(test)]
     fn pooled_connections(&self) -> u32 {
-        self.pool.size()
+        self.pool().size()
     }
 }
 
@@ -157,426 +145,38 @@ async fn add_missing_columns(pool: &SqlitePool) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// SQLite's spelling of what the dialects write differently.
+impl Dialect for Sqlite {
+    /// A deferred transaction reads one snapshot of the WAL from its first read on.
+    const READ_SNAPSHOT: Option<&'static str> = None;
+
+    /// One node writes the file: a compaction at the same sequence number replaces the data.
+    const KEEP_SNAPSHOT: &'static str =
+        "INSERT INTO snapshots (room, seq, data) VALUES ($1, $2, $3)
+         ON CONFLICT (room) DO UPDATE SET seq = excluded.seq, data = excluded.data
+         WHERE snapshots.seq <= excluded.seq";
+
+    /// One statement: SQLite has one writer at a time, so no other claim interleaves.
+    const CLAIM: &'static str = "UPDATE webhook_outbox SET claimed_until = $1
+         WHERE id IN (SELECT id FROM webhook_outbox
+                      WHERE dead_at IS NULL AND next_at <= $2 AND claimed_until <= $2
+                      ORDER BY next_at, id LIMIT $3)
+         RETURNING id, body, attempts, next_at";
+
+    /// SQLite's two-argument `MAX` is PostgreSQL's `GREATEST`.
+    const NEXT_DUE: &'static str =
+        "SELECT MIN(MAX(next_at, claimed_until)) FROM webhook_outbox WHERE dead_at IS NULL";
+
+    typed_access!(count: i64);
+}
+
+typed_access!(row: sqlx::sqlite::SqliteRow, count: i64);
+
 #[async_trait]
-impl Store for SqliteStore {
-    fn outbox(&self) -> &dyn super::outbox::Outbox {
-        &self.outbox
-    }
-
-    fn side(&self) -> &dyn SideTables {
-        self
-    }
-
-    async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
-        let snapshot = sqlx::query(sql::SNAPSHOT)
-            .bind(room.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-        let (snapshot_seq, snapshot) = match snapshot {
-            Some(row) => (
-                row.try_get::<i64, _>(0)?,
-                Some(Bytes::from(row.try_get::<Vec<u8>, _>(1)?)),
-            ),
-            None => (0, None),
-        };
-        let rows = sqlx::query(sql::UPDATES_AFTER)
-            .bind(room.as_str())
-            .bind(snapshot_seq)
-            .fetch_all(&self.pool)
-            .await?;
-        let mut last_seq = snapshot_seq;
-        let mut updates = Vec::with_capacity(rows.len());
-        for row in rows {
-            last_seq = row.try_get::<i64, _>(0)?;
-            updates.push(Bytes::from(row.try_get::<Vec<u8>, _>(1)?));
-        }
-        Ok(StoredRoom {
-            snapshot,
-            updates,
-            last_seq: to_u64(last_seq),
-        })
-    }
-
-    async fn append_logged(
-        &self,
-        room: &RoomName,
-        updates: Vec<Logged>,
-    ) -> Result<u64, StoreError> {
-        self.writer.append(room, updates, Vec::new()).await
-    }
-
-    async fn compact(
-        &self,
-        room: &RoomName,
-        snapshot: Bytes,
-        upto_seq: u64,
-    ) -> Result<(), StoreError> {
-        self.writer.compact(room, snapshot, upto_seq).await
-    }
-
-    async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError> {
-        let row = sqlx::query(sql::NEWEST_CHECKPOINT)
-            .bind(room.as_str())
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(row.try_get::<Option<i64>, _>(0)?.map(to_u64))
-    }
-
-    async fn add_checkpoint(
-        &self,
-        room: &RoomName,
-        checkpoint: Checkpoint,
-    ) -> Result<bool, StoreError> {
-        self.writer.add_checkpoint(room, checkpoint).await
-    }
-
-    async fn history(
-        &self,
-        room: &RoomName,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<LogRow>, StoreError> {
-        let rows = sqlx::query(sql::HISTORY)
-            .bind(room.as_str())
-            .bind(to_i64(after))
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.iter().map(log_row).collect::<Result<_, _>>()?)
-    }
-
-    async fn load_version(
-        &self,
-        room: &RoomName,
-        seq: u64,
-    ) -> Result<Option<StoredVersion>, StoreError> {
-        // One read transaction: a compaction or a pruning in between cannot split the base
-        // from its updates.
-        let mut tx = self.pool.begin().await?;
-        let upto = to_i64(seq);
-        let meta = checkpoint_meta(&mut tx, room.as_str(), upto).await?;
-        let chain = newest_chain(&meta);
-        let chain = match chain.last() {
-            Some(head) => Some((
-                *head,
-                checkpoint_data(&mut tx, room.as_str(), &chain).await?,
-            )),
-            None => None,
-        };
-        let snapshot = sqlx::query(sql::SNAPSHOT_AT_MOST)
-            .bind(room.as_str())
-            .bind(upto)
-            .fetch_optional(&mut *tx)
-            .await?
-            .map(|row| {
-                Ok::<_, sqlx::Error>((
-                    to_u64(row.try_get::<i64, _>(0)?),
-                    Bytes::from(row.try_get::<Vec<u8>, _>(1)?),
-                ))
-            })
-            .transpose()?;
-        let from = chain.as_ref().map_or(0, |(head, _)| *head);
-        let rows = sqlx::query(sql::UPDATES_BETWEEN)
-            .bind(room.as_str())
-            .bind(to_i64(from))
-            .bind(upto)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        let rows = rows
-            .iter()
-            .map(|row| {
-                Ok((
-                    to_u64(row.try_get::<i64, _>(0)?),
-                    Bytes::from(row.try_get::<Vec<u8>, _>(1)?),
-                ))
-            })
-            .collect::<Result<Vec<_>, sqlx::Error>>()?;
-        Ok(assemble_version(seq, chain, snapshot, rows))
-    }
-
-    async fn history_bounded(
-        &self,
-        room: &RoomName,
-        after: u64,
-        limit: usize,
-        max_bytes: u64,
-    ) -> Result<Vec<LogRow>, StoreError> {
-        // The sizes first (no blob is read), then only the rows that fit.
-        let sizes = sqlx::query(sql::LOG_SIZES)
-            .bind(room.as_str())
-            .bind(to_i64(after))
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
-            .await?
-            .iter()
-            .map(|row| {
-                Ok((
-                    to_u64(row.try_get::<i64, _>(0)?),
-                    to_u64(row.try_get::<Option<i64>, _>(1)?.unwrap_or(0)),
-                ))
-            })
-            .collect::<Result<Vec<_>, sqlx::Error>>()?;
-        let fit = super::fitting(sizes.iter().map(|(_, bytes)| *bytes), max_bytes);
-        let Some(&(upto, _)) = sizes.get(fit.saturating_sub(1)) else {
-            return Ok(Vec::new());
-        };
-        let rows = sqlx::query(sql::HISTORY_BETWEEN)
-            .bind(room.as_str())
-            .bind(to_i64(after))
-            .bind(to_i64(upto))
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.iter().map(log_row).collect::<Result<_, _>>()?)
-    }
-
-    async fn version_base(
-        &self,
-        room: &RoomName,
-        seq: u64,
-    ) -> Result<Option<StoredVersion>, StoreError> {
-        // Only the base is read here: the updates after it follow in bounded batches.
-        let mut tx = self.pool.begin().await?;
-        let upto = to_i64(seq);
-        let meta = checkpoint_meta(&mut tx, room.as_str(), upto).await?;
-        let chain = newest_chain(&meta);
-        let chain = match chain.last() {
-            Some(head) => Some((
-                *head,
-                checkpoint_data(&mut tx, room.as_str(), &chain).await?,
-            )),
-            None => None,
-        };
-        let first_kept = sqlx::query(sql::FIRST_KEPT)
-            .bind(room.as_str())
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get::<Option<i64>, _>(0)?
-            .map(to_u64);
-        let newest_base = chain.as_ref().map_or(0, |(head, _)| *head);
-        // The snapshot's data only when it is nearer than the chain (it is the whole room).
-        let snapshot_seq = sqlx::query(sql::SNAPSHOT_SEQ)
-            .bind(room.as_str())
-            .fetch_optional(&mut *tx)
-            .await?
-            .map(|row| row.try_get::<i64, _>(0))
-            .transpose()?
-            .map(to_u64)
-            .filter(|at| *at <= seq && *at > newest_base);
-        let snapshot = match snapshot_seq {
-            Some(_) => sqlx::query(sql::SNAPSHOT_AT_MOST)
-                .bind(room.as_str())
-                .bind(upto)
-                .fetch_optional(&mut *tx)
-                .await?
-                .map(|row| {
-                    Ok::<_, sqlx::Error>((
-                        to_u64(row.try_get::<i64, _>(0)?),
-                        Bytes::from(row.try_get::<Vec<u8>, _>(1)?),
-                    ))
-                })
-                .transpose()?,
-            None => None,
-        };
-        tx.commit().await?;
-        Ok(choose_base(seq, chain, snapshot, first_kept))
-    }
-
-    async fn last_seq(&self, room: &RoomName) -> Result<u64, StoreError> {
-        let row = sqlx::query(sql::LAST_SEQ)
-            .bind(room.as_str())
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(row.try_get::<Option<i64>, _>(0)?.map_or(0, to_u64))
-    }
-
-    async fn logs_over(&self, max_bytes: u64) -> Result<Vec<super::OverCap>, StoreError> {
-        let rooms: Vec<String> = sqlx::query(sql::LOGS_OVER)
-            .bind(to_i64(max_bytes))
-            .fetch_all(&self.pool)
-            .await?
-            .iter()
-            .map(|row| row.try_get::<String, _>(0))
-            .collect::<Result<_, _>>()?;
-        let mut over = Vec::with_capacity(rooms.len());
-        for room in rooms {
-            let Ok(name) = RoomName::parse(&room) else {
-                continue;
-            };
-            let cut = sqlx::query(sql::LOG_CUT)
-                .bind(&room)
-                .bind(to_i64(max_bytes))
-                .fetch_one(&self.pool)
-                .await?
-                .try_get::<Option<i64>, _>(0)?;
-            let snapshot = sqlx::query(sql::SNAPSHOT_SEQ)
-                .bind(&room)
-                .fetch_optional(&self.pool)
-                .await?
-                .map(|row| row.try_get::<i64, _>(0))
-                .transpose()?
-                .map(to_u64);
-            if let Some(cut) = cut {
-                over.push(super::OverCap {
-                    room: name,
-                    cut: to_u64(cut),
-                    snapshot,
-                });
-            }
-        }
-        Ok(over)
-    }
-
-    async fn prune_log_to(&self, room: &RoomName, upto: u64) -> Result<u64, StoreError> {
-        let room = room.as_str();
-        let mut tx = self.pool.begin().await?;
-        let snapshot = sqlx::query(sql::SNAPSHOT_SEQ)
-            .bind(room)
-            .fetch_optional(&mut *tx)
-            .await?
-            .map(|row| row.try_get::<i64, _>(0))
-            .transpose()?
-            .map(to_u64);
-        let meta = checkpoint_meta(&mut tx, room, i64::MAX).await?;
-        let Some(chain) = prune_chain(&meta, Some(upto), snapshot) else {
-            return Ok(0);
-        };
-        let Some(&keep) = chain.last() else {
-            return Ok(0);
-        };
-        let states = checkpoint_data(&mut tx, room, &chain).await?;
-        tx.commit().await?;
-        let full = if chain.len() > 1 {
-            match squash_off_thread(states).await {
-                Some(full) => Some(full),
-                None => return Ok(0),
-            }
-        } else {
-            None
-        };
-        let mut tx = self.pool.begin().await?;
-        if let Some(full) = full {
-            sqlx::query(sql::SQUASH_CHECKPOINT)
-                .bind(full.as_ref())
-                .bind(room)
-                .bind(to_i64(keep))
-                .execute(&mut *tx)
-                .await?;
-        }
-        let dropped = sqlx::query(sql::PRUNE_UPDATES)
-            .bind(room)
-            .bind(to_i64(keep))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        sqlx::query(sql::PRUNE_CHECKPOINTS)
-            .bind(room)
-            .bind(to_i64(keep))
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(dropped)
-    }
-
-    async fn dev_secret(&self, candidate: &[u8]) -> Result<Vec<u8>, StoreError> {
-        sqlx::query(sql::KEEP_SECRET)
-            .bind(sql::DEV_SECRET_NAME)
-            .bind(candidate)
-            .execute(&self.pool)
-            .await?;
-        let row = sqlx::query(sql::SECRET)
-            .bind(sql::DEV_SECRET_NAME)
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(row.try_get::<Vec<u8>, _>(0)?)
-    }
-
-    async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
-        let row = sqlx::query(sql::SEQ_AT)
-            .bind(room.as_str())
-            .bind(to_i64(at))
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(row.try_get::<Option<i64>, _>(0)?.map(to_u64))
-    }
-
-    /// Room by room, each in its own short transaction outside the group-commit writer; a
-    /// kept delta checkpoint is made full (read, squashed off the async threads, written)
-    /// before anything below it goes.
-    async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
-        let rooms: Vec<String> = sqlx::query(sql::ROOMS_WITH_CHECKPOINTS)
-            .fetch_all(&self.pool)
-            .await?
-            .iter()
-            .map(|row| row.try_get::<String, _>(0))
-            .collect::<Result<_, _>>()?;
-        let mut dropped = 0;
-        for room in rooms {
-            let mut tx = self.pool.begin().await?;
-            let row = sqlx::query(sql::PRUNE_BOUNDS)
-                .bind(&room)
-                .bind(to_i64(before))
-                .fetch_one(&mut *tx)
-                .await?;
-            let old = row.try_get::<Option<i64>, _>(0)?.map(to_u64);
-            let snapshot = row.try_get::<Option<i64>, _>(1)?.map(to_u64);
-            let meta = checkpoint_meta(&mut tx, &room, i64::MAX).await?;
-            let Some(chain) = prune_chain(&meta, old, snapshot) else {
-                continue;
-            };
-            let Some(&keep) = chain.last() else {
-                continue;
-            };
-            let states = checkpoint_data(&mut tx, &room, &chain).await?;
-            tx.commit().await?;
-            let full = if chain.len() > 1 {
-                match squash_off_thread(states).await {
-                    Some(full) => Some(full),
-                    None => continue,
-                }
-            } else {
-                None
-            };
-            let mut tx = self.pool.begin().await?;
-            if let Some(full) = full {
-                sqlx::query(sql::SQUASH_CHECKPOINT)
-                    .bind(full.as_ref())
-                    .bind(&room)
-                    .bind(to_i64(keep))
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            dropped += sqlx::query(sql::PRUNE_UPDATES)
-                .bind(&room)
-                .bind(to_i64(keep))
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            sqlx::query(sql::PRUNE_CHECKPOINTS)
-                .bind(&room)
-                .bind(to_i64(keep))
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-        }
-        Ok(dropped)
-    }
-
-    /// Closes the idle read connections (each holds a page cache and prepared statements) and
-    /// has the writer drop its connection and its cache of sequence numbers.
-    async fn release_memory(&self) {
-        while let Some(conn) = self.pool.try_acquire() {
-            if let Err(error) = conn.close().await {
-                tracing::debug!(%error, "closing an idle SQLite connection failed");
-            }
-        }
-        self.writer.release_memory();
-    }
-
-    async fn close(&self) {
-        self.writer.release_memory();
-        self.pool.close().await;
-    }
+impl Backend for SqliteBackend {
+    type Db = Sqlite;
+    const FENCES: bool = false;
+    const RELEASES_CONNECTIONS: bool = true;
 
     async fn has_space(&self) -> Result<bool, StoreError> {
         let dir = self.dir.clone();
@@ -585,64 +185,6 @@ impl Store for SqliteStore {
             .map_err(|e| StoreError::Encoding(e.to_string()))?
             .map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
         Ok(free >= SPACE_TO_RESUME)
-    }
-}
-
-/// The side tables: reads on the read pool; writes of a table written by group commit (fairy
-/// states) through the writer, the others' rare writes on the pool (SQLite serialises them with
-/// the writer's transactions, busy timeout). A SQLite store serves one node and takes no
-/// fences: a fenced put writes.
-#[async_trait]
-impl SideTables for SqliteStore {
-    async fn get(
-        &self,
-        table: Table,
-        room: &RoomName,
-        key: &str,
-    ) -> Result<Option<Bytes>, StoreError> {
-        let row = keyed::sql::get::<Sqlite>(table, room.as_str(), key)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row
-            .map(|row| keyed::sql::value::<Sqlite>(table, &row))
-            .transpose()?)
-    }
-
-    async fn list(&self, table: Table, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
-        let rows = keyed::sql::list::<Sqlite>(table, room.as_str())
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|row| keyed::sql::value::<Sqlite>(table, row))
-            .collect::<Result<_, _>>()?)
-    }
-
-    async fn put(
-        &self,
-        table: Table,
-        room: &RoomName,
-        key: &str,
-        value: Bytes,
-        _fence: Option<u64>,
-    ) -> Result<(), StoreError> {
-        if table.group_commit() {
-            return self.writer.put(table, room, key, value, None).await;
-        }
-        keyed::sql::upsert::<Sqlite>(table, room.as_str(), key, &value)?
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn delete(&self, table: Table, room: &RoomName, key: &str) -> Result<(), StoreError> {
-        if table.group_commit() {
-            return self.writer.delete(table, room, key).await;
-        }
-        keyed::sql::delete::<Sqlite>(table, room.as_str(), key)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
     }
 }
 
@@ -696,89 +238,8 @@ impl Batch for SqliteBatch {
     }
 }
 
-/// One row of the log as the history reads select it: `seq, at, actor, update_data`.
-fn log_row(row: &sqlx::sqlite::SqliteRow) -> Result<LogRow, sqlx::Error> {
-    Ok(LogRow {
-        seq: to_u64(row.try_get::<i64, _>(0)?),
-        at: row.try_get::<Option<i64>, _>(1)?.map(to_u64),
-        actor: row.try_get::<Option<String>, _>(2)?.map(Arc::from),
-        update: Bytes::from(row.try_get::<Vec<u8>, _>(3)?),
-    })
-}
-
-/// `(seq, base)` of a room's checkpoints at or below `upto`.
-async fn checkpoint_meta(
-    conn: &mut SqliteConnection,
-    room: &str,
-    upto: i64,
-) -> Result<Vec<(u64, Option<u64>)>, sqlx::Error> {
-    sqlx::query(sql::CHECKPOINT_META)
-        .bind(room)
-        .bind(upto)
-        .fetch_all(&mut *conn)
-        .await?
-        .iter()
-        .map(|row| {
-            Ok((
-                to_u64(row.try_get::<i64, _>(0)?),
-                row.try_get::<Option<i64>, _>(1)?.map(to_u64),
-            ))
-        })
-        .collect()
-}
-
-/// The data of a room's checkpoints `chain` (ascending sequence numbers), in that order.
-async fn checkpoint_data(
-    conn: &mut SqliteConnection,
-    room: &str,
-    chain: &[u64],
-) -> Result<Vec<Bytes>, sqlx::Error> {
-    let (Some(first), Some(last)) = (chain.first(), chain.last()) else {
-        return Ok(Vec::new());
-    };
-    let rows = sqlx::query(
-        "SELECT seq, data FROM checkpoints WHERE room = ? AND seq >= ? AND seq <= ? ORDER BY seq",
-    )
-    .bind(room)
-    .bind(to_i64(*first))
-    .bind(to_i64(*last))
-    .fetch_all(&mut *conn)
-    .await?;
-    let mut data = Vec::with_capacity(chain.len());
-    for row in rows {
-        if chain.contains(&to_u64(row.try_get::<i64, _>(0)?)) {
-            data.push(Bytes::from(row.try_get::<Vec<u8>, _>(1)?));
-        }
-    }
-    Ok(data)
-}
-
 /// One row of the log waiting for its `INSERT`: room, seq, update, time, actor number.
 type PendingRow<'a> = (&'a str, i64, &'a Bytes, i64, Option<i64>);
-
-/// The number of an actor's JSON in `actors`, added when new (`interned` collects the numbers
-/// this transaction learnt, kept by the caller only once it committed).
-async fn actor_id(
-    conn: &mut SqliteConnection,
-    known: &HashMap<Arc<str>, i64>,
-    interned: &mut Vec<(Arc<str>, i64)>,
-    actor: &Arc<str>,
-) -> Result<i64, sqlx::Error> {
-    if let Some(id) = known_actor(known, interned, actor) {
-        return Ok(id);
-    }
-    sqlx::query(sql::ADD_ACTOR)
-        .bind(actor.as_ref())
-        .execute(&mut *conn)
-        .await?;
-    let id: i64 = sqlx::query(sql::ACTOR_ID)
-        .bind(actor.as_ref())
-        .fetch_one(&mut *conn)
-        .await?
-        .try_get(0)?;
-    interned.push((actor.clone(), id));
-    Ok(id)
-}
 
 /// Commits a batch in one transaction; returns, per request, the last sequence number written,
 /// and the rooms' new last sequence numbers (valid once the transaction committed).
@@ -794,7 +255,7 @@ async fn commit_batch<'a>(
     let mut last: HashMap<&str, i64> = HashMap::new();
     let mut rows: Vec<PendingRow> = Vec::new();
     for req in batch {
-        match &req.op {
+        let seq = match &req.op {
             WriteOp::Append { room, updates, .. } => {
                 let mut seq = match last.get(room.as_str()).or_else(|| known.get(room)) {
                     Some(seq) => *seq,
@@ -803,13 +264,15 @@ async fn commit_batch<'a>(
                 for logged in updates {
                     seq += 1;
                     let actor = match &logged.actor {
-                        Some(actor) => Some(actor_id(&mut tx, actors, interned, actor).await?),
+                        Some(actor) => Some(
+                            writes::actor_id::<Sqlite>(&mut tx, actors, interned, actor).await?,
+                        ),
                         None => None,
                     };
                     rows.push((room.as_str(), seq, &logged.update, to_i64(logged.at), actor));
                 }
                 last.insert(room.as_str(), seq);
-                seqs.push(to_u64(seq));
+                to_u64(seq)
             }
             WriteOp::Compact {
                 room,
@@ -818,33 +281,11 @@ async fn commit_batch<'a>(
             } => {
                 // The log rows before it in the batch go in first: the snapshot covers them.
                 insert_rows(&mut tx, &mut rows).await?;
-                sqlx::query(
-                    "INSERT INTO snapshots (room, seq, data) VALUES (?1, ?2, ?3)
-                     ON CONFLICT(room) DO UPDATE SET seq = excluded.seq, data = excluded.data
-                     WHERE snapshots.seq <= excluded.seq",
-                )
-                .bind(room)
-                .bind(to_i64(*upto_seq))
-                .bind(snapshot.as_ref())
-                .execute(&mut *tx)
-                .await?;
-                seqs.push(*upto_seq);
+                writes::keep_snapshot::<Sqlite>(&mut tx, room, snapshot, *upto_seq).await?;
+                *upto_seq
             }
             WriteOp::Checkpoint { room, checkpoint } => {
-                let kept = sqlx::query(
-                    "INSERT INTO checkpoints (room, seq, base, data)
-                     SELECT ?1, ?2, ?3, ?4 WHERE NOT EXISTS (
-                         SELECT 1 FROM checkpoints WHERE room = ?1 AND (seq > ?5 OR seq >= ?2))",
-                )
-                .bind(room)
-                .bind(to_i64(checkpoint.seq))
-                .bind(checkpoint.base.map(to_i64))
-                .bind(checkpoint.data.as_ref())
-                .bind(to_i64(checkpoint.extends))
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                seqs.push(kept);
+                writes::add_checkpoint::<Sqlite>(&mut tx, room, checkpoint).await?
             }
             WriteOp::Put {
                 table,
@@ -853,18 +294,15 @@ async fn commit_batch<'a>(
                 value,
                 ..
             } => {
-                keyed::sql::upsert::<Sqlite>(*table, room, key, value)?
-                    .execute(&mut *tx)
-                    .await?;
-                seqs.push(0);
+                writes::put_row::<Sqlite>(&mut tx, *table, room, key, value).await?;
+                0
             }
             WriteOp::Delete { table, room, key } => {
-                keyed::sql::delete::<Sqlite>(*table, room, key)
-                    .execute(&mut *tx)
-                    .await?;
-                seqs.push(0);
+                writes::delete_row::<Sqlite>(&mut tx, *table, room, key).await?;
+                0
             }
-        }
+        };
+        seqs.push(seq);
     }
     insert_rows(&mut tx, &mut rows).await?;
     tx.commit().await?;
@@ -873,13 +311,10 @@ async fn commit_batch<'a>(
 
 /// The last sequence number of a room's log (its snapshot's when every update was compacted).
 async fn max_seq(conn: &mut SqliteConnection, room: &str) -> Result<i64, sqlx::Error> {
-    let row = sqlx::query(
-        "SELECT MAX(m) FROM (SELECT MAX(seq) AS m FROM updates WHERE room = ?1
-         UNION ALL SELECT seq FROM snapshots WHERE room = ?1)",
-    )
-    .bind(room)
-    .fetch_one(&mut *conn)
-    .await?;
+    let row = sqlx::query(super::sql::text::LAST_SEQ)
+        .bind(room)
+        .fetch_one(&mut *conn)
+        .await?;
     Ok(row.try_get::<Option<i64>, _>(0)?.unwrap_or(0))
 }
 
@@ -927,6 +362,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::ids::RoomName;
+    use crate::store::Store;
 
     fn room(name: &str) -> RoomName {
         RoomName::parse(name).unwrap()
@@ -1005,7 +442,7 @@ mod tests {
         store.load(&name).await.unwrap();
         assert!(store.pooled_connections() > 0);
         // A connection goes back to the pool in a task of its own after its query.
-        while store.pool.num_idle() < store.pooled_connections() as usize {
+        while store.pool().num_idle() < store.pooled_connections() as usize {
             tokio::task::yield_now().await;
         }
         store.release_memory().await;

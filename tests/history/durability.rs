@@ -45,6 +45,28 @@ async fn sigterm_flushes_and_exits_promptly_with_postgres() {
     sigterm_flushes(&pg.store_args()).await;
 }
 
+/// `--store-schema` is taken as named: a schema whose name holds SQL keywords, upper case, a
+/// space and a hyphen (written into SQL unquoted, such a name was refused or failed to parse)
+/// keeps what the server flushed across its restart, in the schema of exactly that name.
+#[tokio::test]
+async fn a_store_schema_named_like_sql_keywords_in_upper_case_keeps_its_rooms() {
+    let Some(mut pg) = PgSchema::fresh("named").await else {
+        return;
+    };
+    pg.schema = format!("Select From-{}", pg.schema);
+    sigterm_flushes(&pg.store_args()).await;
+    let pool = sqlx::PgPool::connect(&pg.url).await.expect("postgres");
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1",
+    )
+    .bind(&pg.schema)
+    .fetch_one(&pool)
+    .await
+    .expect("tables");
+    pool.close().await;
+    assert!(tables > 5, "the tables are in {:?}: {tables}", pg.schema);
+}
+
 async fn kill_9_loses_nothing(store: &[String]) {
     let mut server = Node::spawn(store);
     let mut observer = Client::connect(&server.ws(), "durable").await;

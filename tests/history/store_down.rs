@@ -8,13 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use fairyring::config::ServeConfig;
-use fairyring::ids::RoomName;
 use fairyring::room::RoomConfig;
-use fairyring::store::keyed::{SideTables, Table};
 use fairyring::store::memory::MemoryStore;
-use fairyring::store::{LogRow, Logged, Store, StoreError, StoredRoom};
+use fairyring::store::wrapper::StoreWrapper;
+use fairyring::store::{Store, StoreError};
 use support::{Client, put_shape, shape_count};
 
 /// A memory store that can be switched off: every call then fails.
@@ -34,102 +32,14 @@ impl Switchable {
     }
 }
 
+/// Every call of the store and its side tables checks first (the outbox is the inner store's).
 #[async_trait]
-impl Store for Switchable {
-    fn outbox(&self) -> &dyn fairyring::store::outbox::Outbox {
-        self.inner.outbox()
+impl StoreWrapper for Switchable {
+    fn inner(&self) -> &dyn Store {
+        &self.inner
     }
-    fn side(&self) -> &dyn SideTables {
-        self
-    }
-    async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
-        self.check()?;
-        self.inner.load(room).await
-    }
-    async fn append_logged(
-        &self,
-        room: &RoomName,
-        updates: Vec<Logged>,
-    ) -> Result<u64, StoreError> {
-        self.check()?;
-        self.inner.append_logged(room, updates).await
-    }
-    async fn compact(&self, room: &RoomName, snapshot: Bytes, upto: u64) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.compact(room, snapshot, upto).await
-    }
-    async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError> {
-        self.check()?;
-        self.inner.newest_checkpoint(room).await
-    }
-    async fn add_checkpoint(
-        &self,
-        room: &RoomName,
-        checkpoint: fairyring::store::Checkpoint,
-    ) -> Result<bool, StoreError> {
-        self.check()?;
-        self.inner.add_checkpoint(room, checkpoint).await
-    }
-    async fn history(
-        &self,
-        room: &RoomName,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<LogRow>, StoreError> {
-        self.check()?;
-        self.inner.history(room, after, limit).await
-    }
-    async fn load_version(
-        &self,
-        room: &RoomName,
-        seq: u64,
-    ) -> Result<Option<fairyring::store::StoredVersion>, StoreError> {
-        self.check()?;
-        self.inner.load_version(room, seq).await
-    }
-    async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
-        self.check()?;
-        self.inner.seq_at(room, at).await
-    }
-    async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
-        self.check()?;
-        self.inner.prune_history(before).await
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
+    async fn before(&self, _call: &'static str) -> Result<(), StoreError> {
         self.check()
-    }
-}
-
-/// The side tables fail like the rest while the store is down.
-#[async_trait]
-impl SideTables for Switchable {
-    async fn get(
-        &self,
-        table: Table,
-        room: &RoomName,
-        key: &str,
-    ) -> Result<Option<Bytes>, StoreError> {
-        self.check()?;
-        self.inner.side().get(table, room, key).await
-    }
-    async fn list(&self, table: Table, room: &RoomName) -> Result<Vec<Bytes>, StoreError> {
-        self.check()?;
-        self.inner.side().list(table, room).await
-    }
-    async fn put(
-        &self,
-        table: Table,
-        room: &RoomName,
-        key: &str,
-        value: Bytes,
-        fence: Option<u64>,
-    ) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.side().put(table, room, key, value, fence).await
-    }
-    async fn delete(&self, table: Table, room: &RoomName, key: &str) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.side().delete(table, room, key).await
     }
 }
 

@@ -79,7 +79,10 @@ impl Drop for PgSchema {
         let _ = Command::new("psql")
             .arg(&self.url)
             .args(["-q", "-c"])
-            .arg(format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema))
+            .arg(format!(
+                "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+                self.schema.replace('"', "\"\"")
+            ))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();

@@ -1,15 +1,14 @@
 //! The SQL of the keyed side tables, written once for both SQL dialects: SQLite and
 //! PostgreSQL take the same texts (`$N` placeholders, `ON CONFLICT … DO UPDATE`, unqualified
 //! table names: PostgreSQL finds them through the connection's `search_path`, set to the
-//! `--store-schema`). Owns the texts and how a row's room, key and value are bound and read;
-//! the backends only choose the connection (their pool, or the group-commit writer's
-//! transaction) and run them.
+//! `--store-schema`). Owns the texts and how a row's room, key and value are bound and read
+//! (through [`crate::store::sql::dialect`]); the SQL store only chooses the connection (its
+//! pool, or the group-commit writer's transaction) and runs them.
 
 use bytes::Bytes;
-use sqlx::query::Query;
-use sqlx::{Database, Postgres, Row, Sqlite};
 
 use super::Table;
+use crate::store::sql::dialect::{Bind, Dialect, Read, Statement, query};
 
 /// The statements of one table: `$1` is the room, `$2` the key (in a keyed table), then the
 /// value.
@@ -84,56 +83,13 @@ pub(crate) fn queries(table: Table) -> &'static Queries {
     }
 }
 
-/// A query of `DB` ready to run.
-pub(crate) type Statement<DB> = Query<'static, DB, <DB as Database>::Arguments>;
-
-/// What differs between the dialects for these statements: how text and bytes are bound and
-/// read (the same calls, on different types).
-pub(crate) trait Dialect: Database {
-    /// Binds a text.
-    fn bind_text(query: Statement<Self>, value: &str) -> Statement<Self>;
-    /// Binds bytes.
-    fn bind_bytes(query: Statement<Self>, value: &[u8]) -> Statement<Self>;
-    /// Reads a text column.
-    fn text(row: &Self::Row, column: usize) -> Result<String, sqlx::Error>;
-    /// Reads a bytes column.
-    fn bytes(row: &Self::Row, column: usize) -> Result<Vec<u8>, sqlx::Error>;
-}
-
-macro_rules! dialect {
-    ($db:ty) => {
-        impl Dialect for $db {
-            fn bind_text(query: Statement<Self>, value: &str) -> Statement<Self> {
-                query.bind(value)
-            }
-            fn bind_bytes(query: Statement<Self>, value: &[u8]) -> Statement<Self> {
-                query.bind(value)
-            }
-            fn text(row: &Self::Row, column: usize) -> Result<String, sqlx::Error> {
-                row.try_get(column)
-            }
-            fn bytes(row: &Self::Row, column: usize) -> Result<Vec<u8>, sqlx::Error> {
-                row.try_get(column)
-            }
-        }
-    };
-}
-
-dialect!(Sqlite);
-dialect!(Postgres);
-
-/// `query` with the room and, in a keyed table, the key bound.
-fn bind_row<DB: Dialect>(
-    table: Table,
-    query: &'static str,
-    room: &str,
-    key: &str,
-) -> Statement<DB> {
-    let query = DB::bind_text(sqlx::query(query), room);
+/// `text` with the room and, in a keyed table, the key bound.
+fn bind_row<DB: Dialect>(table: Table, text: &'static str, room: &str, key: &str) -> Statement<DB> {
+    let statement = query::<DB>(text).text(room);
     if table.keyed() {
-        DB::bind_text(query, key)
+        statement.text(key)
     } else {
-        query
+        statement
     }
 }
 
@@ -144,7 +100,7 @@ pub(crate) fn get<DB: Dialect>(table: Table, room: &str, key: &str) -> Statement
 
 /// Reads every value of a room's rows.
 pub(crate) fn list<DB: Dialect>(table: Table, room: &str) -> Statement<DB> {
-    DB::bind_text(sqlx::query(queries(table).list), room)
+    query::<DB>(queries(table).list).text(room)
 }
 
 /// Inserts or replaces one row; a text table's value must be UTF-8.
@@ -154,12 +110,12 @@ pub(crate) fn upsert<DB: Dialect>(
     key: &str,
     value: &[u8],
 ) -> Result<Statement<DB>, sqlx::Error> {
-    let query = bind_row(table, queries(table).upsert, room, key);
+    let statement = bind_row(table, queries(table).upsert, room, key);
     Ok(if table.text() {
         let text = std::str::from_utf8(value).map_err(|e| sqlx::Error::Encode(e.into()))?;
-        DB::bind_text(query, text)
+        statement.text(text)
     } else {
-        DB::bind_bytes(query, value)
+        statement.bytes(value)
     })
 }
 
@@ -169,11 +125,11 @@ pub(crate) fn delete<DB: Dialect>(table: Table, room: &str, key: &str) -> Statem
 }
 
 /// The value of a row read by [`get`] or [`list`].
-pub(crate) fn value<DB: Dialect>(table: Table, row: &DB::Row) -> Result<Bytes, sqlx::Error> {
+pub(crate) fn value(table: Table, row: &impl Read) -> Result<Bytes, sqlx::Error> {
     Ok(if table.text() {
-        Bytes::from(DB::text(row, 0)?)
+        Bytes::from(row.text(0)?)
     } else {
-        Bytes::from(DB::bytes(row, 0)?)
+        Bytes::from(row.bytes(0)?)
     })
 }
 

@@ -2,14 +2,14 @@
 //! `--webhook-url`, kept in the store so that an event not delivered yet survives a restart,
 //! and claimed with a lease so that, scaled out, each event is sent by one node at a time.
 //!
-//! Owns the [`Outbox`] trait every store hands out ([`super::Store::outbox`]) and its three
-//! implementations, one file per backend: [`sqlite`], [`postgres`] and [`memory`]. It knows
-//! nothing of HTTP, signatures or what an event says: a body is opaque bytes (the webhooks
-//! module writes JSON). It must not touch the rooms' tables (updates, snapshots, checkpoints).
+//! Owns the [`Outbox`] trait every store hands out ([`super::Store::outbox`]) and its two
+//! implementations: [`sql`], written once for SQLite and PostgreSQL over their dialect, and
+//! [`memory`]. It knows nothing of HTTP, signatures or what an event says: a body is opaque
+//! bytes (the webhooks module writes JSON). It must not touch the rooms' tables (updates,
+//! snapshots, checkpoints).
 
 pub mod memory;
-pub mod postgres;
-pub mod sqlite;
+pub mod sql;
 
 use async_trait::async_trait;
 use bytes::Bytes;

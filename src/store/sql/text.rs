@@ -1,9 +1,10 @@
-//! The SQL of the rooms' logs that the two SQL dialects share, written once: SQLite and
-//! PostgreSQL take the same texts (`$N` placeholders, unqualified table names: PostgreSQL finds
-//! them through the connection's `search_path`, the `--store-schema`). Owns only these texts;
-//! what differs between the dialects (the group-commit writer's appends, snapshot and
-//! checkpoint writes, reading a checkpoint chain) stays in each backend, and the keyed side
-//! tables' SQL is [`super::keyed::sql`].
+//! The SQL texts of the rooms' logs and the server's secrets, written once for both dialects:
+//! SQLite and PostgreSQL take the same texts (`$N` placeholders, which SQLite numbers as
+//! PostgreSQL does; unqualified table names: PostgreSQL finds them through the connection's
+//! `search_path`, the `--store-schema`). Owns only these texts; the few that differ are the
+//! dialects' ([`super::dialect::Dialect`]), the group-commit appends are each backend's own
+//! (`store::sqlite`, `store::postgres`), and the keyed side tables' SQL is
+//! [`crate::store::keyed::sql`].
 
 /// Keeps a server secret (`$1` its name, `$2` the value) unless one of that name is kept.
 pub(crate) const KEEP_SECRET: &str =
@@ -63,6 +64,17 @@ pub(crate) const PRUNE_UPDATES: &str = "DELETE FROM updates WHERE room = $1 AND 
 
 /// Drops a room's checkpoints below `$2`.
 pub(crate) const PRUNE_CHECKPOINTS: &str = "DELETE FROM checkpoints WHERE room = $1 AND seq < $2";
+
+/// Keeps a history checkpoint (`$1` room, `$2` seq, `$3` base, `$4` data) unless the room has
+/// one newer than the state it extends (`$5`) or one at `$2` already.
+pub(crate) const ADD_CHECKPOINT: &str = "INSERT INTO checkpoints (room, seq, base, data)
+     SELECT $1, $2, $3, $4 WHERE NOT EXISTS (
+         SELECT 1 FROM checkpoints WHERE room = $1 AND (seq > $5 OR seq >= $2))
+     ON CONFLICT (room, seq) DO NOTHING";
+
+/// A room's checkpoints from `$2` to `$3`, oldest first: `seq`, `data`.
+pub(crate) const CHECKPOINTS_BETWEEN: &str =
+    "SELECT seq, data FROM checkpoints WHERE room = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq";
 
 /// Adds an actor's JSON unless present.
 pub(crate) const ADD_ACTOR: &str =
