@@ -60,6 +60,10 @@ def one_request(http, room, fairy, message):
                 data = json.loads(line[6:])
             except ValueError:
                 continue
+            # A request the previous one timed out on ends (interrupted) when this one starts:
+            # its events are not this request's.
+            if not seen and data.get("type") != "request-started":
+                continue
             seen.append((time.monotonic() - started[0], data))
             if data.get("type") == "request-ended":
                 return

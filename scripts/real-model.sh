@@ -83,7 +83,8 @@ ID=$(curl -sf -X POST -H 'content-type: application/json' -d '{"name":"Pip"}' \
 # REAL_MODEL_REQUESTS requests in a row (1 by default), checked as tests/real_model.rs checks
 # them; a request may take minutes (the first byte is the whole prompt read).
 status=0
-python3 scripts/real-model-requests.py "$HTTP" real "$ID" "${REAL_MODEL_REQUESTS:-1}" 3 || status=$?
+python3 scripts/real-model-requests.py "$HTTP" real "$ID" "${REAL_MODEL_REQUESTS:-1}" 3 \
+  "$DIR/events.jsonl" || status=$?
 echo "usage:"
 curl -sf "$HTTP/rooms/real/usage"
 echo
@@ -92,19 +93,28 @@ echo
 model_timings() {
   tail -n +"$1" "$DIR/model.log" | python3 -c '
 import re, statistics, sys
-prompt, gen = [], []
+prompt, gen, total = {}, {}, {}
 for line in sys.stdin:
+    task = re.search(r"\| task ([0-9]+) \|", line)
+    if not task:
+        continue
     m = re.search(r"(prompt eval|\| +eval) time = +([0-9.]+) ms / +([0-9]+) tokens", line)
     if m:
-        (prompt if m.group(1) == "prompt eval" else gen).append((float(m.group(2)), int(m.group(3))))
+        (prompt if m.group(1) == "prompt eval" else gen)[task.group(1)] = (float(m.group(2)), int(m.group(3)))
+    m = re.search(r"stop processing: n_tokens = +([0-9]+)", line)
+    if m:
+        total[task.group(1)] = int(m.group(1))
 if not prompt:
     sys.exit("llama.cpp logged no call")
+# A call cancelled mid-answer logs no timings and is left out.
+whole = sum(max(total.get(t, 0) - gen.get(t, (0, 0))[1], p[1]) for t, p in prompt.items())
+prompt, gen = list(prompt.values()), list(gen.values())
 ms = sorted(p[0] for p in prompt)
 pt, pms = sum(p[1] for p in prompt), sum(p[0] for p in prompt)
 gt, gms = sum(g[1] for g in gen), sum(g[0] for g in gen)
 print(f"llama.cpp: {len(prompt)} calls; prompt read (uncached tokens) median {statistics.median(ms)/1000:.1f} s, "
-      f"max {ms[-1]/1000:.1f} s; {pt} prompt tokens read at {pt*1000/max(pms,1):.1f} tokens/s; "
-      f"{gt} tokens generated at {gt*1000/max(gms,1):.1f} tokens/s")
+      f"max {ms[-1]/1000:.1f} s; {pt} of {whole} prompt tokens read ({100 - pt*100/max(whole,1):.0f} % from its cache) "
+      f"at {pt*1000/max(pms,1):.1f} tokens/s; {gt} tokens generated at {gt*1000/max(gms,1):.1f} tokens/s")
 '
 }
 model_timings 1
