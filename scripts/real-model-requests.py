@@ -13,24 +13,26 @@ Every event goes to EVENTS_FILE (one JSON line each: request, seconds since its 
 when one is named. Exits non-zero when a check fails. Standard library only.
 """
 import json
+import os
+import re
 import statistics
 import sys
 import threading
 import time
 import urllib.request
 
-PROMPTS = [
-    "draw a house",
-    "draw three boxes in a row",
-    "add a sticky note that says hello",
-    "draw a flowchart A -> B -> C",
-    "make the boxes blue",
-    "write a title above everything",
-    "draw a sun in the top right",
-    "draw an arrow from the house to the sun",
-    "delete the sticky note",
-    "tidy this up",
-]
+
+def test_prompts():
+    """The ten prompts of tests/real_model.rs (its `PROMPTS`), so that both send the same."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "real_model.rs")
+    text = open(path, encoding="utf-8").read()
+    block = re.search(r"const PROMPTS: \[&str; \d+\] = \[(.*?)\];", text, re.S)
+    prompts = json.loads("[" + block.group(1).strip().rstrip(",") + "]") if block else []
+    if not prompts:
+        sys.exit(f"no PROMPTS in {path}")
+    return prompts
+
+
 LIMIT = 1800  # seconds a request may take (a first byte may take minutes on a loaded CPU)
 
 
@@ -84,11 +86,12 @@ def main():
     http, room, fairy, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     cap = int(sys.argv[5]) if len(sys.argv) > 5 else 3
     log = open(sys.argv[6], "w") if len(sys.argv) > 6 else None
+    prompts = test_prompts()
     failures, first_action, gen_tokens, gen_secs = [], [], 0, 0.0
     prompt_tokens = cached = output = calls = 0
     started_all = time.monotonic()
     for i in range(n):
-        message = PROMPTS[i % len(PROMPTS)]
+        message = prompts[i % len(prompts)]
         seen = one_request(http, room, fairy, message)
         if log:
             for t, d in seen:
