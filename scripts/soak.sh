@@ -40,7 +40,10 @@ status=0
   --store "sqlite:$DIR/soak.db" --json "$@" > "$DIR/report.json" || status=$?
 ended=$(date +%s)
 until [ "$(loaded)" = 0 ] || [ $(( $(date +%s) - ended )) -gt 30 ]; do sleep 0.2; done
+# The least of 5 samples a second apart: jemalloc hands freed pages back about a second after
+# they are freed (later on a loaded machine); one sample at the unload still holds them.
 after=$(rss)
+for _ in 1 2 3 4 5; do sleep 1; now=$(rss); [ "$now" -lt "$after" ] && after=$now; done
 python3 - "$DIR/report.json" "$before" "$after" "$(loaded)" <<'PY'
 import json, sys
 r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
