@@ -793,45 +793,51 @@ async fn doc_when(
     }
 }
 
-/// Issue 47: a restore keeps the original actors of what it brings back. A fairy draws a house
-/// beside Alice's box; Alice restores the room from before the house (it goes), then from after
-/// it (it comes back); taking back everything the fairy did since still removes the house and
-/// keeps the box. Before, the second restore made the house Alice's: "nothing of the fairy's
-/// was left to take back".
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn taking_back_a_fairy_after_restores_still_removes_its_drawing() {
-    let (config, tokens) = authed(ServeConfig::for_test());
-    let server = start(config).await;
-    let room = "restored";
-    let alice = tokens.mint("alice", Some("Alice"), "read write fairies");
-    let mut a = person(&server, room, &alice).await;
+/// What [`draw_then_restore_twice`] leaves: the room as it was before the house, the fairy,
+/// the request that drew the house, and the house's shape ids.
+struct Restored {
+    before: u64,
+    fairy: String,
+    request: String,
+    house: Vec<String>,
+}
+
+/// Issue 47's scene: a fairy draws a house beside Alice's box; Alice restores the room from
+/// before the house (it goes), then from after it (it comes back).
+async fn draw_then_restore_twice(
+    server: &Server,
+    room: &str,
+    alice: &str,
+    a: &mut Client,
+) -> Restored {
     set(
-        &mut a,
+        a,
         "box",
         &[("x", 0.0), ("y", 0.0), ("w", 100.0), ("h", 100.0)],
     )
     .await;
-    let (before, _) = doc_when(&server, room, &alice, "the box logged", |s| {
+    let (before, _) = doc_when(server, room, alice, "the box logged", |s| {
         s.get("box").is_some()
     })
     .await;
     let url = |path: &str| format!("{}/rooms/{room}/{path}", server.http);
-    let (status, body) = post(&url("fairies"), &alice, json!({"name": "Echo"})).await;
+    let (status, body) = post(&url("fairies"), alice, json!({"name": "Echo"})).await;
     assert_eq!(status, 201, "{body}");
     let fairy = body["id"].as_str().expect("fairy id").to_owned();
     let mut stream = reqwest::Client::new()
         .get(url(&format!("fairies/{fairy}/events")))
-        .bearer_auth(&alice)
+        .bearer_auth(alice)
         .send()
         .await
         .expect("events");
     let (status, body) = post(
         &url(&format!("fairies/{fairy}/prompt")),
-        &alice,
+        alice,
         json!({"message": "draw a house", "bounds": {"x": 0, "y": 0, "w": 1000, "h": 700}}),
     )
     .await;
     assert_eq!(status, 202, "{body}");
+    let request = body["requestId"].as_str().expect("requestId").to_owned();
     read_events(&mut stream, "request-ended").await;
     let by_fairy = |s: &Value| -> Vec<String> {
         s.as_object()
@@ -845,17 +851,43 @@ async fn taking_back_a_fairy_after_restores_still_removes_its_drawing() {
         let house = by_fairy(s);
         house.len() == 4 && house.iter().all(|id| s[id]["locked"] != json!(true))
     };
-    let (after, drawn) = doc_when(&server, room, &alice, "the house drawn", settled).await;
+    let (after, drawn) = doc_when(server, room, alice, "the house drawn", settled).await;
     let house = by_fairy(&drawn);
     for (seq, what) in [(before, "the house gone"), (after, "the house back")] {
-        let (status, body) = post(&url("restore"), &alice, json!({"seq": seq})).await;
+        let (status, body) = post(&url("restore"), alice, json!({"seq": seq})).await;
         assert_eq!(status, 200, "{body}");
         let back = seq == after;
-        doc_when(&server, room, &alice, what, |s| {
+        doc_when(server, room, alice, what, |s| {
             house.iter().all(|id| s.get(id).is_some() == back)
         })
         .await;
     }
+    Restored {
+        before,
+        fairy,
+        request,
+        house,
+    }
+}
+
+/// Issue 47: a restore keeps the original actors of what it brings back. After
+/// [`draw_then_restore_twice`], taking back everything the fairy did since still removes the
+/// house and keeps the box. Before, the second restore made the house Alice's: "nothing of the
+/// fairy's was left to take back".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn taking_back_a_fairy_after_restores_still_removes_its_drawing() {
+    let (config, tokens) = authed(ServeConfig::for_test());
+    let server = start(config).await;
+    let room = "restored";
+    let alice = tokens.mint("alice", Some("Alice"), "read write fairies");
+    let mut a = person(&server, room, &alice).await;
+    let Restored {
+        before,
+        fairy,
+        house,
+        ..
+    } = draw_then_restore_twice(&server, room, &alice, &mut a).await;
+    let url = |path: &str| format!("{}/rooms/{room}/{path}", server.http);
     let (status, body) = post(
         &url("rollback"),
         &alice,
@@ -866,6 +898,47 @@ async fn taking_back_a_fairy_after_restores_still_removes_its_drawing() {
     assert!(
         body["reverted"].as_u64() >= Some(4),
         "the fairy's house is still the fairy's to take back: {body}"
+    );
+    let (_, now) = doc_when(&server, room, &alice, "the house taken back", |s| {
+        house.iter().all(|id| s.get(id).is_none())
+    })
+    .await;
+    assert_eq!(now["box"]["x"], json!(0.0), "Alice's box stays: {now}");
+    a.close().await;
+    server.handle.shutdown().await;
+}
+
+/// Issue 47, the fairy's own take-back (`POST …/requests/{id}/revert`): after
+/// [`draw_then_restore_twice`], rejecting the request that drew the house removes the house,
+/// as history's rollback does, and keeps the box. Before, the restored house counted as
+/// Alice's (`{"reverted": 0, "kept": 4}`) and stayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fairys_take_back_after_restores_still_removes_its_drawing() {
+    let (config, tokens) = authed(ServeConfig::for_test());
+    let server = start(config).await;
+    let room = "restored-revert";
+    let alice = tokens.mint("alice", Some("Alice"), "read write fairies");
+    let mut a = person(&server, room, &alice).await;
+    let Restored {
+        fairy,
+        request,
+        house,
+        ..
+    } = draw_then_restore_twice(&server, room, &alice, &mut a).await;
+    let (status, body) = post(
+        &format!(
+            "{}/rooms/{room}/fairies/{fairy}/requests/{request}/revert",
+            server.http
+        ),
+        &alice,
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (body["reverted"].as_u64(), body["kept"].as_u64()),
+        (Some(4), Some(0)),
+        "the restored house is still the fairy's to take back: {body}"
     );
     let (_, now) = doc_when(&server, room, &alice, "the house taken back", |s| {
         house.iter().all(|id| s.get(id).is_none())
