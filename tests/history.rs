@@ -793,46 +793,70 @@ async fn doc_when(
     }
 }
 
-/// What [`draw_then_restore_twice`] leaves: the room as it was before the house, the fairy,
-/// the request that drew the house, and the house's shape ids.
+/// What [`draw_then_restore_twice`] leaves: the server, Alice and her connection, the room as
+/// it was before the house, the fairy, the request that drew the house, and the house's shapes.
 struct Restored {
+    server: Server,
+    room: &'static str,
+    alice: String,
+    person: Client,
     before: u64,
     fairy: String,
     request: String,
     house: Vec<String>,
 }
 
+impl Restored {
+    fn url(&self, path: &str) -> String {
+        format!("{}/rooms/{}/{path}", self.server.http, self.room)
+    }
+
+    /// Waits for the house to be taken back, checks that Alice's box stays, and stops.
+    async fn house_taken_back(self) {
+        let (_, now) = doc_when(
+            &self.server,
+            self.room,
+            &self.alice,
+            "the house taken back",
+            |s| self.house.iter().all(|id| s.get(id).is_none()),
+        )
+        .await;
+        assert_eq!(now["box"]["x"], json!(0.0), "Alice's box stays: {now}");
+        self.person.close().await;
+        self.server.handle.shutdown().await;
+    }
+}
+
 /// Issue 47's scene: a fairy draws a house beside Alice's box; Alice restores the room from
 /// before the house (it goes), then from after it (it comes back).
-async fn draw_then_restore_twice(
-    server: &Server,
-    room: &str,
-    alice: &str,
-    a: &mut Client,
-) -> Restored {
+async fn draw_then_restore_twice(room: &'static str) -> Restored {
+    let (config, tokens) = authed(ServeConfig::for_test());
+    let server = start(config).await;
+    let alice = tokens.mint("alice", Some("Alice"), "read write fairies");
+    let mut a = person(&server, room, &alice).await;
     set(
-        a,
+        &mut a,
         "box",
         &[("x", 0.0), ("y", 0.0), ("w", 100.0), ("h", 100.0)],
     )
     .await;
-    let (before, _) = doc_when(server, room, alice, "the box logged", |s| {
+    let (before, _) = doc_when(&server, room, &alice, "the box logged", |s| {
         s.get("box").is_some()
     })
     .await;
     let url = |path: &str| format!("{}/rooms/{room}/{path}", server.http);
-    let (status, body) = post(&url("fairies"), alice, json!({"name": "Echo"})).await;
+    let (status, body) = post(&url("fairies"), &alice, json!({"name": "Echo"})).await;
     assert_eq!(status, 201, "{body}");
     let fairy = body["id"].as_str().expect("fairy id").to_owned();
     let mut stream = reqwest::Client::new()
         .get(url(&format!("fairies/{fairy}/events")))
-        .bearer_auth(alice)
+        .bearer_auth(&alice)
         .send()
         .await
         .expect("events");
     let (status, body) = post(
         &url(&format!("fairies/{fairy}/prompt")),
-        alice,
+        &alice,
         json!({"message": "draw a house", "bounds": {"x": 0, "y": 0, "w": 1000, "h": 700}}),
     )
     .await;
@@ -851,18 +875,22 @@ async fn draw_then_restore_twice(
         let house = by_fairy(s);
         house.len() == 4 && house.iter().all(|id| s[id]["locked"] != json!(true))
     };
-    let (after, drawn) = doc_when(server, room, alice, "the house drawn", settled).await;
+    let (after, drawn) = doc_when(&server, room, &alice, "the house drawn", settled).await;
     let house = by_fairy(&drawn);
     for (seq, what) in [(before, "the house gone"), (after, "the house back")] {
-        let (status, body) = post(&url("restore"), alice, json!({"seq": seq})).await;
+        let (status, body) = post(&url("restore"), &alice, json!({"seq": seq})).await;
         assert_eq!(status, 200, "{body}");
         let back = seq == after;
-        doc_when(server, room, alice, what, |s| {
+        doc_when(&server, room, &alice, what, |s| {
             house.iter().all(|id| s.get(id).is_some() == back)
         })
         .await;
     }
     Restored {
+        server,
+        room,
+        alice,
+        person: a,
         before,
         fairy,
         request,
@@ -876,22 +904,11 @@ async fn draw_then_restore_twice(
 /// fairy's was left to take back".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn taking_back_a_fairy_after_restores_still_removes_its_drawing() {
-    let (config, tokens) = authed(ServeConfig::for_test());
-    let server = start(config).await;
-    let room = "restored";
-    let alice = tokens.mint("alice", Some("Alice"), "read write fairies");
-    let mut a = person(&server, room, &alice).await;
-    let Restored {
-        before,
-        fairy,
-        house,
-        ..
-    } = draw_then_restore_twice(&server, room, &alice, &mut a).await;
-    let url = |path: &str| format!("{}/rooms/{room}/{path}", server.http);
+    let r = draw_then_restore_twice("restored").await;
     let (status, body) = post(
-        &url("rollback"),
-        &alice,
-        json!({"actor": {"kind": "fairy", "id": fairy}, "sinceSeq": before}),
+        &r.url("rollback"),
+        &r.alice,
+        json!({"actor": {"kind": "fairy", "id": r.fairy}, "sinceSeq": r.before}),
     )
     .await;
     assert_eq!(status, 200, "{body}");
@@ -899,13 +916,7 @@ async fn taking_back_a_fairy_after_restores_still_removes_its_drawing() {
         body["reverted"].as_u64() >= Some(4),
         "the fairy's house is still the fairy's to take back: {body}"
     );
-    let (_, now) = doc_when(&server, room, &alice, "the house taken back", |s| {
-        house.iter().all(|id| s.get(id).is_none())
-    })
-    .await;
-    assert_eq!(now["box"]["x"], json!(0.0), "Alice's box stays: {now}");
-    a.close().await;
-    server.handle.shutdown().await;
+    r.house_taken_back().await;
 }
 
 /// Issue 47, the fairy's own take-back (`POST …/requests/{id}/revert`): after
@@ -914,37 +925,14 @@ async fn taking_back_a_fairy_after_restores_still_removes_its_drawing() {
 /// Alice's (`{"reverted": 0, "kept": 4}`) and stayed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fairys_take_back_after_restores_still_removes_its_drawing() {
-    let (config, tokens) = authed(ServeConfig::for_test());
-    let server = start(config).await;
-    let room = "restored-revert";
-    let alice = tokens.mint("alice", Some("Alice"), "read write fairies");
-    let mut a = person(&server, room, &alice).await;
-    let Restored {
-        fairy,
-        request,
-        house,
-        ..
-    } = draw_then_restore_twice(&server, room, &alice, &mut a).await;
-    let (status, body) = post(
-        &format!(
-            "{}/rooms/{room}/fairies/{fairy}/requests/{request}/revert",
-            server.http
-        ),
-        &alice,
-        json!({}),
-    )
-    .await;
+    let r = draw_then_restore_twice("restored-revert").await;
+    let path = format!("fairies/{}/requests/{}/revert", r.fairy, r.request);
+    let (status, body) = post(&r.url(&path), &r.alice, json!({})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         (body["reverted"].as_u64(), body["kept"].as_u64()),
         (Some(4), Some(0)),
         "the restored house is still the fairy's to take back: {body}"
     );
-    let (_, now) = doc_when(&server, room, &alice, "the house taken back", |s| {
-        house.iter().all(|id| s.get(id).is_none())
-    })
-    .await;
-    assert_eq!(now["box"]["x"], json!(0.0), "Alice's box stays: {now}");
-    a.close().await;
-    server.handle.shutdown().await;
+    r.house_taken_back().await;
 }
