@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::coerce::{coerce_number, number_value};
+use super::geometry::Bounds;
 
 /// Which axis a numeric property lives on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +90,13 @@ impl PromptTransform {
     /// Page point → model point, rounded.
     pub fn point_to_model(&self, x: f64, y: f64) -> (f64, f64) {
         ((x - self.origin_x).round(), (y - self.origin_y).round())
+    }
+
+    /// Bounds in model coordinates `{x, y, w, h}`, rounded (the prompt's task, viewport,
+    /// screenshot and cluster bounds).
+    pub fn bounds_to_model(&self, b: &Bounds) -> Value {
+        let (x, y) = self.point_to_model(b.x, b.y);
+        serde_json::json!({"x": x, "y": y, "w": b.w.round(), "h": b.h.round()})
     }
 
     /// Rewrites a simple-format shape (or any object with a `shapeId`) for the prompt.

@@ -4,8 +4,9 @@
 //! [`replay`] (a room's stored log replayed in a private document: what each update did,
 //! versions as JSON, restore and rollback edits) and [`service`] (history pages, versions,
 //! restore and rollback of a room through the store and the live room), and [`checkpoint`]
-//! (building the checkpoints versions start from, off the live room), and [`retention`] (the
-//! byte cap on a room's kept log, `--history-max-bytes`). The writing side —
+//! (building the checkpoints versions start from, off the live room), [`retention`] (the
+//! byte cap on a room's kept log, `--history-max-bytes`), and [`undo`] (the one rule of undoing
+//! an actor, which rollback and a fairy's take-back of a request both decide with). The writing side —
 //! naming the actor of each transaction and logging it with the update — belongs to the room
 //! (`room::actors`, the committer) and the store. Must not touch sockets or HTTP.
 
@@ -14,6 +15,7 @@ pub mod checkpoint;
 pub mod replay;
 pub mod retention;
 pub mod service;
+pub mod undo;
 
 /// Most bytes of logged updates a history read takes from the store at a time (at least one
 /// update, whatever its size: an update is at most `--max-message-bytes`, or a REST body):

@@ -5,7 +5,8 @@
 //! 1. what each logged update did to the `shapes` root ([`Replay::apply`], [`ShapeChanges`]);
 //! 2. a room's content as JSON ([`Replay::to_json`], depth-bounded);
 //! 3. the edits that restore a past version ([`restore`]) or take back one actor's changes
-//!    ([`Rollback`]) in a live document, written into a transaction the caller opened.
+//!    ([`Rollback`], deciding with [`crate::history::undo`]'s rule) in a live document,
+//!    written into a transaction the caller opened.
 //!
 //! Must not touch: a live room's document other than through the transaction it is handed
 //! (never reads a room to replay it), the store, the network; no I/O, no async, no clocks.
@@ -37,6 +38,7 @@ use yrs::{
 };
 
 use crate::canvas::schema::{PAGES, SHAPES};
+use crate::history::undo::{ActorChange, Buried, Keyed, LOCKED, TakeBack};
 
 /// Deepest nesting [`Replay::to_json`] (and every owned [`Value`]) keeps: a root's map is
 /// level 1, each value inside a level-`n` container is level `n + 1`; anything deeper is `null`.
@@ -601,10 +603,9 @@ fn read_entry<T: ReadTxn>(txn: &T, root: &str, key: &str) -> Option<Entry> {
     })
 }
 
-/// A shape's streaming marker: a fairy sets it while it streams a shape. A restore never writes
-/// it (a version taken mid-stream would bring back a shape locked for good) and leaves the live
-/// one as it is.
-const LOCKED: &str = "locked";
+// A shape's streaming marker ([`LOCKED`]): a fairy sets it while it streams a shape. A restore
+// never writes it (a version taken mid-stream would bring back a shape locked for good) and
+// leaves the live one as it is.
 
 /// Makes the live `map`'s entries equal to `wanted`, key by key, but for the keys `untouched`
 /// (neither written nor removed); true when it wrote anything.
@@ -751,7 +752,7 @@ struct EntryLog {
     props: BTreeMap<String, PropLog>,
     /// The incarnation the last deletion removed, with its content then: a restore that
     /// brings exactly that content back brings back its history (creator, writers) too.
-    buried: Option<Box<(Value, EntryLog)>>,
+    buried: Option<Box<Buried<Value, EntryLog>>>,
 }
 
 /// Rollback: takes back one actor's changes made after a base version, property by
@@ -915,7 +916,6 @@ impl Rollback {
             for (key, log) in &self.entries[index] {
                 let final_entry = read_entry(&final_txn, root_name, key);
                 let live_entry = read_entry(&*txn, root_name, key);
-                let live_is_final = same_content(live_entry.as_ref(), final_entry.as_ref());
                 match &log.existence {
                     Some(Existence::Created { by, restore }) if *by == target => {
                         if log.touched_by_others {
@@ -929,28 +929,43 @@ impl Rollback {
                                 &final_entry,
                                 &mut outcome,
                             );
-                        } else if !live_is_final {
-                            outcome.kept += 1;
                         } else {
-                            match restore {
-                                None => {
-                                    live_root.remove(txn, key);
-                                }
-                                Some(value) => {
-                                    write_entry(txn, &live_root, key, value);
+                            let creation = ActorChange {
+                                before: restore.as_ref(),
+                                left: final_entry.as_ref().map(|e| &e.value),
+                                changed_after: false,
+                            };
+                            match creation.take_back(&live_entry.as_ref().map(|e| &e.value)) {
+                                TakeBack::Keep => outcome.kept += 1,
+                                // `Nothing`: it replaced an entry of the same content, whose
+                                // identity comes back all the same.
+                                TakeBack::Restore(_) | TakeBack::Nothing => {
+                                    match restore {
+                                        None => {
+                                            live_root.remove(txn, key);
+                                        }
+                                        Some(value) => {
+                                            write_entry(txn, &live_root, key, value);
+                                        }
+                                    }
+                                    outcome.reverted += 1;
                                 }
                             }
-                            outcome.reverted += 1;
                         }
                     }
                     Some(Existence::Deleted { by, restore }) if *by == target => {
-                        if let Some(value) = restore {
-                            if live_entry.is_some() {
-                                outcome.kept += 1;
-                            } else {
+                        let deletion = ActorChange {
+                            before: restore.as_ref(),
+                            left: None,
+                            changed_after: false,
+                        };
+                        match deletion.take_back(&live_entry.as_ref().map(|e| &e.value)) {
+                            TakeBack::Restore(Some(value)) => {
                                 live_root.insert(txn, key.as_str(), value.to_in());
                                 outcome.reverted += 1;
                             }
+                            TakeBack::Keep if restore.is_some() => outcome.kept += 1,
+                            _ => {}
                         }
                     }
                     Some(Existence::Deleted { .. }) => {
@@ -1030,16 +1045,6 @@ fn count<I: Iterator>(iter: I) -> u64 {
     u64::try_from(iter.count()).unwrap_or(u64::MAX)
 }
 
-/// Whether a live entry holds what the replay ended with (identity is not compared: the live
-/// document may have re-created an entry the same way).
-fn same_content(live: Option<&Entry>, replayed: Option<&Entry>) -> bool {
-    match (live, replayed) {
-        (None, None) => true,
-        (Some(a), Some(b)) => a.value == b.value,
-        _ => false,
-    }
-}
-
 /// Per-property revert of one entry that still exists in the replay.
 fn revert_props(
     txn: &mut TransactionMut<'_>,
@@ -1067,26 +1072,29 @@ fn revert_props(
             outcome.kept += 1;
             continue;
         };
-        let final_value = final_props.get(prop);
         let live_value = live_map
             .get(&*txn, prop)
             .map(|out| Value::from_out(&*txn, out, 3));
-        if live_value.as_ref() != final_value {
-            outcome.kept += 1;
-            continue;
-        }
-        if plog.run_before.as_ref() == final_value {
-            continue;
-        }
-        match &plog.run_before {
-            Some(value) => {
-                live_map.insert(txn, prop.as_str(), value.to_in());
+        let change = ActorChange {
+            before: plog.run_before.as_ref(),
+            left: final_props.get(prop),
+            changed_after: false,
+        };
+        match change.take_back(&live_value.as_ref()) {
+            TakeBack::Keep => outcome.kept += 1,
+            TakeBack::Nothing => {}
+            TakeBack::Restore(before) => {
+                match before {
+                    Some(value) => {
+                        live_map.insert(txn, prop.as_str(), value.to_in());
+                    }
+                    None => {
+                        live_map.remove(txn, prop);
+                    }
+                }
+                outcome.reverted += 1;
             }
-            None => {
-                live_map.remove(txn, prop);
-            }
         }
-        outcome.reverted += 1;
     }
 }
 
@@ -1160,33 +1168,33 @@ fn record_delete(entry: &mut EntryLog, who: ActorIx, target: ActorIx, old: Value
     };
     // Its props stay: what the target did to it still counts when someone else deleted it.
     entry.buried = None;
-    let gone = entry.clone();
-    entry.buried = Some(Box::new((old, gone)));
+    let record = entry.clone();
+    entry.buried = Some(Box::new(Buried {
+        content: old,
+        record,
+    }));
     entry.existence = Some(Existence::Deleted { by: who, restore });
 }
 
-/// `value` without a shape's streaming marker (a restore never writes it).
-fn unlocked(value: &Value) -> Value {
-    match value {
-        Value::Map(props) => {
-            let mut props = props.clone();
-            props.remove(LOCKED);
-            Value::Map(props)
+/// An entry's content without one key (a shape's streaming marker, which a restore never
+/// writes: see [`Buried`]).
+impl Keyed for Value {
+    fn without(&self, key: &str) -> Value {
+        match self {
+            Value::Map(props) => Value::Map(props.without(key)),
+            other => other.clone(),
         }
-        other => other.clone(),
     }
 }
 
 fn record_create(entry: &mut EntryLog, by: Writer, new: &Value) {
     if by.restore
         && let Some(buried) = entry.buried.take()
+        && let Some(log) = buried.bring_back(new)
     {
-        let (content, log) = *buried;
-        if unlocked(&content) == unlocked(new) {
-            // The restore brought the deleted incarnation back as it was: its history too.
-            *entry = log;
-            return;
-        }
+        // The restore brought the deleted incarnation back as it was: its history too.
+        *entry = log;
+        return;
     }
     let who = by.who;
     let restore = match &entry.existence {

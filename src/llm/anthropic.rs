@@ -346,7 +346,7 @@ impl Provider for AnthropicProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::types::{AgentMode, ChatMessage};
+    use crate::llm::types::{ChatMessage, Mode};
 
     fn ev(name: &str, data: &str) -> Event {
         Event {
@@ -479,7 +479,7 @@ mod tests {
             max_tokens: 100,
             temperature: Some(0.5),
             prefill: Some("{\"actions\": [".into()),
-            mode: Some(AgentMode::WorkingDrone),
+            mode: Some(Mode::WorkingDrone),
             ..ModelRequest::default()
         };
         let old = request_body(

@@ -5,7 +5,7 @@
 //! documents: callers (the fairy runtime) get a [`Model`] and consume its [`ModelEvent`]s.
 //!
 //! # Layout
-//! - [`types`]: [`Model`], [`ModelRequest`] (with the asking fairy's [`AgentMode`], which
+//! - [`types`]: [`Model`], [`ModelRequest`] (with the asking fairy's [`Mode`], which
 //!   only the offline model reads), [`ModelEvent`] (provider-neutral).
 //! - [`error`]: [`LlmError`] and error classification (retriable or not).
 //! - [`sse`]: `reqwest` + `eventsource-stream` glue, idle timeout, the [`sse::Decoder`] loop.
@@ -16,8 +16,8 @@
 //! - [`usage`]: token accounting.
 //! - [`prices`]: prices per model (`--llm-prices`) and the cost of a call.
 //! - [`offline`]: the embedded default model (no network, no key), with its project answers
-//!   in [`offline_project`], the notice and shapes both draw with in [`offline_draw`], and
-//!   where a drawing goes (free space near the person's view) in [`offline_place`].
+//!   ([`offline::project`]) and where a drawing goes (free space near the person's view,
+//!   [`offline::place`]) as children.
 //! - [`paced`]: spacing a model's text out in time (`--llm-pace-ms`).
 //! - [`mock`]: scripted answers rendered in the providers' wire formats (which the offline
 //!   model streams through too) and, with the `dev-tools` feature that `cargo test` turns on
@@ -29,9 +29,6 @@ pub mod error;
 pub mod failover;
 pub mod mock;
 pub mod offline;
-pub mod offline_draw;
-pub mod offline_place;
-pub mod offline_project;
 pub mod openai;
 pub mod paced;
 pub mod prices;
@@ -48,8 +45,8 @@ pub use error::LlmError;
 pub use failover::{FailoverConfig, FailoverModel, Profile, Provider};
 pub use offline::OfflineModel;
 pub use types::{
-    AgentMode, Billing, CachePoint, ChatMessage, Model, ModelEvent, ModelRequest, ModelStream,
-    Part, ResponseSchema, Role,
+    Billing, CachePoint, ChatMessage, Mode, Model, ModelEvent, ModelRequest, ModelStream, Part,
+    ResponseSchema, Role,
 };
 pub use usage::{Usage, UsageLedger};
 

@@ -230,7 +230,7 @@ impl Provider for OpenAiProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::types::{AgentMode, ChatMessage};
+    use crate::llm::types::{ChatMessage, Mode};
 
     fn data(d: &str) -> Event {
         Event {
@@ -306,7 +306,7 @@ mod tests {
             max_tokens: 50,
             temperature: Some(0.2),
             prefill: Some("{".into()),
-            mode: Some(AgentMode::Soloing),
+            mode: Some(Mode::Soloing),
             ..ModelRequest::default()
         };
         let b = request_body("o3-mini", &req, false);

@@ -63,24 +63,34 @@ impl ChatMessage {
     }
 }
 
-/// The mode of the fairy a request is for, as the model layer names it: variant for variant
-/// the agent's own mode (`agent::modes::Mode`, where each is described), converted by an
-/// exhaustive `From` there, so a new mode does not compile until it is named here too (`llm`
-/// does not depend on the agent). Serialized with the same kebab-case names. Providers that talk
-/// to a real model ignore it (the model reads its mode in the system prompt); the offline model,
+/// A fairy's mode (docs/fairies.md "Modes"): the one mode enum, named by the agent (whose
+/// `agent::modes` gives each its memory level, actions and hooks, in `impl Mode` there) and
+/// carried typed on a [`ModelRequest`]. It lives here, below the agent, so that the model layer
+/// can name it without depending on the agent. Serialized kebab-case. Providers that talk to a
+/// real model ignore it (the model reads its mode in the system prompt); the offline model,
 /// which cannot read prose, decides by it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum AgentMode {
+pub enum Mode {
+    /// Waiting for a prompt.
     Idling,
+    /// Working alone on a user's request.
     Soloing,
+    /// Working alone on one of its solo tasks.
     WorkingSolo,
+    /// A project member waiting for its orchestrator.
     StandingBy,
+    /// A project member working on its task.
     WorkingDrone,
+    /// An orchestrator doing a task itself.
     WorkingOrchestrator,
+    /// An orchestrator planning and directing.
     OrchestratingActive,
+    /// An orchestrator waiting for tasks to complete.
     OrchestratingWaiting,
+    /// One of a duo, planning and directing.
     DuoOrchestratingActive,
+    /// One of a duo, waiting for tasks to complete.
     DuoOrchestratingWaiting,
 }
 
@@ -143,9 +153,9 @@ pub struct ModelRequest {
     /// so the caller sees the same whole document either way.
     pub prefill: Option<String>,
     /// The mode of the fairy asking, when a fairy's turn asks (not a history summary or a test);
-    /// never sent over the wire (see [`AgentMode`]).
+    /// never sent over the wire (see [`Mode`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<AgentMode>,
+    pub mode: Option<Mode>,
     /// Where cached prefixes may end, in order (the system prompt always may).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cache_points: Vec<CachePoint>,

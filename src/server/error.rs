@@ -10,8 +10,8 @@ use axum::extract::rejection::{BytesRejection, JsonRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::agent::apply::revert::RevertError;
 use crate::agent::host::hub::HubError;
+use crate::agent::runtime::revert::RevertError;
 use crate::agent::state::fairy::FairyError;
 use crate::room::RoomError;
 

@@ -604,8 +604,8 @@ struct HistoryView<'a> {
     #[schema(value_type = Vec<crate::agent::state::memory::HistoryItem>)]
     history: &'a [crate::agent::state::memory::HistoryItem],
     /// Its todo list.
-    #[schema(value_type = Vec<crate::agent::presence::TodoItem>)]
-    todo: &'a [crate::agent::presence::TodoItem],
+    #[schema(value_type = Vec<crate::agent::work::TodoItem>)]
+    todo: &'a [crate::agent::work::TodoItem],
     /// Its solo tasks.
     #[schema(value_type = Vec<crate::agent::state::SoloTask>)]
     tasks: &'a [crate::agent::state::SoloTask],

@@ -182,7 +182,7 @@ pub async fn start_with(
         rooms_config,
         config.max_rooms,
         Some(Arc::new(
-            crate::agent::state::migration::LegacyStateMigration,
+            crate::agent::host::migration::LegacyStateMigration,
         )),
     );
     let model = crate::llm::model_from_config(&config)?;

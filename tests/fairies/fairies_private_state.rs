@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fairyring::agent::modes::{MemoryLevel, Mode};
-use fairyring::agent::presence::TodoItem;
 use fairyring::agent::state::FairyState;
 use fairyring::agent::state::fairy::{FairyEntity, insert_fairy};
 use fairyring::agent::state::memory::HistoryItem;
+use fairyring::agent::work::TodoItem;
 use fairyring::config::ServeConfig;
 use fairyring::ids::RoomName;
 use fairyring::llm::mock::MockServer;
@@ -322,7 +322,7 @@ async fn a_fairy_only_the_document_knows_is_removed_on_load_unread() {
         todo: vec![TodoItem {
             id: "t1".into(),
             text: "LEGACY-TODO".into(),
-            status: fairyring::agent::state::work::TaskStatus::Done,
+            status: fairyring::agent::work::TaskStatus::Done,
         }],
         ..FairyState::default()
     };

@@ -787,16 +787,45 @@ async fn doc_when(
     }
 }
 
-/// Issue 47: a restore keeps the original actors of what it brings back. A fairy draws a house
-/// beside Alice's box; Alice restores the room from before the house (it goes), then from after
-/// it (it comes back); taking back everything the fairy did since still removes the house and
-/// keeps the box. Before, the second restore made the house Alice's: "nothing of the fairy's
-/// was left to take back".
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn taking_back_a_fairy_after_restores_still_removes_its_drawing() {
+/// What [`draw_then_restore_twice`] leaves: the server, Alice and her connection, the room as
+/// it was before the house, the fairy, the request that drew the house, and the house's shapes.
+struct Restored {
+    server: Server,
+    room: &'static str,
+    alice: String,
+    person: Client,
+    before: u64,
+    fairy: String,
+    request: String,
+    house: Vec<String>,
+}
+
+impl Restored {
+    fn url(&self, path: &str) -> String {
+        format!("{}/rooms/{}/{path}", self.server.http, self.room)
+    }
+
+    /// Waits for the house to be taken back, checks that Alice's box stays, and stops.
+    async fn house_taken_back(self) {
+        let (_, now) = doc_when(
+            &self.server,
+            self.room,
+            &self.alice,
+            "the house taken back",
+            |s| self.house.iter().all(|id| s.get(id).is_none()),
+        )
+        .await;
+        assert_eq!(now["box"]["x"], json!(0.0), "Alice's box stays: {now}");
+        self.person.close().await;
+        self.server.handle.shutdown().await;
+    }
+}
+
+/// Issue 47's scene: a fairy draws a house beside Alice's box; Alice restores the room from
+/// before the house (it goes), then from after it (it comes back).
+async fn draw_then_restore_twice(room: &'static str) -> Restored {
     let (config, tokens) = authed(ServeConfig::for_test());
     let server = start(config).await;
-    let room = "restored";
     let alice = tokens.mint("alice", Some("Alice"), "read write fairies");
     let mut a = person(&server, room, &alice).await;
     set(
@@ -826,6 +855,7 @@ async fn taking_back_a_fairy_after_restores_still_removes_its_drawing() {
     )
     .await;
     assert_eq!(status, 202, "{body}");
+    let request = body["requestId"].as_str().expect("requestId").to_owned();
     read_events(&mut stream, "request-ended").await;
     let by_fairy = |s: &Value| -> Vec<String> {
         s.as_object()
@@ -850,10 +880,29 @@ async fn taking_back_a_fairy_after_restores_still_removes_its_drawing() {
         })
         .await;
     }
+    Restored {
+        server,
+        room,
+        alice,
+        person: a,
+        before,
+        fairy,
+        request,
+        house,
+    }
+}
+
+/// Issue 47: a restore keeps the original actors of what it brings back. After
+/// [`draw_then_restore_twice`], taking back everything the fairy did since still removes the
+/// house and keeps the box. Before, the second restore made the house Alice's: "nothing of the
+/// fairy's was left to take back".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn taking_back_a_fairy_after_restores_still_removes_its_drawing() {
+    let r = draw_then_restore_twice("restored").await;
     let (status, body) = post(
-        &url("rollback"),
-        &alice,
-        json!({"actor": {"kind": "fairy", "id": fairy}, "sinceSeq": before}),
+        &r.url("rollback"),
+        &r.alice,
+        json!({"actor": {"kind": "fairy", "id": r.fairy}, "sinceSeq": r.before}),
     )
     .await;
     assert_eq!(status, 200, "{body}");
@@ -861,11 +910,23 @@ async fn taking_back_a_fairy_after_restores_still_removes_its_drawing() {
         body["reverted"].as_u64() >= Some(4),
         "the fairy's house is still the fairy's to take back: {body}"
     );
-    let (_, now) = doc_when(&server, room, &alice, "the house taken back", |s| {
-        house.iter().all(|id| s.get(id).is_none())
-    })
-    .await;
-    assert_eq!(now["box"]["x"], json!(0.0), "Alice's box stays: {now}");
-    a.close().await;
-    server.handle.shutdown().await;
+    r.house_taken_back().await;
+}
+
+/// Issue 47, the fairy's own take-back (`POST …/requests/{id}/revert`): after
+/// [`draw_then_restore_twice`], rejecting the request that drew the house removes the house,
+/// as history's rollback does, and keeps the box. Before, the restored house counted as
+/// Alice's (`{"reverted": 0, "kept": 4}`) and stayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fairys_take_back_after_restores_still_removes_its_drawing() {
+    let r = draw_then_restore_twice("restored-revert").await;
+    let path = format!("fairies/{}/requests/{}/revert", r.fairy, r.request);
+    let (status, body) = post(&r.url(&path), &r.alice, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (body["reverted"].as_u64(), body["kept"].as_u64()),
+        (Some(4), Some(0)),
+        "the restored house is still the fairy's to take back: {body}"
+    );
+    r.house_taken_back().await;
 }

@@ -16,7 +16,7 @@ use crate::agent::actions::common::{bounds_props, runtime_schema, with_props};
 use crate::agent::actions::kinds::SoloKind;
 use crate::agent::actions::project::{MalformedAction, ProjectAction};
 use crate::agent::actions::{Registry, RuntimeAction};
-use crate::agent::state::work::TaskStatus;
+use crate::agent::work::TaskStatus;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::transform::PromptTransform;
 

@@ -15,9 +15,18 @@
 //! restart: the ledger is part of the fairy's private state in the store), and it undoes by
 //! origin stack, while a revert here is decided property by property against what others did.
 //!
+//! A shape someone else deleted keeps its record, buried with it: bringing it back exactly as
+//! it was (a restore of a later version, docs/history.md "Restore and rollback") makes it the
+//! fairy's again, so that the request can still be taken back, as history's rollback does
+//! (the same rule, [`crate::history::undo`]). The ledger cannot tell a restore's transaction
+//! from its restorer's other writes (both carry the person's origin), so any exact
+//! re-creation counts: a person undoing their own deletion of the fairy's shape gives it back
+//! too, which is what a revert promises (the people's edits alone on the canvas before the
+//! request). A property set back to the fairy's value by someone else stays theirs.
+//!
 //! Bounded: the last [`MAX_REQUESTS`] requests, each with at most [`MAX_SHAPES`] shapes (a
 //! request that touched more is marked `truncated` and only its first shapes are taken back).
-//! Plain data, no I/O; applying a revert is [`crate::agent::apply::revert`]'s business.
+//! Plain data, no I/O; applying a revert is [`crate::agent::runtime::revert`]'s business.
 
 use crate::ids::RequestId;
 use std::collections::{BTreeMap, VecDeque};
@@ -25,6 +34,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use crate::canvas::shape::{Prop, Shape};
+use crate::history::undo::Buried;
 
 /// Requests kept revertible per fairy (the oldest is forgotten first).
 pub const MAX_REQUESTS: usize = 16;
@@ -79,6 +89,11 @@ pub struct ShapeRecord {
     pub exists: Option<Change<bool>>,
     /// Per stored key (docs/document-schema.md).
     pub props: BTreeMap<String, Change<Prop>>,
+    /// Someone else deleted it: this record as it was then, with the shape's stored keys then,
+    /// so that bringing the shape back exactly as it was (a restore of a later version) makes
+    /// it the fairy's again, as history's rollback does ([`crate::history::undo::Buried`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub buried: Option<Box<Buried<BTreeMap<String, Prop>, ShapeRecord>>>,
 }
 
 impl ShapeRecord {
@@ -259,6 +274,8 @@ fn record_own(record: &mut RequestRecord, id: &str, diff: &ShapeDiff) {
     }
     let shape = record.shapes.entry(id.to_owned()).or_default();
     if let Some((before, after)) = diff.exists {
+        // The fairy made or deleted it itself: nothing buried comes back any more.
+        shape.buried = None;
         match &mut shape.exists {
             Some(c) => {
                 c.fairy = after;
@@ -297,6 +314,39 @@ fn record_other(record: &mut RequestRecord, id: &str, diff: &ShapeDiff) {
     let Some(shape) = record.shapes.get_mut(id) else {
         return;
     };
+    // The transaction's content of the shape: what a deletion removed, what a creation made.
+    let content = |pick: fn(&(String, Prop, Prop)) -> &Prop| -> BTreeMap<String, Prop> {
+        diff.props
+            .iter()
+            .map(|change| (change.0.clone(), pick(change).clone()))
+            .collect()
+    };
+    let buried = match diff.exists {
+        // Someone else deleted it: its record is buried with it (below).
+        Some((true, false)) => Some(Buried {
+            content: content(|(_, before, _)| before),
+            record: ShapeRecord {
+                buried: None,
+                ..shape.clone()
+            },
+        }),
+        // Someone else made it again: exactly as it was deleted, it is the fairy's again.
+        Some((false, true)) => {
+            if let Some(record) = shape
+                .buried
+                .take()
+                .and_then(|b| b.bring_back(&content(|(_, _, after)| after)))
+            {
+                *shape = record;
+                return;
+            }
+            None
+        }
+        _ => None,
+    };
+    if let Some(buried) = buried {
+        shape.buried = Some(Box::new(buried));
+    }
     if let (Some((_, after)), Some(c)) = (diff.exists, shape.exists.as_mut()) {
         c.restore = after;
         c.changed_after = true;

@@ -19,10 +19,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
 use yrs::{DeepObservable, Doc, Origin, Transact};
 
-use crate::agent::actions::{ActionCtx, ActionError, Registry, Sanitized};
 use crate::agent::apply::tentative::Tentative;
 use crate::canvas::live::touched_ids;
 use crate::canvas::page::{create_page, list_pages, page_indexes};
@@ -53,7 +51,9 @@ pub struct Author {
 pub struct Suggester {
     room: Arc<Room>,
     scratch: Doc,
-    tentative: Tentative,
+    /// The scratch copy's tentative application (the [`super::landing::Land`] of review mode
+    /// drives it).
+    pub(super) tentative: Tentative,
     base: HashMap<String, Arc<Shape>>,
     touched: Arc<Mutex<BTreeSet<Arc<str>>>>,
     author: Author,
@@ -174,37 +174,6 @@ impl Suggester {
         }
     }
 
-    /// [`Tentative::apply_tentative`] on the scratch copy, then the records it changed.
-    pub fn apply_tentative(
-        &mut self,
-        registry: &Registry,
-        action: &Value,
-        ctx: &mut ActionCtx,
-    ) -> Result<Sanitized, ActionError> {
-        let applied = self.tentative.apply_tentative(registry, action, ctx);
-        self.flush(true);
-        applied
-    }
-
-    /// [`Tentative::apply_complete`] on the scratch copy, then the records it changed; how
-    /// many records it wrote.
-    pub fn apply_complete(
-        &mut self,
-        registry: &Registry,
-        action: &Value,
-        ctx: &mut ActionCtx,
-    ) -> (Result<Sanitized, ActionError>, u32) {
-        let applied = self.tentative.apply_complete(registry, action, ctx);
-        let written = self.flush(false);
-        (applied, written)
-    }
-
-    /// Reverts the streamed version, and the records it made or changed.
-    pub fn revert_tentative(&mut self) {
-        self.tentative.revert_tentative();
-        self.flush(false);
-    }
-
     /// What the scratch copy proposes for shape `id`, against the base.
     fn proposal(&self, id: &str) -> Option<(Op, Props)> {
         let now = read_shape(&self.scratch.transact(), id).ok().flatten();
@@ -222,7 +191,7 @@ impl Suggester {
     /// Writes the records of the shapes touched since the last flush, in one transaction with
     /// the fairy's origin, marked `streaming` when a streamed version wrote them; how many
     /// records it wrote or removed.
-    fn flush(&mut self, streaming: bool) -> u32 {
+    pub(super) fn flush(&mut self, streaming: bool) -> u32 {
         let touched: Vec<Arc<str>> = {
             let mut set = self.touched.lock().unwrap_or_else(|p| p.into_inner());
             let mut touched = std::mem::take(&mut *set);

@@ -38,13 +38,13 @@ use tracing::Instrument;
 use crate::agent::actions::Registry;
 use crate::agent::actions::runtime::full_registry;
 use crate::agent::apply::ledger::RevertOutcome;
-use crate::agent::apply::revert::RevertError;
 use crate::agent::host::budget::{BudgetLimits, BudgetedModel, Metering, Payers, TokenBudget};
-use crate::agent::host::events::{AgentEvent, EVENT_BUFFER, EndReason};
 use crate::agent::host::inbox::{Inbox, RevertJob, RevertRefused, Signal};
 use crate::agent::host::usage::{RoomUsage, UsageBook};
 use crate::agent::projects::book::ProjectBooks;
 use crate::agent::projects::waits::{Deliver, Peers, Report, WaitRegistry};
+use crate::agent::runtime::events::{AgentEvent, EVENT_BUFFER, EndReason};
+use crate::agent::runtime::revert::RevertError;
 use crate::agent::runtime::{FairyRuntime, Hosting};
 use crate::agent::state::Interrupt;
 use crate::agent::state::fairy::{
@@ -503,7 +503,7 @@ impl FairyHub {
                         return;
                     }
                 };
-                runtime.peers = Some(Peers {
+                runtime.set_peers(Peers {
                     waits: hub.inner.waits.clone(),
                     deliver: Arc::new(HubDeliver(Arc::downgrade(&hub.inner))),
                     projects,
@@ -856,7 +856,7 @@ async fn run_host(
                     // A waiting member shows the other members' progress on its tasks.
                     rt.publish_project();
                     // Reads the room's changes so that the room keeps little for it.
-                    rt.tracker.catch_up();
+                    rt.catch_up();
                     None
                 }
             }

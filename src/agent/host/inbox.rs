@@ -15,7 +15,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::apply::ledger::RevertOutcome;
-use crate::agent::apply::revert::RevertError;
+use crate::agent::runtime::revert::RevertError;
 use crate::agent::state::Interrupt;
 use crate::ids::RequestId;
 

@@ -11,8 +11,8 @@
 //! [`super::state::store`]).
 
 pub mod budget;
-pub mod events;
 pub mod executor;
 pub mod hub;
 pub mod inbox;
+pub mod migration;
 pub mod usage;

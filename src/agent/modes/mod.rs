@@ -17,8 +17,9 @@
 
 use crate::agent::actions::CANVAS_ACTIONS;
 use crate::agent::actions::kinds::{ProjectKind, RuntimeKind, SoloKind};
-use crate::llm::AgentMode;
 use serde::{Deserialize, Serialize};
+
+pub use crate::llm::Mode;
 
 mod hooks;
 
@@ -34,32 +35,6 @@ pub enum MemoryLevel {
     Project,
     /// The current task's history only.
     Task,
-}
-
-/// Every mode of the seed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// Waiting for a prompt.
-    Idling,
-    /// Working alone on a user's request.
-    Soloing,
-    /// Working alone on one of its solo tasks.
-    WorkingSolo,
-    /// A project member waiting for its orchestrator.
-    StandingBy,
-    /// A project member working on its task.
-    WorkingDrone,
-    /// An orchestrator doing a task itself.
-    WorkingOrchestrator,
-    /// An orchestrator planning and directing.
-    OrchestratingActive,
-    /// An orchestrator waiting for tasks to complete.
-    OrchestratingWaiting,
-    /// One of a duo, planning and directing.
-    DuoOrchestratingActive,
-    /// One of a duo, waiting for tasks to complete.
-    DuoOrchestratingWaiting,
 }
 
 // What each mode may do beside drawing: one table of typed actions (the names the model
@@ -223,25 +198,6 @@ impl Mode {
     }
 }
 
-/// The mode as the model layer names it, carried typed on the fairy's model request (the
-/// offline model decides by it, never by the system prompt's prose).
-impl From<Mode> for AgentMode {
-    fn from(mode: Mode) -> AgentMode {
-        match mode {
-            Mode::Idling => AgentMode::Idling,
-            Mode::Soloing => AgentMode::Soloing,
-            Mode::WorkingSolo => AgentMode::WorkingSolo,
-            Mode::StandingBy => AgentMode::StandingBy,
-            Mode::WorkingDrone => AgentMode::WorkingDrone,
-            Mode::WorkingOrchestrator => AgentMode::WorkingOrchestrator,
-            Mode::OrchestratingActive => AgentMode::OrchestratingActive,
-            Mode::OrchestratingWaiting => AgentMode::OrchestratingWaiting,
-            Mode::DuoOrchestratingActive => AgentMode::DuoOrchestratingActive,
-            Mode::DuoOrchestratingWaiting => AgentMode::DuoOrchestratingWaiting,
-        }
-    }
-}
-
 /// Longest chain of switches one event may cause (a hook loop is a bug, not a hang).
 pub const MAX_SWITCHES: usize = 8;
 
@@ -343,11 +299,6 @@ mod tests {
             assert_eq!(Mode::parse(m.name()), Some(m));
             assert_eq!(
                 serde_json::to_value(m).ok(),
-                Some(serde_json::json!(m.name()))
-            );
-            // The model layer's mirror names each mode the same.
-            assert_eq!(
-                serde_json::to_value(AgentMode::from(m)).ok(),
                 Some(serde_json::json!(m.name()))
             );
         }

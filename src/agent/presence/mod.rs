@@ -8,7 +8,7 @@
 
 pub mod beacon;
 
-use crate::agent::state::work::TaskStatus;
+use crate::agent::work::{TaskStatus, TodoItem};
 use crate::ids::{FairyId, ProjectId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -35,25 +35,6 @@ pub enum Pose {
     Working,
     /// Just finished a request.
     Celebrating,
-}
-
-/// One item of the fairy's personal todo list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct TodoItem {
-    /// Stable id (the model's, or a generated one).
-    pub id: String,
-    /// What to do.
-    pub text: String,
-    /// `todo`, `in-progress` or `done`.
-    #[serde(deserialize_with = "TaskStatus::lenient")]
-    pub status: TaskStatus,
-}
-
-impl TodoItem {
-    /// Whether the item still needs work.
-    pub fn is_open(&self) -> bool {
-        self.status != TaskStatus::Done
-    }
 }
 
 /// A task shown in awareness (solo tasks).

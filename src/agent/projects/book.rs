@@ -20,7 +20,7 @@ use tokio::sync::{Notify, OnceCell, watch};
 use yrs::Doc;
 
 use super::doc::{self, PROJECT_COLORS, Project, ProjectTask};
-use crate::agent::state::work::{ProjectStatus, TaskStatus};
+use crate::agent::work::{ProjectStatus, TaskStatus};
 use crate::ids::FairyId;
 use crate::ids::ProjectId;
 use crate::ids::RoomName;
@@ -520,7 +520,7 @@ async fn write_loop(writer: Arc<Writer>, store: Arc<dyn Store>) {
 mod tests {
     use super::*;
     use crate::agent::projects::doc::Member;
-    use crate::agent::state::work::Role;
+    use crate::agent::work::Role;
     use crate::store::memory::MemoryStore;
 
     fn fairy(id: &str) -> FairyId {

@@ -12,7 +12,7 @@ use serde_json::Value;
 use yrs::{Any, Array, Doc, Map, Out, ReadTxn, Transact};
 
 use crate::agent::state::tasks_doc::upsert_map;
-use crate::agent::state::work::{ProjectStatus, Role, TaskStatus};
+use crate::agent::work::{ProjectStatus, Role, TaskStatus};
 use crate::canvas::geometry::Bounds;
 use crate::canvas::schema::{PROJECTS, TASKS};
 use crate::ids::FairyId;

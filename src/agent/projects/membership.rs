@@ -5,8 +5,8 @@
 
 use super::book::RoomProjects;
 use super::doc::ProjectTask;
-use crate::agent::state::work::is_project_mode;
 use crate::agent::state::{FairyState, Request};
+use crate::agent::work::is_project_mode;
 
 /// Whether a fairy found working after a restart keeps its mode (a member of a live project)
 /// instead of going idle.

@@ -4,7 +4,7 @@
 //!
 //! # Layout
 //! - this file: the layout. The project vocabulary (`Role`, `ProjectStatus`, `TaskStatus`, a
-//!   fairy's private `Membership`) is [`crate::agent::state::work`]'s, so that a fairy's state
+//!   fairy's private `Membership`) is [`crate::agent::work`]'s, so that a fairy's state
 //!   can name it without depending on projects; the project actions are
 //!   [`crate::agent::actions::project`]'s and the project prompt parts
 //!   [`crate::agent::prompt::project`]'s.

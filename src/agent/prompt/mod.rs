@@ -15,12 +15,12 @@
 //!   instructions; pages, task, viewport, model name, time, screenshot).
 //! - [`project`]: the project parts (`currentProject`) and the project modes' sections.
 //! - [`screenshot`]: the image part, rendered in its own pool.
-//! - [`model_space`]: values as the model reads them (bounds in model coordinates, whole
-//!   numbers), below the others.
+//!
+//! Bounds as the model reads them are the request's transform's
+//! ([`crate::canvas::transform::PromptTransform::bounds_to_model`]).
 //!
 //! The children never name this file: dependencies go parent → child only.
 
-pub mod model_space;
 pub mod parts;
 pub mod project;
 pub mod screenshot;
@@ -31,11 +31,11 @@ use serde_json::{Value, json};
 
 use super::actions::Registry;
 use super::modes::Mode;
-use super::presence::{TaskSummary, TodoItem};
+use super::presence::TaskSummary;
+use super::work::TodoItem;
 use crate::agent::actions::CANVAS_ACTIONS;
 use crate::agent::actions::runtime::response_schema_for;
 use crate::agent::apply::changes::ChangeReport;
-use crate::agent::prompt::model_space::bounds_to_model;
 use crate::agent::prompt::parts as prompt_parts;
 use crate::agent::prompt::parts::PromptExtras;
 use crate::agent::state::fairy::FairyEntity;
@@ -374,7 +374,7 @@ fn cluster_table(shapes: &[&Shape], centre: (f64, f64), t: &PromptTransform) -> 
     clusters.sort_by(|a, b| distance2(&a.bounds, centre).total_cmp(&distance2(&b.bounds, centre)));
     let rows = clusters
         .iter()
-        .map(|c| cluster_row(&bounds_to_model(&c.bounds, t), c.number_of_shapes))
+        .map(|c| cluster_row(&t.bounds_to_model(&c.bounds), c.number_of_shapes))
         .collect();
     table(&CLUSTER_COLUMNS, rows)
 }
@@ -442,7 +442,7 @@ pub fn context_parts(input: &PromptInput<'_>, t: &mut PromptTransform) -> Contex
     let mut stable = json!({"mode": input.mode.name()});
     prompt_parts::add_stable_parts(&mut stable, input.extras, input.page_id);
     let mut canvas = json!({
-        "bounds": bounds_to_model(&input.bounds, t),
+        "bounds": t.bounds_to_model(&input.bounds),
         "blurryShapes": blurry,
         "shapesInBounds": in_bounds,
         "peripheralClusters": cluster_table(&outside, centre, t),
@@ -544,7 +544,7 @@ pub fn build_request(
         max_tokens: MAX_ANSWER_TOKENS,
         temperature: None,
         prefill: Some(ACTIONS_PREFILL.to_owned()),
-        mode: Some(input.mode.into()),
+        mode: Some(input.mode),
         // The end of the history (the next call finds this call's entry one block back),
         // the canvas, the whole request (a call made again).
         cache_points: vec![
@@ -629,7 +629,7 @@ mod tests {
         let req = build_request(&input, &r, &mut t);
         assert_eq!(req.messages.len(), 3);
         assert_eq!(req.messages[2].text(), "draw a house");
-        assert_eq!(req.mode, Some(crate::llm::AgentMode::Soloing));
+        assert_eq!(req.mode, Some(crate::llm::Mode::Soloing));
         let ctx = req.messages[0].text();
         assert!(ctx.contains(r#"["box","rectangle",10,0,10,10]"#), "{ctx}");
         assert!((t.from_model("box", "x", 10.0) - 1010.4).abs() < 1e-9);

@@ -10,7 +10,6 @@
 use serde_json::{Value, json};
 
 use crate::agent::modes::Mode;
-use crate::agent::prompt::model_space::bounds_to_model;
 use crate::agent::prompt::screenshot::Screenshot;
 use crate::agent::state::fairy::FairyEntity;
 use crate::canvas::geometry::Bounds;
@@ -225,12 +224,12 @@ pub fn add_canvas_parts(parts: &mut Value, extras: &PromptExtras, t: &PromptTran
                 "id": task.id,
                 "title": task.title,
                 "text": task.text,
-                "bounds": task.bounds.map(|b| bounds_to_model(&b, t)),
+                "bounds": task.bounds.map(|b| t.bounds_to_model(&b)),
             }),
         );
     }
     if let Some(viewport) = &extras.user_viewport {
-        obj.insert("userViewportBounds".into(), bounds_to_model(viewport, t));
+        obj.insert("userViewportBounds".into(), t.bounds_to_model(viewport));
     }
 }
 
@@ -254,7 +253,7 @@ pub fn attach_screenshot(message: &mut ChatMessage, extras: &PromptExtras, t: &P
         }
         return;
     };
-    let mut area = bounds_to_model(&shot.area, t);
+    let mut area = t.bounds_to_model(&shot.area);
     tidy_numbers(&mut area);
     let caption = format!(
         "This image is your view: the request bounds {area} as they look now, {}×{} px.",

@@ -118,7 +118,7 @@ pub fn mode_section(mode: Mode) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::state::work::{ProjectStatus, TaskStatus};
+    use crate::agent::work::{ProjectStatus, TaskStatus};
     use crate::ids::FairyId;
     use crate::ids::ProjectId;
 

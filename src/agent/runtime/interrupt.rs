@@ -6,7 +6,7 @@
 //! interrupt always succeeds: it is delivered through [`crate::agent::host::inbox`], which never refuses one.
 
 use super::FairyRuntime;
-use crate::agent::host::events::EndReason;
+use crate::agent::runtime::events::EndReason;
 use crate::agent::state::Interrupt;
 use crate::agent::state::Request;
 
@@ -42,9 +42,9 @@ mod tests {
 
     use super::*;
     use crate::agent::actions::runtime::full_registry;
-    use crate::agent::host::events::AgentEvent;
     use crate::agent::modes::Mode;
     use crate::agent::modes::ModeMachine;
+    use crate::agent::runtime::events::AgentEvent;
     use crate::agent::state::RuntimeConfig;
     use crate::agent::state::fairy::{FairyEntity, insert_fairy};
     use crate::agent::state::memory::HistoryItem;
@@ -163,10 +163,10 @@ mod tests {
         let (mut rt, _rx) = runtime(&rooms, Mode::Soloing).await;
         let clock = crate::clock::ManualClock::new();
         rt.clock = Arc::new(clock.clone());
-        let todo = |n: usize| crate::agent::presence::TodoItem {
+        let todo = |n: usize| crate::agent::work::TodoItem {
             id: n.to_string(),
             text: format!("step {n}"),
-            status: crate::agent::state::work::TaskStatus::Todo,
+            status: crate::agent::work::TaskStatus::Todo,
         };
         rt.state.todo.push(todo(1));
         rt.persist();
@@ -226,7 +226,7 @@ mod tests {
             id: "t1".into(),
             title: "t".into(),
             text: String::new(),
-            status: crate::agent::state::work::TaskStatus::Done,
+            status: crate::agent::work::TaskStatus::Done,
             bounds: None,
         });
         rt.state.current_task = Some("t1".into());
@@ -256,7 +256,7 @@ mod tests {
             id: "t1".into(),
             title: "t".into(),
             text: String::new(),
-            status: crate::agent::state::work::TaskStatus::InProgress,
+            status: crate::agent::work::TaskStatus::InProgress,
             bounds: None,
         });
         rt.state.current_task = Some("t1".into());

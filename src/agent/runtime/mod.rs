@@ -5,7 +5,7 @@
 //! `on_prompt_cancel`), failure (revert, chat message, idle) and restoring after a restart
 //! ([`FairyRuntime::restore`]). Each request has an id (the prompt route's, or one made here):
 //! its `request-started` event, history items and chat items carry it, and its change tracker
-//! records what it changed so that it can be taken back ([`crate::agent::apply::revert`]).
+//! records what it changed so that it can be taken back ([`crate::agent::runtime::revert`]).
 //!
 //! # Layout (parent → child only: children use this type and its helpers, never a sibling)
 //! - this file: the type, its construction and restore, and the helpers every child shares
@@ -28,10 +28,12 @@
 //! `.await`, and all of its document writes are short transactions with the fairy's origin.
 //! Must not touch sockets or the store except through [`StateSaver`] and [`state_store`].
 
+pub mod events;
 pub mod interrupt;
 pub mod project;
 mod report;
 mod request;
+pub mod revert;
 mod turn;
 pub mod view;
 
@@ -43,16 +45,18 @@ use yrs::Transact;
 
 use super::actions::Registry;
 use super::modes::{HookCtx, Mode, ModeEffect, ModeMachine, Outcome};
-use super::presence::{TaskSummary, TodoItem};
+use super::presence::TaskSummary;
+use super::work::TodoItem;
 use crate::agent::apply::changes::ChangeTracker;
+use crate::agent::apply::landing::Landing;
 use crate::agent::apply::tentative::{QUIET_PATIENCE, Tentative, TentativeError};
-use crate::agent::host::events::AgentEvent;
 use crate::agent::presence::beacon::Beacon;
+use crate::agent::runtime::events::AgentEvent;
 use crate::agent::state::fairy::{ChatItem, FairyEntity, append_chat};
 use crate::agent::state::memory::HistoryItem;
 use crate::agent::state::store as state_store;
 use crate::agent::state::store::{StateSaver, StateSync};
-use crate::agent::state::work::TaskStatus;
+use crate::agent::work::TaskStatus;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::shape::{delete_shape, list_shapes};
 use crate::clock::SharedClock;
@@ -94,53 +98,51 @@ pub struct FairyRuntime {
     /// Its private state (stored by `saver`).
     pub state: FairyState,
     saver: StateSaver,
-    pub(super) modes: ModeMachine,
-    pub(super) room: Arc<Room>,
-    pub(super) beacon: Arc<Beacon>,
-    tentative: Tentative,
-    pub(super) tracker: ChangeTracker,
-    pub(super) model: Arc<dyn Model>,
+    modes: ModeMachine,
+    room: Arc<Room>,
+    beacon: Arc<Beacon>,
+    /// Where its canvas actions land: the canvas, or a review-mode turn's suggestions.
+    landing: Landing,
+    tracker: ChangeTracker,
+    model: Arc<dyn Model>,
     registry: Arc<Registry>,
-    pub(super) config: RuntimeConfig,
-    events: broadcast::Sender<AgentEvent>,
+    config: RuntimeConfig,
+    /// Where its events go (observers, webhooks).
+    out: report::Emitter,
     /// Follow-up scheduled during the current turn.
     scheduled: Option<Request>,
     /// What the model must answer next turn (rejected actions, broken JSON): a request with
     /// corrections runs another turn.
-    pub(super) corrections: Vec<String>,
+    corrections: Vec<String>,
     /// What the sanitizer changed in accepted actions (a colliding id renamed, a number read
     /// from a string): told to the model with its next prompt, but no reason for another turn.
     /// Beside other fairies, ids collide all the time (their shapes are in the same `shapes`
     /// map), and a follow-up for every rename kept requests running to the turn cap.
-    pub(super) notes: Vec<String>,
+    notes: Vec<String>,
     /// Set by an action that interrupts the rest of the answer with its correction (the
     /// design's error-correction interrupt: a refused direction); the turn drops the stream.
-    pub(super) cut_answer: bool,
+    cut_answer: bool,
     /// The length of the history at each of its last model calls, oldest first: the prompt
     /// splits the history there so that a call's prefix stays a prefix of the next
     /// (`turn/prompt.rs`; a few dozen at most).
-    pub(super) history_marks: Vec<usize>,
+    history_marks: turn::HistoryMarks,
     /// Who pays for the running request's model calls beside the room (its person, the
     /// fairy's project): budgets and usage totals.
-    pub(super) billing: crate::llm::Billing,
+    billing: crate::llm::Billing,
     /// The current request's bounds.
-    pub(super) bounds: Bounds,
+    bounds: Bounds,
     /// The running request's ids (empty between requests).
     request_ids: Vec<RequestId>,
     /// The other fairies of its room, for projects (set by the hub).
-    pub(super) peers: Option<super::projects::waits::Peers>,
+    peers: Option<super::projects::waits::Peers>,
     /// Its clock (see [`Hosting::clock`]).
-    pub(super) clock: SharedClock,
+    clock: SharedClock,
     /// When the state was last handed to the store.
     persisted_at: Option<std::time::Instant>,
     /// The state changed since it was last handed to the store (see [`FairyRuntime::persist`]).
     unsaved: bool,
-    /// The running request's tally for the webhooks (kept only with webhooks on).
-    report: std::sync::Mutex<report::RequestReport>,
     /// How the running request's canvas actions land (its `apply`, else the fairy's default).
     apply: crate::review::ApplyMode,
-    /// The turn's review-mode application, while a turn runs in review mode.
-    suggest: Option<crate::agent::apply::suggest::Suggester>,
 }
 
 /// Least time between two states handed to the store while the fairy works (see
@@ -173,6 +175,7 @@ impl FairyRuntime {
         let id = entity.id.as_str().to_owned();
         let tentative = Tentative::new_when_quiet(&doc, &id, quiet_patience).await?;
         let tracker = ChangeTracker::new(&doc, &id, &[tentative.revert_origin()]);
+        let landing = Landing::new(tentative);
         let presence = super::presence::Presence::new(
             &entity.id,
             &entity.name,
@@ -180,6 +183,7 @@ impl FairyRuntime {
             state.position.1,
         );
         let beacon = Beacon::with_client_id(room.clone(), presence, client_id);
+        let out = report::Emitter::new(events, room.clone(), entity.id.clone());
         Ok(FairyRuntime {
             modes: ModeMachine::new(state.mode),
             entity,
@@ -187,17 +191,17 @@ impl FairyRuntime {
             saver,
             room,
             beacon,
-            tentative,
+            landing,
             tracker,
             model,
             registry,
             config,
-            events,
+            out,
             scheduled: None,
             corrections: Vec::new(),
             notes: Vec::new(),
             cut_answer: false,
-            history_marks: Vec::new(),
+            history_marks: turn::HistoryMarks::default(),
             billing: crate::llm::Billing::default(),
             bounds: Bounds::default(),
             request_ids: Vec::new(),
@@ -205,9 +209,7 @@ impl FairyRuntime {
             clock,
             persisted_at: None,
             unsaved: false,
-            report: std::sync::Mutex::default(),
             apply: crate::review::ApplyMode::Direct,
-            suggest: None,
         })
     }
 
@@ -299,6 +301,16 @@ impl FairyRuntime {
         &self.beacon
     }
 
+    /// The other fairies of its room, for projects (its host sets them once it is hosted).
+    pub fn set_peers(&mut self, peers: super::projects::waits::Peers) {
+        self.peers = Some(peers);
+    }
+
+    /// Reads the room's changes so far, so that the room keeps little for it.
+    pub fn catch_up(&self) {
+        self.tracker.catch_up();
+    }
+
     fn remove_locked_shapes(&mut self) {
         let author = format!("fairy:{}", self.entity.id);
         let doc = self.room.doc();
@@ -316,25 +328,7 @@ impl FairyRuntime {
     }
 
     pub(super) fn emit(&self, event: AgentEvent) {
-        // Tallied with or without webhooks: the request's last chat item carries its usage.
-        let ended = self
-            .report
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .observe(&event);
-        if let Some(webhooks) = self.room.webhooks()
-            && let Some(ended) = ended
-        {
-            webhooks.fairy_request_ended(
-                self.room.name(),
-                self.entity.id.as_str(),
-                &ended.request_id,
-                ended.reason,
-                ended.usage,
-            );
-        }
-        // No observer is fine.
-        let _ = self.events.send(event);
+        self.out.emit(event);
     }
 
     /// Hands the state to the store (it survives a restart; it is never in the document), at
@@ -550,9 +544,6 @@ impl FairyRuntime {
     /// Reverts the incomplete streamed version, on the canvas or (in review mode) in the
     /// turn's suggestions.
     pub(super) fn revert_streamed(&mut self) {
-        self.tentative.revert_tentative();
-        if let Some(suggest) = &mut self.suggest {
-            suggest.revert_tentative();
-        }
+        self.landing.take_back_shown();
     }
 }

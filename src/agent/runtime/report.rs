@@ -3,11 +3,74 @@
 //! own events as they are emitted; the same tally, with the cost of the priced calls, is what
 //! the request's last chat item carries as `usage` ([`RequestReport::so_far`]).
 //!
-//! Owns only that tally; it sends nothing itself and must not touch the document or the store.
+//! The [`Emitter`] is where a fairy's events go: its observers, and, once a request ends, the
+//! room's webhooks (through this tally). It is a value of its own so that a turn's stages
+//! (compaction, for one) tell what they did without borrowing the whole runtime.
+//!
+//! Must not touch the document or the store.
 
-use crate::agent::host::events::AgentEvent;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::broadcast;
+
+use crate::agent::runtime::events::AgentEvent;
 use crate::agent::state::fairy::ChatUsage;
+use crate::ids::FairyId;
+use crate::room::Room;
 use crate::webhooks::RequestUsage;
+
+/// Where a fairy's events go: its observers (a bounded broadcast: a slow one misses events),
+/// and the room's webhooks when a request ends.
+pub(super) struct Emitter {
+    events: broadcast::Sender<AgentEvent>,
+    /// The running request's tally for the webhooks and its last chat item.
+    report: Mutex<RequestReport>,
+    room: Arc<Room>,
+    fairy: FairyId,
+}
+
+impl Emitter {
+    /// Events of fairy `fairy` of `room`, sent on `events`.
+    pub fn new(events: broadcast::Sender<AgentEvent>, room: Arc<Room>, fairy: FairyId) -> Self {
+        Emitter {
+            events,
+            report: Mutex::default(),
+            room,
+            fairy,
+        }
+    }
+
+    /// Tells `event` to the observers (and a request's end to the webhooks).
+    pub fn emit(&self, event: AgentEvent) {
+        // Tallied with or without webhooks: the request's last chat item carries its usage.
+        let ended = self
+            .report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .observe(&event);
+        if let Some(webhooks) = self.room.webhooks()
+            && let Some(ended) = ended
+        {
+            webhooks.fairy_request_ended(
+                self.room.name(),
+                self.fairy.as_str(),
+                &ended.request_id,
+                ended.reason,
+                ended.usage,
+            );
+        }
+        // No observer is fine.
+        let _ = self.events.send(event);
+    }
+
+    /// What the running request used so far (its last chat item's `usage`).
+    pub fn usage_so_far(&self) -> ChatUsage {
+        self.report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .so_far()
+    }
+}
 
 /// The request running and what it used so far.
 #[derive(Debug, Default)]
@@ -86,7 +149,7 @@ impl RequestReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::host::events::{EndReason, UsagePurpose};
+    use crate::agent::runtime::events::{EndReason, UsagePurpose};
     use crate::ids::RequestId;
 
     #[test]

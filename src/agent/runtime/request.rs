@@ -10,9 +10,9 @@
 use yrs::Transact;
 
 use super::FairyRuntime;
-use crate::agent::host::events::{AgentEvent, EndReason};
 use crate::agent::modes::Mode;
 use crate::agent::presence::Pose;
+use crate::agent::runtime::events::{AgentEvent, EndReason};
 use crate::agent::state::Request;
 use crate::agent::state::memory::HistoryItem;
 use crate::ids::RequestId;
@@ -40,7 +40,7 @@ impl FairyRuntime {
             &actor,
         );
         // Its tentative versions are taken back by their undo manager, under its own origin.
-        self.room.name_actor(self.tentative.revert_origin(), &actor);
+        self.room.name_actor(self.landing.revert_origin(), &actor);
     }
 
     /// Runs a request to its end (see the module docs). Cancellation is dropping the future
@@ -97,7 +97,7 @@ impl FairyRuntime {
             self.beacon.update(|p| p.pose = Pose::Thinking);
             self.name_actor(&request_id, request.from_user.as_deref());
             self.billing = self.billing_of(&request);
-            self.compact_history().await;
+            self.compaction().when_over_budget().await;
             self.emit(AgentEvent::TurnStarted { turn });
             crate::metrics::global().fairy_turns.inc();
             if let Err(error) = self.run_turn(&request).await {
@@ -164,11 +164,7 @@ impl FairyRuntime {
     /// Puts what the request's model calls used on its last chat item (`usage`), for every
     /// browser's chat; a request that made no call says nothing.
     fn write_usage(&self) {
-        let usage = self
-            .report
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .so_far();
+        let usage = self.out.usage_so_far();
         let Some(request) = self.request_ids.first() else {
             return;
         };
@@ -200,7 +196,7 @@ impl FairyRuntime {
     /// not an interrupt with new input, which keeps the fairy's mode and task).
     pub(super) fn abort_with(&mut self, reason: EndReason, cancel_hook: bool) {
         self.revert_streamed();
-        self.suggest = None;
+        self.landing.set_review(None);
         self.scheduled = None;
         if self.state.working {
             if cancel_hook {
@@ -216,7 +212,7 @@ impl FairyRuntime {
     /// marked as working, so that the restarted fairy says its work was interrupted.
     pub fn abort_for_shutdown(&mut self) {
         self.revert_streamed();
-        self.suggest = None;
+        self.landing.set_review(None);
         self.scheduled = None;
         if self.state.working {
             self.persist_now();

@@ -9,7 +9,7 @@
 //! A fairy's private state (mode, model-facing history, todo, tasks) is not in the document: it
 //! lives in the store (see [`crate::agent::state::store`]). Earlier versions kept it in the fairy's map
 //! under [`LEGACY_RUNTIME_KEY`]; [`legacy_runtimes`] and [`remove_legacy_runtimes`] serve the
-//! clean-up that removes it unread ([`crate::agent::state::migration`]).
+//! clean-up that removes it unread ([`crate::agent::host::migration`]).
 //!
 //! Owns the reads and writes of that map ([`FairyId`] is [`crate::ids`]'s). No I/O, no async: the
 //! caller passes the room's [`Doc`]; every write is a transaction with the fairy's origin

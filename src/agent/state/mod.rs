@@ -6,32 +6,32 @@
 //!
 //! # Layout
 //! - this file: the data above.
-//! - [`store`]: the private state in the store (never in the document); [`migration`]:
-//!   moving it out of documents of earlier versions, on every room load.
+//! - [`store`]: the private state in the store (never in the document; moving it out of
+//!   documents of earlier versions, on every room load, is the host's
+//!   [`crate::agent::host::migration`]).
 //! - [`fairy`]: the public fairy entity in the document (`fairies` root, chat);
 //!   [`tasks_doc`]: solo tasks mirrored into the `tasks` root.
 //! - [`memory`]: the model-facing chat history and its filtering by memory level.
-//! - [`work`]: the vocabulary of a fairy's work (task statuses, project roles and statuses,
-//!   membership), below this file and [`super::projects`].
 //!
-//! Must not touch sockets; reaches the store only in [`store`] and [`migration`], through
+//! The vocabulary of a fairy's work (task statuses, todo items, project roles, membership) is
+//! [`crate::agent::work`], below every folder of the agent.
+//!
+//! Must not touch sockets; reaches the store only in [`store`], through
 //! the store's side tables ([`crate::store::Store::side`]).
 
 pub mod fairy;
 pub mod memory;
-pub mod migration;
 pub mod store;
 pub mod tasks_doc;
-pub mod work;
 
 use serde::{Deserialize, Serialize};
 
 use super::modes::Mode;
-use super::presence::TodoItem;
+use super::work::TodoItem;
 use crate::agent::apply::ledger::{MAX_IDS, RequestLedger};
 use crate::agent::apply::throttle::ThrottleConfig;
 use crate::agent::state::memory::HistoryItem;
-use crate::agent::state::work::TaskStatus;
+use crate::agent::work::TaskStatus;
 use crate::canvas::geometry::Bounds;
 use crate::canvas::schema::MAIN_PAGE;
 use crate::ids::RequestId;
@@ -107,7 +107,7 @@ pub struct FairyState {
     /// is stored).
     pub requests: RequestLedger,
     /// Its project, while it is a member of one.
-    pub project: Option<crate::agent::state::work::Membership>,
+    pub project: Option<crate::agent::work::Membership>,
     /// People's decisions on its suggestions up to this time (Unix ms) were told to it
     /// (review mode).
     pub decisions_told: f64,

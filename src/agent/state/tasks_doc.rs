@@ -92,11 +92,11 @@ mod tests {
             id: "t1".into(),
             title: "walls".into(),
             text: String::new(),
-            status: crate::agent::state::work::TaskStatus::Todo,
+            status: crate::agent::work::TaskStatus::Todo,
             bounds: Some(Bounds::new(1.0, 2.0, 3.0, 4.0)),
         };
         upsert_task(&doc, &fairy, &task, "page:main");
-        task.status = crate::agent::state::work::TaskStatus::Done;
+        task.status = crate::agent::work::TaskStatus::Done;
         upsert_task(&doc, &fairy, &task, "page:main");
         let root = doc.get_or_insert_map(TASKS);
         let txn = doc.transact();

@@ -11,8 +11,8 @@ use crate::agent::projects::membership::task_request;
 use crate::agent::projects::waits::{Report, Wait, stopped_message, wake_message};
 use crate::agent::runtime::FairyRuntime;
 use crate::agent::state::memory::HistoryItem;
-use crate::agent::state::work::{Membership, ProjectStatus, TaskStatus, is_project_mode};
 use crate::agent::state::{Interrupt, Request};
+use crate::agent::work::{Membership, ProjectStatus, TaskStatus, is_project_mode};
 
 impl FairyRuntime {
     /// After an interrupt switched its mode: joins the live project it belongs to when the new

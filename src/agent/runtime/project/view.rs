@@ -1,20 +1,19 @@
 //! What a project member sees and may touch, on the runtime: the `currentProject` part of its
 //! prompt (a leader's whole project, a working member's own task), the changes of others
 //! limited to its task's bounds while it works on one (so its prompt names no shape outside
-//! them), and the bounds check of its canvas edits ([`crate::agent::projects::guard`]).
+//! them), and the bounds of its task that the turn's gate checks its canvas edits against
+//! ([`crate::agent::projects::guard`]).
 
 use serde_json::Value;
 
 use crate::agent::apply::changes::{ChangeRecord, ChangeReport};
-use crate::agent::projects::guard;
 use crate::agent::prompt::project::ProjectPart;
 use crate::agent::runtime::FairyRuntime;
 use crate::canvas::geometry::{Bounds, shapes_in_bounds};
-use crate::canvas::transform::PromptTransform;
 
 impl FairyRuntime {
     /// The bounds of the task it works on, while its mode keeps it inside them.
-    fn task_bounds(&self) -> Option<Bounds> {
+    pub(in crate::agent::runtime) fn task_bounds(&self) -> Option<Bounds> {
         if !self.modes.mode().in_task_bounds() {
             return None;
         }
@@ -31,18 +30,6 @@ impl FairyRuntime {
             .project(&m.project_id)
             .filter(|p| p.status.is_live())
             .map(|p| p.apply)
-    }
-
-    /// `Err(correction)` if a canvas action would reach outside its task's bounds.
-    pub(crate) fn task_bounds_check(
-        &self,
-        action: &Value,
-        t: &PromptTransform,
-    ) -> Result<(), String> {
-        let Some(bounds) = self.task_bounds() else {
-            return Ok(());
-        };
-        guard::check(action, |id| self.tracker.shape(id), &bounds, t)
     }
 
     /// The changes report, limited to shapes inside its task's bounds while it works on one.

@@ -9,8 +9,8 @@
 //! The fairy flies to where each action works as it is shown and applied (its awareness
 //! position; the request's start only flies it to the request's bounds).
 //!
-//! Writes the document only through the fairy's [`crate::agent::apply::tentative::Tentative`]
-//! or its turn's [`Suggester`].
+//! Writes the document only through the fairy's [`crate::agent::apply::landing::Landing`]
+//! (its tentative canvas, or its turn's [`Suggester`]).
 
 use serde_json::Value;
 
@@ -63,14 +63,16 @@ impl FairyRuntime {
     }
 
     /// Charges the room's fairy write budget with the shapes the complete action just changed
-    /// (streamed versions before it are previews: they wait while the budget is spent, but
-    /// cost nothing).
-    pub(super) fn charge_writes(&self) {
+    /// and the `records` it wrote beside them (streamed versions before it are previews: they
+    /// wait while the budget is spent, but cost nothing).
+    fn charge_writes(&self, records: u32) {
         let changed = self.tracker.take_own_writes();
         crate::metrics::global()
             .fairy_shape_writes
             .inc_by(u64::from(changed));
-        self.room.fairy_writes().charge(changed);
+        self.room
+            .fairy_writes()
+            .charge(changed.saturating_add(records));
     }
 
     /// The throttle's trailing edge: applies the version it held back.
@@ -102,17 +104,15 @@ impl FairyRuntime {
             .get("_type")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        if self.size_check(kind, &action).is_err() {
+        if self.gate().size_check(kind, &action).is_err() {
             return;
         }
         self.beacon.update_if_changed(|p| p.pose = Pose::Working);
         // An incomplete version that cannot be applied yet is simply not shown.
-        let shown = match &mut self.suggest {
-            Some(suggest) => suggest.apply_tentative(&self.registry, &action, &mut turn.ctx),
-            None => self
-                .tentative
-                .apply_tentative(&self.registry, &action, &mut turn.ctx),
-        };
+        let shown = self
+            .landing
+            .active()
+            .show(&self.registry, &action, &mut turn.ctx);
         if shown.is_ok() {
             turn.throttle.applied(self.clock.now(), &action);
             if let Some(area) = self.work_area(&action, turn) {
@@ -165,21 +165,12 @@ impl FairyRuntime {
         self.tracker.take_own_writes();
         // Read before applying: a deleted shape is gone afterwards.
         let area = self.work_area(action, turn);
-        let applied = match &mut self.suggest {
-            Some(suggest) => {
-                let (applied, records) =
-                    suggest.apply_complete(&self.registry, action, &mut turn.ctx);
-                self.room.fairy_writes().charge(records);
-                applied
-            }
-            None => {
-                let applied = self
-                    .tentative
-                    .apply_complete(&self.registry, action, &mut turn.ctx);
-                self.charge_writes();
-                applied
-            }
-        };
+        let (applied, records) = self
+            .landing
+            .active()
+            .land(&self.registry, action, &mut turn.ctx);
+        // Its shapes on the canvas, and its records beside them (review mode's suggestions).
+        self.charge_writes(records);
         // What the request changed survives a crash within half a second (its ledger is
         // stored).
         self.persist();

@@ -11,17 +11,22 @@
 //! fails and the runtime reports it (a chat message and an `error` event). Each level is told
 //! to observers as a `compaction` event.
 //!
-//! [`RuntimeConfig::history_budget`]: super::state::RuntimeConfig
+//! The stage is a value, [`Compaction`], that borrows only what it uses.
+//!
+//! [`RuntimeConfig::history_budget`]: crate::agent::state::RuntimeConfig
 
 use futures_util::StreamExt;
 
 use serde_json::Value;
 
-use crate::agent::host::events::{AgentEvent, CompactionLevel, CompactionReason, UsagePurpose};
 use crate::agent::modes::MemoryLevel;
 use crate::agent::runtime::FairyRuntime;
+use crate::agent::runtime::events::{AgentEvent, CompactionLevel, CompactionReason, UsagePurpose};
+use crate::agent::runtime::report::Emitter;
 use crate::agent::state::memory::{ActionJson, HistoryItem, filter_by_level, visible_indices};
-use crate::llm::{ChatMessage, ModelEvent, ModelRequest, Usage};
+use crate::ids::FairyId;
+use crate::llm::{Billing, ChatMessage, Model, ModelEvent, ModelRequest, Usage};
+use std::sync::Arc;
 
 /// Longest summary kept, in characters.
 const MAX_SUMMARY_CHARS: usize = 4000;
@@ -163,21 +168,53 @@ fn fold(history: &mut Vec<HistoryItem>, indices: &[usize], summary: HistoryItem)
     }
 }
 
+/// The compaction stage: a fairy's history and what compacting it needs (its mode's memory
+/// level, the budget, the model and who pays, where its events go), borrowed from the runtime
+/// for one compaction ([`FairyRuntime::compaction`]).
+pub(in crate::agent::runtime) struct Compaction<'a> {
+    /// The history it compacts.
+    pub history: &'a mut Vec<HistoryItem>,
+    /// The memory level of the fairy's mode: the items it sees.
+    pub level: MemoryLevel,
+    /// The history budget (`RuntimeConfig::history_budget`), in characters.
+    pub budget: usize,
+    /// The model that summarises.
+    pub model: &'a Arc<dyn Model>,
+    /// Who pays for the summary (the request it serves).
+    pub billing: &'a Billing,
+    /// The fairy, for the logs.
+    pub fairy: &'a FairyId,
+    /// Where its events go.
+    pub out: &'a Emitter,
+}
+
 impl FairyRuntime {
+    /// The compaction stage over this fairy's history, in its current mode.
+    pub(in crate::agent::runtime) fn compaction(&mut self) -> Compaction<'_> {
+        Compaction {
+            history: &mut self.state.history,
+            level: self.modes.mode().memory_level(),
+            budget: self.config.history_budget,
+            model: &self.model,
+            billing: &self.billing,
+            fairy: &self.entity.id,
+            out: &self.out,
+        }
+    }
+}
+
+impl Compaction<'_> {
     /// Summarises the oldest history items when the history the current mode sees is over
     /// budget. Best effort: a model failure leaves the history as it is.
-    pub(in crate::agent::runtime) async fn compact_history(&mut self) {
-        let budget = self.config.history_budget;
-        let level = self.modes.mode().memory_level();
+    pub async fn when_over_budget(mut self) {
+        let budget = self.budget;
+        let level = self.level;
         // Newest first, and no further than the budget: the cost is the budget's.
         let mut visible = 0usize;
-        let over = filter_by_level(&self.state.history, level)
-            .iter()
-            .rev()
-            .any(|i| {
-                visible += rendered_len(i);
-                visible > budget
-            });
+        let over = filter_by_level(self.history, level).iter().rev().any(|i| {
+            visible += rendered_len(i);
+            visible > budget
+        });
         if !over {
             return;
         }
@@ -191,16 +228,16 @@ impl FairyRuntime {
     /// stay as they are. The number of items summarised (0 when nothing was, or the model
     /// failed).
     async fn summarise_older(&mut self, keep: usize, reason: CompactionReason) -> usize {
-        let budget = self.config.history_budget;
-        let level = self.modes.mode().memory_level();
-        let older = older_at_level(&self.state.history, level, keep);
+        let budget = self.budget;
+        let level = self.level;
+        let older = older_at_level(self.history, level, keep);
         if older.is_empty() {
             return 0;
         }
         let split = older.len();
         let old: Vec<serde_json::Value> = older
             .iter()
-            .map(|&i| self.state.history[i].to_prompt_json())
+            .map(|&i| self.history[i].to_prompt_json())
             .collect();
         let mut text = serde_json::Value::Array(old).to_string();
         if text.len() > budget {
@@ -228,9 +265,9 @@ impl FairyRuntime {
             user_facing_message: None,
             memory_level: level,
         };
-        fold(&mut self.state.history, &older, item);
-        tracing::info!(fairy = %self.entity.id, items = split, ?reason, "chat history compacted");
-        self.emit(AgentEvent::Compaction {
+        fold(self.history, &older, item);
+        tracing::info!(fairy = %self.fairy, items = split, ?reason, "chat history compacted");
+        self.out.emit(AgentEvent::Compaction {
             level: CompactionLevel::Summary,
             reason,
             items: split,
@@ -240,11 +277,11 @@ impl FairyRuntime {
 
     /// The next level of recovery after the provider said the prompt does not fit: false when
     /// every level was tried (the caller reports the failure).
-    pub(super) async fn recover_overflow(&mut self, recovery: &mut OverflowRecovery) -> bool {
+    pub async fn recover_overflow(mut self, recovery: &mut OverflowRecovery) -> bool {
         if *recovery == OverflowRecovery::None {
             *recovery = OverflowRecovery::Summarised;
             // Keep only the newest items that fit in a quarter of the budget.
-            let keep = self.config.history_budget / 4;
+            let keep = self.budget / 4;
             if self
                 .summarise_older(keep, CompactionReason::ContextOverflow)
                 .await
@@ -257,14 +294,13 @@ impl FairyRuntime {
         if *recovery == OverflowRecovery::Summarised {
             *recovery = OverflowRecovery::Truncated;
             let items = self
-                .state
                 .history
                 .iter_mut()
                 .map(|item| truncate_item(item, OVERFLOW_ITEM_CHARS))
                 .filter(|cut| *cut)
                 .count();
-            tracing::info!(fairy = %self.entity.id, items, "context overflow: history truncated");
-            self.emit(AgentEvent::Compaction {
+            tracing::info!(fairy = %self.fairy, items, "context overflow: history truncated");
+            self.out.emit(AgentEvent::Compaction {
                 level: CompactionLevel::Truncate,
                 reason: CompactionReason::ContextOverflow,
                 items,
@@ -290,7 +326,8 @@ impl FairyRuntime {
                     wait,
                 })) => {
                     attempts = attempt;
-                    self.emit(AgentEvent::retry(attempt, &error, discard, wait));
+                    self.out
+                        .emit(AgentEvent::retry(attempt, &error, discard, wait));
                     spent = spent.with_attempt(&usage);
                     usage = Usage::default();
                     if discard {
@@ -308,14 +345,14 @@ impl FairyRuntime {
             total.cache_creation_input_tokens,
         );
         let cost = self.model.cost(&total);
-        self.emit(AgentEvent::usage(
+        self.out.emit(AgentEvent::usage(
             UsagePurpose::Summary,
             &total,
             attempts,
             cost,
         ));
         if let Some(error) = failed {
-            tracing::warn!(fairy = %self.entity.id, %error, "history summary failed");
+            tracing::warn!(fairy = %self.fairy, %error, "history summary failed");
             return None;
         }
         let text: String = text.trim().chars().take(MAX_SUMMARY_CHARS).collect();

@@ -41,11 +41,12 @@ use serde_json::Value;
 use compact::OverflowRecovery;
 
 use pipeline::Routed;
+pub(super) use prompt::HistoryMarks;
 use prompt::TurnPrompt;
 
 use crate::agent::actions::ActionCtx;
 use crate::agent::apply::throttle::StreamThrottle;
-use crate::agent::host::events::{AgentEvent, UsagePurpose};
+use crate::agent::runtime::events::{AgentEvent, UsagePurpose};
 use crate::agent::state::memory::{ActionJson, HistoryItem};
 use crate::llm::{LlmError, ModelEvent, Usage};
 use crate::partial_json::{ActionStream, StreamedAction};
@@ -102,10 +103,11 @@ impl FairyRuntime {
     /// Runs one model turn; `Err` only for a model failure after its retries and, for a
     /// context overflow, after the recovery levels of [`compact`].
     pub(super) async fn run_turn(&mut self, request: &Request) -> Result<(), LlmError> {
-        self.suggest = self.suggester(request);
+        let review = self.suggester(request);
+        self.landing.set_review(review);
         let outcome = self.run_turn_here(request).await;
         // A turn dropped midway keeps it: the abort reverts what it streamed, then drops it.
-        self.suggest = None;
+        self.landing.set_review(None);
         outcome
     }
 
@@ -116,11 +118,11 @@ impl FairyRuntime {
             let messages = recovery.messages(&request.messages);
             let budget = recovery.history_budget(self.config.history_budget);
             let prompt = self.build_prompt(request, &gathered, (&messages, budget));
-            self.mark_history();
+            self.history_marks.mark(self.state.history.len());
             match self.stream_turn(prompt).await {
                 Err(error) if error.is_context_overflow() => {
                     self.revert_streamed();
-                    if !self.recover_overflow(&mut recovery).await {
+                    if !self.compaction().recover_overflow(&mut recovery).await {
                         return Err(error);
                     }
                 }
@@ -279,7 +281,7 @@ impl FairyRuntime {
     /// One streamed object through the pipeline: told to observers, checked
     /// ([`FairyRuntime::route`]), then shown, applied, carried out or refused.
     fn on_streamed(&mut self, a: StreamedAction, turn: &mut TurnState) {
-        let routed = self.route(&a, turn);
+        let routed = self.gate().route(&a, turn);
         if routed == Routed::Handled {
             return;
         }
@@ -317,20 +319,6 @@ impl FairyRuntime {
     /// `--max-doc-bytes` (docs/protocol.md "Document size"): it is bounded by its JSON
     /// ([`crate::room::size::json_write_bound`]). Deleting is always allowed: it is how a room
     /// at its cap makes room.
-    fn size_check(&self, kind: &str, action: &Value) -> Result<(), String> {
-        if matches!(kind, "delete" | "clear") {
-            return Ok(());
-        }
-        let json = serde_json::to_vec(action).map_or(0, |v| v.len());
-        self.room
-            .admit_write(crate::room::size::json_write_bound(json))
-            .map_err(|too_large| {
-                format!(
-                    "{too_large}: the room's document is full; nothing can be added or grown until shapes are deleted"
-                )
-            })
-    }
-
     fn accept(&mut self, action: &Value, note: String, level: crate::agent::modes::MemoryLevel) {
         let metrics = crate::metrics::global();
         crate::metrics::Metrics::count(

@@ -6,7 +6,9 @@
 //! ([`super::canvas`]) or the runtime actions ([`super::runtime_actions`]), or tells the model
 //! why it was refused.
 //!
-//! Pure: reads the fairy's mode, the registry, the tracker and the room's size; writes
+//! The stage is a value, the [`Gate`]: what the checks read (the fairy's mode, the registry,
+//! its task's bounds, the shapes it may name, the room's size cap, whether the turn reviews),
+//! taken from the runtime once per streamed object ([`FairyRuntime::gate`]). Pure: writes
 //! nothing.
 //!
 //! [`ActionStream`]: crate::partial_json::ActionStream
@@ -14,9 +16,15 @@
 use serde_json::Value;
 
 use super::TurnState;
-use crate::agent::actions::Registered;
+use crate::agent::actions::{Registered, Registry};
+use crate::agent::apply::changes::ChangeTracker;
+use crate::agent::modes::Mode;
+use crate::agent::projects::guard;
 use crate::agent::runtime::FairyRuntime;
+use crate::canvas::geometry::Bounds;
+use crate::canvas::transform::PromptTransform;
 use crate::partial_json::StreamedAction;
+use crate::room::Room;
 
 /// What becomes of one streamed object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,9 +56,38 @@ pub(super) enum Routed {
     },
 }
 
+/// The checks of the turn's actions, and what they read.
+pub(super) struct Gate<'a> {
+    /// The fairy's mode: its table of allowed actions.
+    mode: Mode,
+    registry: &'a Registry,
+    /// The bounds of the task it works on, while its mode keeps it inside them.
+    task_bounds: Option<Bounds>,
+    /// The shapes it sees (for the bounds of an action naming existing shapes).
+    tracker: &'a ChangeTracker,
+    /// The room, for its size cap.
+    room: &'a Room,
+    /// The turn's actions land as suggestions (review mode).
+    reviewing: bool,
+}
+
 impl FairyRuntime {
+    /// The gate of its actions as the fairy stands now.
+    pub(super) fn gate(&self) -> Gate<'_> {
+        Gate {
+            mode: self.modes.mode(),
+            registry: &self.registry,
+            task_bounds: self.task_bounds(),
+            tracker: &self.tracker,
+            room: &self.room,
+            reviewing: self.landing.reviewing(),
+        }
+    }
+}
+
+impl Gate<'_> {
     /// The verdict on `a` (see [`Routed`]).
-    pub(super) fn route(&self, a: &StreamedAction, turn: &TurnState) -> Routed {
+    pub fn route(&self, a: &StreamedAction, turn: &TurnState) -> Routed {
         if a.index < turn.skip_below {
             return Routed::Handled;
         }
@@ -59,7 +96,7 @@ impl FairyRuntime {
             .get("_type")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let mode = self.modes.mode();
+        let mode = self.mode;
         let registered = self.registry.get(kind);
         let canvas = match registered {
             Some(Registered::Canvas(handler)) => Some(handler.name()),
@@ -105,12 +142,36 @@ impl FairyRuntime {
         if let Err(why) = self.size_check(kind, &a.action) {
             return refused(kind, why);
         }
-        if self.suggest.is_some() && kind == "create-page" {
+        if self.reviewing && kind == "create-page" {
             let why =
                 "in review mode your changes are suggestions on shapes: pages cannot be created"
                     .to_owned();
             return refused(kind, why);
         }
         Routed::Canvas { kind: canvas }
+    }
+
+    /// `Err(correction)` if a canvas action would reach outside its task's bounds.
+    fn task_bounds_check(&self, action: &Value, t: &PromptTransform) -> Result<(), String> {
+        let Some(bounds) = self.task_bounds else {
+            return Ok(());
+        };
+        guard::check(action, |id| self.tracker.shape(id), &bounds, t)
+    }
+
+    /// `Err(correction)` if the action could take the room's document past its size cap
+    /// (deleting never can).
+    pub fn size_check(&self, kind: &str, action: &Value) -> Result<(), String> {
+        if matches!(kind, "delete" | "clear") {
+            return Ok(());
+        }
+        let json = serde_json::to_vec(action).map_or(0, |v| v.len());
+        self.room
+            .admit_write(crate::room::size::json_write_bound(json))
+            .map_err(|too_large| {
+                format!(
+                    "{too_large}: the room's document is full; nothing can be added or grown until shapes are deleted"
+                )
+            })
     }
 }

@@ -34,6 +34,36 @@ pub(super) struct Gathered {
     extras: PromptExtras,
 }
 
+/// The length of the history at each of its last model calls, oldest first: the prompt
+/// splits the history there so that a call's prefix stays a prefix of the next (a few dozen
+/// at most).
+#[derive(Debug, Default)]
+pub(in crate::agent::runtime) struct HistoryMarks(Vec<usize>);
+
+impl HistoryMarks {
+    /// Remembers where the history (`len` items) ended for the call just built: the next
+    /// prompts split their history there. Marks past the history's end (it was summarised or
+    /// cut) are forgotten; past [`MAX_HISTORY_MARKS`], the older half is, so the blocks change
+    /// rarely.
+    pub fn mark(&mut self, len: usize) {
+        let marks = &mut self.0;
+        if marks.last().is_some_and(|&m| m > len) {
+            marks.clear();
+        }
+        if marks.last() != Some(&len) {
+            marks.push(len);
+        }
+        if marks.len() > MAX_HISTORY_MARKS {
+            marks.drain(..MAX_HISTORY_MARKS / 2);
+        }
+    }
+
+    /// The marks, oldest first.
+    pub fn as_slice(&self) -> &[usize] {
+        &self.0
+    }
+}
+
 /// A turn's model request, with the transform its coordinates went through: the hand-off
 /// from the prompt builder to the streaming loop.
 pub(super) struct TurnPrompt {
@@ -104,7 +134,7 @@ impl FairyRuntime {
             corrections: &gathered.corrections,
             time: crate::agent::prompt::parts::readable_time(self.clock.unix_millis()),
             history_budget,
-            history_marks: &self.history_marks,
+            history_marks: self.history_marks.as_slice(),
             project: self.project_part(),
             extras: &gathered.extras,
         };
@@ -129,27 +159,11 @@ impl FairyRuntime {
         }
     }
 
-    /// Remembers where the history ended for the call just built: the next prompts split
-    /// their history there. Marks past the history's end (it was summarised or cut) are
-    /// forgotten; past [`MAX_HISTORY_MARKS`], the older half is, so the blocks change rarely.
-    pub(super) fn mark_history(&mut self) {
-        let len = self.state.history.len();
-        if self.history_marks.last().is_some_and(|&m| m > len) {
-            self.history_marks.clear();
-        }
-        if self.history_marks.last() != Some(&len) {
-            self.history_marks.push(len);
-        }
-        if self.history_marks.len() > MAX_HISTORY_MARKS {
-            self.history_marks.drain(..MAX_HISTORY_MARKS / 2);
-        }
-    }
-
     /// Its pending suggestions (in review mode) and people's decisions on its suggestions not
     /// told yet, for the prompt; marks those decisions told.
     fn review_part(&mut self) -> Option<ReviewPart> {
         use crate::review::record::{self, Status};
-        let suggesting = self.suggest.is_some();
+        let suggesting = self.landing.reviewing();
         let mine: Vec<record::Suggestion> = {
             let txn = yrs::Transact::transact(self.room.doc());
             let any = yrs::ReadTxn::get_map(&txn, crate::canvas::schema::SUGGESTIONS)

@@ -9,10 +9,10 @@ use crate::agent::actions::runtime::{
     Review, RuntimeCommand, SoloAction, TaskRef, Text, UpsertTodo,
 };
 use crate::agent::modes::Mode;
-use crate::agent::presence::TodoItem;
 use crate::agent::runtime::FairyRuntime;
-use crate::agent::state::work::TaskStatus;
 use crate::agent::state::{Request, SoloTask};
+use crate::agent::work::TaskStatus;
+use crate::agent::work::TodoItem;
 use crate::canvas::transform::PromptTransform;
 
 impl FairyRuntime {

@@ -6,7 +6,7 @@
 //! `pendingSuggestions`), in model coordinates, exactly as a real model would; never the
 //! document. Owns the search (a grid around the view's centre, nearest free spot first, ties
 //! broken by position so that the same context always gives the same place) and no pattern
-//! matching or shapes (those are [`super::offline`]'s and [`super::offline_draw`]'s). No I/O.
+//! matching or shapes (those are [`super`]'s). No I/O.
 
 use serde_json::Value;
 

@@ -1,13 +1,13 @@
 //! The vocabulary of a fairy's work, as plain data shared by its private state, its awareness,
-//! the runtime and projects (docs/fairies.md "Projects"): where a task stands (solo and project
-//! tasks alike), a member's role and a project's status, a fairy's membership of a project, and
-//! which modes belong to a project. Below [`crate::agent::state`] and [`crate::agent::projects`]: it
-//! imports only [`crate::agent::modes`] and [`crate::ids`]. No I/O.
+//! its actions, the runtime and projects (docs/fairies.md "Projects"): where a task stands (solo
+//! and project tasks alike), an item of its personal todo list, a member's role and a project's
+//! status, a fairy's membership of a project, and which modes belong to a project. Below every
+//! folder of [`crate::agent`]: it imports only [`crate::llm::Mode`] and [`crate::ids`]. No I/O.
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::modes::Mode;
 use crate::ids::ProjectId;
+use crate::llm::Mode;
 
 /// A member's part in a project (the design's `FairyProjectRole`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +93,25 @@ impl TaskStatus {
             TaskStatus::InProgress => "in-progress",
             TaskStatus::Done => "done",
         }
+    }
+}
+
+/// One item of the fairy's personal todo list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TodoItem {
+    /// Stable id (the model's, or a generated one).
+    pub id: String,
+    /// What to do.
+    pub text: String,
+    /// `todo`, `in-progress` or `done`.
+    #[serde(deserialize_with = "TaskStatus::lenient")]
+    pub status: TaskStatus,
+}
+
+impl TodoItem {
+    /// Whether the item still needs work.
+    pub fn is_open(&self) -> bool {
+        self.status != TaskStatus::Done
     }
 }
 

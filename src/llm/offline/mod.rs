@@ -2,27 +2,36 @@
 //! works out of the box. It recognises a few simple requests ("draw a house", "three boxes in
 //! a row", "flowchart A -> B -> C"; with shapes selected, "move them right", "paint them green",
 //! "delete them"), draws them in free space near the centre of the person's view
-//! ([`super::offline_place`]) and says what it did; anything else it leaves on a sticky note
+//! ([`place`]) and says what it did; anything else it leaves on a sticky note
 //! echoing the request, with a notice of what it can do.
 //!
 //! Its answer is rendered as Anthropic SSE bytes and parsed back by the same SSE glue and
 //! decoder as a real provider's, so callers exercise exactly the streaming path they will use
-//! in production. Owns: the pattern matching and the generated actions. No I/O.
+//! in production. Owns: the pattern matching and the generated actions, and what both its solo
+//! and its project answers draw with (the notice that opens an answer to a request it does not
+//! understand, the actions of a few shapes, the reading of the context turn both answer from).
+//! No I/O.
+//!
+//! # Layout (parent → child only: the children use this file's shapes, never a sibling)
+//! - [`project`]: its answers in projects (a leader's split, a member's task).
+//! - [`place`]: where a drawing goes (free space near the person's view).
+
+pub mod place;
+pub mod project;
 
 use std::convert::Infallible;
 use std::time::Duration;
 
 use futures_util::stream;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use super::anthropic::AnthropicDecoder;
-use super::mock::script::MockResponse;
-use super::mock::wire::{Segment, WireFormat, chunks, render};
-use super::offline_draw::{OFFLINE_NOTICE, create, geo, house};
-use super::offline_place::{Space, place_drawing};
-use super::sse::{drive, sse_events};
-use super::types::{Model, ModelRequest, ModelStream, Role};
-use super::usage::Usage;
+use crate::llm::anthropic::AnthropicDecoder;
+use crate::llm::mock::script::MockResponse;
+use crate::llm::mock::wire::{Segment, WireFormat, chunks, render};
+use crate::llm::sse::{drive, sse_events};
+use crate::llm::types::{Model, ModelRequest, ModelStream, Role};
+use crate::llm::usage::Usage;
+use place::{Space, place_drawing};
 
 /// Longest request text echoed on a sticky note.
 const MAX_ECHO_CHARS: usize = 280;
@@ -48,9 +57,9 @@ impl Model for OfflineModel {
             .find(|m| m.role == Role::User)
             .map(|m| m.text())
             .unwrap_or_default();
-        // A project member answers its part of the project (see `offline_project`).
-        let text = super::offline_project::respond(&request)
-            .unwrap_or_else(|| respond_to(&prompt, &super::offline_draw::context(&request)));
+        // A project member answers its part of the project (see [`project`]).
+        let text =
+            project::respond(&request).unwrap_or_else(|| respond_to(&prompt, &context(&request)));
         let approx_tokens = |chars: usize| (chars as u64).div_ceil(4);
         let response = MockResponse {
             usage: Usage {
@@ -174,7 +183,7 @@ pub fn respond(prompt: &str) -> String {
 }
 
 /// The offline model's whole answer to `prompt` given the request's context (see
-/// [`super::offline_draw::context`]): the selected shapes it may edit, and the bounds, the
+/// [`context`]): the selected shapes it may edit, and the bounds, the
 /// person's view and the shapes around, which decide where it draws ([`Space`]). A request it
 /// understands is drawn (or the selection edited) and answered with what it did; anything else
 /// is left on a sticky note, with the notice of what it can do.
@@ -342,6 +351,62 @@ fn sticky(prompt: &str) -> Value {
     let note = json!({"_type": "note", "shapeId": "note1", "note": "", "x": 0, "y": 0,
         "text": text, "color": "yellow"});
     create("Leave a note with your request", note)
+}
+
+/// The context of a request as one object: every line of its first user turn that is a JSON
+/// object, merged (the prompt writes its blocks one per line; other lines are prose).
+fn context(request: &ModelRequest) -> Value {
+    let Some(state) = request.messages.iter().find(|m| m.role == Role::User) else {
+        return Value::Null;
+    };
+    let mut all = Map::new();
+    for line in state.text().lines() {
+        if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(line) {
+            all.extend(map);
+        }
+    }
+    if all.is_empty() {
+        Value::Null
+    } else {
+        Value::Object(all)
+    }
+}
+
+/// The first words of the offline model's answer to a request it does not understand, so users
+/// know no real model is thinking and what it can do.
+pub const OFFLINE_NOTICE: &str = "I am the offline model: no language model is configured, so I can only draw simple things (try \"draw a house\", \"three boxes in a row\" or \"flowchart A -> B -> C\", or select shapes and say \"move them right\", \"paint them green\" or \"delete them\").";
+
+/// A geo shape at `[x, y, w, h]`.
+fn geo(kind: &str, id: &str, [x, y, w, h]: [i64; 4], color: &str, text: &str) -> Value {
+    json!({"_type": kind, "shapeId": id, "note": "", "x": x, "y": y, "w": w, "h": h,
+        "color": color, "fill": "semi", "text": text, "textAlign": "middle"})
+}
+
+/// A `create` action of `shape`.
+fn create(intent: &str, shape: Value) -> Value {
+    json!({"_type": "create", "intent": intent, "shape": shape})
+}
+
+/// A house: walls, roof, door and window.
+fn house() -> Vec<Value> {
+    vec![
+        create(
+            "Draw the walls",
+            geo("rectangle", "walls", [0, 100, 200, 150], "light-red", ""),
+        ),
+        create(
+            "Put a roof on top",
+            geo("triangle", "roof", [-20, 0, 240, 100], "red", ""),
+        ),
+        create(
+            "Add a door",
+            geo("rectangle", "door", [80, 170, 40, 80], "orange", ""),
+        ),
+        create(
+            "Add a window",
+            geo("rectangle", "window", [25, 130, 40, 40], "light-blue", ""),
+        ),
+    ]
 }
 
 #[cfg(test)]

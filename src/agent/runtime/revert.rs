@@ -2,7 +2,8 @@
 //! removed, properties it set are restored, shapes it deleted come back, except where someone
 //! else changed the same thing afterwards, which stays.
 //!
-//! [`take_back`] decides shape by shape inside one write transaction, from the request's
+//! [`take_back`] decides shape by shape inside one write transaction, with history's rule of
+//! undoing an actor ([`crate::history::undo`], which rollback uses too), from the request's
 //! [`RequestRecord`] (see [`crate::agent::apply::ledger`]) and the document as it is now:
 //! - a shape the request created is removed, unless someone changed it since (then it stays
 //!   whole: deleting it would take their edit with it);
@@ -20,12 +21,13 @@ use std::collections::BTreeMap;
 
 use yrs::{Map, MapPrelim, Origin, Transact, TransactionMut};
 
-use crate::agent::apply::ledger::{RequestRecord, RevertOutcome, ShapeRecord};
-use crate::agent::host::events::AgentEvent;
+use crate::agent::apply::ledger::{Change, RequestRecord, RevertOutcome, ShapeRecord};
 use crate::agent::runtime::FairyRuntime;
+use crate::agent::runtime::events::AgentEvent;
 use crate::agent::state::fairy::{ChatItem, append_chat};
 use crate::agent::state::memory::{Acceptance, HistoryItem};
 use crate::canvas::shape::{Prop, delete_shape, read_shape, set_props, shapes_root};
+use crate::history::undo::{ActorChange, TakeBack};
 use crate::ids::RequestId;
 use crate::origin::TxnOrigin;
 
@@ -78,8 +80,18 @@ fn value<'a>(props: &'a BTreeMap<String, Prop>, key: &str) -> &'a Prop {
     props.get(key).unwrap_or(&Prop::Absent)
 }
 
+/// The recorded keys of a shape as `pick` reads them from each recorded change: the shape as
+/// a whole, for the rule on its existence.
+fn recorded<'a>(
+    changes: &[(&'a String, &'a Change<Prop>)],
+    pick: impl Fn(&'a Change<Prop>) -> &'a Prop,
+) -> BTreeMap<&'a str, &'a Prop> {
+    changes.iter().map(|(k, c)| (k.as_str(), pick(c))).collect()
+}
+
 fn take_back_shape(txn: &mut TransactionMut<'_>, id: &str, shape: &ShapeRecord) -> Verdict {
-    let changes: Vec<_> = shape.props.iter().filter(|(_, c)| !c.is_noop()).collect();
+    let all: Vec<_> = shape.props.iter().collect();
+    let changes: Vec<_> = all.iter().copied().filter(|(_, c)| !c.is_noop()).collect();
     let exists = shape.exists.as_ref().filter(|c| !c.is_noop());
     if exists.is_none() && changes.is_empty() {
         return Verdict::Nothing;
@@ -88,50 +100,64 @@ fn take_back_shape(txn: &mut TransactionMut<'_>, id: &str, shape: &ShapeRecord) 
         // Someone rewrote it into something this server cannot read: theirs now.
         return Verdict::Kept;
     };
-    match (exists, now) {
-        // Created by the request.
-        (Some(c), Some(now)) if c.fairy => {
-            let untouched =
-                !shape.changed_after() && changes.iter().all(|(k, c)| value(&now, k) == &c.fairy);
-            if untouched {
-                delete_shape(txn, id);
-                Verdict::Reverted
-            } else {
-                Verdict::Kept
+    let Some(existence) = exists else {
+        // Changed by the request, since deleted by someone: as others left it.
+        let Some(now) = now else {
+            return Verdict::Kept;
+        };
+        let mut kept = false;
+        let mut restore = Vec::new();
+        for (key, c) in changes {
+            let change = ActorChange {
+                before: &c.restore,
+                left: &c.fairy,
+                changed_after: c.changed_after,
+            };
+            match change.take_back(&value(&now, key)) {
+                TakeBack::Restore(before) => restore.push((key.as_str(), before.clone())),
+                TakeBack::Keep => kept = true,
+                TakeBack::Nothing => {}
             }
         }
-        // Deleted by the request, and nobody made it again.
-        (Some(c), None) if !c.fairy && !c.changed_after => {
+        set_props(txn, id, &restore);
+        return if kept {
+            Verdict::Kept
+        } else {
+            Verdict::Reverted
+        };
+    };
+    // Created or deleted by the request: the shape as a whole, over the keys it recorded.
+    let (before, left, changed_after) = if existence.fairy {
+        let made = recorded(&changes, |c| &c.fairy);
+        (None, Some(made), shape.changed_after())
+    } else {
+        let gone = recorded(&all, |c| &c.restore);
+        (Some(gone), None, existence.changed_after)
+    };
+    let live = now.as_ref().map(|now| {
+        let keys = left.as_ref().or(before.as_ref());
+        keys.into_iter()
+            .flat_map(|m| m.keys())
+            .map(|k| (*k, value(now, k)))
+            .collect::<BTreeMap<&str, &Prop>>()
+    });
+    let whole = ActorChange {
+        before,
+        left,
+        changed_after,
+    };
+    match whole.take_back(&live) {
+        TakeBack::Restore(None) => {
+            delete_shape(txn, id);
+            Verdict::Reverted
+        }
+        TakeBack::Restore(Some(props)) => {
             shapes_root(txn).insert(txn, id, MapPrelim::default());
-            let props: Vec<(&str, Prop)> = shape
-                .props
-                .iter()
-                .map(|(k, c)| (k.as_str(), c.restore.clone()))
-                .collect();
+            let props: Vec<(&str, Prop)> = props.into_iter().map(|(k, v)| (k, v.clone())).collect();
             set_props(txn, id, &props);
             Verdict::Reverted
         }
-        // Created and since deleted, or deleted and since made again: as others left it.
-        (Some(_), _) => Verdict::Kept,
-        // Changed by the request, since deleted by someone.
-        (None, None) => Verdict::Kept,
-        (None, Some(now)) => {
-            let mut kept = false;
-            let mut restore = Vec::new();
-            for (key, c) in changes {
-                if c.changed_after || value(&now, key) != &c.fairy {
-                    kept = true;
-                } else {
-                    restore.push((key.as_str(), c.restore.clone()));
-                }
-            }
-            set_props(txn, id, &restore);
-            if kept {
-                Verdict::Kept
-            } else {
-                Verdict::Reverted
-            }
-        }
+        TakeBack::Keep | TakeBack::Nothing => Verdict::Kept,
     }
 }
 

@@ -10,8 +10,8 @@
 
 use serde_json::{Value, json};
 
-use super::offline_draw::{context, create, geo, house};
-use super::types::{AgentMode, ModelRequest, Role};
+use super::{context, create, geo, house};
+use crate::llm::types::{Mode, ModelRequest, Role};
 
 /// Most tasks the offline leader plans.
 const MAX_TASKS: usize = 4;
@@ -42,20 +42,20 @@ enum Part {
 /// The project answer for this request, or `None` when the fairy is in no project mode.
 pub fn respond(request: &ModelRequest) -> Option<String> {
     let part = match request.mode? {
-        AgentMode::OrchestratingActive => Part::Lead { duo: false },
-        AgentMode::DuoOrchestratingActive => Part::Lead { duo: true },
-        AgentMode::WorkingDrone => Part::Work {
+        Mode::OrchestratingActive => Part::Lead { duo: false },
+        Mode::DuoOrchestratingActive => Part::Lead { duo: true },
+        Mode::WorkingDrone => Part::Work {
             done: "mark-drone-task-done",
         },
-        AgentMode::WorkingOrchestrator => Part::Work {
+        Mode::WorkingOrchestrator => Part::Work {
             done: "mark-duo-task-done",
         },
-        AgentMode::Idling
-        | AgentMode::Soloing
-        | AgentMode::WorkingSolo
-        | AgentMode::StandingBy
-        | AgentMode::OrchestratingWaiting
-        | AgentMode::DuoOrchestratingWaiting => return None,
+        Mode::Idling
+        | Mode::Soloing
+        | Mode::WorkingSolo
+        | Mode::StandingBy
+        | Mode::OrchestratingWaiting
+        | Mode::DuoOrchestratingWaiting => return None,
     };
     // Read only in a project mode: parsing it was most of a solo answer's cost.
     let (ctx, message) = (context(request), last_message(request));
@@ -229,7 +229,7 @@ mod tests {
     use crate::llm::ChatMessage;
 
     /// A request of a fairy in `mode`, whose system prompt names no mode at all.
-    fn request(mode: AgentMode, context: Value, message: &str) -> ModelRequest {
+    fn request(mode: Mode, context: Value, message: &str) -> ModelRequest {
         ModelRequest {
             system: "## Rules\nAnswer with actions.".into(),
             messages: vec![
@@ -254,7 +254,7 @@ mod tests {
             "currentProject": {"description": "a house and a tree", "tasks": [],
                 "members": [{"id": "o", "role": "orchestrator"}, {"id": "d1", "role": "drone"}, {"id": "d2", "role": "drone"}]}});
         let plan = parse(respond(&request(
-            AgentMode::OrchestratingActive,
+            Mode::OrchestratingActive,
             ctx,
             "a house and a tree",
         )));
@@ -274,20 +274,16 @@ mod tests {
         assert_eq!(plan[3]["x"], json!(500));
         assert_eq!(plan[5]["fairyId"], json!("d2"));
         let ctx = json!({"currentProject": {"tasks": [{"id": "t1", "title": "a house", "status": "done"}]}});
-        let end = parse(respond(&request(
-            AgentMode::OrchestratingActive,
-            ctx,
-            "woken",
-        )));
+        let end = parse(respond(&request(Mode::OrchestratingActive, ctx, "woken")));
         assert_eq!(end[0]["_type"], json!("end-project"));
-        assert!(respond(&request(AgentMode::Soloing, Value::Null, "hi")).is_none());
+        assert!(respond(&request(Mode::Soloing, Value::Null, "hi")).is_none());
     }
 
     #[test]
     fn a_member_draws_its_subject_in_its_bounds() {
         let ctx = json!({"bounds": {"x": 500, "y": 0, "w": 500, "h": 600}});
         let work = parse(respond(&request(
-            AgentMode::WorkingDrone,
+            Mode::WorkingDrone,
             ctx,
             "Your task 't2': a tree\nDraw a tree",
         )));
@@ -304,8 +300,8 @@ mod tests {
         let ctx = json!({"bounds": {"x": 0, "y": 0, "w": 1000, "h": 600},
             "currentProject": {"description": "a house", "tasks": [],
                 "members": [{"id": "o", "role": "orchestrator"}, {"id": "d1", "role": "drone"}]}});
-        let lead = |system: &str, mode: Option<AgentMode>| {
-            let mut r = request(AgentMode::Soloing, ctx.clone(), "a house");
+        let lead = |system: &str, mode: Option<Mode>| {
+            let mut r = request(Mode::Soloing, ctx.clone(), "a house");
             r.system = system.into();
             r.mode = mode;
             parse(respond(&r))
@@ -317,20 +313,17 @@ mod tests {
             "## Mode\nYour current mode is orchestrating-active.",
             "",
         ] {
-            let duo = lead(system, Some(AgentMode::DuoOrchestratingActive));
+            let duo = lead(system, Some(Mode::DuoOrchestratingActive));
             assert_eq!(
                 first_type(&duo),
                 Some(json!("start-duo-project")),
                 "{system}"
             );
-            let solo = lead(system, Some(AgentMode::OrchestratingActive));
+            let solo = lead(system, Some(Mode::OrchestratingActive));
             assert_eq!(first_type(&solo), Some(json!("start-project")), "{system}");
             // A prompt naming a project mode does not make a request without one a project's.
             assert!(lead(system, None).is_empty(), "{system}");
-            assert!(
-                lead(system, Some(AgentMode::Soloing)).is_empty(),
-                "{system}"
-            );
+            assert!(lead(system, Some(Mode::Soloing)).is_empty(), "{system}");
         }
         let done = |mode| {
             let r = request(
@@ -341,11 +334,11 @@ mod tests {
             parse(respond(&r)).last().map(|a| a["_type"].clone())
         };
         assert_eq!(
-            done(AgentMode::WorkingOrchestrator),
+            done(Mode::WorkingOrchestrator),
             Some(json!("mark-duo-task-done"))
         );
         assert_eq!(
-            done(AgentMode::WorkingDrone),
+            done(Mode::WorkingDrone),
             Some(json!("mark-drone-task-done"))
         );
     }
