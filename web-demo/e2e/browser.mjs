@@ -876,6 +876,36 @@ try {
     await hana.page.mouse.move(5, 5)
     await shot(hana.page, 'history-panel')
     await shot(gus.page, 'history-panel-gus')
+  })
+
+  await step("history: Hana restores the version with Wren's house, then rejects Wren's request in the chat: the house goes (a take-back after a restore)", async () => {
+    // The first restore deleted the house as Hana's; this one brings it back exactly as Wren drew it.
+    const wrens = `[data-testid="history-entry"][data-actor-kind="fairy"][data-actor-id="${hist.wren}"]`
+    const seq = Number(await hana.page.getAttribute(wrens, 'data-to-seq'))
+    await hana.page.click(wrens)
+    await hana.page.waitForSelector(`[data-testid="history-preview"][data-state="ready"][data-seq="${seq}"]`)
+    const [restored] = await Promise.all([hana.page.waitForResponse(r => r.url().endsWith('/restore')), hana.page.click('[data-testid="history-restore"]')])
+    assert(restored.status() === 200, `the server restored (got ${restored.status()} ${await restored.text()})`)
+    for (const p of [hana.page, gus.page]) {
+      for (const id of hist.house) await p.waitForSelector(`#layer-shapes [data-shape-id="${id}"]`)
+    }
+    await hana.page.waitForSelector('[data-testid="history-preview"]', { state: 'hidden' })
+    if (await hana.page.getAttribute(`[data-fairy-item="${hist.wren}"]`, 'aria-selected') !== 'true') await hana.page.click(`[data-fairy-item="${hist.wren}"]`)
+    const item = `[data-fairy-chat="${hist.wren}"] [data-chat-role="user"]:has-text("draw a house")`
+    const request = await hana.page.getAttribute(item, 'data-request')
+    assert(request, "the prompt carries the server's request id")
+    const [response] = await Promise.all([
+      hana.page.waitForResponse(r => r.url().includes(`/requests/${request}/revert`)),
+      hana.page.click(`${item} [data-action="reject-request"]`)
+    ])
+    const body = await response.json()
+    assert(response.status() === 200 && body.reverted === hist.house.length && body.kept === 0,
+      `the take-back removes the ${hist.house.length} restored house shapes (got ${response.status()} ${JSON.stringify(body)})`)
+    for (const p of [hana.page, gus.page]) {
+      for (const id of hist.house) await p.waitForSelector(`[data-shape-id="${id}"]`, { state: 'detached' })
+      await p.waitForSelector(`#layer-shapes [data-shape-id="${hist.r1}"]`)
+    }
+    await shot(hana.page, 'history-takeback-after-restore')
     assert(hana.errors.length === 0 && gus.errors.length === 0, `no console errors or refused requests: ${[...hana.errors, ...gus.errors].join('; ')}`)
     await hana.context.close()
     await gus.context.close()
