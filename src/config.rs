@@ -436,7 +436,7 @@ pub struct ServeConfig {
     #[arg(
         long,
         env = "FAIRYRING_FAIRY_WRITES_PER_SEC",
-        default_value_t = crate::room::write_budget::DEFAULT_FAIRY_WRITES_PER_SEC
+        default_value_t = crate::room::writes::write_budget::DEFAULT_FAIRY_WRITES_PER_SEC
     )]
     pub fairy_writes_per_sec: u32,
 
@@ -592,7 +592,7 @@ impl ServeConfig {
             fairy_token_budget_person: 0,
             fairy_token_budget_project: 0,
             llm_prices: None,
-            fairy_writes_per_sec: crate::room::write_budget::DEFAULT_FAIRY_WRITES_PER_SEC,
+            fairy_writes_per_sec: crate::room::writes::write_budget::DEFAULT_FAIRY_WRITES_PER_SEC,
             // Test processes run many servers beside the test harness's own busy threads,
             // where idle-class fairies would wait for every other test.
             background_priority: BackgroundPriority::Nice,

@@ -7,7 +7,7 @@
 //! (building the checkpoints versions start from, off the live room), and [`retention`] (the
 //! byte cap on a room's kept log, `--history-max-bytes`). The writing side —
 //! naming the actor of each transaction and logging it with the update — belongs to the room
-//! (`room::actors`, the committer) and the store. Must not touch sockets or HTTP.
+//! (`room::writes::actors`, the committer) and the store. Must not touch sockets or HTTP.
 
 pub mod actor;
 pub mod checkpoint;

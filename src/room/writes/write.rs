@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use yrs::{ReadTxn, StateVector, Transact};
 
-use super::{Room, RoomError};
 use crate::history::actor::Actor;
 use crate::origin::TxnOrigin;
+use crate::room::{Room, RoomError};
 
 /// How long a server write waits for its update to be logged before it answers with the
 /// room's last sequence number instead.
@@ -91,7 +91,7 @@ impl Room {
         if let Some(error) = self.failure().error() {
             return Err(error);
         }
-        let conn = super::peer::next_conn_id();
+        let conn = crate::room::peer::next_conn_id();
         let origin = TxnOrigin::Client {
             conn,
             sub: actor.id().to_owned(),
