@@ -4,7 +4,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::SharedClock;
+use crate::ids::RoomName;
 use crate::room::SERVER_CLIENT_ID;
+use crate::store::Store;
+
+/// Takes a room's history checkpoints (docs/storage.md "History"): the committer says when
+/// (every `--history-checkpoint-every` updates), the history says how
+/// (`crate::history::checkpoint`). Given to the rooms by whoever builds them (the server
+/// does, [`RoomConfig::checkpoints`]), so that the room does not depend on the history, which
+/// reads rooms.
+#[async_trait::async_trait]
+pub trait Checkpoints: Send + Sync + 'static {
+    /// Makes sure room `room` has a checkpoint at most `every` updates behind `upto` (the last
+    /// update the caller knows the store holds); returns the sequence number the next
+    /// checkpoint counts from.
+    async fn take(&self, store: &Arc<dyn Store>, room: &RoomName, upto: u64, every: u64) -> u64;
+}
 
 /// Limits and timings of rooms (from [`crate::config::ServeConfig`]).
 #[derive(Clone)]
@@ -39,6 +54,9 @@ pub struct RoomConfig {
     pub fairy_writes_per_sec: u32,
     /// Updates between two history checkpoints (`--history-checkpoint-every`; 0: none).
     pub history_checkpoint_every: u64,
+    /// Who takes those checkpoints (the server gives the history's); `None`: nobody, and
+    /// none are taken.
+    pub checkpoints: Option<Arc<dyn Checkpoints>>,
     /// Largest encoded document a room may hold (`--max-doc-bytes`; 0: no cap).
     pub max_doc_bytes: u64,
     /// Where committed updates and fairies' events are reported (`--webhook-url`); `None`:
@@ -68,6 +86,7 @@ impl RoomConfig {
             fanout: None,
             fairy_writes_per_sec: config.fairy_writes_per_sec,
             history_checkpoint_every: config.history_checkpoint_every,
+            checkpoints: None,
             max_doc_bytes: config.max_doc_bytes,
             webhooks: None,
             client_id: SERVER_CLIENT_ID,

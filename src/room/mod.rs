@@ -53,7 +53,7 @@ pub mod registry;
 pub mod vet;
 pub mod writes;
 
-pub use config::RoomConfig;
+pub use config::{Checkpoints, RoomConfig};
 pub(crate) use error::Failure;
 pub use error::RoomError;
 pub use peers::peer;

@@ -142,8 +142,8 @@ mod tests {
     /// the room unloads, is not read meanwhile, and loads again without the refused write.
     #[tokio::test]
     async fn a_stale_fence_drops_the_fairys_writes_keeps_the_persons_and_reloads() {
+        use crate::actor::{Actor, Via};
         use crate::config::ServeConfig;
-        use crate::history::actor::{Actor, Via};
         use crate::ids::RoomName;
         use crate::origin::TxnOrigin;
         use crate::room::registry::ReadSource;

@@ -6,7 +6,7 @@
 //!
 //! Owns the decisions of when to compact and checkpoint and the counting of what a finished
 //! compaction took out of the log; the builds themselves run on the snapshot thread
-//! ([`super::snapshot`]) or in the history ([`crate::history::checkpoint`]). Touches the store
+//! ([`super::snapshot`]) or in the history (`crate::history::checkpoint`, given as [`crate::room::Checkpoints`]). Touches the store
 //! through the room's [`Store`](crate::store::Store) only.
 
 use std::sync::Arc;
@@ -226,18 +226,21 @@ pub(super) async fn compact(room: &Arc<Room>, log: &mut LogState) {
 /// Starts taking a history checkpoint beside the committer when none runs and the log is
 /// `--history-checkpoint-every` updates past the last one (docs/storage.md "History"): built
 /// from the store on the snapshot thread, never from the live document
-/// ([`crate::history::checkpoint`]). Only up to what the document is known to hold, as a
+/// (`crate::history::checkpoint`, given as [`crate::room::Checkpoints`]). Only up to what the document is known to hold, as a
 /// compaction.
 pub(super) fn start_checkpoint(room: &Arc<Room>, log: &mut LogState) {
     let every = room.config.history_checkpoint_every;
     let upto = log.seqs.contiguous();
+    let Some(checkpoints) = room.config.checkpoints.clone() else {
+        return;
+    };
     if every == 0 || log.checkpointing.is_some() || upto < log.checkpoint_from.saturating_add(every)
     {
         return;
     }
     let (store, name) = (room.store.clone(), room.name.clone());
     log.checkpointing = Some(tokio::spawn(async move {
-        crate::history::checkpoint::take(&store, &name, upto, every).await
+        checkpoints.take(&store, &name, upto, every).await
     }));
 }
 

@@ -56,7 +56,7 @@ impl Room {
             conn: info.conn,
             sub: info.sub.clone(),
         };
-        let actor = crate::history::actor::Actor::user(info.sub.clone(), info.name.clone());
+        let actor = crate::actor::Actor::user(info.sub.clone(), info.name.clone());
         self.name_actor(&origin, &actor);
         crate::metrics::global().connections.inc();
         Ok((

@@ -24,11 +24,11 @@ impl Room {
     /// Names the actor logged with every update written with `origin` from now on (a fairy's
     /// request — its own origin and its undo manager's, which reverts its tentative versions —
     /// a server action on a person's behalf; peers are named when they join).
-    pub fn name_actor(&self, origin: impl Into<yrs::Origin>, actor: &crate::history::actor::Actor) {
+    pub fn name_actor(&self, origin: impl Into<yrs::Origin>, actor: &crate::actor::Actor) {
         let origin = origin.into();
         self.actors.set(origin.as_ref(), actor.to_json());
         // A fairy's own writes (not a person's acceptance of its suggestion) carry its fence.
-        if let crate::history::actor::Actor::Fairy {
+        if let crate::actor::Actor::Fairy {
             id,
             accepted_by: None,
             ..

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use yrs::{ReadTxn, StateVector, Transact};
 
-use crate::history::actor::Actor;
+use crate::actor::Actor;
 use crate::origin::TxnOrigin;
 use crate::room::{Room, RoomError};
 
@@ -155,7 +155,7 @@ mod tests {
         let rooms = Rooms::new(store.clone() as Arc<dyn Store>, config, 4);
         let name = RoomName::parse("api").expect("name");
         let room = rooms.get(&name).await.expect("room");
-        let ada = Actor::user("ada", None).via(crate::history::actor::Via::Api);
+        let ada = Actor::user("ada", None).via(crate::actor::Via::Api);
         let update = update_setting("shapes", "s1", "hello");
         let seq = room.apply_update_as(&ada, &update).await.expect("applied");
         assert_eq!(
