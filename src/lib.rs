@@ -34,11 +34,14 @@
 //! - [`partial_json`]: incremental partial-JSON parser and the streamed action splitter.
 //! - [`webhooks`]: signed webhooks (`room.updated`, fairy and project events) delivered at
 //!   least once from an outbox in the store.
-//! - [`bench`]: the `fairyring bench` load generator.
+//! - `bench`: the `fairyring bench` load generator. Developer tooling, like the mock model's
+//!   server: compiled only with the `dev-tools` feature (`cargo test` turns it on; a plain
+//!   `cargo build --release` leaves it out of what ships).
 
 pub mod actor;
 pub mod agent;
 pub mod auth;
+#[cfg(feature = "dev-tools")]
 pub mod bench;
 pub mod canvas;
 pub mod clock;

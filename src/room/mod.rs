@@ -62,6 +62,8 @@ pub use reclaim::cap_arenas;
 pub use vet::{roots, size};
 pub use writes::write_budget;
 
+/// What `fairyring bench --history-updates` compacts by (developer tooling).
+#[cfg(feature = "dev-tools")]
 pub(crate) use commit::compaction_rule;
 pub(crate) use commit::snapshot;
 pub use peer::{PeerControl, PeerInfo};

@@ -48,7 +48,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use self::inbound::{catch_up, on_inbound};
-pub(crate) use self::log::{LogState, compaction_rule};
+pub(crate) use self::log::LogState;
+#[cfg(feature = "dev-tools")]
+pub(crate) use self::log::compaction_rule;
 use self::log::{checkpoint_done, compact, compacted, compaction_done};
 use self::pace::{Pace, coalesce_gap};
 use self::pipeline::commit;
