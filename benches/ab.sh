@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B of two fairyring server builds under one bench, interleaved (A B A B …) so that both
 # share the machine's noise. Each run starts a fresh server on a fresh SQLite file, runs
-# `fairyring bench --url … --server-pid …` from BENCH (default: build B) and scrapes the
+# `fairyring bench --url … --server-pid …` from BENCH (default: build B, which must then be
+# built with `--features dev-tools`: the bench is developer tooling) and scrapes the
 # server's store-commit histogram from /metrics afterwards. Prints one JSON line per run.
 #
 #   benches/ab.sh OLD_BINARY NEW_BINARY [bench flags…]

@@ -16,7 +16,8 @@
 # (`--server-pid a,b,c,d`), and prints the bench's report: per node its rooms, CPU, RSS and
 # pub/sub messages and bytes in over the window; same-node and cross-node latency.
 #
-#   scripts/pubsub-figures.sh [BIN]    (BIN: default target/release/fairyring)
+#   scripts/pubsub-figures.sh [BIN]    (BIN: default target/release/fairyring, built with
+#                                       `cargo build --release --features dev-tools`: it runs the bench)
 # Env: PG (postgres://postgres@127.0.0.1:5432/test), REDIS (redis://127.0.0.1:6379),
 #      RATE (updates/s per client, 2), DURATION (s, 10), SCALE (rooms multiplier, 1),
 #      EXTRA (more serve flags, e.g. --pubsub-sharded).

@@ -436,7 +436,7 @@ pub struct ServeConfig {
     #[arg(
         long,
         env = "FAIRYRING_FAIRY_WRITES_PER_SEC",
-        default_value_t = crate::room::write_budget::DEFAULT_FAIRY_WRITES_PER_SEC
+        default_value_t = DEFAULT_FAIRY_WRITES_PER_SEC
     )]
     pub fairy_writes_per_sec: u32,
 
@@ -511,6 +511,13 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_CORS_ORIGINS")]
     pub cors_origins: Option<CorsOrigins>,
 }
+
+/// The default `--fairy-writes-per-sec`: beside 100 people on 2 cores, 16 fairies drew 580–600
+/// shapes/s under it while people's p99 stayed at 7.2–9.3 ms (2.8–4.5 alone; docs/benchmarks.md,
+/// 2026-11-26 sixth session); under 500 they were held at 497–500. The room's write budget
+/// meters it (`room::write_budget`); the default is configuration's, so that configuration does
+/// not depend on the room.
+pub const DEFAULT_FAIRY_WRITES_PER_SEC: u32 = 600;
 
 /// The pace of the offline model under `--dev` without `--llm-pace-ms`, in ms per streamed
 /// piece (16 characters): a house (about 60 pieces) takes about 1.9 s, so a newcomer sees the
@@ -592,7 +599,7 @@ impl ServeConfig {
             fairy_token_budget_person: 0,
             fairy_token_budget_project: 0,
             llm_prices: None,
-            fairy_writes_per_sec: crate::room::write_budget::DEFAULT_FAIRY_WRITES_PER_SEC,
+            fairy_writes_per_sec: DEFAULT_FAIRY_WRITES_PER_SEC,
             // Test processes run many servers beside the test harness's own busy threads,
             // where idle-class fairies would wait for every other test.
             background_priority: BackgroundPriority::Nice,

@@ -11,6 +11,8 @@
 //! - [`contain`]: panics contained where hostile input meets a dependency that is not
 //!   panic-free, without std's hook printing or symbolizing a backtrace, a leaf.
 //! - [`ids`]: plain validated ids (room names), a leaf every other module may import.
+//! - [`actor`]: who wrote a logged update (a person, a fairy, the server), a leaf the room
+//!   logs and the history reads.
 //! - [`origin`]: who authored a transaction (`client:CONN:SUB`, `fairy:ID`, `system`).
 //! - [`protocol`]: sans-IO y-protocols framing: decode inbound frames, encode outbound ones.
 //! - [`room`]: one document + awareness per room, its peers, durable-then-broadcast pipeline.
@@ -32,10 +34,14 @@
 //! - [`partial_json`]: incremental partial-JSON parser and the streamed action splitter.
 //! - [`webhooks`]: signed webhooks (`room.updated`, fairy and project events) delivered at
 //!   least once from an outbox in the store.
-//! - [`bench`]: the `fairyring bench` load generator.
+//! - `bench`: the `fairyring bench` load generator. Developer tooling, like the mock model's
+//!   server: compiled only with the `dev-tools` feature (`cargo test` turns it on; a plain
+//!   `cargo build --release` leaves it out of what ships).
 
+pub mod actor;
 pub mod agent;
 pub mod auth;
+#[cfg(feature = "dev-tools")]
 pub mod bench;
 pub mod canvas;
 pub mod clock;

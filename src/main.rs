@@ -20,7 +20,9 @@ struct Cli {
 enum Command {
     /// Run the server (WebSocket rooms at /rooms/{room}, fairies, /healthz, /metrics).
     Serve(Box<fairyring::config::ServeConfig>),
-    /// Load-test a running server: N y-sync clients in one room, latency percentiles, RSS.
+    /// Load-test a running server: N y-sync clients in one room, latency percentiles, RSS
+    /// (developer tooling: only in builds with the `dev-tools` feature, as `cargo test` makes).
+    #[cfg(feature = "dev-tools")]
     Bench(Box<fairyring::bench::BenchArgs>),
     /// Mint an HS256 token signed with the server's secret and print it on stdout.
     Token(fairyring::auth::TokenArgs),
@@ -46,6 +48,7 @@ fn main() -> anyhow::Result<()> {
             runtime.shutdown_timeout(BLOCKING_GRACE);
             served
         }
+        #[cfg(feature = "dev-tools")]
         Command::Bench(args) => runtime()?.block_on(fairyring::bench::run(*args)),
         #[cfg(feature = "dev-tools")]
         Command::MockModel(args) => runtime()?.block_on(fairyring::llm::mock::run(args)),

@@ -26,7 +26,7 @@ cp "$HERE/package.json" "$HERE"/*.mjs "$SCRATCH/"
 if [ ! -d "$SCRATCH/node_modules/@hocuspocus/server" ] || [ ! -d "$SCRATCH/node_modules/@y/websocket-server" ]; then
   (cd "$SCRATCH" && npm install --no-audit --no-fund >/dev/null)
 fi
-[ -x "$BIN" ] || (cd "$ROOT" && cargo build --release --bin fairyring)
+[ -x "$BIN" ] || (cd "$ROOT" && cargo build --release --features dev-tools --bin fairyring)
 
 RESULTS="$SCRATCH/results.jsonl"
 # KEEP_RESULTS=1 adds to the previous run's results (e.g. SERVERS=y-websocket KEEP_RESULTS=1).

@@ -20,7 +20,7 @@ use serde_json::json;
 use yrs::{Any, Map, MapPrelim, Out, ReadTxn, StateVector, Transact, WriteTxn};
 
 use super::stats::Histogram;
-use crate::history::actor::Actor;
+use crate::actor::Actor;
 use crate::history::service::History;
 use crate::ids::RoomName;
 use crate::store::{Logged, Store};

@@ -23,6 +23,17 @@ use super::replay::apply_all;
 use crate::ids::RoomName;
 use crate::store::{Checkpoint, Store, StoredVersion, VersionBase};
 
+/// The history's checkpoints as the rooms take them ([`crate::room::Checkpoints`]; the server
+/// gives them to its rooms): [`take`].
+pub struct HistoryCheckpoints;
+
+#[async_trait::async_trait]
+impl crate::room::Checkpoints for HistoryCheckpoints {
+    async fn take(&self, store: &Arc<dyn Store>, room: &RoomName, upto: u64, every: u64) -> u64 {
+        take(store, room, upto, every).await
+    }
+}
+
 /// Makes sure the room has a checkpoint at most `every` updates behind `upto` (the last update
 /// the caller knows the store holds): builds and keeps one at `upto` when the newest is
 /// further behind. Returns the sequence number the next checkpoint counts from: the newest

@@ -8,9 +8,11 @@
 //! byte cap on a room's kept log, `--history-max-bytes`), and [`undo`] (the one rule of undoing
 //! an actor, which rollback and a fairy's take-back of a request both decide with). The writing side —
 //! naming the actor of each transaction and logging it with the update — belongs to the room
-//! (`room::actors`, the committer) and the store. Must not touch sockets or HTTP.
+//! (`room::writes::actors`, the committer) and the store. Must not touch sockets or HTTP.
 
-pub mod actor;
+/// The actor of a logged update, which the room writes and the history reads: a leaf below
+/// both ([`crate::actor`]), named here too for the history's readers.
+pub use crate::actor;
 pub mod checkpoint;
 pub mod replay;
 pub mod retention;

@@ -50,30 +50,8 @@ pub const PEOPLE_ROOTS: [&str; 2] = [SHAPES, PAGES];
 /// The key of this module's deep observers on a replay's roots.
 const OBSERVER_KEY: &str = "fairyring.history.replay";
 
-/// Who wrote an update, as far as rollback needs it.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
-)]
-pub struct ActorKey {
-    /// A person, a fairy or the server itself.
-    pub kind: ActorKind,
-    /// The person's subject, the fairy's id; anything for the server.
-    pub id: String,
-}
-
-/// The kinds of writers.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum ActorKind {
-    /// A person (a peer's update).
-    User,
-    /// A fairy (the agent runtime).
-    Fairy,
-    /// The server (schema initialisation, mirrors).
-    Server,
-}
+/// Who wrote an update, as far as rollback needs it (the actor vocabulary, [`crate::actor`]).
+pub use crate::actor::{ActorKey, ActorKind};
 
 /// Why a replay could not go on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

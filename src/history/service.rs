@@ -12,8 +12,8 @@ use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::BATCH_BYTES;
-use super::actor::{Actor, Via};
 use super::replay::{ActorKey, Replay, ReplayError, Rollback, RollbackOutcome, ShapeChanges};
+use crate::actor::{Actor, Via};
 use crate::ids::RoomName;
 use crate::room::{Room, RoomError};
 use crate::store::{LogRow, Store, StoreError, StoredVersion};

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::decide::{self, DecideError, Verdict};
 use super::record::{self, Suggestion};
-use crate::history::actor::{Actor, Via};
+use crate::actor::{Actor, Via};
 use crate::ids::{FairyId, RequestId, SuggestionId};
 use crate::room::{Room, RoomError};
 

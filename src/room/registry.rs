@@ -49,7 +49,7 @@ impl ReadSource {
     pub fn into_doc(self) -> yrs::Doc {
         match self {
             ReadSource::Loaded(doc) => doc,
-            ReadSource::Stored(stored) => super::decode::doc_from_stored(&stored),
+            ReadSource::Stored(stored) => super::vet::decode::doc_from_stored(&stored),
         }
     }
 }

@@ -171,6 +171,10 @@ pub async fn start_with(
         // Scaled out, this node's own client id for its writes into documents.
         rooms_config.client_id = store.writer_client_id().await?;
     }
+    // The committers take the history's checkpoints (docs/storage.md "History").
+    rooms_config
+        .checkpoints
+        .get_or_insert_with(|| Arc::new(crate::history::checkpoint::HistoryCheckpoints));
     // Webhooks record into the store's outbox; the rooms stop them after their last flush.
     rooms_config.webhooks = match webhooks {
         Some(settings) => Some(crate::webhooks::Webhooks::start(settings, store.clone())?),

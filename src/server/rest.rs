@@ -27,8 +27,8 @@ use super::access::{Admitted, WriteScope};
 use super::error::{ApiError, ErrorBody};
 use super::openapi::{RoomPath, SeqAnswer, TokenRefusals};
 use super::write_rate::WriteCost;
+use crate::actor::{Actor, Via};
 use crate::canvas::patch::{self as shape_patch, Applied, PatchError, ShapePatch};
-use crate::history::actor::{Actor, Via};
 
 /// The REST write routes, described.
 pub fn routes() -> OpenApiRouter<AppState> {

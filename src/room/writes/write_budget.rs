@@ -18,10 +18,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The default `--fairy-writes-per-sec`: beside 100 people on 2 cores, 16 fairies drew 580–600
-/// shapes/s under it while people's p99 stayed at 7.2–9.3 ms (2.8–4.5 alone; docs/benchmarks.md,
-/// 2026-11-26 sixth session); under 500 they were held at 497–500.
-pub const DEFAULT_FAIRY_WRITES_PER_SEC: u32 = 600;
+/// The default `--fairy-writes-per-sec` (the configuration's, named here too).
+pub use crate::config::DEFAULT_FAIRY_WRITES_PER_SEC;
 
 /// Share of a second of writes the bucket holds (its burst).
 const BURST_SECONDS: f64 = 0.1;

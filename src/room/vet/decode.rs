@@ -5,7 +5,8 @@
 use yrs::updates::decoder::Decode;
 use yrs::{StateVector, Update};
 
-use super::RoomError;
+use crate::room::RoomError;
+
 use super::roots::{DeleteRange, Id, Link, RootIndex, ServerRoot, Violation, WalkedItem};
 
 /// Decodes a peer's (or a stored) v1 update and vets its structure before any document sees
@@ -557,7 +558,7 @@ fn walk(
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(in crate::room) mod tests {
     use super::*;
     use yrs::updates::encoder::Encode;
     use yrs::{

@@ -46,7 +46,7 @@ fn start() -> Option<mpsc::Sender<Job>> {
 /// A full-state v1 update of everything `stored` holds (entries that cannot be decoded are
 /// skipped, as a load skips them).
 fn build_now(stored: StoredRoom) -> Bytes {
-    let doc = super::decode::doc_from_stored(&stored);
+    let doc = crate::room::vet::decode::doc_from_stored(&stored);
     drop(stored);
     let txn = doc.transact();
     Bytes::from(txn.encode_state_as_update_v1(&StateVector::default()))

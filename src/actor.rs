@@ -1,11 +1,38 @@
 //! Who wrote an update (docs/storage.md "History"): the actor logged with every committed update
 //! and answered by `GET /rooms/{room}/history`.
 //!
-//! Owns the [`Actor`] type and its JSON form only. The identities in it come from the server's
+//! Owns the [`Actor`] type and its JSON form only: the vocabulary shared by the room, which
+//! logs an actor with every update it commits, and the history, which reads them back (a leaf:
+//! it imports nothing of the crate, so neither depends on the other for it). The identities in it come from the server's
 //! own records (a token's verified claims, a fairy's running request), never from the document
 //! or awareness, which every peer can write.
 
 use serde::{Deserialize, Serialize};
+
+/// Who wrote an update, as far as rollback needs it.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+pub struct ActorKey {
+    /// A person, a fairy or the server itself.
+    pub kind: ActorKind,
+    /// The person's subject, the fairy's id; anything for the server.
+    pub id: String,
+}
+
+/// The kinds of writers.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ActorKind {
+    /// A person (a peer's update).
+    User,
+    /// A fairy (the agent runtime).
+    Fairy,
+    /// The server (schema initialisation, mirrors).
+    Server,
+}
 
 /// How the server wrote an update on a person's behalf.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -122,8 +149,7 @@ impl Actor {
     }
 
     /// Who this is, as rollback names actors: kind and id.
-    pub fn key(&self) -> super::replay::ActorKey {
-        use super::replay::{ActorKey, ActorKind};
+    pub fn key(&self) -> ActorKey {
         let kind = match self {
             Actor::User { .. } => ActorKind::User,
             Actor::Fairy { .. } => ActorKind::Fairy,

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use yrs::block::ClientID;
 
-use super::RoomError;
+use crate::room::RoomError;
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 

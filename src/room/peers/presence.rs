@@ -13,8 +13,8 @@ use yrs::block::ClientID;
 use yrs::sync::awareness::{AwarenessUpdate, AwarenessUpdateEntry};
 
 use super::peer::PeerLink;
-use super::{Room, RoomError};
 use crate::protocol;
+use crate::room::{Room, RoomError};
 
 /// Who controls an awareness client id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +34,38 @@ pub(crate) struct Peers {
     pub owners: HashMap<ClientID, Owner>,
     /// Since when the room has had no peer.
     pub idle_since: Option<tokio::time::Instant>,
+}
+
+impl Peers {
+    /// No peer yet, idle from `since`.
+    pub(crate) fn idle_from(since: tokio::time::Instant) -> Self {
+        Peers {
+            idle_since: Some(since),
+            ..Default::default()
+        }
+    }
+}
+
+/// A room's awareness over `doc`, and the monotonic instant its states' ages count from (now
+/// on `clock`). Ages are durations: measured on the monotonic clock, from the room's load, so
+/// that a step of the wall clock neither drops every state (forward) nor keeps silent ones for
+/// good (back). Nothing of it leaves the process.
+pub(crate) fn awareness_of(
+    doc: &yrs::Doc,
+    clock: &crate::clock::SharedClock,
+) -> (yrs::sync::Awareness, std::time::Instant) {
+    let clock = clock.clone();
+    let loaded_at = clock.now();
+    let awareness = yrs::sync::Awareness::with_clock(doc.clone(), move || {
+        monotonic_millis(clock.as_ref(), loaded_at)
+    });
+    (awareness, loaded_at)
+}
+
+/// Milliseconds from `origin` to now on `clock`'s monotonic time (what awareness states' ages
+/// are measured in).
+fn monotonic_millis(clock: &dyn crate::clock::Clock, origin: std::time::Instant) -> u64 {
+    u64::try_from(clock.now().saturating_duration_since(origin).as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Why a peer's awareness state is refused, if it is: over `max` bytes, or not a JSON object
@@ -171,7 +203,7 @@ impl Room {
     /// Removes peers' states that were not renewed within the awareness timeout.
     pub(crate) fn sweep_awareness(&self) {
         // The same monotonic milliseconds the room's awareness stamps states with.
-        let now = super::monotonic_millis(self.config.clock.as_ref(), self.loaded_at);
+        let now = monotonic_millis(self.config.clock.as_ref(), self.loaded_at);
         let timeout = u64::try_from(self.config.awareness_timeout.as_millis()).unwrap_or(u64::MAX);
         let server_owned: Vec<ClientID> = {
             let peers = self.lock_peers();
@@ -248,7 +280,7 @@ impl Room {
     }
 
     /// Sends the server's awareness states queued since the last tick, as one message.
-    pub(super) fn send_server_presence(&self) {
+    pub(crate) fn send_server_presence(&self) {
         if let Some(update) = self.server_presence.take() {
             // Scaled out, only the node holding a fairy's lease hosts it: its presence is
             // relayed to the other nodes, which own it by this node (docs/scaling.md "Fairies").

@@ -17,12 +17,12 @@ use yrs::sync::awareness::{AwarenessUpdate, AwarenessUpdateEntry};
 use yrs::updates::decoder::Decode;
 use yrs::updates::encoder::Encode;
 
-use super::Room;
-use super::decode::decode_update;
 use super::presence::Owner;
 use crate::origin::TxnOrigin;
 use crate::protocol;
 use crate::pubsub::{Envelope, NodeId};
+use crate::room::Room;
+use crate::room::vet::decode::decode_update;
 
 /// The connection id of transactions that apply other nodes' updates (real connections count
 /// from 1).

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use yrs::{ReadTxn, StateVector, Transact};
 
-use super::{Room, RoomError};
-use crate::history::actor::Actor;
+use crate::actor::Actor;
 use crate::origin::TxnOrigin;
+use crate::room::{Room, RoomError};
 
 /// How long a server write waits for its update to be logged before it answers with the
 /// room's last sequence number instead.
@@ -91,7 +91,7 @@ impl Room {
         if let Some(error) = self.failure().error() {
             return Err(error);
         }
-        let conn = super::peer::next_conn_id();
+        let conn = crate::room::peer::next_conn_id();
         let origin = TxnOrigin::Client {
             conn,
             sub: actor.id().to_owned(),
@@ -155,7 +155,7 @@ mod tests {
         let rooms = Rooms::new(store.clone() as Arc<dyn Store>, config, 4);
         let name = RoomName::parse("api").expect("name");
         let room = rooms.get(&name).await.expect("room");
-        let ada = Actor::user("ada", None).via(crate::history::actor::Via::Api);
+        let ada = Actor::user("ada", None).via(crate::actor::Via::Api);
         let update = update_setting("shapes", "s1", "hello");
         let seq = room.apply_update_as(&ada, &update).await.expect("applied");
         assert_eq!(
