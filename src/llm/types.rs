@@ -63,12 +63,14 @@ impl ChatMessage {
     }
 }
 
-/// A fairy's mode (docs/fairies.md "Modes"): the one mode enum, named by the agent (whose
-/// `agent::modes` gives each its memory level, actions and hooks, in `impl Mode` there) and
-/// carried typed on a [`ModelRequest`]. It lives here, below the agent, so that the model layer
-/// can name it without depending on the agent. Serialized kebab-case. Providers that talk to a
-/// real model ignore it (the model reads its mode in the system prompt); the offline model,
-/// which cannot read prose, decides by it.
+// A fairy's mode (docs/fairies.md "Modes"): the one mode enum, named by the agent (whose
+// `agent::modes` gives each its memory level, actions and hooks, in `impl Mode` there) and
+// carried typed on a [`ModelRequest`]. It lives here, below the agent, so that the model layer
+// can name it without depending on the agent. Serialized kebab-case. Providers that talk to a
+// real model ignore it (the model reads its mode in the system prompt); the offline model,
+// which cannot read prose, decides by it. (A plain comment: the doc comment below is the
+// description `/openapi.json` gives the schema.)
+/// Every mode of the seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
