@@ -130,7 +130,7 @@ impl Actor {
     }
 
     /// Whether this is a person's restore (`POST …/restore`), whose update keeps the original
-    /// actors of what it brings back (see [`super::replay::Rollback::record_restore`]).
+    /// actors of what it brings back (see [`crate::history::replay::Rollback::record_restore`]).
     pub fn is_restore(&self) -> bool {
         matches!(
             self,

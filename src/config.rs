@@ -515,7 +515,7 @@ pub struct ServeConfig {
 /// The default `--fairy-writes-per-sec`: beside 100 people on 2 cores, 16 fairies drew 580–600
 /// shapes/s under it while people's p99 stayed at 7.2–9.3 ms (2.8–4.5 alone; docs/benchmarks.md,
 /// 2026-11-26 sixth session); under 500 they were held at 497–500. The room's write budget
-/// meters it (`room::write_budget`); the default is configuration's, so that configuration does
+/// meters it (`room::writes::write_budget`); the default is configuration's, so that configuration does
 /// not depend on the room.
 pub const DEFAULT_FAIRY_WRITES_PER_SEC: u32 = 600;
 

@@ -10,9 +10,6 @@
 //! naming the actor of each transaction and logging it with the update — belongs to the room
 //! (`room::writes::actors`, the committer) and the store. Must not touch sockets or HTTP.
 
-/// The actor of a logged update, which the room writes and the history reads: a leaf below
-/// both ([`crate::actor`]), named here too for the history's readers.
-pub use crate::actor;
 pub mod checkpoint;
 pub mod replay;
 pub mod retention;

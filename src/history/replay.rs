@@ -11,7 +11,7 @@
 //! Must not touch: a live room's document other than through the transaction it is handed
 //! (never reads a room to replay it), the store, the network; no I/O, no async, no clocks.
 //! Never writes a server-owned root (`fairies`, `projects`, `tasks`, `meta`,
-//! [`crate::room::roots::ServerRoot`]): restore and rollback only write the people-writable
+//! [`crate::room::vet::roots::ServerRoot`]): restore and rollback only write the people-writable
 //! roots `shapes` and `pages`.
 //!
 //! Cost: one update costs what it touches, not what the document holds: a deep observer on
@@ -50,8 +50,7 @@ pub const PEOPLE_ROOTS: [&str; 2] = [SHAPES, PAGES];
 /// The key of this module's deep observers on a replay's roots.
 const OBSERVER_KEY: &str = "fairyring.history.replay";
 
-/// Who wrote an update, as far as rollback needs it (the actor vocabulary, [`crate::actor`]).
-pub use crate::actor::{ActorKey, ActorKind};
+use crate::actor::ActorKey;
 
 /// Why a replay could not go on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -1265,6 +1264,7 @@ fn record_props(entry: &mut EntryLog, by: Writer, target: ActorIx, old: &Value, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::actor::ActorKind;
     use proptest::prelude::*;
     use yrs::ArrayRef;
 
@@ -1604,7 +1604,7 @@ mod tests {
     #[test]
     fn people_roots_are_not_server_roots() {
         for name in PEOPLE_ROOTS {
-            assert_eq!(crate::room::roots::ServerRoot::of(name), None);
+            assert_eq!(crate::room::vet::roots::ServerRoot::of(name), None);
         }
     }
 

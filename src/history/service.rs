@@ -12,8 +12,8 @@ use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::BATCH_BYTES;
-use super::replay::{ActorKey, Replay, ReplayError, Rollback, RollbackOutcome, ShapeChanges};
-use crate::actor::{Actor, Via};
+use super::replay::{Replay, ReplayError, Rollback, RollbackOutcome, ShapeChanges};
+use crate::actor::{Actor, ActorKey, Via};
 use crate::ids::RoomName;
 use crate::room::{Room, RoomError};
 use crate::store::{LogRow, Store, StoreError, StoredVersion};
@@ -48,7 +48,7 @@ pub enum HistoryError {
     Room(String),
     /// The write would take the room's document past `--max-doc-bytes`.
     #[error(transparent)]
-    DocTooLarge(crate::room::size::TooLarge),
+    DocTooLarge(crate::room::vet::size::TooLarge),
 }
 
 impl From<RoomError> for HistoryError {

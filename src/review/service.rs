@@ -78,7 +78,7 @@ fn accepted_actor(record: &Suggestion, by: &Person) -> Actor {
 /// A bound on what applying `record` adds to the document (its props as JSON).
 fn write_bound(record: &Suggestion) -> u64 {
     let json = serde_json::to_vec(&record.props_json()).map_or(0, |v| v.len());
-    crate::room::size::json_write_bound(json)
+    crate::room::vet::size::json_write_bound(json)
 }
 
 /// Accepts or rejects the pending suggestion `id` as `by`.

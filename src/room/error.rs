@@ -3,7 +3,7 @@
 //! each to a status or close code (`server::error`); nothing here knows of sockets.
 
 use crate::protocol::ProtocolError;
-use crate::room::{roots, size};
+use crate::room::vet::{roots, size};
 
 /// Why a room refused or closed a peer. The server maps each to an HTTP status or close code.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,6 @@
 //! A room's document built from what the store holds (docs/storage.md): the stored snapshot
 //! and log replayed into a fresh document, a new room's schema, and what the room derives
-//! from them at load — its size estimate (see [`crate::room::size`]) and the cold-load answer
+//! from them at load — its size estimate (see [`crate::room::vet::size`]) and the cold-load answer
 //! (see [`ColdCache`]) — before anything observes the document.
 //!
 //! Owns the load only: no I/O (the registry read the store), no peer, no queue.

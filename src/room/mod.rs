@@ -4,7 +4,7 @@
 //! # Layout
 //! Folders by job; what other modules use is re-exported here (`crate::room::…`).
 //! - [`vet`]: vetting a writer's update before any document sees it — `decode` (hostile
-//!   encodings refused), [`roots`] (server-owned roots, nesting) and [`size`] (the
+//!   encodings refused), [`roots`](vet::roots) (server-owned roots, nesting) and [`size`](vet::size) (the
 //!   `--max-doc-bytes` cap and the room's estimate of its size). Pure and sans-IO: bytes in,
 //!   verdicts out; the fuzz targets and property tests drive them directly.
 //! - `commit`: the pipeline that makes every update durable before any peer sees it — the
@@ -12,14 +12,14 @@
 //!   task and its loop, one commit as named steps (`pipeline`, `append`), pacing and the
 //!   server's awareness held to the tick (`pace`, `coalesce`), the log's upkeep (compaction,
 //!   history checkpoints, the snapshot thread), and other nodes' updates (`inbound`).
-//! - `peers`: who is joined and what they are sent — [`peer`] (identity, bounded outbound
+//! - `peers`: who is joined and what they are sent — [`peer`](peers::peer) (identity, bounded outbound
 //!   queue, close switch), `session` (join, a peer's frames, leave, broadcast), `sync` and
 //!   `cold` (the answer to a sync step 1, ready for a peer that knows nothing), `presence`
 //!   (awareness relay, ownership of client ids, timeouts) and `remote` (the other nodes of a
 //!   scale-out deployment: their updates and relayed awareness).
 //! - `writes`: what changes the document and who it is logged as — `apply` (a peer's or REST
 //!   update vetted, admitted and integrated), `write` (the server's writes on a person's
-//!   behalf: restore, rollback), [`write_budget`] (`--fairy-writes-per-sec`), `actors` (the
+//!   behalf: restore, rollback), [`write_budget`](writes::write_budget) (`--fairy-writes-per-sec`), `actors` (the
 //!   actor and fence logged with each origin's updates).
 //! - this file: the [`Room`] and its wiring; `load` (its document built from the store),
 //!   `error`, `config`; [`registry`] (loading each room once, unloading idle rooms, flushing
@@ -38,7 +38,7 @@
 //! it can change anything: it is decoded under [`crate::contain`] (the decoder panics on some
 //! overflowing lengths); updates yrs decodes but mishandles are refused structurally before any
 //! document sees them (legacy JSON content, which yrs 0.28.1 misreads; see `vet::decode`), and
-//! so are writes under the server-owned roots and shared types nested too deep ([`roots`]: `1008`
+//! so are writes under the server-owned roots and shared types nested too deep ([`roots`](vet::roots): `1008`
 //! and `1007`); and it is integrated under [`crate::contain`]. Each refusal closes only that peer's socket
 //! ([`RoomError::BadUpdate`]: close code 1007, counted as `bad_update`) and leaves the room, its
 //! document and its other peers as they were. Stored updates go through the same decoding.
@@ -56,17 +56,16 @@ pub mod writes;
 pub use config::{Checkpoints, RoomConfig};
 pub(crate) use error::Failure;
 pub use error::RoomError;
-pub use peers::peer;
 pub use peers::session::Peer;
 pub use reclaim::cap_arenas;
-pub use vet::{roots, size};
-pub use writes::write_budget;
+/// The size cap and estimate, at the path the agent's turn still names (`crate::room::size`).
+pub use vet::size;
 
 /// What `fairyring bench --history-updates` compacts by (developer tooling).
 #[cfg(feature = "dev-tools")]
 pub(crate) use commit::compaction_rule;
 pub(crate) use commit::snapshot;
-pub use peer::{PeerControl, PeerInfo};
+pub use peers::peer::{PeerControl, PeerInfo};
 pub use registry::{LoadHook, Rooms};
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -121,9 +120,9 @@ pub struct Room {
     /// The server's awareness states waiting for the room's tick.
     server_presence: ServerPresence,
     /// The budget of its fairies' writes (`--fairy-writes-per-sec`).
-    fairy_writes: write_budget::WriteBudget,
+    fairy_writes: writes::write_budget::WriteBudget,
     /// Where the document's items are (see [`roots`]): peers' updates are checked against it.
-    roots: Arc<Mutex<roots::RootIndex>>,
+    roots: Arc<Mutex<vet::roots::RootIndex>>,
     /// A new room's schema, until the room's first write stores it ahead of that write.
     unwritten_schema: Mutex<Option<Bytes>>,
     /// Who writes with which origin (logged with every update).
@@ -155,7 +154,7 @@ impl Room {
         let pending = Arc::new(PendingQueue::new(config.pending_capacity));
         // Built at the first peer update (see `Room::apply_peer_update`): a room only read
         // (cold loads, exports, fairies' reads) never pays for it.
-        let roots = Arc::new(Mutex::new(roots::RootIndex::default()));
+        let roots = Arc::new(Mutex::new(vet::roots::RootIndex::default()));
         let actors = Arc::new(Actors::default());
         Intake {
             pending: pending.clone(),
@@ -183,7 +182,7 @@ impl Room {
             fenced: AtomicBool::new(false),
             failure: std::sync::atomic::AtomicU8::new(Failure::None as u8),
             server_presence: ServerPresence::default(),
-            fairy_writes: write_budget::WriteBudget::new(config.fairy_writes_per_sec),
+            fairy_writes: writes::write_budget::WriteBudget::new(config.fairy_writes_per_sec),
             config,
             store,
             roots,

@@ -332,10 +332,10 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use async_trait::async_trait;
-    use bytes::Bytes;
 
     use super::*;
     use crate::store::memory::MemoryStore;
+    use crate::store::wrapper::StoreWrapper;
     use crate::store::{StoreError, StoredRoom};
 
     /// A store that counts loads and makes each one slow enough for callers to pile up.
@@ -346,64 +346,16 @@ mod tests {
         releases: AtomicUsize,
     }
 
+    /// Every other call goes to the memory store; the release is only counted.
     #[async_trait]
-    impl Store for CountingStore {
-        fn outbox(&self) -> &dyn crate::store::outbox::Outbox {
-            self.inner.outbox()
-        }
-        fn side(&self) -> &dyn crate::store::keyed::SideTables {
-            self.inner.side()
+    impl StoreWrapper for CountingStore {
+        fn inner(&self) -> &dyn Store {
+            &self.inner
         }
         async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
             self.loads.fetch_add(1, Ordering::SeqCst);
             tokio::task::yield_now().await;
             self.inner.load(room).await
-        }
-        async fn append_logged(
-            &self,
-            room: &RoomName,
-            updates: Vec<crate::store::Logged>,
-        ) -> Result<u64, StoreError> {
-            self.inner.append_logged(room, updates).await
-        }
-        async fn compact(
-            &self,
-            room: &RoomName,
-            snapshot: Bytes,
-            upto: u64,
-        ) -> Result<(), StoreError> {
-            self.inner.compact(room, snapshot, upto).await
-        }
-        async fn newest_checkpoint(&self, room: &RoomName) -> Result<Option<u64>, StoreError> {
-            self.inner.newest_checkpoint(room).await
-        }
-        async fn add_checkpoint(
-            &self,
-            room: &RoomName,
-            checkpoint: crate::store::Checkpoint,
-        ) -> Result<bool, StoreError> {
-            self.inner.add_checkpoint(room, checkpoint).await
-        }
-        async fn history(
-            &self,
-            room: &RoomName,
-            after: u64,
-            limit: usize,
-        ) -> Result<Vec<crate::store::LogRow>, StoreError> {
-            self.inner.history(room, after, limit).await
-        }
-        async fn load_version(
-            &self,
-            room: &RoomName,
-            seq: u64,
-        ) -> Result<Option<crate::store::StoredVersion>, StoreError> {
-            self.inner.load_version(room, seq).await
-        }
-        async fn seq_at(&self, room: &RoomName, at: u64) -> Result<Option<u64>, StoreError> {
-            self.inner.seq_at(room, at).await
-        }
-        async fn prune_history(&self, before: u64) -> Result<u64, StoreError> {
-            self.inner.prune_history(before).await
         }
         async fn release_memory(&self) {
             self.releases.fetch_add(1, Ordering::SeqCst);

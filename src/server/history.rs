@@ -32,8 +32,7 @@ use super::export::Format;
 use super::held_body::{self, Piece};
 use super::openapi::{RoomPath, SeqAnswer, TokenRefusals};
 use super::write_rate::WriteCost;
-use crate::actor::Actor;
-use crate::history::replay::ActorKey;
+use crate::actor::{Actor, ActorKey};
 use crate::history::service::{Held, HistoryError, MAX_PAGE, ReplayPermit};
 
 /// Entries of a history page when `limit` is not given.

@@ -108,7 +108,7 @@ pub async fn upgrade(
         return Err(crate::room::RoomError::RoomFull.into());
     }
     let info = PeerInfo {
-        conn: crate::room::peer::next_conn_id(),
+        conn: crate::room::peers::peer::next_conn_id(),
         sub: admission.sub,
         name: admission.name,
         can_write: admission.can_write,

@@ -22,7 +22,7 @@ impl FairyRuntime {
     /// its writes (docs/storage.md "History"); called at every turn, since its project task
     /// may change between turns.
     pub(super) fn name_actor(&self, request_id: &RequestId, prompted_by: Option<&str>) {
-        let actor = crate::history::actor::Actor::Fairy {
+        let actor = crate::actor::Actor::Fairy {
             id: self.entity.id.to_string(),
             request_id: request_id.to_string(),
             prompted_by: self.prompted_by(prompted_by),

@@ -4,7 +4,7 @@
 //! `acceptance: "rejected"` on the item that says a person took that request back, and `usage`
 //! (what the request's model calls used, [`ChatUsage`]) on a request's last item. Every peer
 //! receives it; only the server writes it (a peer's update under `fairies` is refused,
-//! [`crate::room::roots`]).
+//! [`crate::room::vet::roots`]).
 //!
 //! A fairy's private state (mode, model-facing history, todo, tasks) is not in the document: it
 //! lives in the store (see [`crate::agent::state::store`]). Earlier versions kept it in the fairy's map

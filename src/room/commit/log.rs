@@ -96,7 +96,7 @@ pub(super) struct Compaction {
     task: tokio::task::JoinHandle<Option<u64>>,
     covered: u64,
     covered_bytes: u64,
-    /// The room's document size estimate when it started (see [`crate::room::size`]).
+    /// The room's document size estimate when it started (see [`crate::room::vet::size`]).
     size_mark: u64,
 }
 
@@ -189,7 +189,7 @@ pub(super) async fn compaction_done(
 }
 
 /// Counts what a finished compaction took out of the log, and rebases the room's document
-/// size estimate on the snapshot (see [`crate::room::size`]).
+/// size estimate on the snapshot (see [`crate::room::vet::size`]).
 pub(super) fn compacted(
     room: &Room,
     log: &mut LogState,

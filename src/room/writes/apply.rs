@@ -11,7 +11,8 @@ use yrs::{Doc, ReadTxn, StateVector, Transact, Update};
 
 use crate::origin::TxnOrigin;
 use crate::room::vet::decode::{decode_peer_update, walk_emitted};
-use crate::room::{Room, RoomError, size};
+use crate::room::vet::size;
+use crate::room::{Room, RoomError};
 
 impl Room {
     /// Vets and applies a writer's v1 update exactly as a peer's (a REST write goes through

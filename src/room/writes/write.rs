@@ -39,7 +39,7 @@ impl Room {
 
     /// Whether a server write that adds at most `bound` bytes keeps the document within
     /// `--max-doc-bytes`, checked inside the write's transaction `txn` before it writes
-    /// anything (see [`super::size`]).
+    /// anything (see [`crate::room::vet::size`]).
     pub fn admit_in(&self, txn: &impl ReadTxn, bound: u64) -> Result<(), RoomError> {
         self.size
             .admit(bound, || {
@@ -91,7 +91,7 @@ impl Room {
         if let Some(error) = self.failure().error() {
             return Err(error);
         }
-        let conn = crate::room::peer::next_conn_id();
+        let conn = crate::room::peers::peer::next_conn_id();
         let origin = TxnOrigin::Client {
             conn,
             sub: actor.id().to_owned(),

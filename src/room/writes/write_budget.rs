@@ -18,9 +18,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The default `--fairy-writes-per-sec` (the configuration's, named here too).
-pub use crate::config::DEFAULT_FAIRY_WRITES_PER_SEC;
-
 /// Share of a second of writes the bucket holds (its burst).
 const BURST_SECONDS: f64 = 0.1;
 
