@@ -399,7 +399,7 @@ async fn a_turn_ends_at_its_action_cap() {
         .until("the cap in the chat", |c| {
             chat_texts(c, &id)
                 .iter()
-                .any(|t| t.starts_with("I stopped: one answer reached the 3 actions"))
+                .any(|t| t.starts_with("I stopped: one answer went past the 3 actions"))
         })
         .await;
     let s = shapes(&client);

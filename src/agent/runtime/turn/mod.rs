@@ -236,9 +236,11 @@ impl FairyRuntime {
                     let events = actions.push(&text);
                     turn.id_streaming = actions.streaming_string_key().is_some_and(is_id_key);
                     for a in events {
+                        if self.past_action_cap(&a) {
+                            break;
+                        }
                         self.admit(&a).await;
                         self.on_streamed(a, &mut turn);
-                        self.check_action_cap(&turn);
                         if self.cut_answer {
                             break;
                         }
@@ -308,9 +310,11 @@ impl FairyRuntime {
         outcome?;
         if !cut {
             for a in actions.finish() {
+                if self.past_action_cap(&a) {
+                    break;
+                }
                 self.admit(&a).await;
                 self.on_streamed(a, &mut turn);
-                self.check_action_cap(&turn);
                 if self.cut_answer {
                     break;
                 }
@@ -330,17 +334,20 @@ impl FairyRuntime {
         Ok(())
     }
 
-    /// Cuts the answer (as a correction's interrupt does) once this turn handled
-    /// `--fairy-turn-max-actions` complete actions, and says why for the chat.
-    fn check_action_cap(&mut self, turn: &TurnState) {
+    /// Whether `a` is past the `--fairy-turn-max-actions` actions this turn may apply: then
+    /// nothing of it is applied and the answer is cut (as a correction's interrupt cuts it),
+    /// with why for the chat. An answer of exactly that many actions ends normally.
+    fn past_action_cap(&mut self, a: &StreamedAction) -> bool {
         let cap = self.config.turn_max_actions;
-        if cap > 0 && turn.handled >= cap && self.turn_bound.is_none() {
-            tracing::info!(fairy = %self.entity.id, cap, "turn action cap: model stream dropped");
-            self.turn_bound = Some(format!(
-                "one answer reached the {cap} actions a turn may apply"
-            ));
-            self.cut_answer = true;
+        if cap == 0 || a.index < cap {
+            return false;
         }
+        tracing::info!(fairy = %self.entity.id, cap, "turn action cap: model stream dropped");
+        self.turn_bound = Some(format!(
+            "one answer went past the {cap} actions a turn may apply"
+        ));
+        self.cut_answer = true;
+        true
     }
 
     /// One streamed object through the pipeline: told to observers, checked
