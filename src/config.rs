@@ -384,6 +384,17 @@ pub struct ServeConfig {
     #[arg(long, env = "FAIRYRING_FAIRY_MAX_ITERATIONS", default_value_t = 25)]
     pub fairy_max_iterations: usize,
 
+    /// Most complete actions one model turn may apply; the turn (and the request) ends there,
+    /// the stream dropped. A normal turn applies a few dozen; 0 = no limit.
+    #[arg(long, env = "FAIRYRING_FAIRY_TURN_MAX_ACTIONS", default_value_t = 200)]
+    pub fairy_turn_max_actions: usize,
+
+    /// Most seconds one model turn may stream, counted from the model's first event (a slow
+    /// prompt read is bounded by `--llm-first-byte-timeout`); the turn (and the request) ends
+    /// there, the stream dropped. 0 = no limit.
+    #[arg(long, env = "FAIRYRING_FAIRY_TURN_MAX_SECS", default_value_t = 600)]
+    pub fairy_turn_max_secs: u64,
+
     /// Characters of chat history a fairy's prompt may carry; older items are summarised by
     /// the model (and cut if that fails) beyond it.
     #[arg(long, env = "FAIRYRING_FAIRY_HISTORY_CHARS", default_value_t = 100_000)]
@@ -592,6 +603,8 @@ impl ServeConfig {
             fairy_apply_interval_ms: 250,
             fairy_apply_min_move: 64.0,
             fairy_max_iterations: 25,
+            fairy_turn_max_actions: 200,
+            fairy_turn_max_secs: 600,
             fairy_history_chars: 100_000,
             max_fairies_per_room: 16,
             fairy_api_rate_per_min: 60,

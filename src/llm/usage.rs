@@ -43,7 +43,31 @@ impl Usage {
     }
 }
 
+/// Characters per token assumed when a cut stream's usage is estimated (JSON and English run
+/// at 3 to 4; the lower figure errs on the side of counting more).
+pub const ESTIMATE_CHARS_PER_TOKEN: u64 = 3;
+
 impl Usage {
+    /// The usage of an attempt whose stream was dropped before the provider's final report
+    /// (OpenAI-compatible providers send all of it in the last chunk, Anthropic the output
+    /// count in `message_delta`): what was reported, raised to an estimate from the characters
+    /// of the prompt's text (only when no input was reported at all) and of the answer
+    /// received. A budget must not read a cut stream as free.
+    pub fn estimated_after_cut(&self, prompt_chars: usize, answer_chars: usize) -> Usage {
+        let tokens = |chars: usize| (chars as u64).div_ceil(ESTIMATE_CHARS_PER_TOKEN);
+        let reported_input =
+            self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens;
+        Usage {
+            input_tokens: if reported_input == 0 {
+                tokens(prompt_chars)
+            } else {
+                self.input_tokens
+            },
+            output_tokens: self.output_tokens.max(tokens(answer_chars)),
+            ..*self
+        }
+    }
+
     /// A call's usage once one more attempt ended: `self` (its earlier attempts) plus `last`,
     /// input and output summed; the cache figures are the last attempt's.
     pub fn with_attempt(&self, last: &Usage) -> Usage {
@@ -113,6 +137,35 @@ mod tests {
                 cache_creation_input_tokens: 0,
             }
         );
+    }
+
+    #[test]
+    fn a_cut_stream_is_estimated_where_the_report_is_missing_or_short() {
+        // OpenAI-compatible: nothing reported before the last chunk.
+        let none = Usage::default().estimated_after_cut(3000, 301);
+        assert_eq!((none.input_tokens, none.output_tokens), (1000, 101));
+        // Anthropic: input from `message_start`, output 1 until `message_delta`.
+        let started = Usage {
+            input_tokens: 10,
+            output_tokens: 1,
+            cache_read_input_tokens: 500,
+            cache_creation_input_tokens: 0,
+        };
+        let cut = started.estimated_after_cut(3000, 30);
+        assert_eq!(
+            cut,
+            Usage {
+                output_tokens: 10,
+                ..started
+            }
+        );
+        // A report larger than the estimate stands.
+        let big = Usage {
+            input_tokens: 7,
+            output_tokens: 99,
+            ..Usage::default()
+        };
+        assert_eq!(big.estimated_after_cut(3000, 30), big);
     }
 
     #[test]

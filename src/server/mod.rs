@@ -192,6 +192,9 @@ pub async fn start_with(
     let model = crate::llm::model_from_config(&config)?;
     let runtime = crate::agent::state::RuntimeConfig {
         max_iterations: config.fairy_max_iterations.max(1),
+        turn_max_actions: config.fairy_turn_max_actions,
+        turn_max_time: (config.fairy_turn_max_secs > 0)
+            .then(|| std::time::Duration::from_secs(config.fairy_turn_max_secs)),
         history_budget: config.fairy_history_chars.max(1000),
         throttle: crate::agent::apply::throttle::ThrottleConfig::from_serve(&config),
         vision: crate::llm::vision::vision_enabled(&config),

@@ -2,7 +2,8 @@
 //! `<think>` block holding JSON is skipped; a context overflow is recovered (compaction, then
 //! retry) or reported (chat message and `error` event); failover retries and token usage are
 //! told on the event stream; and the model stream is dropped as soon as the actions array
-//! closed or broke (the mock sees the client leave early).
+//! closed or broke (the mock sees the client leave early), its usage then estimated rather than
+//! lost; a turn ends at its action and time caps (`--fairy-turn-max-actions`, `-secs`).
 
 use crate::support;
 
@@ -45,8 +46,25 @@ async fn prompted(
     String,
     reqwest::Response,
 ) {
+    prompted_with(room, responses, |_| {}).await
+}
+
+/// [`prompted`] with the server's configuration changed by `tweak`.
+async fn prompted_with(
+    room: &str,
+    responses: Vec<MockResponse>,
+    tweak: impl FnOnce(&mut fairyring::config::ServeConfig),
+) -> (
+    MockServer,
+    fairyring::server::ServerHandle,
+    Client,
+    String,
+    reqwest::Response,
+) {
     let mock = mock_server(responses).await;
-    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut config = mock_config(&mock);
+    tweak(&mut config);
+    let (server, ws, http) = start(config).await;
     let client = Client::connect(&ws, room).await;
     let id = invite(&http, room, "Sorrel").await;
     let events = events(&http, room, &id).await;
@@ -308,6 +326,124 @@ async fn a_context_overflow_first_summarises_the_older_history() {
     assert!(mock.requests().len() >= before + 3);
     let history = history(&http, "overflow-summary", &id).await.to_string();
     assert!(history.contains(summary), "{history}");
+    client.close().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_before_its_usage_report_is_counted_by_estimate() {
+    // The OpenAI-compatible usage comes in the last chunk, which the dropped stream never
+    // reads (issue 45: a slow model's report came after the tail wait).
+    let head = rectangle("counted");
+    let cut = MockResponse {
+        usage: Usage {
+            input_tokens: 4000,
+            output_tokens: 900,
+            ..Usage::default()
+        },
+        ..with_slow_tail(&head)
+    };
+    let (mock, server, client, _id, mut events) = prompted("estimate", vec![cut, ok(DONE)]).await;
+    let seen = read_events(&mut events, "event: request-ended").await;
+    assert!(
+        mock.wait_disconnects(1, Duration::from_secs(5)).await,
+        "{seen}"
+    );
+    let usage = events_named(&seen, "usage");
+    let first = usage
+        .iter()
+        .find(|u| u["purpose"] == json!("turn"))
+        .unwrap_or_else(|| panic!("a turn's usage: {seen}"));
+    let output = first["outputTokens"].as_u64().unwrap_or(0);
+    let input = first["inputTokens"].as_u64().unwrap_or(0);
+    // At 3 characters a token: the answer's head and the tail read after it.
+    assert!(output as usize >= head.len() / 3, "{first}");
+    assert!(output < 900, "the report never arrived: {first}");
+    // The system prompt alone is thousands of characters.
+    assert!(input > 1000, "{first}");
+    client.close().await;
+    server.shutdown().await;
+}
+
+/// `n` complete rectangles `b0`, `b1` … in one answer.
+fn rectangles(n: usize) -> String {
+    let shapes: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"_type": "create", "intent": "a box", "shape": {{"_type": "rectangle", "shapeId": "b{i}", "x": {}, "y": 0, "w": 80, "h": 40, "color": "red", "note": ""}}}}"#,
+                i * 100
+            )
+        })
+        .collect();
+    format!(r#"{{"actions": [{}]}}"#, shapes.join(", "))
+}
+
+/// The `reason` of the request's end.
+fn end_reason(seen: &str) -> Value {
+    events_named(seen, "request-ended")
+        .first()
+        .map(|e| e["reason"].clone())
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_ends_at_its_action_cap() {
+    let (mock, server, mut client, id, mut events) =
+        prompted_with("action-cap", vec![ok(&rectangles(5)), ok(DONE)], |c| {
+            c.fairy_turn_max_actions = 3;
+        })
+        .await;
+    let seen = read_events(&mut events, "event: request-ended").await;
+    assert_eq!(end_reason(&seen), json!("max-iterations"), "{seen}");
+    client
+        .until("the cap in the chat", |c| {
+            chat_texts(c, &id)
+                .iter()
+                .any(|t| t.starts_with("I stopped: one answer went past the 3 actions"))
+        })
+        .await;
+    let s = shapes(&client);
+    for kept in ["b0", "b1", "b2"] {
+        assert_eq!(s[kept]["locked"], json!(false), "{kept}: {s}");
+    }
+    assert!(s.get("b3").is_none() && s.get("b4").is_none(), "{s}");
+    assert_eq!(locked_count(&client), 0);
+    assert_eq!(mock.requests().len(), 1, "no turn after the cap");
+    client.close().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_ends_at_its_time_cap() {
+    // About 15 s of streaming at this pace; the cap cuts it after 1 s.
+    let slow = MockResponse {
+        text: rectangles(40),
+        delta_chars: 20,
+        chunk_size: 64,
+        delay_ms: 20,
+        ..MockResponse::default()
+    };
+    let (mock, server, mut client, id, mut events) =
+        prompted_with("time-cap", vec![slow, ok(DONE)], |c| {
+            c.fairy_turn_max_secs = 1;
+        })
+        .await;
+    let seen = read_events(&mut events, "event: request-ended").await;
+    assert_eq!(end_reason(&seen), json!("max-iterations"), "{seen}");
+    assert!(
+        mock.wait_disconnects(1, Duration::from_secs(5)).await,
+        "{seen}"
+    );
+    client
+        .until("the cap in the chat", |c| {
+            chat_texts(c, &id)
+                .iter()
+                .any(|t| t.starts_with("I stopped: one answer streamed for longer than the 1 s"))
+        })
+        .await;
+    assert!(shapes(&client).get("b39").is_none());
+    assert_eq!(locked_count(&client), 0);
+    assert_eq!(mock.requests().len(), 1, "no turn after the cap");
     client.close().await;
     server.shutdown().await;
 }

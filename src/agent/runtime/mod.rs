@@ -122,6 +122,9 @@ pub struct FairyRuntime {
     /// Set by an action that interrupts the rest of the answer with its correction (the
     /// design's error-correction interrupt: a refused direction); the turn drops the stream.
     cut_answer: bool,
+    /// Set when the last turn hit a per-turn bound (`--fairy-turn-max-actions`,
+    /// `--fairy-turn-max-secs`): why, for the chat; the request ends after that turn.
+    turn_bound: Option<String>,
     /// The length of the history at each of its last model calls, oldest first: the prompt
     /// splits the history there so that a call's prefix stays a prefix of the next
     /// (`turn/prompt.rs`; a few dozen at most).
@@ -201,6 +204,7 @@ impl FairyRuntime {
             corrections: Vec::new(),
             notes: Vec::new(),
             cut_answer: false,
+            turn_bound: None,
             history_marks: turn::HistoryMarks::default(),
             billing: crate::llm::Billing::default(),
             bounds: Bounds::default(),

@@ -106,6 +106,11 @@ impl FairyRuntime {
                 break EndReason::Error;
             }
             self.persist();
+            if let Some(why) = self.turn_bound.take() {
+                self.say(&format!("I stopped: {why}."));
+                self.switch_mode(Mode::Idling);
+                break EndReason::MaxIterations;
+            }
             // A mode that does not work on requests (waiting, standing by, idle after a
             // project ended) ends the request unless something was scheduled.
             if !self.modes.mode().is_active() && self.scheduled.is_none() {

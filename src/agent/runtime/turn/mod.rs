@@ -91,6 +91,19 @@ fn is_id_key(key: &str) -> bool {
     key == "id" || key.ends_with("Id") || key.ends_with("Ids")
 }
 
+/// Characters of the prompt's text (system and messages; images not counted), for the
+/// estimate of a cut stream's usage.
+fn text_chars(request: &crate::llm::ModelRequest) -> usize {
+    let parts = request.messages.iter().flat_map(|m| m.parts.iter());
+    request.system.chars().count()
+        + parts
+            .map(|p| match p {
+                crate::llm::types::Part::Text { text } => text.chars().count(),
+                crate::llm::types::Part::Image { .. } => 0,
+            })
+            .sum::<usize>()
+}
+
 /// Sleeps until `at`, or forever without one.
 async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
@@ -152,6 +165,7 @@ impl FairyRuntime {
             held: None,
             id_streaming: false,
         };
+        let prompt_chars = text_chars(&model_request);
         let mut stream = self.model.stream(model_request);
         let mut actions = ActionStream::new();
         let mut usage = Usage::default();
@@ -161,11 +175,24 @@ impl FairyRuntime {
         let mut tail: Option<(usize, tokio::time::Instant)> = None;
         // True when an action's correction interrupted the answer: nothing after it is applied.
         let mut cut = false;
+        // Characters of answer text this attempt, and whether its stream ended by itself (with
+        // the provider's final usage report) rather than being dropped here.
+        let mut answer_chars = 0usize;
+        let mut ended = false;
+        // The end of the turn's time (`--fairy-turn-max-secs`), set at the model's first event.
+        let mut deadline: Option<tokio::time::Instant> = None;
         let outcome = loop {
             let wake = turn.held.as_ref().map(|h| h.until);
             let save = self.state_save_due().map(tokio::time::Instant::from_std);
             let event = tokio::select! {
                 biased;
+                () = sleep_until(deadline) => {
+                    let secs = self.config.turn_max_time.unwrap_or_default().as_secs();
+                    tracing::info!(fairy = %self.entity.id, secs, "turn time cap: model stream dropped");
+                    self.turn_bound = Some(format!("one answer streamed for longer than the {secs} s a turn may take"));
+                    cut = true;
+                    break Ok(());
+                }
                 event = stream.next() => event,
                 () = sleep_until(wake) => {
                     self.apply_held(&mut turn);
@@ -181,13 +208,23 @@ impl FairyRuntime {
                     break Ok(());
                 }
             };
+            if deadline.is_none() {
+                deadline = self
+                    .config
+                    .turn_max_time
+                    .map(|d| tokio::time::Instant::now() + d);
+            }
             let event = match event {
-                None => break Ok(()),
+                None => {
+                    ended = true;
+                    break Ok(());
+                }
                 Some(Err(error)) => break Err(error),
                 Some(Ok(event)) => event,
             };
             match event {
                 ModelEvent::TextDelta(text) => {
+                    answer_chars += text.chars().count();
                     if let Some((chars, _)) = &mut tail {
                         *chars += text.chars().count();
                         if *chars > TAIL_CHARS {
@@ -199,6 +236,9 @@ impl FairyRuntime {
                     let events = actions.push(&text);
                     turn.id_streaming = actions.streaming_string_key().is_some_and(is_id_key);
                     for a in events {
+                        if self.past_action_cap(&a) {
+                            break;
+                        }
                         self.admit(&a).await;
                         self.on_streamed(a, &mut turn);
                         if self.cut_answer {
@@ -229,6 +269,7 @@ impl FairyRuntime {
                     self.emit(AgentEvent::retry(attempt, &error, discard, wait));
                     spent = spent.with_attempt(&usage);
                     usage = Usage::default();
+                    answer_chars = 0;
                     if discard {
                         self.revert_streamed();
                         actions = ActionStream::new();
@@ -237,10 +278,22 @@ impl FairyRuntime {
                         turn.held = None;
                     }
                 }
-                ModelEvent::Done { .. } => break Ok(()),
+                ModelEvent::Done { .. } => {
+                    ended = true;
+                    break Ok(());
+                }
             }
         };
         drop(stream);
+        if !ended {
+            // Dropped before the provider's final usage report (a slow model's comes well after
+            // the actions close): counted from what was sent and received instead.
+            let estimated = usage.estimated_after_cut(prompt_chars, answer_chars);
+            if estimated != usage {
+                tracing::info!(fairy = %self.entity.id, reported = ?usage, ?estimated, "model stream cut before its usage report: usage estimated");
+                usage = estimated;
+            }
+        }
         let total = spent.with_attempt(&usage);
         crate::metrics::global().count_model_tokens(total.input_tokens, total.output_tokens);
         crate::metrics::global().count_cache_tokens(
@@ -257,6 +310,9 @@ impl FairyRuntime {
         outcome?;
         if !cut {
             for a in actions.finish() {
+                if self.past_action_cap(&a) {
+                    break;
+                }
                 self.admit(&a).await;
                 self.on_streamed(a, &mut turn);
                 if self.cut_answer {
@@ -276,6 +332,22 @@ impl FairyRuntime {
         }
         self.state.page_id = turn.ctx.page_id.clone();
         Ok(())
+    }
+
+    /// Whether `a` is past the `--fairy-turn-max-actions` actions this turn may apply: then
+    /// nothing of it is applied and the answer is cut (as a correction's interrupt cuts it),
+    /// with why for the chat. An answer of exactly that many actions ends normally.
+    fn past_action_cap(&mut self, a: &StreamedAction) -> bool {
+        let cap = self.config.turn_max_actions;
+        if cap == 0 || a.index < cap {
+            return false;
+        }
+        tracing::info!(fairy = %self.entity.id, cap, "turn action cap: model stream dropped");
+        self.turn_bound = Some(format!(
+            "one answer went past the {cap} actions a turn may apply"
+        ));
+        self.cut_answer = true;
+        true
     }
 
     /// One streamed object through the pipeline: told to observers, checked
