@@ -9,7 +9,9 @@ runs it without --strict: `python3 scripts/import-cycles.py src`.
 With --folders, the same edges are grouped by folder: each top-level folder of src/ (and each
 top-level file) is one node, and so is each folder of src/agent/ (docs/architecture.md); a
 folder's own `mod.rs` belongs to it. Edges inside a node are dropped. Prints each mutual pair and
-each cycle of folders, and exits 1 if there is one (no two-way doors between folders)."""
+each cycle of folders, and exits 1 if there is one (no two-way doors between folders); with
+--layers also each folder's row (one above every folder it names) and what it names: the
+picture in docs/architecture.md, "The folders and their one-way arrows"."""
 import os, re, sys
 ROOT = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith('-') else 'src'
 STRICT = '--strict' in sys.argv
@@ -132,6 +134,18 @@ for v in edges:
         visit(v)
 for c in sccs:
     print('cycle:', ' '.join(c))
+if FOLDERS and '--layers' in sys.argv and not sccs:
+    # The picture in docs/architecture.md: each folder on the row above everything it names.
+    level = {}
+    def lvl(n):
+        if n not in level:
+            level[n] = 1 + max([lvl(t) for t in edges.get(n, ()) if t in edges] or [-1])
+        return level[n]
+    for n in edges:
+        lvl(n)
+    for n in sorted(edges, key=lambda n: (-level[n], n)):
+        if n != 'lib':
+            print(f"{level[n]:2} {n:15} -> {', '.join(sorted(t for t in edges[n] if t != 'lib'))}")
 what = 'folders' if FOLDERS else 'files'
 print(len(sccs), f'import cycles between {what}' + (' (strict)' if STRICT else ''), f'({sum(len(e) for e in edges.values())} edges)')
 sys.exit(1 if sccs else 0)
