@@ -386,13 +386,21 @@ pub struct ServeConfig {
 
     /// Most complete actions one model turn may apply; the turn (and the request) ends there,
     /// the stream dropped. A normal turn applies a few dozen; 0 = no limit.
-    #[arg(long, env = "FAIRYRING_FAIRY_TURN_MAX_ACTIONS", default_value_t = 200)]
+    #[arg(
+        long,
+        env = "FAIRYRING_FAIRY_TURN_MAX_ACTIONS",
+        default_value_t = DEFAULT_FAIRY_TURN_MAX_ACTIONS
+    )]
     pub fairy_turn_max_actions: usize,
 
     /// Most seconds one model turn may stream, counted from the model's first event (a slow
     /// prompt read is bounded by `--llm-first-byte-timeout`); the turn (and the request) ends
     /// there, the stream dropped. 0 = no limit.
-    #[arg(long, env = "FAIRYRING_FAIRY_TURN_MAX_SECS", default_value_t = 600)]
+    #[arg(
+        long,
+        env = "FAIRYRING_FAIRY_TURN_MAX_SECS",
+        default_value_t = DEFAULT_FAIRY_TURN_MAX_SECS
+    )]
     pub fairy_turn_max_secs: u64,
 
     /// Characters of chat history a fairy's prompt may carry; older items are summarised by
@@ -530,6 +538,14 @@ pub struct ServeConfig {
 /// not depend on the room.
 pub const DEFAULT_FAIRY_WRITES_PER_SEC: u32 = 600;
 
+/// The default `--fairy-turn-max-actions`: most complete actions one model turn applies (a
+/// normal turn applies a few dozen). Configuration's, as above, so that it does not depend on
+/// the agent.
+pub const DEFAULT_FAIRY_TURN_MAX_ACTIONS: usize = 200;
+
+/// The default `--fairy-turn-max-secs`: longest stream of one model turn, from its first event.
+pub const DEFAULT_FAIRY_TURN_MAX_SECS: u64 = 600;
+
 /// The pace of the offline model under `--dev` without `--llm-pace-ms`, in ms per streamed
 /// piece (16 characters): a house (about 60 pieces) takes about 1.9 s, so a newcomer sees the
 /// fairy draw shape by shape.
@@ -603,8 +619,8 @@ impl ServeConfig {
             fairy_apply_interval_ms: 250,
             fairy_apply_min_move: 64.0,
             fairy_max_iterations: 25,
-            fairy_turn_max_actions: 200,
-            fairy_turn_max_secs: 600,
+            fairy_turn_max_actions: DEFAULT_FAIRY_TURN_MAX_ACTIONS,
+            fairy_turn_max_secs: DEFAULT_FAIRY_TURN_MAX_SECS,
             fairy_history_chars: 100_000,
             max_fairies_per_room: 16,
             fairy_api_rate_per_min: 60,

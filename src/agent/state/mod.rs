@@ -38,10 +38,6 @@ use crate::ids::RequestId;
 
 /// Default most model turns per request.
 pub const DEFAULT_MAX_ITERATIONS: usize = 25;
-/// Default most complete actions one model turn applies (`--fairy-turn-max-actions`).
-pub const DEFAULT_TURN_MAX_ACTIONS: usize = 200;
-/// Default longest stream of one model turn (`--fairy-turn-max-secs`).
-pub const DEFAULT_TURN_MAX_SECS: u64 = 600;
 /// Size of the area a request without bounds works on, around the fairy.
 pub const DEFAULT_VIEW: (f64, f64) = (1200.0, 800.0);
 
@@ -66,8 +62,10 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             max_iterations: DEFAULT_MAX_ITERATIONS,
-            turn_max_actions: DEFAULT_TURN_MAX_ACTIONS,
-            turn_max_time: Some(std::time::Duration::from_secs(DEFAULT_TURN_MAX_SECS)),
+            turn_max_actions: crate::config::DEFAULT_FAIRY_TURN_MAX_ACTIONS,
+            turn_max_time: Some(std::time::Duration::from_secs(
+                crate::config::DEFAULT_FAIRY_TURN_MAX_SECS,
+            )),
             history_budget: crate::agent::state::memory::HISTORY_BUDGET_CHARS,
             throttle: ThrottleConfig::default(),
             vision: false,

@@ -224,9 +224,10 @@ impl FairyRuntime {
             };
             match event {
                 ModelEvent::TextDelta(text) => {
-                    answer_chars += text.chars().count();
+                    let delta_chars = text.chars().count();
+                    answer_chars += delta_chars;
                     if let Some((chars, _)) = &mut tail {
-                        *chars += text.chars().count();
+                        *chars += delta_chars;
                         if *chars > TAIL_CHARS {
                             tracing::debug!(fairy = %self.entity.id, "text after the actions: model stream dropped");
                             break Ok(());
