@@ -202,6 +202,31 @@ try {
     updateShape(writer.doc, 'g-star', { color: 'orange', w: 200 })
     await until('the star to turn orange in tldraw', async () => (await tlShapes(tl.page)).some(s => s.id === 'g-star' && s.color === 'orange' && s.w === 200))
     await tl.page.screenshot({ path: join(ARTIFACTS, '01-raw-shapes-in-tldraw.png') })
+    // Geo labels are measured in batches (the page registers fairyringShapeUtils): with the same
+    // HTML as tldraw's own measurement, to the same sizes.
+    const labels = await tl.page.evaluate(async () => {
+      const { editor, fairyring: f } = window
+      const t = (text, marks) => marks ? { type: 'text', text, marks } : { type: 'text', text }
+      const para = (...c) => ({ type: 'paragraph', content: c })
+      const texts = [
+        [para(t('plain words'))],
+        [para(t('two')), para(t('lines'))],
+        [para(t('a')), { type: 'paragraph' }, para(t('gap'))],
+        [para(t('bold', [{ type: 'bold' }]), t(' and '), t('a link', [{ type: 'link', attrs: { href: 'https://example.com' } }]))],
+        [{ type: 'bulletList', content: [{ type: 'listItem', content: [para(t('item'))] }] }],
+        [para(t('<&> "quoted" \u05e9\u05dc\u05d5\u05dd'))]
+      ].map(content => ({ type: 'doc', content }))
+      const html = texts.map(r => [f.labelHtml(editor, r), f.tldrawLabelHtml(editor, r)])
+      while (f.labelsWaiting(editor) > 0) await new Promise(resolve => setTimeout(resolve, 20))
+      const sizes = editor.getCurrentPageShapes().filter(s => s.type === 'geo' && f.plainText(s.props.richText) !== '')
+        .map(s => [s.id, f.measuredLabelSize(editor, s), f.tldrawLabelSize(editor, s)])
+      return { html, sizes }
+    })
+    for (const [ours, theirs] of labels.html) assert(ours === theirs, `a label's HTML as tldraw makes it: ${ours} vs ${theirs}`)
+    assert(labels.sizes.length >= GEO_KINDS.length, `labelled geo shapes: ${labels.sizes.length}`)
+    for (const [id, ours, theirs] of labels.sizes) {
+      assert(ours !== undefined && Math.abs(ours.w - theirs.w) < 0.01 && Math.abs(ours.h - theirs.h) < 0.01, `${id}: label measured in a batch ${JSON.stringify(ours)}, by tldraw ${JSON.stringify(theirs)}`)
+    }
   })
 
   await step('shapes made with editor.createShapes land in the document in our schema, and a fairy\'s prompt reads them', async () => {

@@ -8,12 +8,14 @@
 // pending suggestions (review mode, drawn as ghosts by `bindReview`) to accept or reject.
 import { createRoot } from 'react-dom/client'
 import React, { useEffect, useState } from 'react'
-import { Tldraw, type Editor } from 'tldraw'
+import { GeoShapeUtil, Tldraw, renderHtmlFromRichTextForMeasurement, type Editor } from 'tldraw'
 import { getAssetUrlsByImport } from '@tldraw/assets/imports'
 import {
   FairyringApi, RoomConnection, fetchDevToken, readFairyChats, peersOf, httpBase, type TokenSource, type FairyChat
 } from '@fairyring/client'
-import { bindPresence, bindReview, bindTldraw, isGhostId, plainText, type ReviewBinding } from '../src/index.js'
+import {
+  bindPresence, bindReview, bindTldraw, fairyringShapeUtils, isGhostId, labelHtml, labelsWaiting, measuredLabelSize, plainText, type ReviewBinding
+} from '../src/index.js'
 import type { Ghost } from '@fairyring/client'
 import 'tldraw/tldraw.css'
 
@@ -52,7 +54,12 @@ conn.whenSynced().then(() => { w.fairyringSyncedAt = performance.now() }).catch(
 // Made once: a new object at each render would make <Tldraw> build a new editor.
 const assetUrls = getAssetUrlsByImport({ baseUrl: new URL('.', location.href).href })
 const api = new FairyringApi({ baseUrl: server, token: () => conn.token ?? currentToken })
-w.fairyring = { conn, api, doc: conn.doc, plainText, room }
+// What the browser test reads: the document, and the geo labels' batch measurement beside tldraw's own.
+w.fairyring = {
+  conn, api, doc: conn.doc, plainText, room, labelHtml, labelsWaiting, measuredLabelSize,
+  tldrawLabelHtml: renderHtmlFromRichTextForMeasurement,
+  tldrawLabelSize: (ed: Editor, shape: unknown) => (GeoShapeUtil.prototype as unknown as { getUnscaledLabelSize: (s: unknown) => unknown }).getUnscaledLabelSize.call(ed.getShapeUtil('geo'), shape)
+}
 
 function FairyPanel ({ editor }: { editor: Editor }): React.JSX.Element {
   const [fairies, setFairies] = useState<FairyChat[]>([])
@@ -206,7 +213,7 @@ function App (): React.JSX.Element {
   }, [])
   return (
     <>
-      <Tldraw assetUrls={assetUrls} onMount={onMount} licenseKey={TLDRAW_LICENSE_KEY !== '' ? TLDRAW_LICENSE_KEY : undefined} />
+      <Tldraw assetUrls={assetUrls} shapeUtils={fairyringShapeUtils} onMount={onMount} licenseKey={TLDRAW_LICENSE_KEY !== '' ? TLDRAW_LICENSE_KEY : undefined} />
       {editor !== null && <FairyPanel editor={editor} />}
     </>
   )

@@ -3,14 +3,18 @@
 // page is static and reaches no CDN. tldraw itself comes from node_modules (npm), never from the
 // repository. TLDRAW_LICENSE_KEY (environment, at build time) is passed to <Tldraw licenseKey>.
 // `@fairyring/client` and this package are bundled from their TypeScript sources; the Yjs
-// packages always resolve from this folder (one copy of `yjs`).
+// packages always resolve from this folder (one copy of `yjs`). `--bench` builds the open
+// benchmark's page (example/bench.tsx, driven by e2e/open-bench.mjs) into example/dist-bench/
+// instead, `--bench --no-minify` readable for CPU profiles.
 import * as esbuild from 'esbuild'
-import { copyFileSync, mkdirSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
-const out = join(root, 'example', 'dist')
+const bench = process.argv.includes('--bench')
+const out = join(root, 'example', bench ? 'dist-bench' : 'dist')
+const page = bench ? 'bench' : 'main'
 const SHARED = /^(yjs|y-websocket|y-protocols|lib0|react|react-dom|tldraw)(\/.*)?$/
 
 const dedupe = {
@@ -36,9 +40,9 @@ mkdirSync(out, { recursive: true })
 const started = Date.now()
 await esbuild.build({
   absWorkingDir: root,
-  entryPoints: { main: 'example/main.tsx' },
+  entryPoints: { [page]: `example/${page}.tsx` },
   bundle: true,
-  minify: true,
+  minify: !process.argv.includes('--no-minify'),
   format: 'esm',
   target: ['es2022'],
   jsx: 'automatic',
@@ -54,5 +58,10 @@ await esbuild.build({
   logLevel: 'warning',
   plugins: [dedupe, assetJson]
 })
-copyFileSync(join(root, 'example', 'index.html'), join(out, 'index.html'))
-console.log(`built example/dist in ${Date.now() - started} ms`)
+if (bench) {
+  const html = readFileSync(join(root, 'example', 'index.html'), 'utf8').replaceAll('./main.', './bench.')
+  writeFileSync(join(out, 'bench.html'), html)
+} else {
+  copyFileSync(join(root, 'example', 'index.html'), join(out, 'index.html'))
+}
+console.log(`built example/${bench ? 'dist-bench' : 'dist'} in ${Date.now() - started} ms`)

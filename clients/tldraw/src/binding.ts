@@ -26,7 +26,10 @@ export interface BindingOptions {
    * {@link LOAD_AT_ONCE} shapes always load in one step.
    */
   load?: 'viewport' | 'all'
-  /** Milliseconds of work one slice of the rest aims at (default 100). */
+  /**
+   * Milliseconds of work one slice of the rest aims at (default 500: each slice also costs tldraw
+   * a pass over every shape it holds, so fewer, larger slices put a room in sooner).
+   */
   sliceMs?: number
 }
 
@@ -420,7 +423,7 @@ export function bindTldraw (editor: Editor, doc: Y.Doc, opts: BindingOptions): T
     if (mm.get('index') !== want.index) mm.set('index', want.index)
   }
 
-  const sliceMs = opts.sliceMs ?? 100
+  const sliceMs = opts.sliceMs ?? 500
   let disposed = false
   let loadTimer: ReturnType<typeof setTimeout> | undefined
   let finishLoad: () => void = () => {}

@@ -1,0 +1,330 @@
+// tldraw's shape utils for the types the binding carries, made fast to open a large room with,
+// registered by the page that binds (`<Tldraw shapeUtils={fairyringShapeUtils}>`): the same
+// shapes, drawn and edited the same way, with two changes. (1) Labels are measured in batches, one layout pass per batch, with HTML
+// made from one cached TipTap schema; tldraw alone builds the schema and forces a layout for every
+// label. When tldraw builds a shape's geometry (the spatial index asks for every shape put, inside
+// `store.put`) and its label is not measured yet, the label's size is a rough one for that moment
+// and the label is queued: a few are measured in a microtask, many in the page's idle time, and
+// the geometry is built again once its label is measured (it waits on a signal); only the label's
+// hit area is rough meanwhile (a shape's bounds leave its label out). Every other
+// question about a label's size (a person's edit growing the shape, a resize) is answered exactly,
+// at once. (2) A shape off the screen is not rendered until it is first on screen (or selected,
+// or edited): tldraw mounts every shape of the page and hides those off screen; its shape wrapper
+// still does. Owns nothing of the document; the mapping is records.ts's, the sync binding.ts's.
+import React, { useEffect, useState } from 'react'
+import { getSchema, type Extensions } from '@tiptap/core'
+import { DOMSerializer, Node as PMNode, type Schema } from '@tiptap/pm/model'
+import {
+  ArrowShapeUtil, DrawShapeUtil, GeoShapeUtil, LineShapeUtil, NoteShapeUtil, TextShapeUtil, atom, getDisplayValues, react, tipTapDefaultExtensions, transact, useStateTracking,
+  type Atom, type Editor, type TLArrowShape, type TLDrawShape, type TLGeoShape, type TLLineShape, type TLNoteShape, type TLRichText, type TLShape,
+  type TLTextShape
+} from 'tldraw'
+
+/** A measured label: tldraw's unscaled label size (the text's box and the label's padding). */
+interface Size { w: number, h: number }
+
+/** The display values a geo label is measured with (tldraw's `GeoShapeUtilDisplayValues`, in part). */
+interface LabelValues {
+  labelFontFamily: string
+  labelFontSize: number
+  labelLineHeight: number
+  labelMinWidth: number
+  labelExtraPadding: number
+  labelPadding: number
+}
+
+/** Most label sizes one editor keeps per rich text object. */
+const PER_TEXT_MAX = 8
+
+function isEmptyRich (rich: TLRichText): boolean {
+  const content = rich.content
+  if (content.length === 0) return true
+  if (content.length === 1) {
+    const node = content[0] as { content?: unknown[] } | undefined
+    if (node?.content === undefined || node.content.length === 0) return true
+  }
+  return false
+}
+
+/** The measuring styles of a geo shape's label, as tldraw's own measurement sets them. */
+function labelOpts (util: GeoShapeUtil, shape: TLGeoShape): { key: string, dv: LabelValues, maxWidth: number, opts: Record<string, unknown> } {
+  const dv = getDisplayValues(util as never, shape) as unknown as LabelValues
+  const maxWidth = Math.max(0, Math.ceil(dv.labelMinWidth + dv.labelExtraPadding), Math.ceil(shape.props.w / shape.props.scale - dv.labelPadding * 2))
+  const opts = {
+    fontWeight: 'normal',
+    fontVariant: 'normal',
+    fontStyle: 'normal',
+    padding: '0px',
+    fontFamily: dv.labelFontFamily,
+    fontSize: dv.labelFontSize,
+    lineHeight: dv.labelLineHeight,
+    minWidth: dv.labelMinWidth,
+    maxWidth
+  }
+  return { key: `${dv.labelFontFamily}|${dv.labelFontSize}|${dv.labelLineHeight}|${dv.labelMinWidth}|${maxWidth}|${dv.labelPadding}`, dv, maxWidth, opts }
+}
+
+const schemas = new WeakMap<Extensions, { schema: Schema, serializer: DOMSerializer }>()
+let scratch: HTMLElement | null = null
+
+/**
+ * The HTML tldraw measures a label with (`renderHtmlFromRichTextForMeasurement`), made with one
+ * ProseMirror schema per extension list instead of one per call (TipTap's `generateHTML`);
+ * `null` when the rich text does not fit the schema.
+ */
+export function labelHtml (editor: Editor, rich: TLRichText): string | null {
+  const extensions = editor.getTextOptions().tipTapConfig?.extensions ?? tipTapDefaultExtensions
+  let s = schemas.get(extensions)
+  if (s === undefined) {
+    const schema = getSchema(extensions)
+    s = { schema, serializer: DOMSerializer.fromSchema(schema) }
+    schemas.set(extensions, s)
+  }
+  try {
+    const node = PMNode.fromJSON(s.schema, rich)
+    scratch ??= document.implementation.createHTMLDocument().createElement('div')
+    scratch.replaceChildren(s.serializer.serializeFragment(node.content, { document: scratch.ownerDocument }))
+    const html = scratch.innerHTML.replace(/<p([^>]*)><\/p>/g, '<p$1><br /></p>')
+    scratch.replaceChildren()
+    return `<div class="tl-rich-text">${html}</div>`
+  } catch {
+    return null
+  }
+}
+
+/** Labels measured in one layout pass of idle time. */
+const BATCH = 32
+/** Labels waiting that are measured in a microtask rather than in idle time. */
+const AT_ONCE = 64
+/** The longest labels wait for idle time before a batch is measured anyway. */
+const IDLE_WAIT_MS = 2000
+/** A label waiting to be measured: what to measure it with, and the signal its geometry waits on. */
+interface Pending { rich: TLRichText, key: string, padding: number, opts: Record<string, unknown>, done: Atom<boolean> }
+
+/**
+ * One editor's label sizes: by rich text object, then by the styles they were measured with;
+ * and the labels a geometry asked for that are not measured yet.
+ */
+class LabelSizes {
+  sizes = new WeakMap<TLRichText, Map<string, Size>>()
+  waiting = new WeakMap<TLRichText, Map<string, Pending>>()
+  queue: Pending[] = []
+  scheduled = false
+  constructor (readonly editor: Editor) {}
+
+  get (rich: TLRichText, key: string): Size | undefined {
+    return this.sizes.get(rich)?.get(key)
+  }
+
+  set (rich: TLRichText, key: string, size: Size): void {
+    let forText = this.sizes.get(rich)
+    if (forText === undefined) { forText = new Map(); this.sizes.set(rich, forText) }
+    if (forText.size >= PER_TEXT_MAX) forText.clear()
+    forText.set(key, size)
+  }
+
+  /** The signal that says this label has been measured (queued for measuring when new). */
+  wait (rich: TLRichText, key: string, padding: number, opts: Record<string, unknown>): Atom<boolean> {
+    let forText = this.waiting.get(rich)
+    if (forText === undefined) { forText = new Map(); this.waiting.set(rich, forText) }
+    let p = forText.get(key)
+    if (p === undefined) {
+      p = { rich, key, padding, opts, done: atom('fairyring label measured', false) }
+      forText.set(key, p)
+      this.queue.push(p)
+      this.schedule()
+    }
+    return p.done
+  }
+
+  /** A few labels are measured in a microtask; many in the page's idle time, a batch at a time. */
+  schedule (): void {
+    if (this.scheduled || this.queue.length === 0) return
+    this.scheduled = true
+    if (this.queue.length <= AT_ONCE || typeof requestIdleCallback === 'undefined') {
+      queueMicrotask(() => this.run(null))
+    } else {
+      requestIdleCallback(d => this.run(d), { timeout: IDLE_WAIT_MS })
+    }
+  }
+
+  run (deadline: IdleDeadline | null): void {
+    this.scheduled = false
+    // More came in since the microtask was queued (a large put): they wait for idle time.
+    if (deadline === null && this.queue.length > AT_ONCE && typeof requestIdleCallback !== 'undefined') {
+      this.scheduled = true
+      requestIdleCallback(d => this.run(d), { timeout: IDLE_WAIT_MS })
+      return
+    }
+    while (this.queue.length > 0) {
+      // Idle time: a batch while the frame leaves time for one (or one when the wait ran out).
+      if (deadline !== null && !deadline.didTimeout && deadline.timeRemaining() < 8) break
+      this.measure(this.queue.splice(0, deadline === null ? this.queue.length : BATCH))
+      if (deadline?.didTimeout === true) break
+    }
+    // tldraw keeps one measuring element per label of its last batch in the page: one is left.
+    this.editor.textMeasure.measureHtmlBatch([{ html: '', opts: { fontFamily: 'sans-serif', fontSize: 12, lineHeight: 1, fontWeight: 'normal', fontStyle: 'normal', padding: '0px' } as never }])
+    this.schedule()
+  }
+
+  /** Measures these labels in one layout pass and wakes the geometries waiting on them. */
+  measure (part: Pending[]): void {
+    const asked: Array<{ p: Pending, html: string }> = []
+    for (const p of part) {
+      const html = labelHtml(this.editor, p.rich)
+      if (html !== null) asked.push({ p, html })
+    }
+    const got = asked.length > 0 ? this.editor.textMeasure.measureHtmlBatch(asked.map(a => ({ html: a.html, opts: a.p.opts as never }))) : []
+    transact(() => {
+      asked.forEach((a, j) => {
+        const m = got[j]
+        if (m !== undefined) this.set(a.p.rich, a.p.key, { w: m.w + a.p.padding * 2, h: m.h + a.p.padding * 2 })
+      })
+      for (const p of part) {
+        this.waiting.get(p.rich)?.delete(p.key)
+        // A label the schema refuses is measured by tldraw when its geometry asks again.
+        p.done.set(true)
+      }
+    })
+  }
+}
+
+const labelSizes = new WeakMap<Editor, LabelSizes>()
+function sizesOf (editor: Editor): LabelSizes {
+  let l = labelSizes.get(editor)
+  if (l === undefined) { l = new LabelSizes(editor); labelSizes.set(editor, l) }
+  return l
+}
+
+/**
+ * The size this editor's batches measured for a geo shape's label (`undefined`: not measured by
+ * them, or not a {@link FairyringGeoShapeUtil}); tldraw's own measurement gives the same.
+ */
+export function measuredLabelSize (editor: Editor, shape: TLGeoShape): Size | undefined {
+  const util = editor.getShapeUtil('geo')
+  if (!(util instanceof FairyringGeoShapeUtil)) return undefined
+  return labelSizes.get(editor)?.get(shape.props.richText, labelOpts(util, shape).key)
+}
+
+/** How many labels of this editor wait to be measured (a large room's open leaves them for idle time). */
+export function labelsWaiting (editor: Editor): number {
+  return labelSizes.get(editor)?.queue.length ?? 0
+}
+
+/** A label's size before it is measured: its characters at the font size, on as many lines as it has. */
+function roughSize (rich: TLRichText, fontSize: number, lineHeight: number, maxWidth: number, padding: number): Size {
+  const lines: number[] = []
+  const walk = (n: { text?: unknown, content?: unknown[], type?: unknown }, top: boolean): void => {
+    if (top) lines.push(0)
+    if (typeof n.text === 'string') lines[lines.length - 1] = (lines[lines.length - 1] ?? 0) + n.text.length
+    for (const c of n.content ?? []) walk(c as never, false)
+  }
+  for (const block of rich.content ?? []) walk(block as never, true)
+  let h = 0; let w = 0
+  for (const chars of lines) {
+    const lw = chars * fontSize * 0.6
+    w = Math.max(w, Math.min(lw, maxWidth))
+    h += Math.max(1, Math.ceil(lw / Math.max(1, maxWidth))) * fontSize * lineHeight
+  }
+  return { w: w + padding * 2, h: Math.max(h, fontSize * lineHeight) + padding * 2 }
+}
+
+/** Set while tldraw builds a geo shape's geometry (where a label size may be rough for a moment). */
+let inGeometry = 0
+
+/**
+ * Renders `render()` (a shape util's component) once the shape has been on screen, selected or
+ * edited (tldraw's culling says so), with tldraw's own signal tracking; until then nothing.
+ */
+function OnceShown ({ editor, id, render }: { editor: Editor, id: TLShape['id'], render: () => React.ReactNode }): React.ReactNode {
+  const [shown, setShown] = useState(() => !editor.getCulledShapes().has(id))
+  useEffect(() => {
+    if (shown) return
+    return react('fairyring: shape first shown', () => { if (!editor.getCulledShapes().has(id)) setShown(true) })
+  }, [editor, id, shown])
+  return shown ? React.createElement(Tracked, { render }) : null
+}
+
+function Tracked ({ render }: { render: () => React.ReactNode }): React.ReactNode {
+  return useStateTracking('fairyring: shape', render)
+}
+
+/** A shape util's component for `shape`, rendered once the shape is first shown (with the shape as the store holds it then). */
+function onceShown<S extends TLShape> (editor: Editor, shape: S, component: (s: S) => React.ReactNode): React.JSX.Element {
+  const render = (): React.ReactNode => component(editor.store.unsafeGetWithoutCapture(shape.id) as S ?? shape)
+  return React.createElement(OnceShown, { editor, id: shape.id, render })
+}
+
+type GeoPrivate = { getUnscaledLabelSize: (shape: TLGeoShape) => Size }
+const tldrawLabelSize = (GeoShapeUtil.prototype as unknown as Partial<GeoPrivate>).getUnscaledLabelSize
+
+/**
+ * tldraw's geo shape util, with labels measured in batches and shapes off screen rendered once
+ * first shown (see the top of this file). Everything else is tldraw's.
+ */
+export class FairyringGeoShapeUtil extends GeoShapeUtil {
+  override component (shape: TLGeoShape): React.JSX.Element {
+    return onceShown(this.editor, shape, s => super.component(s))
+  }
+
+  override getGeometry (shape: TLGeoShape): ReturnType<GeoShapeUtil['getGeometry']> {
+    inGeometry++
+    try {
+      return super.getGeometry(shape)
+    } finally {
+      inGeometry--
+    }
+  }
+}
+
+/** tldraw's question "how big is this shape's label" (private in its types), answered as above. */
+function labelSize (this: FairyringGeoShapeUtil, shape: TLGeoShape): Size {
+  const rich = shape.props.richText
+  const exact = (): Size => (tldrawLabelSize as (s: TLGeoShape) => Size).call(this, shape)
+  if (isEmptyRich(rich)) return exact()
+  const l = sizesOf(this.editor)
+  const { key, dv, maxWidth, opts } = labelOpts(this, shape)
+  const known = l.get(rich, key)
+  if (known !== undefined) return known
+  if (inGeometry === 0) {
+    const size = exact()
+    l.set(rich, key, size)
+    return size
+  }
+  // In a geometry: rough now, exact once measured (reading the signal rebuilds the geometry then).
+  if (l.wait(rich, key, dv.labelPadding, opts).get()) return l.get(rich, key) ?? exact()
+  return roughSize(rich, dv.labelFontSize, dv.labelLineHeight, maxWidth, dv.labelPadding)
+}
+
+if (tldrawLabelSize !== undefined) {
+  Object.defineProperty(FairyringGeoShapeUtil.prototype, 'getUnscaledLabelSize', { configurable: true, writable: true, value: labelSize })
+}
+
+/** tldraw's note shape util, rendered once first shown. */
+export class FairyringNoteShapeUtil extends NoteShapeUtil {
+  override component (shape: TLNoteShape): React.JSX.Element { return onceShown(this.editor, shape, s => super.component(s)) }
+}
+/** tldraw's text shape util, rendered once first shown. */
+export class FairyringTextShapeUtil extends TextShapeUtil {
+  override component (shape: TLTextShape): React.JSX.Element { return onceShown(this.editor, shape, s => super.component(s)) }
+}
+/** tldraw's arrow shape util, rendered once first shown. */
+export class FairyringArrowShapeUtil extends ArrowShapeUtil {
+  override component (shape: TLArrowShape): React.JSX.Element { return onceShown(this.editor, shape, s => super.component(s)) }
+}
+/** tldraw's line shape util, rendered once first shown. */
+export class FairyringLineShapeUtil extends LineShapeUtil {
+  override component (shape: TLLineShape): React.JSX.Element { return onceShown(this.editor, shape, s => super.component(s)) }
+}
+/** tldraw's draw shape util, rendered once first shown. */
+export class FairyringDrawShapeUtil extends DrawShapeUtil {
+  override component (shape: TLDrawShape): React.JSX.Element { return onceShown(this.editor, shape, s => super.component(s)) }
+}
+
+/**
+ * The shape utils to give `<Tldraw shapeUtils>` (or the editor) on a bound page: tldraw's own
+ * for the types the binding carries, each rendered once first shown, geo labels measured in batches.
+ */
+export const fairyringShapeUtils = [
+  FairyringGeoShapeUtil, FairyringNoteShapeUtil, FairyringTextShapeUtil, FairyringArrowShapeUtil, FairyringLineShapeUtil, FairyringDrawShapeUtil
+] as const
