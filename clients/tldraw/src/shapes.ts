@@ -33,8 +33,8 @@ interface LabelValues {
   labelPadding: number
 }
 
-/** Most label sizes one editor keeps per rich text object. */
-const PER_TEXT_MAX = 8
+/** Most labels one editor keeps per rich text object (the widths of a shape resized). */
+const PER_TEXT_MAX = 256
 
 function isEmptyRich (rich: TLRichText): boolean {
   const content = rich.content
@@ -47,7 +47,12 @@ function isEmptyRich (rich: TLRichText): boolean {
 }
 
 /** The measuring styles of a geo shape's label, as tldraw's own measurement sets them. */
-function labelOpts (util: GeoShapeUtil, shape: TLGeoShape): { key: string, dv: LabelValues, maxWidth: number, opts: Record<string, unknown> } {
+interface LabelOpts { key: string, dv: LabelValues, maxWidth: number, opts: Record<string, unknown> }
+const optsCache = new WeakMap<TLGeoShape, { theme: unknown, o: LabelOpts }>()
+function labelOpts (util: GeoShapeUtil, shape: TLGeoShape): LabelOpts {
+  const theme = util.editor.getCurrentTheme()
+  const cached = optsCache.get(shape)
+  if (cached?.theme === theme) return cached.o
   const dv = getDisplayValues(util as never, shape) as unknown as LabelValues
   const maxWidth = Math.max(0, Math.ceil(dv.labelMinWidth + dv.labelExtraPadding), Math.ceil(shape.props.w / shape.props.scale - dv.labelPadding * 2))
   const opts = {
@@ -61,7 +66,9 @@ function labelOpts (util: GeoShapeUtil, shape: TLGeoShape): { key: string, dv: L
     minWidth: dv.labelMinWidth,
     maxWidth
   }
-  return { key: `${dv.labelFontFamily}|${dv.labelFontSize}|${dv.labelLineHeight}|${dv.labelMinWidth}|${maxWidth}|${dv.labelPadding}`, dv, maxWidth, opts }
+  const o = { key: `${dv.labelFontFamily}|${dv.labelFontSize}|${dv.labelLineHeight}|${dv.labelMinWidth}|${maxWidth}|${dv.labelPadding}`, dv, maxWidth, opts }
+  optsCache.set(shape, { theme, o })
+  return o
 }
 
 const schemas = new WeakMap<Extensions, { schema: Schema, serializer: DOMSerializer }>()
@@ -98,43 +105,45 @@ const BATCH = 32
 const AT_ONCE = 64
 /** The longest labels wait for idle time before a batch is measured anyway. */
 const IDLE_WAIT_MS = 2000
-/** A label waiting to be measured: what to measure it with, and the signal its geometry waits on. */
-interface Pending { rich: TLRichText, key: string, padding: number, opts: Record<string, unknown>, done: Atom<boolean> }
+/**
+ * A label asked for by a geometry: what to measure it with, its size once measured (none after
+ * that when the schema refused its rich text: tldraw measures it), and the signal the geometry waits on.
+ */
+interface Entry { rich: TLRichText, key: string, padding: number, opts: Record<string, unknown>, size?: Size, done: Atom<boolean> }
 
 /**
- * One editor's label sizes: by rich text object, then by the styles they were measured with;
- * and the labels a geometry asked for that are not measured yet.
+ * One editor's labels: by rich text object, then by the styles they are measured with; and the
+ * queue of those not measured yet.
  */
 class LabelSizes {
-  sizes = new WeakMap<TLRichText, Map<string, Size>>()
-  waiting = new WeakMap<TLRichText, Map<string, Pending>>()
-  queue: Pending[] = []
+  entries = new WeakMap<TLRichText, Map<string, Entry>>()
+  queue: Entry[] = []
   scheduled = false
   constructor (readonly editor: Editor) {}
 
-  get (rich: TLRichText, key: string): Size | undefined {
-    return this.sizes.get(rich)?.get(key)
+  get (rich: TLRichText, key: string): Entry | undefined {
+    return this.entries.get(rich)?.get(key)
   }
 
-  set (rich: TLRichText, key: string, size: Size): void {
-    let forText = this.sizes.get(rich)
-    if (forText === undefined) { forText = new Map(); this.sizes.set(rich, forText) }
-    if (forText.size >= PER_TEXT_MAX) forText.clear()
-    forText.set(key, size)
-  }
-
-  /** The signal that says this label has been measured (queued for measuring when new). */
-  wait (rich: TLRichText, key: string, padding: number, opts: Record<string, unknown>): Atom<boolean> {
-    let forText = this.waiting.get(rich)
-    if (forText === undefined) { forText = new Map(); this.waiting.set(rich, forText) }
-    let p = forText.get(key)
-    if (p === undefined) {
-      p = { rich, key, padding, opts, done: atom('fairyring label measured', false) }
-      forText.set(key, p)
-      this.queue.push(p)
+  /** The entry of this label, queued for measuring when new. */
+  ask (rich: TLRichText, key: string, padding: number, opts: Record<string, unknown>): Entry {
+    let forText = this.entries.get(rich)
+    if (forText === undefined) { forText = new Map(); this.entries.set(rich, forText) }
+    let e = forText.get(key)
+    if (e === undefined) {
+      // A text measured at many widths (a shape resized): the oldest measured entries go.
+      if (forText.size >= PER_TEXT_MAX) {
+        for (const [k, old] of forText) {
+          if (forText.size < PER_TEXT_MAX / 2) break
+          if (old.done.__unsafe__getWithoutCapture()) forText.delete(k)
+        }
+      }
+      e = { rich, key, padding, opts, done: atom('fairyring label measured', false) }
+      forText.set(key, e)
+      this.queue.push(e)
       this.schedule()
     }
-    return p.done
+    return e
   }
 
   /** A few labels are measured in a microtask; many in the page's idle time, a batch at a time. */
@@ -168,24 +177,18 @@ class LabelSizes {
   }
 
   /** Measures these labels in one layout pass and wakes the geometries waiting on them. */
-  measure (part: Pending[]): void {
-    const asked: Array<{ p: Pending, html: string }> = []
-    for (const p of part) {
-      const html = labelHtml(this.editor, p.rich)
-      if (html !== null) asked.push({ p, html })
+  measure (part: Entry[]): void {
+    const asked: Array<{ e: Entry, html: string }> = []
+    for (const e of part) {
+      const html = labelHtml(this.editor, e.rich)
+      if (html !== null) asked.push({ e, html })
     }
-    const got = asked.length > 0 ? this.editor.textMeasure.measureHtmlBatch(asked.map(a => ({ html: a.html, opts: a.p.opts as never }))) : []
-    transact(() => {
-      asked.forEach((a, j) => {
-        const m = got[j]
-        if (m !== undefined) this.set(a.p.rich, a.p.key, { w: m.w + a.p.padding * 2, h: m.h + a.p.padding * 2 })
-      })
-      for (const p of part) {
-        this.waiting.get(p.rich)?.delete(p.key)
-        // A label the schema refuses is measured by tldraw when its geometry asks again.
-        p.done.set(true)
-      }
+    const got = asked.length > 0 ? this.editor.textMeasure.measureHtmlBatch(asked.map(a => ({ html: a.html, opts: a.e.opts as never }))) : []
+    asked.forEach((a, j) => {
+      const m = got[j]
+      if (m !== undefined) a.e.size = { w: m.w + a.e.padding * 2, h: m.h + a.e.padding * 2 }
     })
+    transact(() => { for (const e of part) e.done.set(true) })
   }
 }
 
@@ -203,7 +206,7 @@ function sizesOf (editor: Editor): LabelSizes {
 export function measuredLabelSize (editor: Editor, shape: TLGeoShape): Size | undefined {
   const util = editor.getShapeUtil('geo')
   if (!(util instanceof FairyringGeoShapeUtil)) return undefined
-  return labelSizes.get(editor)?.get(shape.props.richText, labelOpts(util, shape).key)
+  return labelSizes.get(editor)?.get(shape.props.richText, labelOpts(util, shape).key)?.size
 }
 
 /** How many labels of this editor wait to be measured (a large room's open leaves them for idle time). */
@@ -279,21 +282,15 @@ export class FairyringGeoShapeUtil extends GeoShapeUtil {
 
 /** tldraw's question "how big is this shape's label" (private in its types), answered as above. */
 function labelSize (this: FairyringGeoShapeUtil, shape: TLGeoShape): Size {
-  const rich = shape.props.richText
   const exact = (): Size => (tldrawLabelSize as (s: TLGeoShape) => Size).call(this, shape)
-  if (isEmptyRich(rich)) return exact()
-  const l = sizesOf(this.editor)
+  const rich = shape.props.richText
+  // Outside a geometry (a person's edit growing the shape, a resize): tldraw's own, at once.
+  if (inGeometry === 0 || isEmptyRich(rich)) return exact()
   const { key, dv, maxWidth, opts } = labelOpts(this, shape)
-  const known = l.get(rich, key)
-  if (known !== undefined) return known
-  if (inGeometry === 0) {
-    const size = exact()
-    l.set(rich, key, size)
-    return size
-  }
-  // In a geometry: rough now, exact once measured (reading the signal rebuilds the geometry then).
-  if (l.wait(rich, key, dv.labelPadding, opts).get()) return l.get(rich, key) ?? exact()
-  return roughSize(rich, dv.labelFontSize, dv.labelLineHeight, maxWidth, dv.labelPadding)
+  const e = sizesOf(this.editor).ask(rich, key, dv.labelPadding, opts)
+  // Reading the signal rebuilds this geometry once the label is measured.
+  if (!e.done.get()) return roughSize(rich, dv.labelFontSize, dv.labelLineHeight, maxWidth, dv.labelPadding)
+  return e.size ?? exact()
 }
 
 if (tldrawLabelSize !== undefined) {
