@@ -160,6 +160,26 @@ const tlShapes = page => page.evaluate(() => window.editor.getCurrentPageShapes(
   text: s.props.richText ? window.fairyring.plainText(s.props.richText) : undefined, isLocked: s.isLocked
 })))
 
+/** `fairyring_store_commit_seconds` from the server's /metrics: cumulative counts by upper bound (seconds). */
+async function commitHistogram (base) {
+  const text = await (await fetch(`${base}/metrics`)).text()
+  const out = new Map()
+  for (const m of text.matchAll(/^fairyring_store_commit_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm)) out.set(m[1], Number(m[2]))
+  return out
+}
+/** The commits between two histograms: how many, and the bucket bounds (ms) holding their p50 and p99. */
+function commitDelta (before, after) {
+  const bounds = [...after.keys()]
+  const counts = bounds.map(le => (after.get(le) ?? 0) - (before.get(le) ?? 0))
+  const count = counts[counts.length - 1] ?? 0
+  const at = q => {
+    const i = counts.findIndex(c => c >= q * count)
+    const le = bounds[i]
+    return le === undefined ? 'n/a' : le === '+Inf' ? '∞' : String(Math.round(Number(le) * 10000) / 10)
+  }
+  return { count, p50: at(0.5), p99: at(0.99) }
+}
+
 const raw = (server, room, sub) => new RoomConnection({ server, room, token: () => mintToken(sub, 'read write fairies'), WebSocket })
 
 let server, front, browser
@@ -490,6 +510,9 @@ try {
         if (k.startsWith('svg-') && Number.isFinite(t) && t > 0) viaServer.svg.push(Date.now() - t)
       }
     })
+    // The server's store commits during the run (its `fairyring_store_commit_seconds` histogram,
+    // before and after): the share of the delay that is the durable commit.
+    const commitsBefore = await commitHistogram(server.base)
     const N = 100
     await Promise.all([
       a.page.evaluate(async n => {
@@ -521,6 +544,8 @@ try {
     figures.push(`SVG demo → tldraw: p50 ${q(toTl, 0.5)} ms, p99 ${q(toTl, 0.99)} ms, max ${Math.max(...toTl)} ms (${toTl.length} shapes at 20/s while tldraw sent 20/s)`)
     figures.push(`tldraw → SVG demo: p50 ${q(toSvg, 0.5)} ms, p99 ${q(toSvg, 0.99)} ms, max ${Math.max(...toSvg)} ms (${toSvg.length} shapes)`)
     figures.push(`of which sender → server → a Node peer: from tldraw p50 ${q(viaServer.tl, 0.5)} ms, p99 ${q(viaServer.tl, 0.99)} ms; from the SVG demo p50 ${q(viaServer.svg, 0.5)} ms, p99 ${q(viaServer.svg, 0.99)} ms`)
+    const commits = commitDelta(commitsBefore, await commitHistogram(server.base))
+    figures.push(`the server's store commits meanwhile (${process.env.E2E_STORE ?? 'SQLite'}): ${commits.count} group commits, p50 ≤ ${commits.p50} ms, p99 ≤ ${commits.p99} ms (histogram bucket bounds)`)
     watcher.destroy()
     await a.context.close(); await demo.context.close()
   })
