@@ -238,7 +238,9 @@ try {
       ].map(content => ({ type: 'doc', content }))
       const html = texts.map(r => [f.labelHtml(editor, r), f.tldrawLabelHtml(editor, r)])
       while (f.labelsWaiting(editor) > 0) await new Promise(resolve => setTimeout(resolve, 20))
-      const sizes = editor.getCurrentPageShapes().filter(s => s.type === 'geo' && f.plainText(s.props.richText) !== '')
+      // Labels are measured once their shape is shown: those in view.
+      const culled = editor.getCulledShapes()
+      const sizes = editor.getCurrentPageShapes().filter(s => s.type === 'geo' && f.plainText(s.props.richText) !== '' && !culled.has(s.id))
         .map(s => [s.id, f.measuredLabelSize(editor, s), f.tldrawLabelSize(editor, s)])
       return { html, sizes }
     })

@@ -65,7 +65,7 @@ function onMount (ed: Editor): void {
       return binding.loaded.then(() => frames(2)).then(async () => {
         const loadedMs = performance.now() - t0
         const all = ed.getCurrentPageShapeIds().size
-        // The labels left for idle time (fairyringShapeUtils): when the last is measured.
+        // The labels of shapes shown, left for idle time (fairyringShapeUtils): when the last is measured.
         while (labelsWaiting(ed) > 0) await new Promise(resolve => setTimeout(resolve, 20))
         w.bench = { bindMs, shownMs, loadedMs, labelsMs: performance.now() - t0, held, inView, missing, all }
       })

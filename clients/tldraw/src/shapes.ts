@@ -1,16 +1,18 @@
 // tldraw's shape utils for the types the binding carries, made fast to open a large room with,
 // registered by the page that binds (`<Tldraw shapeUtils={fairyringShapeUtils}>`): the same
-// shapes, drawn and edited the same way, with two changes. (1) Labels are measured in batches, one layout pass per batch, with HTML
-// made from one cached TipTap schema; tldraw alone builds the schema and forces a layout for every
-// label. When tldraw builds a shape's geometry (the spatial index asks for every shape put, inside
-// `store.put`) and its label is not measured yet, the label's size is a rough one for that moment
-// and the label is queued: a few are measured in a microtask, many in the page's idle time, and
-// the geometry is built again once its label is measured (it waits on a signal); only the label's
-// hit area is rough meanwhile (a shape's bounds leave its label out). Every other
-// question about a label's size (a person's edit growing the shape, a resize) is answered exactly,
-// at once. (2) A shape off the screen is not rendered until it is first on screen (or selected,
-// or edited): tldraw mounts every shape of the page and hides those off screen; its shape wrapper
-// still does. Owns nothing of the document; the mapping is records.ts's, the sync binding.ts's.
+// shapes, drawn and edited the same way, with two changes.
+// (1) A shape off the screen is not rendered until it is first on screen (or selected, or
+// edited): tldraw mounts every shape of the page and hides those off screen (its shape wrapper
+// still does).
+// (2) A geo shape's label is measured once the shape is first shown, in batches of one layout
+// pass each, with HTML made from one cached TipTap schema; tldraw alone builds the schema and
+// forces a layout for every label of every shape put, inside `store.put` (its spatial index asks
+// every new shape's geometry, which holds the label's box). Until then the geometry holds a rough
+// label box (only the label's hit area: a shape's bounds leave its label out) and waits on a
+// signal that rebuilds it once the label is measured — a few labels in a microtask, many in the
+// page's idle time. Every other question about a label's size (a person's edit growing the shape,
+// a resize) is tldraw's own exact answer, at once.
+// Owns nothing of the document; the mapping is records.ts's, the sync binding.ts's.
 import React, { useEffect, useState } from 'react'
 import { getSchema, type Extensions } from '@tiptap/core'
 import { DOMSerializer, Node as PMNode, type Schema } from '@tiptap/pm/model'
@@ -109,7 +111,7 @@ const IDLE_WAIT_MS = 2000
  * A label asked for by a geometry: what to measure it with, its size once measured (none after
  * that when the schema refused its rich text: tldraw measures it), and the signal the geometry waits on.
  */
-interface Entry { rich: TLRichText, key: string, padding: number, opts: Record<string, unknown>, size?: Size, done: Atom<boolean> }
+interface Entry { rich: TLRichText, key: string, padding: number, opts: Record<string, unknown>, size?: Size, done: Atom<boolean>, queued: boolean }
 
 /**
  * One editor's labels: by rich text object, then by the styles they are measured with; and the
@@ -118,6 +120,9 @@ interface Entry { rich: TLRichText, key: string, padding: number, opts: Record<s
 class LabelSizes {
   entries = new WeakMap<TLRichText, Map<string, Entry>>()
   queue: Entry[] = []
+  /** Shapes that have been shown, and the label entry of each shape not shown yet. */
+  shownIds = new Set<TLShape['id']>()
+  parked = new Map<TLShape['id'], Entry>()
   scheduled = false
   constructor (readonly editor: Editor) {}
 
@@ -125,8 +130,11 @@ class LabelSizes {
     return this.entries.get(rich)?.get(key)
   }
 
-  /** The entry of this label, queued for measuring when new. */
-  ask (rich: TLRichText, key: string, padding: number, opts: Record<string, unknown>): Entry {
+  /**
+   * The entry of this label for shape `id`: queued for measuring when the shape has been shown,
+   * else kept for the shape until it is ({@link shown}).
+   */
+  ask (id: TLShape['id'], rich: TLRichText, key: string, padding: number, opts: Record<string, unknown>): Entry {
     let forText = this.entries.get(rich)
     if (forText === undefined) { forText = new Map(); this.entries.set(rich, forText) }
     let e = forText.get(key)
@@ -138,12 +146,29 @@ class LabelSizes {
           if (old.done.__unsafe__getWithoutCapture()) forText.delete(k)
         }
       }
-      e = { rich, key, padding, opts, done: atom('fairyring label measured', false) }
+      e = { rich, key, padding, opts, done: atom('fairyring label measured', false), queued: false }
       forText.set(key, e)
-      this.queue.push(e)
-      this.schedule()
+    }
+    if (!e.queued && !e.done.__unsafe__getWithoutCapture()) {
+      if (this.shownIds.has(id)) this.enqueue(e)
+      else this.parked.set(id, e)
     }
     return e
+  }
+
+  /** Shape `id` is on screen (or selected, or edited) for the first time: its label is measured. */
+  shown (id: TLShape['id']): void {
+    this.shownIds.add(id)
+    const e = this.parked.get(id)
+    if (e === undefined) return
+    this.parked.delete(id)
+    if (!e.queued && !e.done.__unsafe__getWithoutCapture()) this.enqueue(e)
+  }
+
+  enqueue (e: Entry): void {
+    e.queued = true
+    this.queue.push(e)
+    this.schedule()
   }
 
   /** A few labels are measured in a microtask; many in the page's idle time, a batch at a time. */
@@ -209,7 +234,7 @@ export function measuredLabelSize (editor: Editor, shape: TLGeoShape): Size | un
   return labelSizes.get(editor)?.get(shape.props.richText, labelOpts(util, shape).key)?.size
 }
 
-/** How many labels of this editor wait to be measured (a large room's open leaves them for idle time). */
+/** How many labels of shapes already shown wait to be measured (many are left for idle time). */
 export function labelsWaiting (editor: Editor): number {
   return labelSizes.get(editor)?.queue.length ?? 0
 }
@@ -242,7 +267,7 @@ let inGeometry = 0
 function OnceShown ({ editor, id, render }: { editor: Editor, id: TLShape['id'], render: () => React.ReactNode }): React.ReactNode {
   const [shown, setShown] = useState(() => !editor.getCulledShapes().has(id))
   useEffect(() => {
-    if (shown) return
+    if (shown) { sizesOf(editor).shown(id); return }
     return react('fairyring: shape first shown', () => { if (!editor.getCulledShapes().has(id)) setShown(true) })
   }, [editor, id, shown])
   return shown ? React.createElement(Tracked, { render }) : null
@@ -287,7 +312,7 @@ function labelSize (this: FairyringGeoShapeUtil, shape: TLGeoShape): Size {
   // Outside a geometry (a person's edit growing the shape, a resize): tldraw's own, at once.
   if (inGeometry === 0 || isEmptyRich(rich)) return exact()
   const { key, dv, maxWidth, opts } = labelOpts(this, shape)
-  const e = sizesOf(this.editor).ask(rich, key, dv.labelPadding, opts)
+  const e = sizesOf(this.editor).ask(shape.id, rich, key, dv.labelPadding, opts)
   // Reading the signal rebuilds this geometry once the label is measured.
   if (!e.done.get()) return roughSize(rich, dv.labelFontSize, dv.labelLineHeight, maxWidth, dv.labelPadding)
   return e.size ?? exact()
