@@ -190,14 +190,17 @@ class LabelSizes {
       requestIdleCallback(d => this.run(d), { timeout: IDLE_WAIT_MS })
       return
     }
+    let measured = 0
     while (this.queue.length > 0) {
       // Idle time: a batch while the frame leaves time for one (or one when the wait ran out).
       if (deadline !== null && !deadline.didTimeout && deadline.timeRemaining() < 8) break
-      this.measure(this.queue.splice(0, deadline === null ? this.queue.length : BATCH))
+      const part = this.queue.splice(0, deadline === null ? this.queue.length : BATCH)
+      this.measure(part)
+      measured += part.length
       if (deadline?.didTimeout === true) break
     }
     // tldraw keeps one measuring element per label of its last batch in the page: one is left.
-    this.editor.textMeasure.measureHtmlBatch([{ html: '', opts: { fontFamily: 'sans-serif', fontSize: 12, lineHeight: 1, fontWeight: 'normal', fontStyle: 'normal', padding: '0px' } as never }])
+    if (measured > 1) this.editor.textMeasure.measureHtmlBatch([{ html: '', opts: { fontFamily: 'sans-serif', fontSize: 12, lineHeight: 1, fontWeight: 'normal', fontStyle: 'normal', padding: '0px' } as never }])
     this.schedule()
   }
 
