@@ -13,6 +13,7 @@
 // the cross-page latency at 20 shapes/s from each side (printed as `figure:` lines).
 // Env: FAIRYRING_BIN (required), CHROMIUM (default /usr/bin/chromium), FAIRYRING_ARTIFACTS;
 // for measuring: ONLY=WORDS (steps), FIGURE_LOAD=all (the 5,000-shape opens in one step),
+// FIGURE_UTILS=default (those opens with tldraw's own shape utils, not fairyringShapeUtils),
 // E2E_STORE=memory: (the server without its SQLite file, whose commits the latency includes),
 // EXAMPLE_DIST=DIR (another build of the example page, e.g. an older binding's).
 import { spawn, execFileSync } from 'node:child_process'
@@ -444,7 +445,7 @@ try {
     const runs = []
     for (let r = 0; r < 3; r++) {
       // FIGURE_LOAD=all: the same opens with every shape put in one step (the comparison).
-      const t = await openTldraw(browser, front.base, big, `Big${r}`, process.env.FIGURE_LOAD === 'all' ? '&load=all' : '')
+      const t = await openTldraw(browser, front.base, big, `Big${r}`, `${process.env.FIGURE_LOAD === 'all' ? '&load=all' : ''}${process.env.FIGURE_UTILS === 'default' ? '&utils=default' : ''}`)
       // Shown: every shape in the viewport is in tldraw when the page says it has opened (the
       // rest follows in slices: viewport first).
       const atOpen = await t.page.evaluate(() => {

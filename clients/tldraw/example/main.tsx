@@ -28,6 +28,8 @@ const name = q.get('name') ?? 'tldraw user'
 const urlToken = q.get('token')
 // `load=all` puts a large room in tldraw in one step instead of viewport first (for comparison).
 const load = q.get('load') === 'all' ? 'all' : 'viewport'
+// `utils=default`: tldraw's own shape utils instead of the binding's (for comparison).
+const shapeUtils = q.get('utils') === 'default' ? [] : fairyringShapeUtils
 
 let resolveSynced: () => void = () => {}
 const synced = new Promise<void>(resolve => { resolveSynced = resolve })
@@ -213,7 +215,7 @@ function App (): React.JSX.Element {
   }, [])
   return (
     <>
-      <Tldraw assetUrls={assetUrls} shapeUtils={fairyringShapeUtils} onMount={onMount} licenseKey={TLDRAW_LICENSE_KEY !== '' ? TLDRAW_LICENSE_KEY : undefined} />
+      <Tldraw assetUrls={assetUrls} shapeUtils={shapeUtils} onMount={onMount} licenseKey={TLDRAW_LICENSE_KEY !== '' ? TLDRAW_LICENSE_KEY : undefined} />
       {editor !== null && <FairyPanel editor={editor} />}
     </>
   )
