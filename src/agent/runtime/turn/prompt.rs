@@ -5,19 +5,46 @@
 //! action pipeline needs to read the answer's coordinates back). A context overflow builds the
 //! prompt again from the same gathering, with the recovery level's messages and budget.
 //!
-//! Reads the room (shapes through the live view, presence, suggestions) and the fairy's state;
-//! writes nothing but the review part's "decisions told" mark. The prompt's text is
-//! [`crate::agent::prompt`]'s.
+//! The stage is a value, the [`TurnInputs`]: what the prompt is built from (the fairy's state,
+//! mode and bounds, the room, the live view of its shapes, its awareness peer, the registry,
+//! the model, its project part, where the history was split before), borrowed from the runtime
+//! for one call ([`FairyRuntime::inputs`]). Besides what the prompt holds beside the shapes
+//! (docs/fairies.md "What a fairy sees": the pages, the task it works on, the viewport of the
+//! person who asked, the model's name, the room's instructions — from the store, at every
+//! turn, so an admin's edit reaches the next turn — and with `--llm-vision` a screenshot of the
+//! request bounds, read and rendered in the screenshot pool, [`screenshot::shoot`]), it
+//! gathers review mode's landing of the turn, the [`Suggester`].
+//!
+//! Reads the room (shapes through the live view, presence, suggestions, the store's
+//! instructions) and the fairy's state; writes nothing but the review part's "decisions told"
+//! mark. The prompt's text is [`crate::agent::prompt`]'s.
+
+use std::sync::Arc;
 
 use serde_json::Value;
+use yrs::Transact;
 
-use crate::agent::apply::changes::ChangeReport;
-use crate::agent::prompt::parts::{PromptExtras, ReviewPart};
+use crate::agent::actions::Registry;
+use crate::agent::apply::changes::{ChangeReport, ChangeTracker};
+use crate::agent::apply::suggest::{Author, Suggester};
+use crate::agent::modes::Mode;
+use crate::agent::presence::beacon::Beacon;
+use crate::agent::prompt::parts::{PromptExtras, ReviewPart, WorkingTask};
+use crate::agent::prompt::screenshot;
 use crate::agent::prompt::{PromptInput, build_request};
 use crate::agent::runtime::FairyRuntime;
-use crate::agent::state::Request;
+use crate::agent::runtime::project::ProjectWork;
+use crate::agent::runtime::view::user_viewport;
+use crate::agent::state::fairy::FairyEntity;
+use crate::agent::state::{FairyState, Request};
+use crate::agent::work::Membership;
+use crate::canvas::geometry::Bounds;
+use crate::canvas::page::list_pages;
 use crate::canvas::transform::PromptTransform;
-use crate::llm::{Billing, ModelRequest};
+use crate::clock::SharedClock;
+use crate::ids::RequestId;
+use crate::llm::{Billing, Model, ModelRequest};
+use crate::room::Room;
 
 /// History blocks kept apart at most (Anthropic looks 20 blocks back for a cached prefix).
 const MAX_HISTORY_MARKS: usize = 16;
@@ -73,20 +100,110 @@ pub(super) struct TurnPrompt {
     pub transform: PromptTransform,
 }
 
+/// What a turn's prompt is built from, and how it is read (see the module docs).
+pub(super) struct TurnInputs<'a> {
+    /// The fairy's state: history, todo, tasks, page, project, chat origin, decisions told.
+    state: &'a mut FairyState,
+    entity: &'a FairyEntity,
+    mode: Mode,
+    /// The running request's bounds.
+    bounds: Bounds,
+    room: &'a Arc<Room>,
+    /// The live view of the room's shapes, and the changes of others.
+    tracker: &'a ChangeTracker,
+    beacon: &'a Beacon,
+    registry: &'a Registry,
+    model: &'a Arc<dyn Model>,
+    clock: &'a SharedClock,
+    /// Its part in a project: the prompt's project part, changes scoped to its task.
+    projects: &'a ProjectWork,
+    /// Where the history was split for the last calls.
+    history_marks: &'a HistoryMarks,
+    /// The turn's canvas actions land as suggestions (review mode).
+    reviewing: bool,
+    /// A screenshot goes with the prompt (`--llm-vision`).
+    vision: bool,
+}
+
 impl FairyRuntime {
-    /// Gathers what the turn's prompt is built from; starts the change tracker's next
-    /// report and takes the pending corrections and notes.
-    pub(super) async fn gather_prompt(&mut self, request: &Request) -> Gathered {
+    /// The turn's inputs as the fairy stands now.
+    pub(super) fn inputs(&mut self) -> TurnInputs<'_> {
+        TurnInputs {
+            state: &mut self.state,
+            entity: &self.entity,
+            mode: self.modes.mode(),
+            bounds: self.bounds,
+            room: &self.room,
+            tracker: &self.tracker,
+            beacon: &self.beacon,
+            registry: &self.registry,
+            model: &self.model,
+            clock: &self.clock,
+            projects: &self.projects,
+            history_marks: &self.history_marks,
+            reviewing: self.landing.reviewing(),
+            vision: self.config.vision,
+        }
+    }
+}
+
+/// Who pays for the model calls of `request` beside the room: the person who asked and
+/// the project the fairy works in (its `membership`).
+pub(in crate::agent::runtime) fn billing_of(
+    request: &Request,
+    membership: Option<&Membership>,
+) -> Billing {
+    Billing {
+        person: request.from_user.clone(),
+        project: membership.map(|m| m.project_id.as_str().to_owned()),
+    }
+}
+
+impl TurnInputs<'_> {
+    /// In review mode (the project's way in a live project, else `apply`, the request's), the
+    /// turn's [`Suggester`] over the room's shapes now, for request `request_id`.
+    pub fn suggester(
+        &self,
+        request: &Request,
+        (request_id, apply): (Option<&RequestId>, crate::review::ApplyMode),
+    ) -> Option<Suggester> {
+        let apply = self
+            .projects
+            .apply_mode(self.state.project.as_ref())
+            .unwrap_or(apply);
+        if apply != crate::review::ApplyMode::Suggest {
+            return None;
+        }
+        let author = Author {
+            fairy: self.entity.id.clone(),
+            request: request_id?.clone(),
+            prompted_by: super::super::prompted_by(self.entity, request.from_user.as_deref()),
+            model: self.model.name(),
+        };
+        Some(Suggester::new(
+            self.room.clone(),
+            self.tracker.shapes(),
+            author,
+            self.clock.clone(),
+        ))
+    }
+
+    /// Gathers what the turn's prompt is built from, with `told` (the corrections and notes
+    /// for the model); starts the change tracker's next report.
+    pub async fn gather(&mut self, request: &Request, told: Vec<String>) -> Gathered {
         let origin = self
             .state
             .chat_origin
             .unwrap_or((self.bounds.x, self.bounds.y));
         let mut transform = PromptTransform::new(origin.0, origin.1);
-        let changes = self.scope_changes(self.tracker.report(&mut transform));
+        let changes = self.projects.scope_changes(
+            (self.mode, self.state.project.as_ref()),
+            (self.tracker, &self.state.page_id),
+            self.tracker.report(&mut transform),
+        );
         self.tracker.start_request();
-        let mut corrections = std::mem::take(&mut self.corrections);
-        corrections.append(&mut self.notes);
-        let mut extras = self.prompt_extras(request).await;
+        let corrections = told;
+        let mut extras = self.extras(request).await;
         extras.review = self.review_part();
         Gathered {
             transform,
@@ -98,14 +215,14 @@ impl FairyRuntime {
 
     /// The model request for `request` from `gathered`, with the request's `messages` and the
     /// history's budget in characters as the turn's overflow recovery level has them.
-    pub(super) fn build_prompt(
+    pub fn build(
         &self,
         request: &Request,
         gathered: &Gathered,
         (messages, history_budget): (&[String], usize),
     ) -> TurnPrompt {
         let mut transform = gathered.transform.clone();
-        let shapes = self.shapes_now();
+        let shapes = self.tracker.shapes();
         let me = self.beacon.client_id();
         let other_fairies: Vec<Value> = self
             .room
@@ -119,8 +236,8 @@ impl FairyRuntime {
             .collect();
         let tasks: Vec<_> = self.beacon.snapshot().tasks;
         let input = PromptInput {
-            fairy: &self.entity,
-            mode: self.modes.mode(),
+            fairy: self.entity,
+            mode: self.mode,
             history: &self.state.history,
             messages,
             bounds: self.bounds,
@@ -135,27 +252,82 @@ impl FairyRuntime {
             time: crate::agent::prompt::parts::readable_time(self.clock.unix_millis()),
             history_budget,
             history_marks: self.history_marks.as_slice(),
-            project: self.project_part(),
+            project: self
+                .projects
+                .prompt_part(self.mode, self.state.project.as_ref()),
             extras: &gathered.extras,
         };
-        let mut model_request = build_request(&input, &self.registry, &mut transform);
-        model_request.billing = self.billing_of(request);
+        let mut model_request = build_request(&input, self.registry, &mut transform);
+        model_request.billing = billing_of(request, self.state.project.as_ref());
         TurnPrompt {
             request: model_request,
             transform,
         }
     }
 
-    /// Who pays for the model calls of `request` beside the room: the person who asked and
-    /// the project the fairy works in.
-    pub(in crate::agent::runtime) fn billing_of(&self, request: &Request) -> Billing {
-        Billing {
-            person: request.from_user.clone(),
-            project: self
-                .state
-                .project
-                .as_ref()
-                .map(|m| m.project_id.as_str().to_owned()),
+    /// Everything [`PromptExtras`] holds, for `request` at the current bounds.
+    async fn extras(&self, request: &Request) -> PromptExtras {
+        let pages = list_pages(&self.room.doc().transact());
+        let working = matches!(
+            self.mode,
+            Mode::WorkingSolo | Mode::WorkingDrone | Mode::WorkingOrchestrator
+        );
+        let working_task = working
+            .then(|| {
+                let id = self.state.current_task.as_ref()?;
+                let task = self.state.tasks.iter().find(|t| &t.id == id)?;
+                Some(WorkingTask {
+                    id: task.id.clone(),
+                    title: task.title.clone(),
+                    text: task.text.clone(),
+                    bounds: task.bounds,
+                })
+            })
+            .flatten();
+        let user_viewport = request.from_user.as_deref().and_then(|sub| {
+            let own = self.room.presence_of(sub);
+            user_viewport(&own, sub)
+        });
+        let instructions = match self
+            .room
+            .store()
+            .side()
+            .load_instructions(self.room.name())
+            .await
+        {
+            Ok(text) => text,
+            Err(error) => {
+                tracing::warn!(fairy = %self.entity.id, %error, "room instructions not read; this turn goes without them");
+                None
+            }
+        };
+        // Read and drawn in the screenshot pool, never waited for past the render budget.
+        let (screenshot, screenshot_note) = if self.vision {
+            // From the room's live view: the pool never walks the document under its lock.
+            // Only what the screenshot can show is copied for the pool, in z-order.
+            let page = self.state.page_id.clone();
+            let all = self.tracker.shapes();
+            let mut shapes: Vec<_> = crate::canvas::render::visible(&all, &page, &self.bounds)
+                .into_iter()
+                .cloned()
+                .collect();
+            shapes.sort_by(crate::canvas::shape::paint_order);
+            match screenshot::shoot(shapes, page, self.bounds).await {
+                Ok(shot) => (shot, None),
+                Err(skipped) => (None, Some(skipped.note())),
+            }
+        } else {
+            (None, None)
+        };
+        PromptExtras {
+            pages,
+            working_task,
+            user_viewport,
+            model_name: self.model.name(),
+            instructions,
+            screenshot,
+            screenshot_note,
+            review: None,
         }
     }
 
@@ -163,7 +335,7 @@ impl FairyRuntime {
     /// told yet, for the prompt; marks those decisions told.
     fn review_part(&mut self) -> Option<ReviewPart> {
         use crate::review::record::{self, Status};
-        let suggesting = self.landing.reviewing();
+        let suggesting = self.reviewing;
         let mine: Vec<record::Suggestion> = {
             let txn = yrs::Transact::transact(self.room.doc());
             let any = yrs::ReadTxn::get_map(&txn, crate::canvas::schema::SUGGESTIONS)
