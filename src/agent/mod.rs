@@ -9,7 +9,7 @@
 //! - [`runtime`]: one fairy at work, a folder whose children depend only on their parent:
 //!   the type (`runtime/mod.rs`), which keeps the request loop (`runtime/request.rs`) and
 //!   hands typed values between stages that hold what they use: one model turn along its
-//!   pipeline (`runtime/turn/`: the turn's inputs `prompt.rs`, the streaming loop, the checks
+//!   pipeline (`runtime/turn/`: the turn's inputs `inputs.rs`, the streaming loop, the checks
 //!   `pipeline.rs`, `canvas.rs` and `runtime_actions.rs` carrying out what passed, the history
 //!   summarised in `compact.rs`), what the model is told (`runtime/feedback.rs`), the steps a
 //!   stage hands back (`runtime/steps.rs`), `interrupt({input, mode})`
@@ -45,7 +45,7 @@
 //! Must not touch sockets; reaches the store only through its side tables
 //! ([`crate::store::Store::side`]): fairies' private state, in [`state::store`],
 //! [`host::migration`] and the hub's invitation, the room's projects, in [`projects::book`],
-//! and the room's instructions, read with a turn's inputs (`runtime/turn/prompt.rs`).
+//! and the room's instructions, read with a turn's inputs (`runtime/turn/inputs.rs`).
 
 pub mod actions;
 pub mod apply;

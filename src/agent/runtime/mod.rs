@@ -128,7 +128,7 @@ pub struct FairyRuntime {
     feedback: feedback::Feedback,
     /// The length of the history at each of its last model calls, oldest first: the prompt
     /// splits the history there so that a call's prefix stays a prefix of the next
-    /// (`turn/prompt.rs`; a few dozen at most).
+    /// (`turn/inputs.rs`; a few dozen at most).
     history_marks: turn::HistoryMarks,
     /// Who pays for the running request's model calls beside the room (its person, the
     /// fairy's project): budgets and usage totals.

@@ -10,7 +10,6 @@
 use std::sync::Arc;
 
 use super::{Notice, ProjectWork};
-use crate::agent::runtime::steps::Step;
 use crate::agent::actions::project::{
     AwaitTasks, CreateTask, Direct, ProjectAction, StartDuoTask, StartProject,
 };
@@ -19,6 +18,7 @@ use crate::agent::projects::book::RoomProjects;
 use crate::agent::projects::doc::{Project, ProjectTask};
 use crate::agent::projects::membership::task_request;
 use crate::agent::projects::waits::{Report, Wait};
+use crate::agent::runtime::steps::Step;
 use crate::agent::state::{FairyState, Interrupt, Request};
 use crate::agent::work::{Membership, ProjectStatus, Role, TaskStatus};
 use crate::canvas::transform::PromptTransform;

@@ -17,7 +17,7 @@
 //! # The turn's pipeline (parent → child only; the hand-offs are typed)
 //! Each stage is a value holding what it uses, borrowed from the runtime for one call: the
 //! runtime hands what one stage gives to the next.
-//! - [`prompt`]: the prompt's inputs (`TurnInputs`). What the prompt is built from is gathered
+//! - [`inputs`]: the prompt's inputs (`TurnInputs`). What the prompt is built from is gathered
 //!   once per turn (`Gathered`), then built into a `TurnPrompt` (the model request and its
 //!   transform), again for each context-overflow recovery level; review mode's `Suggester`
 //!   for the turn is gathered there too.
@@ -36,8 +36,8 @@
 
 mod canvas;
 mod compact;
+mod inputs;
 mod pipeline;
-mod prompt;
 mod runtime_actions;
 
 use futures_util::StreamExt;
@@ -45,10 +45,10 @@ use serde_json::Value;
 
 use compact::OverflowRecovery;
 
+pub(super) use inputs::HistoryMarks;
+use inputs::TurnPrompt;
+pub(super) use inputs::billing_of;
 use pipeline::Routed;
-pub(super) use prompt::HistoryMarks;
-use prompt::TurnPrompt;
-pub(super) use prompt::billing_of;
 
 use crate::agent::actions::ActionCtx;
 use crate::agent::apply::throttle::StreamThrottle;
