@@ -14,7 +14,7 @@
 //!   summarised in `compact.rs`), what the model is told (`runtime/feedback.rs`), the steps a
 //!   stage hands back (`runtime/steps.rs`), `interrupt({input, mode})`
 //!   ([`runtime::interrupt`]) and, next to it, taking a request back ([`runtime::revert`]),
-//!   the [`runtime::events`] observers see, the asker's viewport ([`runtime::view`]) and the
+//!   the [`runtime::events`] observers see, the asker's viewport ([`runtime::viewport`]) and the
 //!   fairy's part in a project ([`runtime::project`]).
 //! - [`prompt`]: building the model request, with its [`prompt::parts`], [`prompt::project`]
 //!   parts and [`prompt::screenshot`] as children.

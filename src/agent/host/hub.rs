@@ -588,7 +588,7 @@ impl FairyHub {
         // spread from the room's other fairies (docs/fairies.md "Inviting").
         let default = FairyState::default();
         let position = position.unwrap_or_else(|| {
-            let view = crate::agent::runtime::view::user_viewport(&room.presence_of(sub), sub)
+            let view = crate::agent::runtime::viewport::user_viewport(&room.presence_of(sub), sub)
                 .filter(|v| v.w > 0.0 && v.h > 0.0);
             crate::agent::presence::spawn_point(
                 view.map_or(default.position, |v| (v.center_x(), v.center_y())),

@@ -29,7 +29,7 @@
 //!   request back.
 //! - `report`: the `Emitter` (where its events go), what a request reports to the webhooks
 //!   when it ends (`fairy.request.ended`) and the usage its last chat item carries.
-//! - [`view`]: the viewport of the person who asked (for the prompt and the hub).
+//! - [`viewport`]: the viewport of the person who asked (for the prompt and the hub).
 //! - [`project`]: the fairy's part in a project (`ProjectWork`: the room's projects and the
 //!   other fairies; project actions, joining and leaving, what a member sees). The project
 //!   data it works with is [`super::projects`]', a lower module that never names the runtime:
@@ -48,7 +48,7 @@ mod request;
 pub mod revert;
 mod steps;
 mod turn;
-pub mod view;
+pub mod viewport;
 
 use crate::agent::state::{FairyState, Request, RuntimeConfig};
 use std::sync::Arc;

@@ -15,7 +15,7 @@
 //! - [`apply`]: carrying out a complete, allowed project action.
 //! - [`membership`]: joining and leaving a project (memory transitions, awareness), restart
 //!   resumption.
-//! - [`view`]: what a member sees and may touch (its prompt part, changes and edits in its
+//! - [`sight`]: what a member sees and may touch (its prompt part, changes and edits in its
 //!   task's bounds).
 //!
 //! Must not touch sockets or the store: project state lives in the room's projects
@@ -24,7 +24,7 @@
 
 pub mod apply;
 pub mod membership;
-pub mod view;
+pub mod sight;
 
 use std::sync::Arc;
 
