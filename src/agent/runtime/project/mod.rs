@@ -12,7 +12,7 @@
 //! # Layout
 //! - this file: the value, its handle on the room's projects, and the notices sent after a
 //!   step.
-//! - [`apply`]: carrying out a complete, allowed project action.
+//! - [`actions`]: carrying out a complete, allowed project action.
 //! - [`membership`]: joining and leaving a project (memory transitions, awareness), restart
 //!   resumption.
 //! - [`sight`]: what a member sees and may touch (its prompt part, changes and edits in its
@@ -22,7 +22,7 @@
 //! ([`crate::agent::projects::book`], which store and mirror it) and in each member's private
 //! state (saved by the runtime like the rest of it).
 
-pub mod apply;
+pub mod actions;
 pub mod membership;
 pub mod sight;
 
