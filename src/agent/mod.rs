@@ -15,7 +15,7 @@
 //!   stage hands back (`runtime/steps.rs`), `interrupt({input, mode})`
 //!   ([`runtime::interrupt`]) and, next to it, taking a request back ([`runtime::revert`]),
 //!   the [`runtime::events`] observers see, the asker's viewport ([`runtime::viewport`]) and the
-//!   fairy's part in a project ([`runtime::project`]).
+//!   fairy's part in a project ([`runtime::project_work`]).
 //! - [`prompt`]: building the model request, with its [`prompt::parts`], [`prompt::project`]
 //!   parts and [`prompt::screenshot`] as children.
 //! - [`projects`]: what fairies working together share (the `projects` and `tasks` records,

@@ -30,7 +30,7 @@
 //! - `report`: the `Emitter` (where its events go), what a request reports to the webhooks
 //!   when it ends (`fairy.request.ended`) and the usage its last chat item carries.
 //! - [`viewport`]: the viewport of the person who asked (for the prompt and the hub).
-//! - [`project`]: the fairy's part in a project (`ProjectWork`: the room's projects and the
+//! - [`project_work`]: the fairy's part in a project (`ProjectWork`: the room's projects and the
 //!   other fairies; project actions, joining and leaving, what a member sees). The project
 //!   data it works with is [`super::projects`]', a lower module that never names the runtime:
 //!   dependencies go runtime → projects only.
@@ -42,7 +42,7 @@
 pub mod events;
 mod feedback;
 pub mod interrupt;
-pub mod project;
+pub mod project_work;
 mod report;
 mod request;
 pub mod revert;
@@ -139,7 +139,7 @@ pub struct FairyRuntime {
     request_ids: Vec<RequestId>,
     /// Its part in its room's projects (the room's projects and the other fairies: set by the
     /// hub).
-    projects: project::ProjectWork,
+    projects: project_work::ProjectWork,
     /// Its clock (see [`Hosting::clock`]).
     clock: SharedClock,
     /// When the state was last handed to the store.
@@ -189,7 +189,7 @@ impl FairyRuntime {
         );
         let beacon = Beacon::with_client_id(room.clone(), presence, client_id);
         let out = report::Emitter::new(events, room.clone(), entity.id.clone());
-        let projects = project::ProjectWork::new(room.clone(), entity.id.clone());
+        let projects = project_work::ProjectWork::new(room.clone(), entity.id.clone());
         Ok(FairyRuntime {
             modes: ModeMachine::new(state.mode),
             entity,
@@ -473,7 +473,7 @@ impl FairyRuntime {
 }
 
 /// What the mode hooks read of the fairy's `state` and its part in a project.
-fn hook_ctx(state: &FairyState, projects: &project::ProjectWork) -> HookCtx {
+fn hook_ctx(state: &FairyState, projects: &project_work::ProjectWork) -> HookCtx {
     let current = state.current_task.as_ref().map(|id| {
         let done = state
             .tasks

@@ -7,7 +7,7 @@
 //! Writes nothing itself: each step is one of the runtime's own calls.
 
 use super::FairyRuntime;
-use super::project::Notice;
+use super::project_work::Notice;
 use crate::agent::modes::Mode;
 use crate::agent::projects::waits::Wait;
 use crate::agent::state::Request;

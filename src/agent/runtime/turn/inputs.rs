@@ -33,7 +33,7 @@ use crate::agent::prompt::parts::{PromptExtras, ReviewPart, WorkingTask};
 use crate::agent::prompt::screenshot;
 use crate::agent::prompt::{PromptInput, build_request};
 use crate::agent::runtime::FairyRuntime;
-use crate::agent::runtime::project::ProjectWork;
+use crate::agent::runtime::project_work::ProjectWork;
 use crate::agent::runtime::viewport::user_viewport;
 use crate::agent::state::fairy::FairyEntity;
 use crate::agent::state::{FairyState, Request};

@@ -29,7 +29,7 @@
 //! - [`canvas`]: applying canvas actions (`CanvasStage`: tentative versions through the
 //!   throttle and the write budget, complete actions for good or as suggestions, a `Landed`).
 //! - [`runtime_actions`]: carrying out runtime actions (`SoloWork`: message, think, review,
-//!   todo, solo tasks; project actions go on to [`crate::agent::runtime::project`]); both hand
+//!   todo, solo tasks; project actions go on to [`crate::agent::runtime::project_work`]); both hand
 //!   back `Step`s for the runtime.
 //! - [`compact`]: keeping the history in budget, and recovering from a context overflow
 //!   (`Compaction`).

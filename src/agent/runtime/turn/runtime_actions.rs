@@ -2,7 +2,7 @@
 //! `message` (chat + `lastMessage`), `think`, `review` (a follow-up over bounds),
 //! `fly-to-bounds`, `upsert-personal-todo`, and the solo tasks (`create-solo-task`,
 //! `start-solo-task` → working-solo, `mark-solo-task-done`), mirrored into the `tasks` root.
-//! Project actions go on to the fairy's [`crate::agent::runtime::project::ProjectWork`].
+//! Project actions go on to the fairy's [`crate::agent::runtime::project_work::ProjectWork`].
 //!
 //! The solo actions are a value, the [`SoloWork`]: what they change (the fairy's state, the
 //! request's bounds, its awareness peer) borrowed from the runtime for one action, which
