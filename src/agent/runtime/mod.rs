@@ -13,7 +13,7 @@
 //! call), so a stage's code names its inputs instead of reaching through `self`. Its methods
 //! are counted by `python3 scripts/count-methods.py FairyRuntime src` (at most 40).
 //! - this file: the type, its construction and restore, saving its state, and the helpers
-//!   every child shares (`say`, `schedule`, `switch_mode` and `apply_outcome`,
+//!   every child shares (`say`, `schedule`, `switch_mode` and `enact_outcome`,
 //!   `refresh_tasks`).
 //! - `request`: the request loop — starting, running turns, finishing, aborting, failing.
 //! - `turn/`: one model turn along its pipeline — the prompt's inputs (`TurnInputs`), the
@@ -377,7 +377,7 @@ impl FairyRuntime {
     }
 
     /// Carries out what the mode machine decided.
-    fn apply_outcome(&mut self, outcome: Outcome) {
+    fn enact_outcome(&mut self, outcome: Outcome) {
         if !outcome.entered.is_empty() {
             // The new mode is handed to the store before anyone hears of it: a reader told of
             // the change (an event's listener reading the fairy's history) reads it there. The
@@ -439,7 +439,7 @@ impl FairyRuntime {
     pub fn switch_mode(&mut self, to: Mode) {
         let ctx = hook_ctx(&self.state, &self.projects);
         let out = self.modes.switch(to, &ctx);
-        self.apply_outcome(out);
+        self.enact_outcome(out);
     }
 
     /// Merges a follow-up into the pending request.

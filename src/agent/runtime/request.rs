@@ -71,7 +71,7 @@ impl FairyRuntime {
         self.scheduled = None;
         let ctx = super::hook_ctx(&self.state, &self.projects);
         let out = self.modes.prompt_start(&ctx);
-        self.apply_outcome(out);
+        self.enact_outcome(out);
         self.persist();
         self.out.emit(AgentEvent::RequestStarted {
             messages: first.messages.clone(),
@@ -131,7 +131,7 @@ impl FairyRuntime {
                 None => {
                     let ctx = super::hook_ctx(&self.state, &self.projects);
                     let out = self.modes.prompt_end(&ctx);
-                    self.apply_outcome(out);
+                    self.enact_outcome(out);
                     self.scheduled.take()
                 }
             };
@@ -188,7 +188,7 @@ impl FairyRuntime {
             if reason != EndReason::Interrupted {
                 let ctx = super::hook_ctx(&self.state, &self.projects);
                 let out = self.modes.prompt_cancel(&ctx);
-                self.apply_outcome(out);
+                self.enact_outcome(out);
             }
             self.finish(reason);
         }
