@@ -7,13 +7,15 @@
 //!   [`host::executor`] fairies run on, below the people's work, and the load-time clean-up of
 //!   the `fairies` and `projects` roots ([`host::migration`]).
 //! - [`runtime`]: one fairy at work, a folder whose children depend only on their parent:
-//!   the type (`runtime/mod.rs`), the request loop (`runtime/request.rs`), one model turn
-//!   along its pipeline (`runtime/turn/`: the prompt builder `prompt.rs`, the streaming loop,
-//!   the checks `pipeline.rs`, `canvas.rs` and `runtime_actions.rs` applying what passed, the
-//!   history summarised in `compact.rs`), `interrupt({input, mode})` ([`runtime::interrupt`])
-//!   and, next to it, taking a request back ([`runtime::revert`]), the [`runtime::events`]
-//!   observers see, what the prompt needs beside the shapes ([`runtime::view`]) and the
-//!   fairy's part in a project ([`runtime::project`]).
+//!   the type (`runtime/mod.rs`), which keeps the request loop (`runtime/request.rs`) and
+//!   hands typed values between stages that hold what they use: one model turn along its
+//!   pipeline (`runtime/turn/`: the turn's inputs `inputs.rs`, the streaming loop, the checks
+//!   `pipeline.rs`, `canvas.rs` and `runtime_actions.rs` carrying out what passed, the history
+//!   summarised in `compact.rs`), what the model is told (`runtime/feedback.rs`), the steps a
+//!   stage hands back (`runtime/steps.rs`), `interrupt({input, mode})`
+//!   ([`runtime::interrupt`]) and, next to it, taking a request back ([`runtime::revert`]),
+//!   the [`runtime::events`] observers see, the asker's viewport ([`runtime::viewport`]) and the
+//!   fairy's part in a project ([`runtime::project_work`]).
 //! - [`prompt`]: building the model request, with its [`prompt::parts`], [`prompt::project`]
 //!   parts and [`prompt::screenshot`] as children.
 //! - [`projects`]: what fairies working together share (the `projects` and `tasks` records,
@@ -43,7 +45,7 @@
 //! Must not touch sockets; reaches the store only through its side tables
 //! ([`crate::store::Store::side`]): fairies' private state, in [`state::store`],
 //! [`host::migration`] and the hub's invitation, the room's projects, in [`projects::book`],
-//! and the room's instructions, read in [`runtime::view`].
+//! and the room's instructions, read with a turn's inputs (`runtime/turn/inputs.rs`).
 
 pub mod actions;
 pub mod apply;

@@ -7,7 +7,7 @@
 //! store), the SSE stream of a fairy's events, and taking a request back
 //! (`POST …/requests/{requestId}/revert`: `200 {reverted, kept}`, `404 request_not_found`). Bodies are JSON; errors are `{"error", "detail"}` like every other route. The work
 //! is done by [`crate::agent::host::hub::FairyHub`] (a prompt and a cancel through
-//! [`crate::agent::host::hub::prompt`]); this file only admits and parses requests, and its
+//! [`crate::agent::host::hub::ask`]); this file only admits and parses requests, and its
 //! errors map to HTTP in [`super::error`].
 //!
 //! Calls that start or stop work (invite, prompt, cancel, dismiss, revert) are rate limited per token
@@ -40,7 +40,7 @@ use super::body::OptionalJson;
 use super::error::{ApiError, ErrorBody};
 use super::openapi::{FairyPath, RoomPath, TokenRefusals};
 use crate::agent::host::hub::FairyView;
-use crate::agent::host::hub::prompt::UserPrompt;
+use crate::agent::host::hub::ask::UserPrompt;
 use crate::agent::modes::Mode;
 use crate::agent::state::Request;
 use crate::agent::state::fairy::MAX_TEXT_CHARS;

@@ -22,7 +22,7 @@
 //! The runtime actions are registered as [`RuntimeAction`]s: a name, a schema and the history
 //! flag, with the same duplicate check, so one registry ([`runtime::full_registry`]) produces
 //! the model's whole response schema. What they do is the runtime's (`runtime/turn/runtime_actions.rs`,
-//! `runtime/project/apply.rs`). Dependencies go `runtime` → `project` → `common`.
+//! `runtime/project_work/actions.rs`). Dependencies go `runtime` → `project` → `common`.
 //!
 //! # Parse → typed arguments → apply
 //! A canvas action is read from the model's JSON once: the [`Registry`] refuses what is not

@@ -17,10 +17,10 @@
 //! ([`lease`], docs/scaling.md "Fairies across nodes"); without it, every fairy of a loaded
 //! room is hosted here, as always.
 
+pub mod ask;
 pub mod group;
 mod known;
 mod lease;
-pub mod prompt;
 mod remote;
 
 pub use lease::Placement;
@@ -588,7 +588,7 @@ impl FairyHub {
         // spread from the room's other fairies (docs/fairies.md "Inviting").
         let default = FairyState::default();
         let position = position.unwrap_or_else(|| {
-            let view = crate::agent::runtime::view::user_viewport(&room.presence_of(sub), sub)
+            let view = crate::agent::runtime::viewport::user_viewport(&room.presence_of(sub), sub)
                 .filter(|v| v.w > 0.0 && v.h > 0.0);
             crate::agent::presence::spawn_point(
                 view.map_or(default.position, |v| (v.center_x(), v.center_y())),
@@ -670,7 +670,7 @@ impl FairyHub {
     /// Interrupts the fairy (docs/fairies.md `interrupt({input, mode})`): its current request is
     /// cancelled, it switches to `mode` if given, then runs `input` if given. Never refused
     /// while the fairy is hosted: an interrupt not handled yet merges with this one. Reached from
-    /// outside through [`FairyHub::prompt`] and [`FairyHub::cancel`] ([`prompt`]).
+    /// outside through [`FairyHub::prompt`] and [`FairyHub::cancel`] ([`ask`]).
     async fn interrupt(
         &self,
         room: &RoomName,

@@ -4,7 +4,7 @@
 //! `pages` + `currentPage`, `workingTask`, `userViewportBounds`, `modelName`, a readable `time`,
 //! and the screenshot (an image part placed before the JSON of the first user turn).
 //!
-//! Pure: [`PromptExtras`] is what the runtime found (see [`crate::agent::runtime::view`]); these
+//! Pure: [`PromptExtras`] is what the runtime found (see `crate::agent::runtime::turn::inputs`); these
 //! functions only turn it into text. [`crate::agent::prompt`] registers them in its sections and parts.
 
 use serde_json::{Value, json};

@@ -19,12 +19,15 @@ impl FairyRuntime {
     pub fn interrupt(&mut self, interrupt: Interrupt) -> Option<Request> {
         let Interrupt { input, mode } = interrupt;
         match input {
-            Some(_) => self.abort_with(EndReason::Interrupted, false),
-            None => self.abort_with(EndReason::Cancelled, true),
+            Some(_) => self.abort(EndReason::Interrupted),
+            None => self.abort(EndReason::Cancelled),
         }
         if let Some(mode) = mode {
             self.switch_mode(mode);
-            self.after_interrupt_switch();
+            // Joins the live project of a project mode, leaves its project otherwise.
+            self.projects
+                .after_switch(self.modes.mode(), &mut self.state);
+            self.refresh_tasks();
             self.persist();
         }
         if let Some(input) = input {

@@ -8,36 +8,49 @@
 //! records what it changed so that it can be taken back ([`crate::agent::runtime::revert`]).
 //!
 //! # Layout (parent → child only: children use this type and its helpers, never a sibling)
-//! - this file: the type, its construction and restore, and the helpers every child shares
-//!   (`emit`, `say`, `schedule`, `persist`, `apply_outcome`, `refresh_tasks`).
+//! `FairyRuntime` keeps the request loop and hands typed values between its stages; each stage
+//! is a value of its own that holds what it uses (owned, or borrowed from the runtime for one
+//! call), so a stage's code names its inputs instead of reaching through `self`. Its methods
+//! are counted by `python3 scripts/count-methods.py FairyRuntime src` (at most 40).
+//! - this file: the type, its construction and restore, saving its state, and the helpers
+//!   every child shares (`say`, `schedule`, `switch_mode` and `enact_outcome`,
+//!   `refresh_tasks`).
 //! - `request`: the request loop — starting, running turns, finishing, aborting, failing.
-//! - `turn/`: one model turn along its pipeline — the prompt builder, the streaming loop, the
-//!   action checks, applying canvas actions, carrying out runtime actions, and keeping the
-//!   history in budget (its own module docs give the hand-offs).
+//! - `turn/`: one model turn along its pipeline — the prompt's inputs (`TurnInputs`), the
+//!   streaming loop, the action checks (`Gate`), the canvas end (`CanvasStage`), the runtime
+//!   actions (`SoloWork`), and keeping the history in budget (`Compaction`); its own module
+//!   docs give the hand-offs.
+//! - `feedback`: what the model is told about its answers (`Feedback`: corrections, notes, a
+//!   cut answer, a turn's bound; every accepted or rejected action kept in the history).
+//! - `steps`: what a stage hands back for the runtime to do (`Step`: switch mode, schedule,
+//!   say, …), carried out in order by `FairyRuntime::follow`.
 //! - [`interrupt`]: `interrupt({input, mode})` (the [`Interrupt`](crate::agent::state::Interrupt)
-//!   data and its merge rule live in [`super::state`]).
-//! - `report`: what a request reports to the webhooks when it ends (`fairy.request.ended`)
-//!   and the usage its last chat item carries.
-//! - [`view`]: what the runtime gathers for a prompt beside the shapes (pages, task, viewport,
-//!   model name, instructions, screenshot).
-//! - [`project`]: the fairy's part in a project (project actions, joining and leaving,
-//!   what a member sees). The project data it works with is [`super::projects`]', a lower
-//!   module that never names the runtime: dependencies go runtime → projects only.
+//!   data and its merge rule live in [`super::state`]), and, next to it, [`revert`]: taking a
+//!   request back.
+//! - `report`: the `Emitter` (where its events go), what a request reports to the webhooks
+//!   when it ends (`fairy.request.ended`) and the usage its last chat item carries.
+//! - [`viewport`]: the viewport of the person who asked (for the prompt and the hub).
+//! - [`project_work`]: the fairy's part in a project (`ProjectWork`: the room's projects and the
+//!   other fairies; project actions, joining and leaving, what a member sees). The project
+//!   data it works with is [`super::projects`]', a lower module that never names the runtime:
+//!   dependencies go runtime → projects only.
 //!
 //! The runtime is driven by its host task ([`crate::agent::host::hub`]); it never holds a lock across an
 //! `.await`, and all of its document writes are short transactions with the fairy's origin.
 //! Must not touch sockets or the store except through [`StateSaver`] and [`state_store`].
 
 pub mod events;
+mod feedback;
 pub mod interrupt;
-pub mod project;
+pub mod project_work;
 mod report;
 mod request;
 pub mod revert;
+mod steps;
 mod turn;
-pub mod view;
+pub mod viewport;
 
-use crate::agent::state::{DEFAULT_VIEW, FairyState, Request, RuntimeConfig};
+use crate::agent::state::{FairyState, Request, RuntimeConfig};
 use std::sync::Arc;
 
 use tokio::sync::broadcast;
@@ -111,23 +124,11 @@ pub struct FairyRuntime {
     out: report::Emitter,
     /// Follow-up scheduled during the current turn.
     scheduled: Option<Request>,
-    /// What the model must answer next turn (rejected actions, broken JSON): a request with
-    /// corrections runs another turn.
-    corrections: Vec<String>,
-    /// What the sanitizer changed in accepted actions (a colliding id renamed, a number read
-    /// from a string): told to the model with its next prompt, but no reason for another turn.
-    /// Beside other fairies, ids collide all the time (their shapes are in the same `shapes`
-    /// map), and a follow-up for every rename kept requests running to the turn cap.
-    notes: Vec<String>,
-    /// Set by an action that interrupts the rest of the answer with its correction (the
-    /// design's error-correction interrupt: a refused direction); the turn drops the stream.
-    cut_answer: bool,
-    /// Set when the last turn hit a per-turn bound (`--fairy-turn-max-actions`,
-    /// `--fairy-turn-max-secs`): why, for the chat; the request ends after that turn.
-    turn_bound: Option<String>,
+    /// What the model is told about its answers: corrections, notes, a cut answer, a bound.
+    feedback: feedback::Feedback,
     /// The length of the history at each of its last model calls, oldest first: the prompt
     /// splits the history there so that a call's prefix stays a prefix of the next
-    /// (`turn/prompt.rs`; a few dozen at most).
+    /// (`turn/inputs.rs`; a few dozen at most).
     history_marks: turn::HistoryMarks,
     /// Who pays for the running request's model calls beside the room (its person, the
     /// fairy's project): budgets and usage totals.
@@ -136,8 +137,9 @@ pub struct FairyRuntime {
     bounds: Bounds,
     /// The running request's ids (empty between requests).
     request_ids: Vec<RequestId>,
-    /// The other fairies of its room, for projects (set by the hub).
-    peers: Option<super::projects::waits::Peers>,
+    /// Its part in its room's projects (the room's projects and the other fairies: set by the
+    /// hub).
+    projects: project_work::ProjectWork,
     /// Its clock (see [`Hosting::clock`]).
     clock: SharedClock,
     /// When the state was last handed to the store.
@@ -187,6 +189,7 @@ impl FairyRuntime {
         );
         let beacon = Beacon::with_client_id(room.clone(), presence, client_id);
         let out = report::Emitter::new(events, room.clone(), entity.id.clone());
+        let projects = project_work::ProjectWork::new(room.clone(), entity.id.clone());
         Ok(FairyRuntime {
             modes: ModeMachine::new(state.mode),
             entity,
@@ -201,15 +204,12 @@ impl FairyRuntime {
             config,
             out,
             scheduled: None,
-            corrections: Vec::new(),
-            notes: Vec::new(),
-            cut_answer: false,
-            turn_bound: None,
+            feedback: feedback::Feedback::default(),
             history_marks: turn::HistoryMarks::default(),
             billing: crate::llm::Billing::default(),
             bounds: Bounds::default(),
             request_ids: Vec::new(),
-            peers: None,
+            projects,
             clock,
             persisted_at: None,
             unsaved: false,
@@ -234,7 +234,7 @@ impl FairyRuntime {
         let resumes = interrupted
             && super::projects::membership::resumes_after_restart(
                 &state,
-                self.projects().as_deref(),
+                self.projects.book().map(|b| &**b),
             );
         if interrupted {
             state.working = false;
@@ -258,7 +258,7 @@ impl FairyRuntime {
             // The half-drawn shapes belong to the interrupted request: recorded there, a
             // revert of it does not count them as someone else's change.
             self.tracker.reopen_latest_request();
-            self.remove_locked_shapes();
+            remove_locked_shapes(self.room.doc(), &self.entity.id);
             crate::agent::apply::suggest::remove_streaming(&self.room, &self.entity.id);
             self.tracker.close_request();
             if !resumes {
@@ -292,14 +292,6 @@ impl FairyRuntime {
         &self.room
     }
 
-    /// The room's shapes now, from the room's live view (no walk of the document under its
-    /// lock; docs/fairies.md "People and fairies in one room"): shared pointers, in no
-    /// particular order, so nothing of a shape is copied and readers put in z-order only the
-    /// few they pick.
-    pub(super) fn shapes_now(&self) -> Vec<Arc<crate::canvas::shape::Shape>> {
-        self.tracker.shapes()
-    }
-
     /// Its awareness peer.
     pub fn beacon(&self) -> &Arc<Beacon> {
         &self.beacon
@@ -307,32 +299,12 @@ impl FairyRuntime {
 
     /// The other fairies of its room, for projects (its host sets them once it is hosted).
     pub fn set_peers(&mut self, peers: super::projects::waits::Peers) {
-        self.peers = Some(peers);
+        self.projects.set_peers(peers);
     }
 
     /// Reads the room's changes so far, so that the room keeps little for it.
     pub fn catch_up(&self) {
         self.tracker.catch_up();
-    }
-
-    fn remove_locked_shapes(&mut self) {
-        let author = format!("fairy:{}", self.entity.id);
-        let doc = self.room.doc();
-        let locked: Vec<String> = list_shapes(&doc.transact())
-            .into_iter()
-            .filter(|s| s.locked && s.created_by == author)
-            .map(|s| s.id)
-            .collect();
-        if !locked.is_empty() {
-            let mut txn = doc.transact_mut_with(TxnOrigin::fairy(self.entity.id.as_str()));
-            for id in &locked {
-                delete_shape(&mut txn, id);
-            }
-        }
-    }
-
-    pub(super) fn emit(&self, event: AgentEvent) {
-        self.out.emit(event);
     }
 
     /// Hands the state to the store (it survives a restart; it is never in the document), at
@@ -387,18 +359,13 @@ impl FairyRuntime {
         });
     }
 
-    /// Unix milliseconds on the fairy's clock (chat items).
-    pub(super) fn now_millis(&self) -> f64 {
-        self.clock.unix_millis() as f64
-    }
-
     /// Posts a chat message as the fairy (doc `chat` and awareness `lastMessage`).
     pub(super) fn say(&self, text: &str) {
         let item = ChatItem {
             from: format!("fairy:{}", self.entity.id),
             role: "fairy".into(),
             text: text.into(),
-            at: self.now_millis(),
+            at: self.clock.unix_millis() as f64,
             request_id: self.request_ids.first().cloned(),
             acceptance: None,
         };
@@ -409,32 +376,8 @@ impl FairyRuntime {
             .update(|p| p.last_message = Some(text.to_owned()));
     }
 
-    fn hook_ctx(&self) -> HookCtx {
-        let current = self.state.current_task.as_ref().map(|id| {
-            let done = self
-                .state
-                .tasks
-                .iter()
-                .any(|t| &t.id == id && t.status == TaskStatus::Done);
-            (id.clone(), done)
-        });
-        HookCtx {
-            open_todo: self.state.todo.iter().any(TodoItem::is_open),
-            current_task: current,
-            pending_tasks: self
-                .state
-                .tasks
-                .iter()
-                .filter(|t| {
-                    t.status == TaskStatus::Todo && Some(&t.id) != self.state.current_task.as_ref()
-                })
-                .count(),
-            project_task: self.project_task_ctx(),
-        }
-    }
-
     /// Carries out what the mode machine decided.
-    fn apply_outcome(&mut self, outcome: Outcome) {
+    fn enact_outcome(&mut self, outcome: Outcome) {
         if !outcome.entered.is_empty() {
             // The new mode is handed to the store before anyone hears of it: a reader told of
             // the change (an event's listener reading the fairy's history) reads it there. The
@@ -445,7 +388,7 @@ impl FairyRuntime {
             self.unsaved = true;
         }
         for mode in &outcome.entered {
-            self.emit(AgentEvent::ModeChanged {
+            self.out.emit(AgentEvent::ModeChanged {
                 mode: mode.name().into(),
             });
         }
@@ -461,8 +404,13 @@ impl FairyRuntime {
                     p.task_id = None;
                 }
             });
-            if mode == Mode::Idling {
-                self.went_idle();
+            if mode == Mode::Idling
+                && let Some(m) = self.state.project.clone()
+            {
+                if let Some(text) = self.projects.went_idle(&m) {
+                    self.say(text);
+                }
+                self.projects.leave(&mut self.state);
             }
         }
         let level = self.modes.mode().memory_level();
@@ -489,9 +437,9 @@ impl FairyRuntime {
 
     /// Switches mode (exit and enter hooks in order).
     pub fn switch_mode(&mut self, to: Mode) {
-        let ctx = self.hook_ctx();
+        let ctx = hook_ctx(&self.state, &self.projects);
         let out = self.modes.switch(to, &ctx);
-        self.apply_outcome(out);
+        self.enact_outcome(out);
     }
 
     /// Merges a follow-up into the pending request.
@@ -522,32 +470,51 @@ impl FairyRuntime {
         });
         self.publish_project();
     }
+}
 
-    fn default_bounds(&self) -> Bounds {
-        let p = self.beacon.snapshot();
-        Bounds::new(p.x - 100.0, p.y - 100.0, DEFAULT_VIEW.0, DEFAULT_VIEW.1)
+/// What the mode hooks read of the fairy's `state` and its part in a project.
+fn hook_ctx(state: &FairyState, projects: &project_work::ProjectWork) -> HookCtx {
+    let current = state.current_task.as_ref().map(|id| {
+        let done = state
+            .tasks
+            .iter()
+            .any(|t| &t.id == id && t.status == TaskStatus::Done);
+        (id.clone(), done)
+    });
+    HookCtx {
+        open_todo: state.todo.iter().any(TodoItem::is_open),
+        current_task: current,
+        pending_tasks: state
+            .tasks
+            .iter()
+            .filter(|t| t.status == TaskStatus::Todo && Some(&t.id) != state.current_task.as_ref())
+            .count(),
+        project_task: projects.task_ctx(state.project.as_ref()),
     }
+}
 
-    /// The `sub` of whoever asked for the running request: `from_user`, else whoever invited
-    /// the fairy (a request of its own).
-    pub(super) fn prompted_by(&self, from_user: Option<&str>) -> String {
-        let creator = self
-            .entity
-            .created_by
-            .strip_prefix("user:")
-            .unwrap_or(&self.entity.created_by);
-        from_user.unwrap_or(creator).to_owned()
-    }
+/// The `sub` of whoever asked for the running request: `from_user`, else whoever invited
+/// `entity` (a request of its own).
+fn prompted_by(entity: &FairyEntity, from_user: Option<&str>) -> String {
+    let creator = entity
+        .created_by
+        .strip_prefix("user:")
+        .unwrap_or(&entity.created_by);
+    from_user.unwrap_or(creator).to_owned()
+}
 
-    /// How the current turn's canvas actions land: its project's way in a live project, else
-    /// the request's.
-    pub(super) fn apply_mode(&self) -> crate::review::ApplyMode {
-        self.project_apply().unwrap_or(self.apply)
-    }
-
-    /// Reverts the incomplete streamed version, on the canvas or (in review mode) in the
-    /// turn's suggestions.
-    pub(super) fn revert_streamed(&mut self) {
-        self.landing.take_back_shown();
+/// Removes the shapes `fairy` left locked (half-drawn when the server stopped).
+fn remove_locked_shapes(doc: &yrs::Doc, fairy: &crate::ids::FairyId) {
+    let author = format!("fairy:{fairy}");
+    let locked: Vec<String> = list_shapes(&doc.transact())
+        .into_iter()
+        .filter(|s| s.locked && s.created_by == author)
+        .map(|s| s.id)
+        .collect();
+    if !locked.is_empty() {
+        let mut txn = doc.transact_mut_with(TxnOrigin::fairy(fairy.as_str()));
+        for id in &locked {
+            delete_shape(&mut txn, id);
+        }
     }
 }

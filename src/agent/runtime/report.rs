@@ -7,7 +7,8 @@
 //! room's webhooks (through this tally). It is a value of its own so that a turn's stages
 //! (compaction, for one) tell what they did without borrowing the whole runtime.
 //!
-//! Must not touch the document or the store.
+//! Must not touch the store; its one write to the document is the request's usage on its last
+//! chat item ([`Emitter::write_usage`]).
 
 use std::sync::{Arc, Mutex};
 
@@ -15,7 +16,7 @@ use tokio::sync::broadcast;
 
 use crate::agent::runtime::events::AgentEvent;
 use crate::agent::state::fairy::ChatUsage;
-use crate::ids::FairyId;
+use crate::ids::{FairyId, RequestId};
 use crate::room::Room;
 use crate::webhooks::RequestUsage;
 
@@ -69,6 +70,26 @@ impl Emitter {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .so_far()
+    }
+
+    /// Puts what the request's model calls used on its last chat item (`usage`) of `request`
+    /// (the running one), for every browser's chat; a request that made no call says nothing.
+    pub fn write_usage(&self, request: Option<&RequestId>) {
+        let usage = self.usage_so_far();
+        let Some(request) = request else {
+            return;
+        };
+        if usage.calls == 0 {
+            return;
+        }
+        if let Err(error) = crate::agent::state::fairy::set_request_usage(
+            self.room.doc(),
+            &self.fairy,
+            request,
+            usage,
+        ) {
+            tracing::warn!(fairy = %self.fairy, %error, "request usage not written to chat");
+        }
     }
 }
 

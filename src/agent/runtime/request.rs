@@ -10,12 +10,16 @@
 use yrs::Transact;
 
 use super::FairyRuntime;
+use super::report::Emitter;
+use super::steps::Step;
 use crate::agent::modes::Mode;
 use crate::agent::presence::Pose;
+use crate::agent::presence::beacon::Beacon;
 use crate::agent::runtime::events::{AgentEvent, EndReason};
-use crate::agent::state::Request;
 use crate::agent::state::memory::HistoryItem;
-use crate::ids::RequestId;
+use crate::agent::state::{DEFAULT_VIEW, Request};
+use crate::canvas::geometry::Bounds;
+use crate::ids::{FairyId, RequestId};
 
 impl FairyRuntime {
     /// Names this fairy, at work on `request_id` for `prompted_by`, as the actor logged with
@@ -25,7 +29,7 @@ impl FairyRuntime {
         let actor = crate::actor::Actor::Fairy {
             id: self.entity.id.to_string(),
             request_id: request_id.to_string(),
-            prompted_by: self.prompted_by(prompted_by),
+            prompted_by: super::prompted_by(&self.entity, prompted_by),
             model: self.model.name(),
             project_id: self
                 .state
@@ -63,19 +67,20 @@ impl FairyRuntime {
         };
         self.apply = first.apply.unwrap_or(default);
         self.state.working = true;
-        self.corrections.clear();
-        self.notes.clear();
+        self.feedback.clear();
         self.scheduled = None;
-        let ctx = self.hook_ctx();
+        let ctx = super::hook_ctx(&self.state, &self.projects);
         let out = self.modes.prompt_start(&ctx);
-        self.apply_outcome(out);
+        self.enact_outcome(out);
         self.persist();
-        self.emit(AgentEvent::RequestStarted {
+        self.out.emit(AgentEvent::RequestStarted {
             messages: first.messages.clone(),
             request_id: request_id.clone(),
         });
         let mut request = first;
-        self.bounds = request.bounds.unwrap_or_else(|| self.default_bounds());
+        self.bounds = request
+            .bounds
+            .unwrap_or_else(|| default_bounds(&self.beacon));
         if self.state.chat_origin.is_none() {
             self.state.chat_origin = Some((self.bounds.x, self.bounds.y));
         }
@@ -96,17 +101,18 @@ impl FairyRuntime {
             });
             self.beacon.update(|p| p.pose = Pose::Thinking);
             self.name_actor(&request_id, request.from_user.as_deref());
-            self.billing = self.billing_of(&request);
+            self.billing = super::turn::billing_of(&request, self.state.project.as_ref());
             self.compaction().when_over_budget().await;
-            self.emit(AgentEvent::TurnStarted { turn });
+            self.out.emit(AgentEvent::TurnStarted { turn });
             crate::metrics::global().fairy_turns.inc();
             if let Err(error) = self.run_turn(&request).await {
-                self.revert_streamed();
-                self.fail(&error);
+                self.landing.take_back_shown();
+                let steps = failed(&self.out, &self.entity.id, &error);
+                self.follow(steps);
                 break EndReason::Error;
             }
             self.persist();
-            if let Some(why) = self.turn_bound.take() {
+            if let Some(why) = self.feedback.take_bound() {
                 self.say(&format!("I stopped: {why}."));
                 self.switch_mode(Mode::Idling);
                 break EndReason::MaxIterations;
@@ -118,14 +124,14 @@ impl FairyRuntime {
             }
             let next = match self.scheduled.take() {
                 Some(next) => Some(next),
-                None if !self.corrections.is_empty() => Some(Request::follow_up(
+                None if self.feedback.has_corrections() => Some(Request::follow_up(
                     "Some of your actions were corrected or rejected: see `corrections`, then continue.",
                     None,
                 )),
                 None => {
-                    let ctx = self.hook_ctx();
+                    let ctx = super::hook_ctx(&self.state, &self.projects);
                     let out = self.modes.prompt_end(&ctx);
-                    self.apply_outcome(out);
+                    self.enact_outcome(out);
                     self.scheduled.take()
                 }
             };
@@ -153,7 +159,7 @@ impl FairyRuntime {
         crate::metrics::Metrics::count(&metrics.fairy_requests, reason.name(), 1);
         self.state.working = false;
         self.tracker.close_request();
-        self.write_usage();
+        self.out.write_usage(self.request_ids.first());
         self.request_ids.clear();
         self.beacon.update(|p| {
             p.pose = Pose::Idle;
@@ -163,27 +169,7 @@ impl FairyRuntime {
             self.beacon.celebrate();
         }
         self.persist();
-        self.emit(AgentEvent::RequestEnded { reason });
-    }
-
-    /// Puts what the request's model calls used on its last chat item (`usage`), for every
-    /// browser's chat; a request that made no call says nothing.
-    fn write_usage(&self) {
-        let usage = self.out.usage_so_far();
-        let Some(request) = self.request_ids.first() else {
-            return;
-        };
-        if usage.calls == 0 {
-            return;
-        }
-        if let Err(error) = crate::agent::state::fairy::set_request_usage(
-            self.room.doc(),
-            &self.entity.id,
-            request,
-            usage,
-        ) {
-            tracing::warn!(fairy = %self.entity.id, %error, "request usage not written to chat");
-        }
+        self.out.emit(AgentEvent::RequestEnded { reason });
     }
 
     /// True while the request named `id` runs.
@@ -192,22 +178,17 @@ impl FairyRuntime {
     }
 
     /// After the request future was dropped: reverts the incomplete action, runs
-    /// `on_prompt_cancel`, and ends the request with `reason`.
+    /// `on_prompt_cancel` (except for an interrupt with new input, `interrupted`, which keeps
+    /// the fairy's mode and task), and ends the request with `reason`.
     pub fn abort(&mut self, reason: EndReason) {
-        self.abort_with(reason, true);
-    }
-
-    /// [`FairyRuntime::abort`]; `on_prompt_cancel` runs only if `cancel_hook` (a plain cancel,
-    /// not an interrupt with new input, which keeps the fairy's mode and task).
-    pub(super) fn abort_with(&mut self, reason: EndReason, cancel_hook: bool) {
-        self.revert_streamed();
+        self.landing.take_back_shown();
         self.landing.set_review(None);
         self.scheduled = None;
         if self.state.working {
-            if cancel_hook {
-                let ctx = self.hook_ctx();
+            if reason != EndReason::Interrupted {
+                let ctx = super::hook_ctx(&self.state, &self.projects);
                 let out = self.modes.prompt_cancel(&ctx);
-                self.apply_outcome(out);
+                self.enact_outcome(out);
             }
             self.finish(reason);
         }
@@ -216,7 +197,7 @@ impl FairyRuntime {
     /// The server is stopping mid-request: reverts the incomplete action but keeps the state
     /// marked as working, so that the restarted fairy says its work was interrupted.
     pub fn abort_for_shutdown(&mut self) {
-        self.revert_streamed();
+        self.landing.take_back_shown();
         self.landing.set_review(None);
         self.scheduled = None;
         if self.state.working {
@@ -225,27 +206,32 @@ impl FairyRuntime {
             self.flush_state();
         }
     }
+}
 
-    /// Model failure after retries (or after every context-overflow recovery level), or the
-    /// room's token budget spent (checked before each model call, so nothing of the refused
-    /// turn was applied): revert, tell the user, go idle.
-    pub(super) fn fail(&mut self, error: &crate::llm::LlmError) {
-        tracing::warn!(fairy = %self.entity.id, %error, "fairy request failed");
-        crate::metrics::global().model_errors.inc();
-        self.emit(AgentEvent::Error {
-            message: error.to_string(),
-        });
-        if let crate::llm::LlmError::BudgetExhausted { .. } = error {
-            self.say(&format!("I stopped: {error}."));
-        } else if error.is_context_overflow() {
-            self.say(&format!(
-                "Sorry, I could not finish: our conversation no longer fits the language model's context, even after I summarised and shortened my history ({error})."
-            ));
-        } else {
-            self.say(&format!(
-                "Sorry, I could not finish: the language model failed ({error})."
-            ));
-        }
-        self.switch_mode(Mode::Idling);
-    }
+/// Model failure after retries (or after every context-overflow recovery level), or the
+/// room's token budget spent (checked before each model call, so nothing of the refused turn
+/// was applied; the runtime reverted what streamed): logged, counted, told to the observers
+/// through `out`; the steps that tell the user and put the fairy to idle.
+fn failed(out: &Emitter, fairy: &FairyId, error: &crate::llm::LlmError) -> Vec<Step> {
+    tracing::warn!(fairy = %fairy, %error, "fairy request failed");
+    crate::metrics::global().model_errors.inc();
+    out.emit(AgentEvent::Error {
+        message: error.to_string(),
+    });
+    let text = if let crate::llm::LlmError::BudgetExhausted { .. } = error {
+        format!("I stopped: {error}.")
+    } else if error.is_context_overflow() {
+        format!(
+            "Sorry, I could not finish: our conversation no longer fits the language model's context, even after I summarised and shortened my history ({error})."
+        )
+    } else {
+        format!("Sorry, I could not finish: the language model failed ({error}).")
+    };
+    vec![Step::Say(text), Step::Switch(Mode::Idling)]
+}
+
+/// Where a request without bounds works: a default view around the fairy.
+fn default_bounds(beacon: &Beacon) -> Bounds {
+    let p = beacon.snapshot();
+    Bounds::new(p.x - 100.0, p.y - 100.0, DEFAULT_VIEW.0, DEFAULT_VIEW.1)
 }

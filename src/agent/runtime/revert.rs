@@ -239,7 +239,7 @@ impl FairyRuntime {
             from: format!("fairy:{}", self.entity.id),
             role: "fairy".into(),
             text: text.clone(),
-            at: self.now_millis(),
+            at: self.clock.unix_millis() as f64,
             request_id: Some(id.clone()),
             acceptance: Some(Acceptance::Rejected),
         };
@@ -247,7 +247,7 @@ impl FairyRuntime {
             tracing::warn!(fairy = %self.entity.id, %error, "rejection chat item lost");
         }
         self.beacon.update(|p| p.last_message = Some(text));
-        self.emit(AgentEvent::RequestRejected {
+        self.out.emit(AgentEvent::RequestRejected {
             request_id: id.clone(),
             reverted: outcome.reverted,
             kept: outcome.kept,

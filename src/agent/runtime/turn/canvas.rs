@@ -3,52 +3,77 @@
 //! back while the room's fairy write budget is spent, never past the document's size cap); a
 //! complete action is applied for good (directly, or as suggestions in review mode), charged
 //! to the room's write budget and kept in the fairy's ledger. Waiting for the write budget
-//! before a complete action ([`FairyRuntime::admit`]) is the only wait: streamed versions are
+//! before a complete action ([`CanvasStage::admit`]) is the only wait: streamed versions are
 //! skipped instead.
 //!
 //! The fairy flies to where each action works as it is shown and applied (its awareness
 //! position; the request's start only flies it to the request's bounds).
 //!
+//! The stage is a value, the [`CanvasStage`]: what it uses (the fairy's landing, the registry,
+//! the room and its write budget, the live view of the shapes, its awareness peer, its clock),
+//! borrowed from the runtime for one call ([`FairyRuntime::canvas`]). What a complete action
+//! did comes back as a [`Landed`], which the runtime keeps in the history.
+//!
 //! Writes the document only through the fairy's [`crate::agent::apply::landing::Landing`]
-//! (its tentative canvas, or its turn's [`Suggester`]).
+//! (its tentative canvas, or its turn's [`crate::agent::apply::suggest::Suggester`]).
+
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::{BUDGET_RETRY, Held, TurnState};
-use crate::agent::actions::Registered;
-use crate::agent::apply::suggest::{Author, Suggester};
+use crate::agent::actions::{ActionError, Registered, Registry, Sanitized};
+use crate::agent::apply::changes::ChangeTracker;
+use crate::agent::apply::landing::Landing;
 use crate::agent::apply::throttle::Decision;
-use crate::agent::modes::MemoryLevel;
 use crate::agent::presence::Pose;
+use crate::agent::presence::beacon::Beacon;
 use crate::agent::runtime::FairyRuntime;
-use crate::agent::state::Request;
+use crate::clock::SharedClock;
 use crate::partial_json::StreamedAction;
+use crate::room::Room;
+
+/// The canvas end of the pipeline, and what it uses.
+pub(super) struct CanvasStage<'a> {
+    /// Where the actions land: the canvas, or the turn's suggestions.
+    landing: &'a mut Landing,
+    registry: &'a Registry,
+    /// The room: its fairy write budget and size cap.
+    room: &'a Room,
+    /// The live view of the room's shapes, and the fairy's own writes.
+    tracker: &'a ChangeTracker,
+    /// Its awareness peer: its pose and where it flies.
+    beacon: &'a Arc<Beacon>,
+    clock: &'a SharedClock,
+}
+
+/// What a complete canvas action did.
+pub(super) struct Landed {
+    /// Applied (with the sanitizer's notes), or refused with the handler's correction.
+    pub applied: Result<Sanitized, ActionError>,
+    /// The centre of where it works, read before it was applied: the fairy flies there.
+    pub area: Option<(f64, f64)>,
+}
 
 impl FairyRuntime {
-    /// In review mode, the turn's [`Suggester`] over the room's shapes now.
-    pub(super) fn suggester(&self, request: &Request) -> Option<Suggester> {
-        if self.apply_mode() != crate::review::ApplyMode::Suggest {
-            return None;
+    /// The canvas stage as the fairy stands now.
+    pub(super) fn canvas(&mut self) -> CanvasStage<'_> {
+        CanvasStage {
+            landing: &mut self.landing,
+            registry: &self.registry,
+            room: &self.room,
+            tracker: &self.tracker,
+            beacon: &self.beacon,
+            clock: &self.clock,
         }
-        let request_id = self.request_ids.first()?.clone();
-        let author = Author {
-            fairy: self.entity.id.clone(),
-            request: request_id,
-            prompted_by: self.prompted_by(request.from_user.as_deref()),
-            model: self.model.name(),
-        };
-        Some(Suggester::new(
-            self.room.clone(),
-            self.shapes_now(),
-            author,
-            self.clock.clone(),
-        ))
     }
+}
 
+impl CanvasStage<'_> {
     /// The room's fairy write budget (docs/fairies.md "People and fairies in one room"): a
     /// complete canvas action waits until the room's fairies may write again. Nothing else
-    /// waits: a streamed version is skipped instead (see [`FairyRuntime::show`]).
-    pub(super) async fn admit(&self, a: &StreamedAction) {
+    /// waits: a streamed version is skipped instead (see [`CanvasStage::show`]).
+    pub async fn admit(&self, a: &StreamedAction) {
         let canvas = a.complete
             && a.action
                 .get("_type")
@@ -76,7 +101,7 @@ impl FairyRuntime {
     }
 
     /// The throttle's trailing edge: applies the version it held back.
-    pub(super) fn apply_held(&mut self, turn: &mut TurnState) {
+    pub fn apply_held(&mut self, turn: &mut TurnState) {
         let Some(held) = turn.held.take() else {
             return;
         };
@@ -89,7 +114,7 @@ impl FairyRuntime {
     /// starts the throttle's interval. While the room's fairy write budget is spent the
     /// version is held back instead, and tried again a budget's tick later unless a newer one
     /// comes first.
-    pub(super) fn show(&mut self, index: usize, action: Value, turn: &mut TurnState) {
+    fn show(&mut self, index: usize, action: Value, turn: &mut TurnState) {
         if !self.room.fairy_writes().try_ready() {
             turn.held = Some(Held {
                 index,
@@ -104,7 +129,7 @@ impl FairyRuntime {
             .get("_type")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        if self.gate().size_check(kind, &action).is_err() {
+        if super::pipeline::size_check(self.room, kind, &action).is_err() {
             return;
         }
         self.beacon.update_if_changed(|p| p.pose = Pose::Working);
@@ -112,7 +137,7 @@ impl FairyRuntime {
         let shown = self
             .landing
             .active()
-            .show(&self.registry, &action, &mut turn.ctx);
+            .show(self.registry, &action, &mut turn.ctx);
         if shown.is_ok() {
             turn.throttle.applied(self.clock.now(), &action);
             if let Some(area) = self.work_area(&action, turn) {
@@ -135,7 +160,7 @@ impl FairyRuntime {
 
     /// An incomplete version the pipeline lets through: shown now, or held back until the
     /// throttle's interval ends (its trailing edge applies the newest one held).
-    pub(super) fn preview(&mut self, index: usize, action: Value, turn: &mut TurnState) {
+    pub fn preview(&mut self, index: usize, action: Value, turn: &mut TurnState) {
         match turn.throttle.decide(self.clock.now(), &action) {
             Decision::Apply => {
                 turn.held = None;
@@ -152,15 +177,8 @@ impl FairyRuntime {
     }
 
     /// A complete canvas action the pipeline let through: applied for good (as suggestions in
-    /// review mode), charged to the room's write budget, kept in the history (or refused with
-    /// the handler's correction).
-    pub(super) fn apply_canvas(
-        &mut self,
-        kind: &str,
-        action: &Value,
-        turn: &mut TurnState,
-        level: MemoryLevel,
-    ) {
+    /// review mode) and charged to the room's write budget.
+    pub fn land(&mut self, action: &Value, turn: &mut TurnState) -> Landed {
         // What the streamed versions wrote is not the action's.
         self.tracker.take_own_writes();
         // Read before applying: a deleted shape is gone afterwards.
@@ -168,22 +186,9 @@ impl FairyRuntime {
         let (applied, records) = self
             .landing
             .active()
-            .land(&self.registry, action, &mut turn.ctx);
+            .land(self.registry, action, &mut turn.ctx);
         // Its shapes on the canvas, and its records beside them (review mode's suggestions).
         self.charge_writes(records);
-        // What the request changed survives a crash within half a second (its ledger is
-        // stored).
-        self.persist();
-        match applied {
-            Ok(notes) => {
-                if let Some(area) = area {
-                    self.beacon.fly_toward(area);
-                }
-                crate::metrics::global().fairy_canvas_actions.inc();
-                self.notes.extend(notes.notes.iter().cloned());
-                self.accept(action, notes.notes.join(" "), level);
-            }
-            Err(error) => self.reject(action, kind, error.to_string(), level),
-        }
+        Landed { applied, area }
     }
 }

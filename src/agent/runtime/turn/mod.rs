@@ -15,24 +15,29 @@
 //! the completed actions had been applied once.
 //!
 //! # The turn's pipeline (parent → child only; the hand-offs are typed)
-//! - [`prompt`]: the prompt builder. What the prompt is built from is gathered once per turn
-//!   (`Gathered`), then built into a `TurnPrompt` (the model request and its transform),
-//!   again for each context-overflow recovery level.
+//! Each stage is a value holding what it uses, borrowed from the runtime for one call: the
+//! runtime hands what one stage gives to the next.
+//! - [`inputs`]: the prompt's inputs (`TurnInputs`). What the prompt is built from is gathered
+//!   once per turn (`Gathered`), then built into a `TurnPrompt` (the model request and its
+//!   transform), again for each context-overflow recovery level; review mode's `Suggester`
+//!   for the turn is gathered there too.
 //! - this file: the streaming loop (`stream_turn`: model events, retries, the throttle's
 //!   timer, the tail after the actions) and the dispatch of each streamed object
-//!   (`on_streamed`), with the history's accept / reject.
-//! - [`pipeline`]: the checks. Each streamed object is read once and judged (`Routed`:
-//!   preview, hidden, canvas, runtime, refused) before anything is applied.
-//! - [`canvas`]: applying canvas actions (tentative versions through the throttle and the
-//!   write budget, complete actions for good or as suggestions).
-//! - [`runtime_actions`]: carrying out runtime actions (message, think, review, todo, solo
-//!   tasks; project actions go on to [`crate::agent::runtime::project`]).
-//! - [`compact`]: keeping the history in budget, and recovering from a context overflow.
+//!   (`on_streamed`), with the verdicts kept through the runtime's `Feedback`.
+//! - [`pipeline`]: the checks (`Gate`). Each streamed object is read once and judged
+//!   (`Routed`: preview, hidden, canvas, runtime, refused) before anything is applied.
+//! - [`canvas`]: applying canvas actions (`CanvasStage`: tentative versions through the
+//!   throttle and the write budget, complete actions for good or as suggestions, a `Landed`).
+//! - [`runtime_actions`]: carrying out runtime actions (`SoloWork`: message, think, review,
+//!   todo, solo tasks; project actions go on to [`crate::agent::runtime::project_work`]); both hand
+//!   back `Step`s for the runtime.
+//! - [`compact`]: keeping the history in budget, and recovering from a context overflow
+//!   (`Compaction`).
 
 mod canvas;
 mod compact;
+mod inputs;
 mod pipeline;
-mod prompt;
 mod runtime_actions;
 
 use futures_util::StreamExt;
@@ -40,14 +45,14 @@ use serde_json::Value;
 
 use compact::OverflowRecovery;
 
+pub(super) use inputs::HistoryMarks;
+use inputs::TurnPrompt;
+pub(super) use inputs::billing_of;
 use pipeline::Routed;
-pub(super) use prompt::HistoryMarks;
-use prompt::TurnPrompt;
 
 use crate::agent::actions::ActionCtx;
 use crate::agent::apply::throttle::StreamThrottle;
 use crate::agent::runtime::events::{AgentEvent, UsagePurpose};
-use crate::agent::state::memory::{ActionJson, HistoryItem};
 use crate::llm::{LlmError, ModelEvent, Usage};
 use crate::partial_json::{ActionStream, StreamedAction};
 
@@ -116,7 +121,10 @@ impl FairyRuntime {
     /// Runs one model turn; `Err` only for a model failure after its retries and, for a
     /// context overflow, after the recovery levels of [`compact`].
     pub(super) async fn run_turn(&mut self, request: &Request) -> Result<(), LlmError> {
-        let review = self.suggester(request);
+        let (request_id, apply) = (self.request_ids.first().cloned(), self.apply);
+        let review = self
+            .inputs()
+            .suggester(request, (request_id.as_ref(), apply));
         self.landing.set_review(review);
         let outcome = self.run_turn_here(request).await;
         // A turn dropped midway keeps it: the abort reverts what it streamed, then drops it.
@@ -125,16 +133,17 @@ impl FairyRuntime {
     }
 
     async fn run_turn_here(&mut self, request: &Request) -> Result<(), LlmError> {
-        let gathered = self.gather_prompt(request).await;
+        let told = self.feedback.take_for_prompt();
+        let gathered = self.inputs().gather(request, told).await;
         let mut recovery = OverflowRecovery::default();
         loop {
             let messages = recovery.messages(&request.messages);
             let budget = recovery.history_budget(self.config.history_budget);
-            let prompt = self.build_prompt(request, &gathered, (&messages, budget));
+            let prompt = self.inputs().build(request, &gathered, (&messages, budget));
             self.history_marks.mark(self.state.history.len());
             match self.stream_turn(prompt).await {
                 Err(error) if error.is_context_overflow() => {
-                    self.revert_streamed();
+                    self.landing.take_back_shown();
                     if !self.compaction().recover_overflow(&mut recovery).await {
                         return Err(error);
                     }
@@ -189,13 +198,13 @@ impl FairyRuntime {
                 () = sleep_until(deadline) => {
                     let secs = self.config.turn_max_time.unwrap_or_default().as_secs();
                     tracing::info!(fairy = %self.entity.id, secs, "turn time cap: model stream dropped");
-                    self.turn_bound = Some(format!("one answer streamed for longer than the {secs} s a turn may take"));
+                    self.feedback.bound(format!("one answer streamed for longer than the {secs} s a turn may take"));
                     cut = true;
                     break Ok(());
                 }
                 event = stream.next() => event,
                 () = sleep_until(wake) => {
-                    self.apply_held(&mut turn);
+                    self.canvas().apply_held(&mut turn);
                     continue;
                 }
                 // What the last actions changed is stored even while the model is silent.
@@ -237,16 +246,17 @@ impl FairyRuntime {
                     let events = actions.push(&text);
                     turn.id_streaming = actions.streaming_string_key().is_some_and(is_id_key);
                     for a in events {
-                        if self.past_action_cap(&a) {
+                        let cap = self.config.turn_max_actions;
+                        if self.feedback.past_action_cap(cap, &self.entity.id, &a) {
                             break;
                         }
-                        self.admit(&a).await;
+                        self.canvas().admit(&a).await;
                         self.on_streamed(a, &mut turn);
-                        if self.cut_answer {
+                        if self.feedback.answer_cut() {
                             break;
                         }
                     }
-                    if std::mem::take(&mut self.cut_answer) {
+                    if self.feedback.take_cut() {
                         tracing::debug!(fairy = %self.entity.id, "a correction interrupts the answer: model stream dropped");
                         cut = true;
                         break Ok(());
@@ -267,12 +277,13 @@ impl FairyRuntime {
                     wait,
                 } => {
                     attempts = attempt;
-                    self.emit(AgentEvent::retry(attempt, &error, discard, wait));
+                    self.out
+                        .emit(AgentEvent::retry(attempt, &error, discard, wait));
                     spent = spent.with_attempt(&usage);
                     usage = Usage::default();
                     answer_chars = 0;
                     if discard {
-                        self.revert_streamed();
+                        self.landing.take_back_shown();
                         actions = ActionStream::new();
                         turn.skip_below = turn.handled;
                         turn.throttle.reset();
@@ -302,7 +313,7 @@ impl FairyRuntime {
             total.cache_creation_input_tokens,
         );
         let cost = self.model.cost(&total);
-        self.emit(AgentEvent::usage(
+        self.out.emit(AgentEvent::usage(
             UsagePurpose::Turn,
             &total,
             attempts,
@@ -311,23 +322,24 @@ impl FairyRuntime {
         outcome?;
         if !cut {
             for a in actions.finish() {
-                if self.past_action_cap(&a) {
+                let cap = self.config.turn_max_actions;
+                if self.feedback.past_action_cap(cap, &self.entity.id, &a) {
                     break;
                 }
-                self.admit(&a).await;
+                self.canvas().admit(&a).await;
                 self.on_streamed(a, &mut turn);
-                if self.cut_answer {
+                if self.feedback.answer_cut() {
                     break;
                 }
             }
         }
         // A correction that interrupted this answer has done its work: the next turn starts
         // without it (a refusal among the final actions must not cut the next answer short).
-        self.cut_answer = false;
+        self.feedback.cut_answer(false);
         // An action still open when the answer ended never completes.
-        self.revert_streamed();
+        self.landing.take_back_shown();
         if let Some(error) = actions.error() {
-            self.corrections.push(format!(
+            self.feedback.correct(format!(
                 "Your JSON was invalid ({error}); the actions after that point were ignored."
             ));
         }
@@ -335,30 +347,14 @@ impl FairyRuntime {
         Ok(())
     }
 
-    /// Whether `a` is past the `--fairy-turn-max-actions` actions this turn may apply: then
-    /// nothing of it is applied and the answer is cut (as a correction's interrupt cuts it),
-    /// with why for the chat. An answer of exactly that many actions ends normally.
-    fn past_action_cap(&mut self, a: &StreamedAction) -> bool {
-        let cap = self.config.turn_max_actions;
-        if cap == 0 || a.index < cap {
-            return false;
-        }
-        tracing::info!(fairy = %self.entity.id, cap, "turn action cap: model stream dropped");
-        self.turn_bound = Some(format!(
-            "one answer went past the {cap} actions a turn may apply"
-        ));
-        self.cut_answer = true;
-        true
-    }
-
     /// One streamed object through the pipeline: told to observers, checked
-    /// ([`FairyRuntime::route`]), then shown, applied, carried out or refused.
+    /// ([`pipeline::Gate::route`]), then shown, applied, carried out or refused.
     fn on_streamed(&mut self, a: StreamedAction, turn: &mut TurnState) {
         let routed = self.gate().route(&a, turn);
         if routed == Routed::Handled {
             return;
         }
-        self.emit(AgentEvent::Action {
+        self.out.emit(AgentEvent::Action {
             index: a.index,
             action: a.action.clone(),
             complete: a.complete,
@@ -372,64 +368,44 @@ impl FairyRuntime {
         let level = self.modes.mode().memory_level();
         match routed {
             Routed::Handled | Routed::Hidden => {}
-            Routed::Preview => self.preview(a.index, a.action, turn),
+            Routed::Preview => self.canvas().preview(a.index, a.action, turn),
             Routed::Refused { kind, why } => {
-                self.revert_streamed();
-                self.reject(&a.action, &kind, why, level);
+                self.landing.take_back_shown();
+                let told = (&mut self.state.history, &self.out);
+                self.feedback.reject(told, (&a.action, &kind), why, level);
             }
-            Routed::Canvas { kind } => self.apply_canvas(kind, &a.action, turn, level),
+            Routed::Canvas { kind } => {
+                let landed = self.canvas().land(&a.action, turn);
+                // What the request changed survives a crash within half a second (its ledger
+                // is stored).
+                self.persist();
+                match landed.applied {
+                    Ok(notes) => {
+                        if let Some(area) = landed.area {
+                            self.beacon.fly_toward(area);
+                        }
+                        crate::metrics::global().fairy_canvas_actions.inc();
+                        self.feedback.note(notes.notes.iter().cloned());
+                        let note = notes.notes.join(" ");
+                        self.feedback
+                            .accept(&mut self.state.history, &a.action, note, level);
+                    }
+                    Err(error) => {
+                        let told = (&mut self.state.history, &self.out);
+                        let why = error.to_string();
+                        self.feedback.reject(told, (&a.action, kind), why, level);
+                    }
+                }
+            }
             Routed::Runtime { saves } => {
-                self.revert_streamed();
-                self.apply_runtime(&a.action, &turn.ctx.transform);
+                self.landing.take_back_shown();
+                self.carry_out(&a.action, &turn.ctx.transform);
                 if saves {
-                    self.accept(&a.action, String::new(), level);
+                    let history = &mut self.state.history;
+                    self.feedback
+                        .accept(history, &a.action, String::new(), level);
                 }
             }
         }
-    }
-
-    /// `Err(correction)` when a canvas action could take the room's document past
-    /// `--max-doc-bytes` (docs/protocol.md "Document size"): it is bounded by its JSON
-    /// ([`crate::room::size::json_write_bound`]). Deleting is always allowed: it is how a room
-    /// at its cap makes room.
-    fn accept(&mut self, action: &Value, note: String, level: crate::agent::modes::MemoryLevel) {
-        let metrics = crate::metrics::global();
-        crate::metrics::Metrics::count(
-            &metrics.fairy_actions,
-            crate::agent::state::memory::Acceptance::Accepted.as_str(),
-            1,
-        );
-        self.state.history.push(HistoryItem::Action {
-            action: ActionJson::new(action),
-            acceptance: crate::agent::state::memory::Acceptance::Accepted,
-            note: (!note.is_empty()).then_some(note),
-            memory_level: level,
-        });
-    }
-
-    fn reject(
-        &mut self,
-        action: &Value,
-        kind: &str,
-        why: String,
-        level: crate::agent::modes::MemoryLevel,
-    ) {
-        let metrics = crate::metrics::global();
-        crate::metrics::Metrics::count(
-            &metrics.fairy_actions,
-            crate::agent::state::memory::Acceptance::Rejected.as_str(),
-            1,
-        );
-        self.emit(AgentEvent::ActionRejected {
-            action_type: kind.into(),
-            reason: why.clone(),
-        });
-        self.corrections.push(format!("Rejected '{kind}': {why}"));
-        self.state.history.push(HistoryItem::Action {
-            action: ActionJson::new(action),
-            acceptance: crate::agent::state::memory::Acceptance::Rejected,
-            note: Some(why),
-            memory_level: level,
-        });
     }
 }

@@ -77,7 +77,9 @@ impl FairyRuntime {
         Gate {
             mode: self.modes.mode(),
             registry: &self.registry,
-            task_bounds: self.task_bounds(),
+            task_bounds: self
+                .projects
+                .task_bounds(self.modes.mode(), self.state.project.as_ref()),
             tracker: &self.tracker,
             room: &self.room,
             reviewing: self.landing.reviewing(),
@@ -139,7 +141,7 @@ impl Gate<'_> {
         if let Err(why) = self.task_bounds_check(&a.action, &turn.ctx.transform) {
             return refused(kind, why);
         }
-        if let Err(why) = self.size_check(kind, &a.action) {
+        if let Err(why) = size_check(self.room, kind, &a.action) {
             return refused(kind, why);
         }
         if self.reviewing && kind == "create-page" {
@@ -158,20 +160,19 @@ impl Gate<'_> {
         };
         guard::check(action, |id| self.tracker.shape(id), &bounds, t)
     }
+}
 
-    /// `Err(correction)` if the action could take the room's document past its size cap
-    /// (deleting never can).
-    pub fn size_check(&self, kind: &str, action: &Value) -> Result<(), String> {
-        if matches!(kind, "delete" | "clear") {
-            return Ok(());
-        }
-        let json = serde_json::to_vec(action).map_or(0, |v| v.len());
-        self.room
-            .admit_write(crate::room::size::json_write_bound(json))
-            .map_err(|too_large| {
-                format!(
-                    "{too_large}: the room's document is full; nothing can be added or grown until shapes are deleted"
-                )
-            })
+/// `Err(correction)` if the action could take `room`'s document past its size cap (deleting
+/// never can): the canvas end checks an incomplete version with it before showing it.
+pub(super) fn size_check(room: &Room, kind: &str, action: &Value) -> Result<(), String> {
+    if matches!(kind, "delete" | "clear") {
+        return Ok(());
     }
+    let json = serde_json::to_vec(action).map_or(0, |v| v.len());
+    room.admit_write(crate::room::size::json_write_bound(json))
+        .map_err(|too_large| {
+            format!(
+                "{too_large}: the room's document is full; nothing can be added or grown until shapes are deleted"
+            )
+        })
 }

@@ -5,6 +5,8 @@
 //! input. Both are refused for a member of a live project (the user disbands instead).
 //!
 //! The edge parses and checks what the person sent ([`UserPrompt`]); this module does the rest.
+//! (The HTTP route keeps its public word, `prompt`; inside the agent, a prompt is what a model
+//! is shown: [`crate::agent::prompt`].)
 
 use crate::agent::host::hub::{FairyHub, HubError};
 use crate::agent::modes::Mode;

@@ -2,43 +2,52 @@
 //! prompt (a leader's whole project, a working member's own task), the changes of others
 //! limited to its task's bounds while it works on one (so its prompt names no shape outside
 //! them), and the bounds of its task that the turn's gate checks its canvas edits against
-//! ([`crate::agent::projects::guard`]).
+//! ([`crate::agent::projects::guard`]). Each reads the fairy's mode and membership as the
+//! runtime hands them over.
 
 use serde_json::Value;
 
-use crate::agent::apply::changes::{ChangeRecord, ChangeReport};
+use super::ProjectWork;
+use crate::agent::apply::changes::{ChangeRecord, ChangeReport, ChangeTracker};
+use crate::agent::modes::Mode;
 use crate::agent::prompt::project::ProjectPart;
-use crate::agent::runtime::FairyRuntime;
+use crate::agent::work::Membership;
 use crate::canvas::geometry::{Bounds, shapes_in_bounds};
 
-impl FairyRuntime {
-    /// The bounds of the task it works on, while its mode keeps it inside them.
-    pub(in crate::agent::runtime) fn task_bounds(&self) -> Option<Bounds> {
-        if !self.modes.mode().in_task_bounds() {
+impl ProjectWork {
+    /// The bounds of the task it works on, while its `mode` keeps it inside them.
+    pub fn task_bounds(&self, mode: Mode, membership: Option<&Membership>) -> Option<Bounds> {
+        if !mode.in_task_bounds() {
             return None;
         }
-        let m = self.state.project.as_ref()?;
-        self.projects()?
+        let m = membership?;
+        self.book()?
             .task(&m.project_id, m.task_id.as_deref()?)
             .map(|t| t.bounds())
     }
 
     /// How its project's canvas actions land, while it is in a live project.
-    pub(crate) fn project_apply(&self) -> Option<crate::review::ApplyMode> {
-        let m = self.state.project.as_ref()?;
-        self.projects()?
+    pub fn apply_mode(&self, membership: Option<&Membership>) -> Option<crate::review::ApplyMode> {
+        let m = membership?;
+        self.book()?
             .project(&m.project_id)
             .filter(|p| p.status.is_live())
             .map(|p| p.apply)
     }
 
-    /// The changes report, limited to shapes inside its task's bounds while it works on one.
-    pub(crate) fn scope_changes(&self, report: ChangeReport) -> ChangeReport {
-        let Some(bounds) = self.task_bounds() else {
+    /// The changes report, limited to the shapes of page `page_id` inside its task's bounds
+    /// while it works on one (the room's shapes read from `tracker`'s live view only then).
+    pub fn scope_changes(
+        &self,
+        (mode, membership): (Mode, Option<&Membership>),
+        (tracker, page_id): (&ChangeTracker, &str),
+        report: ChangeReport,
+    ) -> ChangeReport {
+        let Some(bounds) = self.task_bounds(mode, membership) else {
             return report;
         };
-        let shapes = self.shapes_now();
-        let inside: Vec<&str> = shapes_in_bounds(&shapes, &self.state.page_id, &bounds)
+        let shapes = tracker.shapes();
+        let inside: Vec<&str> = shapes_in_bounds(&shapes, page_id, &bounds)
             .into_iter()
             .map(|s| s.id.as_str())
             .collect();
@@ -57,11 +66,11 @@ impl FairyRuntime {
     }
 
     /// The `currentProject` part of its prompt, while it is in a project.
-    pub(crate) fn project_part(&self) -> Option<ProjectPart> {
-        let m = self.state.project.as_ref()?;
-        let projects = self.projects()?;
+    pub fn prompt_part(&self, mode: Mode, membership: Option<&Membership>) -> Option<ProjectPart> {
+        let m = membership?;
+        let projects = self.book()?;
         let project = projects.project(&m.project_id)?;
-        if self.modes.mode().in_task_bounds() || !m.role.leads() {
+        if mode.in_task_bounds() || !m.role.leads() {
             let task = m
                 .task_id
                 .as_deref()

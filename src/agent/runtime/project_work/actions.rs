@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use super::{Notice, ProjectWork};
 use crate::agent::actions::project::{
     AwaitTasks, CreateTask, Direct, ProjectAction, StartDuoTask, StartProject,
 };
@@ -16,73 +17,65 @@ use crate::agent::modes::Mode;
 use crate::agent::projects::book::RoomProjects;
 use crate::agent::projects::doc::{Project, ProjectTask};
 use crate::agent::projects::membership::task_request;
-use crate::agent::projects::waits::{Report, Wait, wake_message};
-use crate::agent::runtime::FairyRuntime;
-use crate::agent::state::{Interrupt, Request};
+use crate::agent::projects::waits::{Report, Wait};
+use crate::agent::runtime::steps::Step;
+use crate::agent::state::{FairyState, Interrupt, Request};
 use crate::agent::work::{Membership, ProjectStatus, Role, TaskStatus};
 use crate::canvas::transform::PromptTransform;
 use crate::ids::FairyId;
-use crate::origin::TxnOrigin;
 
 /// Longest task id accepted.
 const MAX_TASK_ID: usize = 64;
 
 type Outcome = Result<(), String>;
 
-impl FairyRuntime {
-    /// Carries out a project action (see the module docs).
-    pub(crate) fn apply_project(&mut self, parsed: ProjectAction, kind: &str, t: &PromptTransform) {
-        let outcome = match parsed {
+impl ProjectWork {
+    /// Carries out a project action (see the module docs) on the fairy's `state`; what the
+    /// runtime must do next goes to `steps`, in order. `Err(why)`: refused.
+    pub fn act(
+        &self,
+        parsed: ProjectAction,
+        t: &PromptTransform,
+        state: &mut FairyState,
+        steps: &mut Vec<Step>,
+    ) -> Outcome {
+        match parsed {
             ProjectAction::StartProject(a) | ProjectAction::StartDuoProject(a) => {
-                self.start_project(a)
+                self.start_project(state, a)
             }
             ProjectAction::CreateProjectTask(a) | ProjectAction::CreateDuoTask(a) => {
-                self.create_task(a, t)
+                self.create_task(state, a, t)
             }
             ProjectAction::DirectToStartProjectTask(a) | ProjectAction::DirectToStartDuoTask(a) => {
-                let outcome = self.direct(a);
-                // The design's error-correction interrupt: what the model planned after a
-                // refused direction is not carried out; it answers the correction instead.
-                self.cut_answer = outcome.is_err();
-                outcome
+                self.direct(state, a)
             }
             ProjectAction::AwaitTasksCompletion(a) | ProjectAction::AwaitDuoTasksCompletion(a) => {
-                self.await_tasks(a)
+                self.await_tasks(state, a, steps)
             }
             ProjectAction::EndProject(a) | ProjectAction::EndDuoProject(a) => {
-                self.end_project(ProjectStatus::Done, &a.summary)
+                self.end_project(state, (ProjectStatus::Done, &a.summary), steps)
             }
-            ProjectAction::AbortProject(a) => self.end_project(ProjectStatus::Aborted, &a.reason),
+            ProjectAction::AbortProject(a) => {
+                self.end_project(state, (ProjectStatus::Aborted, &a.reason), steps)
+            }
             ProjectAction::MarkDroneTaskDone(_) | ProjectAction::MarkDuoTaskDone(_) => {
-                self.finish_task()
+                self.finish_task(state, steps)
             }
-            ProjectAction::StartDuoTask(a) => self.start_own_task(a),
-        };
-        if let Err(why) = outcome {
-            self.corrections.push(format!("Rejected '{kind}': {why}"));
+            ProjectAction::StartDuoTask(a) => self.start_own_task(state, a, steps),
         }
-        self.refresh_tasks();
-    }
-
-    pub(crate) fn origin(&self) -> TxnOrigin {
-        TxnOrigin::fairy(self.entity.id.as_str())
     }
 
     /// The room's projects.
-    fn book(&self) -> Result<Arc<RoomProjects>, String> {
-        self.projects()
+    fn book_here(&self) -> Result<&Arc<RoomProjects>, String> {
+        self.book()
             .ok_or_else(|| "projects are not available here".to_owned())
     }
 
     /// Its membership and the project record.
-    fn project(&self) -> Result<(Membership, Project), String> {
-        let m = self
-            .state
-            .project
-            .clone()
-            .ok_or("you are not in a project")?;
+    fn project(&self, state: &FairyState) -> Result<(Membership, Project), String> {
+        let m = state.project.clone().ok_or("you are not in a project")?;
         let p = self
-            .book()?
+            .book_here()?
             .project(&m.project_id)
             .filter(|p| p.status.is_live())
             .ok_or("your project is no longer running")?;
@@ -90,13 +83,14 @@ impl FairyRuntime {
     }
 
     fn task(&self, m: &Membership, task_id: &str) -> Result<ProjectTask, String> {
-        self.book()?
+        self.book_here()?
             .task(&m.project_id, task_id)
             .ok_or_else(|| format!("there is no task '{task_id}' in this project"))
     }
 
     fn put_task(&self, task: &ProjectTask) -> Outcome {
-        self.book()?.put_task(self.room.doc(), self.origin(), task);
+        self.book_here()?
+            .put_task(self.room.doc(), self.origin(), task);
         Ok(())
     }
 
@@ -113,8 +107,8 @@ impl FairyRuntime {
         Ok(task)
     }
 
-    fn start_project(&mut self, a: StartProject) -> Outcome {
-        let (m, mut p) = self.project()?;
+    fn start_project(&self, state: &FairyState, a: StartProject) -> Outcome {
+        let (m, mut p) = self.project(state)?;
         if a.title.trim().is_empty() {
             return Err("the project needs a title".into());
         }
@@ -122,13 +116,13 @@ impl FairyRuntime {
         p.description = a.description;
         p.plan = a.plan;
         p.status = ProjectStatus::Active;
-        self.book()?
+        self.book_here()?
             .put_project(self.room.doc(), self.origin(), &m.project_id, &p);
         Ok(())
     }
 
-    fn create_task(&mut self, a: CreateTask, t: &PromptTransform) -> Outcome {
-        let (m, _) = self.project()?;
+    fn create_task(&self, state: &FairyState, a: CreateTask, t: &PromptTransform) -> Outcome {
+        let (m, _) = self.project(state)?;
         let id = a.task_id.trim();
         if id.is_empty() || id.len() > MAX_TASK_ID || id.contains('/') {
             return Err("a task id is 1 to 64 characters without '/'".into());
@@ -136,7 +130,7 @@ impl FairyRuntime {
         if a.w <= 0.0 || a.h <= 0.0 {
             return Err("a task's bounds need a positive width and height".into());
         }
-        if self.book()?.task(&m.project_id, id).is_some() {
+        if self.book_here()?.task(&m.project_id, id).is_some() {
             return Err(format!("task '{id}' exists already; use another id"));
         }
         let (x, y) = t.point_from_model(a.x, a.y);
@@ -151,14 +145,14 @@ impl FairyRuntime {
             y,
             w: a.w,
             h: a.h,
-            page_id: self.state.page_id.clone(),
+            page_id: state.page_id.clone(),
         };
         self.put_task(&task)
     }
 
-    fn direct(&mut self, a: Direct) -> Outcome {
-        let (m, p) = self.project()?;
-        if a.fairy_id == self.entity.id.as_str() {
+    fn direct(&self, state: &FairyState, a: Direct) -> Outcome {
+        let (m, p) = self.project(state)?;
+        if a.fairy_id == self.me.as_str() {
             return Err(if m.role == Role::DuoOrchestrator {
                 "You cannot direct yourself to do a task. Direct your partner, or use start-duo-task to work on it yourself.".into()
             } else {
@@ -169,11 +163,7 @@ impl FairyRuntime {
             .ok()
             .filter(|f| p.role_of(f).is_some());
         let Some(fairy) = member else {
-            let others: Vec<String> = p
-                .others(&self.entity.id)
-                .iter()
-                .map(ToString::to_string)
-                .collect();
+            let others: Vec<String> = p.others(&self.me).iter().map(ToString::to_string).collect();
             return Err(format!(
                 "'{}' is not a member of this project; direct one of: {}",
                 a.fairy_id,
@@ -181,17 +171,18 @@ impl FairyRuntime {
             ));
         };
         let mut task = self.startable_task(&m, &a.task_id)?;
-        let busy =
-            self.book()?.tasks(&m.project_id).into_iter().find(|t| {
-                t.assigned_to.as_ref() == Some(&fairy) && t.status == TaskStatus::InProgress
-            });
+        let busy = self
+            .book_here()?
+            .tasks(&m.project_id)
+            .into_iter()
+            .find(|t| t.assigned_to.as_ref() == Some(&fairy) && t.status == TaskStatus::InProgress);
         if let Some(busy) = busy {
             return Err(format!(
                 "'{fairy}' is working on task '{}'; await it before directing it again",
                 busy.id
             ));
         }
-        let peers = self.peers.clone().ok_or("no other fairy can be reached")?;
+        let peers = self.peers.as_ref().ok_or("no other fairy can be reached")?;
         task.assigned_to = Some(fairy.clone());
         task.status = TaskStatus::InProgress;
         self.put_task(&task)?;
@@ -212,45 +203,44 @@ impl FairyRuntime {
         Ok(())
     }
 
-    fn await_tasks(&mut self, a: AwaitTasks) -> Outcome {
-        let (m, _) = self.project()?;
+    fn await_tasks(&self, state: &mut FairyState, a: AwaitTasks, steps: &mut Vec<Step>) -> Outcome {
+        let (m, _) = self.project(state)?;
         if a.task_ids.is_empty() {
             return Err("name the tasks to wait for".into());
         }
         for id in &a.task_ids {
             self.task(&m, id)?;
         }
-        let peers = self.peers.clone().ok_or("no other fairy can be reached")?;
-        if let Some(own) = &mut self.state.project {
+        self.peers.as_ref().ok_or("no other fairy can be reached")?;
+        if let Some(own) = &mut state.project {
             own.waiting_for = a.task_ids.clone();
         }
-        self.switch_mode(m.role.waiting_mode());
-        let wait = Wait {
+        steps.push(Step::Switch(m.role.waiting_mode()));
+        // Registered once waiting; tasks finished before that wake it at once.
+        steps.push(Step::Await(Wait {
             project: m.project_id.clone(),
             task_ids: a.task_ids,
             wake_mode: m.role.active_mode(),
-        };
-        let (room, me) = (self.room.name().clone(), self.entity.id.clone());
-        peers.waits.register(&room, &me, wait);
-        // Tasks finished before the wait was registered wake it at once.
-        if let Some((wait, done)) = peers.take_finished(&room, &me) {
-            self.switch_mode(wait.wake_mode);
-            self.schedule(Request::follow_up(wake_message(&done), None));
-        }
+        }));
         Ok(())
     }
 
-    fn end_project(&mut self, status: ProjectStatus, text: &str) -> Outcome {
-        let (m, mut p) = self.project()?;
-        let book = self.book()?;
+    fn end_project(
+        &self,
+        state: &FairyState,
+        (status, text): (ProjectStatus, &str),
+        steps: &mut Vec<Step>,
+    ) -> Outcome {
+        let (m, mut p) = self.project(state)?;
+        let book = self.book_here()?;
         if status == ProjectStatus::Aborted {
             book.abort(self.room.doc(), self.origin(), &m.project_id, &mut p);
         } else {
             p.status = status;
             book.put_project(self.room.doc(), self.origin(), &m.project_id, &p);
         }
-        if let Some(peers) = self.peers.clone() {
-            for other in p.others(&self.entity.id) {
+        if let Some(peers) = &self.peers {
+            for other in p.others(&self.me) {
                 peers.deliver.interrupt(
                     self.room.name(),
                     &other,
@@ -262,74 +252,73 @@ impl FairyRuntime {
             }
         }
         if !text.trim().is_empty() {
-            self.say(text.trim());
+            steps.push(Step::Say(text.trim().to_owned()));
         }
-        self.switch_mode(Mode::Idling);
-        self.leave_project();
+        steps.push(Step::Switch(Mode::Idling));
+        steps.push(Step::Leave);
         Ok(())
     }
 
-    fn finish_task(&mut self) -> Outcome {
-        let (m, p) = self.project()?;
+    fn finish_task(&self, state: &mut FairyState, steps: &mut Vec<Step>) -> Outcome {
+        let (m, p) = self.project(state)?;
         let id = m.task_id.clone().ok_or("you are not working on a task")?;
         let mut task = self.task(&m, &id)?;
         task.status = TaskStatus::Done;
         // Scaled out, a member whose leader is hosted elsewhere tells the leader's host, which
         // stores the task and wakes the leader.
-        let peers = self.peers.clone();
-        let here = peers
+        let here = self
+            .peers
             .as_ref()
             .is_none_or(|peers| peers.coordinates(self.room.name(), &p));
         if here {
             self.put_task(&task)?;
         } else {
-            self.book()?.note_task(&task);
+            self.book_here()?.note_task(&task);
         }
-        self.task_transition(&task);
-        if let Some(own) = &mut self.state.project {
+        super::membership::task_end_pair(&mut state.history, &task);
+        if let Some(own) = &mut state.project {
             own.task_id = None;
         }
         if m.role == Role::Drone {
-            self.switch_mode(Mode::StandingBy);
-            match peers {
-                Some(peers) if here => {
-                    peers.wake_if_finished(self.room.name(), &p.orchestrator_id);
-                }
-                Some(peers) => {
-                    let report = Report::TaskDone {
-                        project: m.project_id.clone(),
-                        task: id.clone(),
-                        by: self.entity.id.clone(),
-                    };
-                    peers
-                        .deliver
-                        .report(self.room.name(), &p.orchestrator_id, report);
-                }
-                None => {}
-            }
+            steps.push(Step::Switch(Mode::StandingBy));
+            let leader = p.orchestrator_id.clone();
+            steps.push(Step::Notify(if here {
+                Notice::WakeLeader(leader)
+            } else {
+                let report = Report::TaskDone {
+                    project: m.project_id.clone(),
+                    task: id.clone(),
+                    by: self.me.clone(),
+                };
+                Notice::Report(leader, report)
+            }));
         } else {
-            self.switch_mode(m.role.active_mode());
-            self.schedule(Request::follow_up(
+            steps.push(Step::Switch(m.role.active_mode()));
+            steps.push(Step::Schedule(Request::follow_up(
                 format!(
                     "You finished your task '{id}'. Await your partner's tasks, direct the next one, or end the project."
                 ),
                 None,
-            ));
+            )));
         }
         Ok(())
     }
 
-    fn start_own_task(&mut self, a: StartDuoTask) -> Outcome {
-        let (m, _) = self.project()?;
+    fn start_own_task(
+        &self,
+        state: &FairyState,
+        a: StartDuoTask,
+        steps: &mut Vec<Step>,
+    ) -> Outcome {
+        let (m, _) = self.project(state)?;
         let mut task = self.startable_task(&m, &a.task_id)?;
-        task.assigned_to = Some(self.entity.id.clone());
+        task.assigned_to = Some(self.me.clone());
         task.status = TaskStatus::InProgress;
         self.put_task(&task)?;
-        self.switch_mode(Mode::WorkingOrchestrator);
-        if let Some(own) = &mut self.state.project {
-            own.task_id = Some(task.id.clone());
-        }
-        self.schedule(task_request(&task));
+        steps.push(Step::Switch(Mode::WorkingOrchestrator));
+        // Set once it works as the orchestrator (the switch's hooks saw it without).
+        steps.push(Step::TakeTask(task.id.clone()));
+        steps.push(Step::Schedule(task_request(&task)));
         Ok(())
     }
 }
