@@ -390,7 +390,7 @@ impl FairyRuntime {
 
     /// `Err(correction)` when a canvas action could take the room's document past
     /// `--max-doc-bytes` (docs/protocol.md "Document size"): it is bounded by its JSON
-    /// ([`crate::room::size::json_write_bound`]). Deleting is always allowed: it is how a room
+    /// ([`crate::room::vet::size::json_write_bound`]). Deleting is always allowed: it is how a room
     /// at its cap makes room.
     fn accept(&mut self, action: &Value, note: String, level: crate::agent::modes::MemoryLevel) {
         let metrics = crate::metrics::global();

@@ -167,7 +167,7 @@ impl Gate<'_> {
         }
         let json = serde_json::to_vec(action).map_or(0, |v| v.len());
         self.room
-            .admit_write(crate::room::size::json_write_bound(json))
+            .admit_write(crate::room::vet::size::json_write_bound(json))
             .map_err(|too_large| {
                 format!(
                     "{too_large}: the room's document is full; nothing can be added or grown until shapes are deleted"
