@@ -58,8 +58,6 @@ pub(crate) use error::Failure;
 pub use error::RoomError;
 pub use peers::session::Peer;
 pub use reclaim::cap_arenas;
-/// The size cap and estimate, at the path the agent's turn still names (`crate::room::size`).
-pub use vet::size;
 
 /// What `fairyring bench --history-updates` compacts by (developer tooling).
 #[cfg(feature = "dev-tools")]
@@ -67,6 +65,7 @@ pub(crate) use commit::compaction_rule;
 pub(crate) use commit::snapshot;
 pub use peers::peer::{PeerControl, PeerInfo};
 pub use registry::{LoadHook, Rooms};
+use vet::size;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -1,6 +1,8 @@
 //! The room registry: loads each room once (however many peers connect at once), hands out
 //! rooms, unloads idle ones, and flushes every room at shutdown. A [`LoadHook`] given to the
-//! registry runs on every load before anyone can use the room (content migrations).
+//! registry runs on every load before anyone can use the room (content migrations); a
+//! [`Rooms::when_loaded`] listener is told of every room once it is loaded (the fairy hub hosts
+//! the room's fairies then).
 //!
 //! Reads that need no room ([`Rooms::read`], for exports) do not load one: a loaded room is
 //! read as it is, anything else straight from the store into a document of the reader's own
@@ -32,6 +34,9 @@ pub trait LoadHook: Send + Sync + 'static {
 
 type Slot = Arc<OnceCell<Arc<Room>>>;
 
+/// A listener told of each room the registry has loaded ([`Rooms::when_loaded`]).
+type Loaded = Arc<dyn Fn(&Arc<Room>) + Send + Sync>;
+
 /// What a read of a room reads: the loaded room's document, or what the store holds of a room
 /// not loaded here. Turning it into a document ([`ReadSource::into_doc`]) may take time
 /// (decoding every stored update): do it off the async workers.
@@ -60,6 +65,8 @@ struct Inner {
     config: RoomConfig,
     max_rooms: usize,
     on_load: Option<Arc<dyn LoadHook>>,
+    /// Told of every load, after the load hook and the committer's start.
+    loaded: Mutex<Vec<Loaded>>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
     /// Cancelled per room when its committer stopped (so waiting joiners can reload it).
@@ -92,6 +99,7 @@ impl Rooms {
                 config,
                 max_rooms,
                 on_load,
+                loaded: Mutex::new(Vec::new()),
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
                 unloaded: Mutex::new(HashMap::new()),
@@ -156,6 +164,18 @@ impl Rooms {
     /// The store rooms are kept in (for what sits beside documents, such as room instructions).
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
+    }
+
+    /// Calls `listener` with every room this registry loads from now on, once it is loaded (its
+    /// load hook run, its committer started) and before the caller that loaded it gets it. The
+    /// listener runs on the loading task: it must not wait (spawn what takes time), nor load a
+    /// room. Rooms loaded before the call are not told of: register before the first load.
+    pub fn when_loaded(&self, listener: impl Fn(&Arc<Room>) + Send + Sync + 'static) {
+        self.inner
+            .loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::new(listener));
     }
 
     /// Rooms currently loaded.
@@ -288,6 +308,15 @@ impl Rooms {
                 super::reclaim::schedule();
             }
         });
+        let listeners = self
+            .inner
+            .loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for listener in listeners {
+            listener(&room);
+        }
         Ok(room)
     }
 

@@ -101,9 +101,9 @@ pub async fn upgrade(
             "server connection limit reached",
         )
     })?;
+    // The room's fairies appear as awareness peers of this room instance: the hub hosts them
+    // when the room loads (`FairyHub`'s listener on the registry), not on every upgrade.
     let room = state.rooms.get(&name).await?;
-    // The room's fairies appear as awareness peers of this room instance.
-    state.fairies.ensure_hosted(&room);
     if room.peer_count() >= state.config.max_connections_per_room {
         return Err(crate::room::RoomError::RoomFull.into());
     }

@@ -16,6 +16,9 @@ use super::keyed::{SideTables, Table};
 use super::{Checkpoint, Fence, LogRow, Logged, Store, StoreError, StoredRoom, StoredVersion};
 use crate::ids::RoomName;
 
+/// A checkpoint chain: its head's sequence number and the data of each checkpoint in it.
+type Chain = (u64, Vec<Bytes>);
+
 #[derive(Default)]
 struct Log {
     /// The snapshot and the sequence number it covers.
@@ -47,6 +50,37 @@ impl Log {
         seqs.iter()
             .filter_map(|seq| self.checkpoints.get(seq).map(|(_, data)| data.clone()))
             .collect()
+    }
+
+    /// What version `seq` can be built on: the newest checkpoint chain at or below it (its head
+    /// and the chain's data) and the snapshot if it covers no more than `seq`.
+    fn bases_at(&self, seq: u64) -> (Option<Chain>, Option<(u64, Bytes)>) {
+        let chain = newest_chain(&self.checkpoint_meta(seq));
+        let chain = chain
+            .last()
+            .map(|head| (*head, self.checkpoint_data(&chain)));
+        let snapshot = self.snapshot.clone().filter(|(s, _)| *s <= seq);
+        (chain, snapshot)
+    }
+
+    /// The document as of `seq` ([`Store::load_version`]): its base and the rows after it.
+    fn version(&self, seq: u64) -> Option<StoredVersion> {
+        let (chain, snapshot) = self.bases_at(seq);
+        let from = chain.as_ref().map_or(0, |(head, _)| *head);
+        let rows = self
+            .updates
+            .iter()
+            .filter(|row| row.seq > from && row.seq <= seq)
+            .map(|row| (row.seq, row.update.clone()))
+            .collect();
+        assemble_version(seq, chain, snapshot, rows)
+    }
+
+    /// The base a version `seq` is built on ([`Store::version_base`]).
+    fn version_base(&self, seq: u64) -> Option<StoredVersion> {
+        let (chain, snapshot) = self.bases_at(seq);
+        let first_kept = self.updates.first().map(|row| row.seq);
+        choose_base(seq, chain, snapshot, first_kept)
     }
 }
 
@@ -206,22 +240,7 @@ impl Store for MemoryStore {
         room: &RoomName,
         seq: u64,
     ) -> Result<Option<StoredVersion>, StoreError> {
-        Ok(self.with(|rooms| {
-            let log = rooms.get(room.as_str())?;
-            let chain = newest_chain(&log.checkpoint_meta(seq));
-            let chain = chain
-                .last()
-                .map(|head| (*head, log.checkpoint_data(&chain)));
-            let snapshot = log.snapshot.clone().filter(|(s, _)| *s <= seq);
-            let from = chain.as_ref().map_or(0, |(head, _)| *head);
-            let rows = log
-                .updates
-                .iter()
-                .filter(|row| row.seq > from && row.seq <= seq)
-                .map(|row| (row.seq, row.update.clone()))
-                .collect();
-            assemble_version(seq, chain, snapshot, rows)
-        }))
+        Ok(self.with(|rooms| rooms.get(room.as_str())?.version(seq)))
     }
 
     async fn dev_secret(&self, candidate: &[u8]) -> Result<Vec<u8>, StoreError> {
@@ -262,16 +281,7 @@ impl Store for MemoryStore {
         room: &RoomName,
         seq: u64,
     ) -> Result<Option<StoredVersion>, StoreError> {
-        Ok(self.with(|rooms| {
-            let log = rooms.get(room.as_str())?;
-            let chain = newest_chain(&log.checkpoint_meta(seq));
-            let chain = chain
-                .last()
-                .map(|head| (*head, log.checkpoint_data(&chain)));
-            let snapshot = log.snapshot.clone().filter(|(s, _)| *s <= seq);
-            let first_kept = log.updates.first().map(|row| row.seq);
-            choose_base(seq, chain, snapshot, first_kept)
-        }))
+        Ok(self.with(|rooms| rooms.get(room.as_str())?.version_base(seq)))
     }
 
     async fn last_seq(&self, room: &RoomName) -> Result<u64, StoreError> {

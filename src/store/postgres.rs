@@ -100,7 +100,7 @@ impl SqlStore<PgBackend> {
             .acquire_timeout(CONNECT_TIMEOUT)
             .connect_with(options)
             .await?;
-        let mut migrator = sqlx::migrate!("migrations/postgres");
+        let mut migrator = super::sql::migrations::postgres();
         // sqlx writes the name into `CREATE SCHEMA IF NOT EXISTS {name}` as given.
         migrator.create_schema(schema.quoted());
         // Rolling upgrades (docs/operations.md "Upgrades"): a node of this release starts

@@ -99,7 +99,7 @@ impl SqlStore<SqliteBackend> {
             .connect_with(options.clone())
             .await?;
         add_missing_columns(&pool).await?;
-        sqlx::migrate!("migrations/sqlite")
+        super::sql::migrations::sqlite()
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migration(e.to_string()))?;

@@ -7,6 +7,7 @@
 //! snapshot either: the room loads).
 
 use crate::support;
+use crate::support::server::TestServer;
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -181,7 +182,7 @@ async fn a_full_disk_refuses_writes_keeps_readers_and_resumes_when_space_returns
         return;
     };
     let db = mount.path().join("fairyring.db");
-    let server = fairyring::server::start(config(&db)).await.expect("server");
+    let server = TestServer::start(config(&db)).await.handle;
     let http = format!("http://{}", server.addr());
     let ws = format!("ws://{}", server.addr());
     let room = "full";
@@ -268,9 +269,7 @@ async fn a_full_disk_refuses_writes_keeps_readers_and_resumes_when_space_returns
 
     // After a restart every acknowledged write is there, and the room loads (no half-written
     // snapshot).
-    let server = fairyring::server::start(config(&db))
-        .await
-        .expect("restart");
+    let server = TestServer::start(config(&db)).await.handle;
     let http = format!("http://{}", server.addr());
     let ids = stored_ids(&http, room).await;
     let missing: Vec<&String> = acked.difference(&ids).collect();
@@ -305,9 +304,7 @@ async fn a_full_postgres_data_directory_refuses_writes_and_resumes_when_space_re
         compact_every: 8,
         ..ServeConfig::for_test()
     };
-    let server = fairyring::server::start(config.clone())
-        .await
-        .expect("server");
+    let server = TestServer::start(config.clone()).await.handle;
     let http = format!("http://{}", server.addr());
     let room = "pgfull";
     let mut acked = BTreeSet::new();
@@ -344,7 +341,7 @@ async fn a_full_postgres_data_directory_refuses_writes_and_resumes_when_space_re
         "recovery took {recovery:?}"
     );
     server.shutdown().await;
-    let server = fairyring::server::start(config).await.expect("restart");
+    let server = TestServer::start(config).await.handle;
     let http = format!("http://{}", server.addr());
     let ids = stored_ids(&http, room).await;
     let missing: Vec<&String> = acked.difference(&ids).collect();

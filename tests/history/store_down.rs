@@ -3,13 +3,13 @@
 //! it could not keep (docs/storage.md, "Durable before visible").
 
 use crate::support;
+use crate::support::server::TestServer;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use fairyring::config::ServeConfig;
-use fairyring::room::RoomConfig;
 use fairyring::store::memory::MemoryStore;
 use fairyring::store::wrapper::StoreWrapper;
 use fairyring::store::{Store, StoreError};
@@ -54,13 +54,11 @@ async fn health(http: &str) -> (u16, serde_json::Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_the_store_means_503_and_1011() {
     let store = Arc::new(Switchable::default());
-    let server = fairyring::server::start_with(
-        ServeConfig::for_test(),
-        RoomConfig::from_serve,
-        store.clone(),
-    )
-    .await
-    .expect("server");
+    let server = TestServer::builder(ServeConfig::for_test())
+        .on(store.clone())
+        .start()
+        .await
+        .handle;
     let http = format!("http://{}", server.addr());
     let base = format!("ws://{}", server.addr());
     let (status, body) = health(&http).await;

@@ -376,7 +376,7 @@ async fn a_postgres_restart_under_load_loses_no_acknowledged_write() {
         store_timeout_ms: DEADLINE.as_millis() as u64,
         ..ServeConfig::for_test()
     };
-    let server = fairyring::server::start(config).await.expect("server");
+    let server = TestServer::start(config).await.handle;
     let http = format!("http://{}", server.addr());
     let ws = format!("ws://{}", server.addr());
     let room = "restarted";

@@ -238,7 +238,7 @@ async fn cors_answers_preflights_and_requests_of_the_configured_origins_only() {
         config.insecure_no_auth = false;
         config.jwt_secret = Some("a-cors-test-secret-of-at-least-32-bytes!!".into());
         config.cors_origins = origins;
-        let handle = server::start(config).await.expect("server starts");
+        let handle = TestServer::start(config).await.handle;
         let http = format!("http://{}", handle.addr());
         (handle, http)
     };

@@ -4,6 +4,7 @@
 //! `--webhook-backoff-ms`.
 
 use crate::support;
+use crate::support::server::TestServer;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -14,7 +15,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use bytes::Bytes;
 use fairyring::config::ServeConfig;
-use fairyring::room::RoomConfig;
 use fairyring::server;
 use fairyring::store::Store;
 use fairyring::store::outbox::OutboxEvent;
@@ -188,7 +188,7 @@ async fn edit_once(client: &mut Client, key: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn room_updated_is_signed_and_names_its_writer() {
     let mut receiver = Receiver::start(&[]).await;
-    let server = server::start(config(&receiver.url(), 100)).await.unwrap();
+    let server = TestServer::start(config(&receiver.url(), 100)).await.handle;
     let mut client = Client::connect(&format!("ws://{}", server.addr()), "signed").await;
     edit_once(&mut client, "a").await;
     let got = receiver.next_of("room.updated").await;
@@ -213,7 +213,7 @@ async fn room_updated_is_signed_and_names_its_writer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receiver_answering_500_twice_gets_the_event_a_third_time_with_the_same_id() {
     let mut receiver = Receiver::start(&[500, 500]).await;
-    let server = server::start(config(&receiver.url(), 50)).await.unwrap();
+    let server = TestServer::start(config(&receiver.url(), 50)).await.handle;
     let mut client = Client::connect(&format!("ws://{}", server.addr()), "retried").await;
     edit_once(&mut client, "a").await;
     let first = receiver.next().await;
@@ -240,7 +240,9 @@ async fn a_receiver_answering_500_twice_gets_the_event_a_third_time_with_the_sam
 async fn debounce_coalesces_100_updates_into_one_event() {
     let mut receiver = Receiver::start(&[]).await;
     // Far longer than 100 updates take to send, even on a loaded machine.
-    let server = server::start(config(&receiver.url(), 1500)).await.unwrap();
+    let server = TestServer::start(config(&receiver.url(), 1500))
+        .await
+        .handle;
     let ws = format!("ws://{}", server.addr());
     let mut writer = Client::connect(&ws, "busy").await;
     let mut watcher = Client::connect(&ws, "busy").await;
@@ -271,7 +273,7 @@ async fn a_receiver_down_across_a_restart_still_gets_the_event_after_it() {
     let (addr, mut tries, down) = down_receiver().await;
     let mut config = config(&url_at(addr), 50);
     config.store = format!("sqlite:{}", db.display());
-    let server = server::start(config.clone()).await.unwrap();
+    let server = TestServer::start(config.clone()).await.handle;
     let mut client = Client::connect(&format!("ws://{}", server.addr()), "down").await;
     edit_once(&mut client, "a").await;
     for _ in 0..2 {
@@ -288,7 +290,7 @@ async fn a_receiver_down_across_a_restart_still_gets_the_event_after_it() {
     // The receiver comes up on that port; the restarted server delivers.
     let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
     let mut receiver = Receiver::on(listener, &[]);
-    let server = server::start(config).await.unwrap();
+    let server = TestServer::start(config).await.handle;
     let got = receiver.next_of("room.updated").await;
     assert_signed(&got);
     assert_eq!(got.json["room"], "down");
@@ -331,9 +333,11 @@ async fn an_event_is_dead_lettered_after_its_last_attempt() {
     let mut config = config(&receiver.url(), 50);
     config.webhook_max_attempts = 3;
     let store = fairyring::store::open("memory:").await.unwrap();
-    let server = server::start_with(config, RoomConfig::from_serve, store.clone())
+    let server = TestServer::builder(config)
+        .on(store.clone())
+        .start()
         .await
-        .unwrap();
+        .handle;
     let mut client = Client::connect(&format!("ws://{}", server.addr()), "dead").await;
     edit_once(&mut client, "a").await;
     let first = receiver.next().await;
@@ -365,7 +369,7 @@ async fn an_event_is_dead_lettered_after_its_last_attempt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_offline_fairy_request_reports_its_end() {
     let mut receiver = Receiver::start(&[]).await;
-    let server = server::start(config(&receiver.url(), 100)).await.unwrap();
+    let server = TestServer::start(config(&receiver.url(), 100)).await.handle;
     let http = format!("http://{}", server.addr());
     let _watcher = Client::connect(&format!("ws://{}", server.addr()), "fairyhook").await;
     let id = invite(&http, "fairyhook", "Pip").await;
@@ -397,7 +401,7 @@ async fn an_offline_fairy_request_reports_its_end() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disbanded_project_reports_its_end() {
     let mut receiver = Receiver::start(&[]).await;
-    let server = server::start(config(&receiver.url(), 100)).await.unwrap();
+    let server = TestServer::start(config(&receiver.url(), 100)).await.handle;
     let http = format!("http://{}", server.addr());
     let _watcher = Client::connect(&format!("ws://{}", server.addr()), "together").await;
     let one = invite(&http, "together", "Orla").await;
@@ -431,13 +435,11 @@ async fn a_disbanded_project_reports_its_end() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_webhook_nothing_is_recorded() {
     let store = fairyring::store::open("memory:").await.unwrap();
-    let server = server::start_with(
-        ServeConfig::for_test(),
-        RoomConfig::from_serve,
-        store.clone(),
-    )
-    .await
-    .unwrap();
+    let server = TestServer::builder(ServeConfig::for_test())
+        .on(store.clone())
+        .start()
+        .await
+        .handle;
     let ws = format!("ws://{}", server.addr());
     let mut writer = Client::connect(&ws, "quiet").await;
     let mut watcher = Client::connect(&ws, "quiet").await;
@@ -468,11 +470,7 @@ async fn only_signed_http_webhooks_are_accepted() {
     let mut config = ServeConfig::for_test();
     config.webhook_url = Some("https://127.0.0.1:9/hook".to_owned());
     config.webhook_secret = Some(SECRET.to_owned());
-    server::start(config)
-        .await
-        .expect("https is fine")
-        .shutdown()
-        .await;
+    TestServer::start(config).await.handle.shutdown().await;
 }
 
 /// Scaled out: several nodes claim from one PostgreSQL outbox at once; each event is claimed
@@ -547,8 +545,8 @@ async fn an_event_recorded_on_one_node_is_delivered_by_another() {
         config.store_schema = Some(pg.schema.clone());
         config
     };
-    let a = server::start(node(url_at(down_addr))).await.unwrap();
-    let b = server::start(node(receiver.url())).await.unwrap();
+    let a = TestServer::start(node(url_at(down_addr))).await.handle;
+    let b = TestServer::start(node(receiver.url())).await.handle;
     let mut client = Client::connect(&format!("ws://{}", a.addr()), "shared").await;
     edit_once(&mut client, "a").await;
     tokio::time::timeout(WAIT, tries.recv())
@@ -599,7 +597,7 @@ async fn webhook_latency_after_the_debounce() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(&receiver.url(), DEBOUNCE_MS);
     config.store = format!("sqlite:{}", dir.path().join("latency.db").display());
-    let server = server::start(config).await.unwrap();
+    let server = TestServer::start(config).await.handle;
     let ws = format!("ws://{}", server.addr());
     let mut latencies = Vec::with_capacity(EVENTS);
     for i in 0..EVENTS {
@@ -662,7 +660,7 @@ async fn a_stalled_store_does_not_hang_the_outbox_writer() {
     config.store = through(&pg.url, relay.addr());
     config.store_schema = Some(pg.schema.clone());
     config.store_timeout_ms = DEADLINE_MS;
-    let node = server::start(config).await.unwrap();
+    let node = TestServer::start(config).await.handle;
     let http = format!("http://{}", node.addr());
     let create = |id: &'static str| {
         let url = format!("{http}/rooms/stall/shapes");

@@ -6,6 +6,7 @@
 //! SIGTERM during a render in `export_shutdown.rs` (it needs the binary).
 
 use crate::support;
+use crate::support::server::TestServer;
 
 use std::time::{Duration, Instant};
 
@@ -234,13 +235,11 @@ async fn a_join_of_an_unknown_room_stores_nothing_and_sees_the_same_schema_again
 
     // Loaded again, the room builds the very same schema (a returning peer's copy matches it),
     // and the first write stores it ahead of the write.
-    let again = fairyring::server::start_with(
-        config(),
-        fairyring::room::RoomConfig::from_serve,
-        store.clone(),
-    )
-    .await
-    .expect("server");
+    let again = TestServer::builder(config())
+        .on(store.clone())
+        .start()
+        .await
+        .handle;
     let mut second = Client::connect(&format!("ws://{}", again.addr()), "visitor").await;
     second.until("the schema's page", has_page).await;
     assert_eq!(second.state(), seen, "the schema differs between two loads");

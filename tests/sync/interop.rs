@@ -3,6 +3,7 @@
 //! Installs the npm packages with `npm ci` when `tests/interop/node_modules` is missing.
 
 use crate::support;
+use crate::support::server::TestServer;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -34,7 +35,7 @@ async fn official_yjs_clients_work_unchanged_with_postgres() {
 async fn official_clients_against(config: ServeConfig) {
     let dir = interop_dir();
     ensure_npm_packages(&dir);
-    let server = fairyring::server::start(config).await.expect("server");
+    let server = TestServer::start(config).await.handle;
     let base = format!("ws://{}", server.addr());
     let mut rust = Client::connect(&base, "interop").await;
     rust.edit(|txn| put_shape(txn, "rust1", 42.0)).await;
@@ -109,7 +110,7 @@ async fn node_ws_client_sees_1009_1008_and_4401() {
     config.max_message_bytes = 65_536;
     config.rate_per_sec = 20;
     config.rate_burst = 40;
-    let server = fairyring::server::start(config).await.expect("server");
+    let server = TestServer::start(config).await.handle;
     let url = format!("ws://{}/rooms/close-codes", server.addr());
     // A 200 KB frame is over the hard cap (twice the limit): refused from its header, with
     // its payload still unread on the connection. Every run must see 1009.
@@ -121,7 +122,7 @@ async fn node_ws_client_sees_1009_1008_and_4401() {
     let mut config = ServeConfig::for_test();
     config.jwt_secret = Some(secret.into());
     config.jwt_leeway = 0;
-    let server = fairyring::server::start(config).await.expect("server");
+    let server = TestServer::start(config).await.handle;
     let now = fairyring::auth::unix_now();
     let claims = serde_json::json!({
         "sub": "node", "exp": now + 2, "rooms": ["close-codes"], "scope": "read write"

@@ -4,11 +4,11 @@
 //! `fairyring_connections_closed_total{reason="slow_reader"}`.
 
 use crate::support;
+use crate::support::server::TestServer;
 
 use std::time::Duration;
 
 use fairyring::config::ServeConfig;
-use fairyring::server;
 use support::Client;
 use yrs::{Text, WriteTxn};
 
@@ -23,14 +23,14 @@ fn slow_reader_closes(metrics: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_reader_is_closed_with_1013_and_counted() {
-    let server = server::start(ServeConfig {
+    let server = TestServer::start(ServeConfig {
         idle_unload: 3600,
         // The writer sends 24 MB at once: not what the byte rate is about.
         rate_bytes_per_sec: u32::MAX,
         ..ServeConfig::for_test()
     })
     .await
-    .expect("server");
+    .handle;
     let (ws, http) = (
         format!("ws://{}", server.addr()),
         format!("http://{}", server.addr()),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use fairyring::config::ServeConfig;
 use fairyring::room::RoomConfig;
-use fairyring::server::{self, ServerHandle};
+use fairyring::server::ServerHandle;
 use support::{Client, metrics_text, put_shape, shape_x};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use yrs::types::ToJson;
@@ -110,17 +110,16 @@ async fn silent_awareness_times_out_with_injected_clock() {
     let clock = ManualClock::at_unix_millis(1_000_000);
     let room_clock = clock.clone();
     let store = fairyring::store::open("memory:").await.expect("store");
-    let server = server::start_with(
-        ServeConfig::for_test(),
-        move |config| RoomConfig {
+    let server = TestServer::builder(ServeConfig::for_test())
+        .on(store)
+        .rooms(move |config| RoomConfig {
             sweep_every: Duration::from_millis(20),
             clock: Arc::new(room_clock.clone()),
             ..RoomConfig::from_serve(config)
-        },
-        store,
-    )
-    .await
-    .expect("server");
+        })
+        .start()
+        .await
+        .handle;
     let base = format!("ws://{}", server.addr());
     let mut silent = Client::connect(&base, "timeout").await;
     let mut watcher = Client::connect(&base, "timeout").await;

@@ -2,9 +2,10 @@
 //! (interrupts — a prompt is an interrupt with input, a cancel one without — and dismissal,
 //! never refused while the fairy is hosted; rejections of its requests, which interrupt it and
 //! take a request back, answered on a channel), with a broadcast of its [`AgentEvent`]s. The hub
-//! brings a room's fairies to life when the room is used (a peer joins, or a fairy route is
-//! called) — restoring their private state from the store — and lets an idle fairy's task end
-//! when its room unloads (after its last state is written).
+//! brings a room's fairies to life when the room loads (the hub listens to the room registry,
+//! [`Rooms::when_loaded`]), and again when a fairy route is called (a hosting that failed is
+//! retried then) — restoring their private state from the store — and lets an idle fairy's task
+//! end when its room unloads (after its last state is written).
 //!
 //! Owns the map of hosted fairies (a short critical section, never held across `.await`) and
 //! the per-room limits on them: how many a room may hold ([`HubLimits::max_per_room`]) and the
@@ -328,6 +329,21 @@ impl FairyHub {
         limits: HubLimits,
         leases: Option<crate::pubsub::lease::RedisLeases>,
     ) -> Self {
+        let patience = crate::agent::apply::tentative::QUIET_PATIENCE;
+        Self::build(rooms, model, config, limits, leases, patience)
+    }
+
+    /// The hub, its fairies' tasks waiting up to `quiet_patience` for a quiet document. It
+    /// hosts the fairies of every room the registry loads from now on (a weak listener: the
+    /// registry never keeps the hub alive).
+    fn build(
+        rooms: Rooms,
+        model: Arc<dyn Model>,
+        config: RuntimeConfig,
+        limits: HubLimits,
+        leases: Option<crate::pubsub::lease::RedisLeases>,
+        quiet_patience: Duration,
+    ) -> Self {
         let scaled = leases.is_some();
         // One clock for the rooms, the budget and the fairies: the rooms' (crate::clock).
         let budget = TokenBudget::with_clock(
@@ -357,7 +373,7 @@ impl FairyHub {
                 hosted: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
-                quiet_patience: crate::agent::apply::tentative::QUIET_PATIENCE,
+                quiet_patience,
                 waits: Arc::new(WaitRegistry::default()),
                 projects,
                 leases: leases.map(Arc::new),
@@ -368,6 +384,12 @@ impl FairyHub {
         if scaled {
             hub.spawn_lease_sweeper();
         }
+        let weak = Arc::downgrade(&hub.inner);
+        hub.inner.rooms.when_loaded(move |room| {
+            if let Some(inner) = weak.upgrade() {
+                FairyHub { inner }.ensure_hosted(room);
+            }
+        });
         hub
     }
 
@@ -403,7 +425,8 @@ impl FairyHub {
             return self.keep_leases(room, entities);
         }
         // Checked and hosted under one lock, so two peers joining at once cannot host a fairy
-        // twice. Lock order: the hub's map, then the room's locks (rooms never call the hub).
+        // twice. Lock order: the hub's map, then the room's locks (the registry calls the hub
+        // only from a load, holding none of its locks).
         let mut map = self.lock();
         for entity in entities {
             let key = (room.name().clone(), entity.id.clone());
@@ -897,15 +920,14 @@ mod tests {
         let store = Arc::new(crate::store::memory::MemoryStore::default());
         let config = RoomConfig::from_serve(&crate::config::ServeConfig::for_test());
         let rooms = Rooms::new(store, config, 4);
-        let mut hub = FairyHub::new(
+        let hub = FairyHub::build(
             rooms.clone(),
             Arc::new(crate::llm::OfflineModel),
             RuntimeConfig::default(),
             HubLimits::default(),
+            None,
+            Duration::from_millis(200),
         );
-        if let Some(inner) = Arc::get_mut(&mut hub.inner) {
-            inner.quiet_patience = Duration::from_millis(200);
-        }
         let name = RoomName::parse("busy").unwrap_or_else(|e| panic!("{e}"));
         let room = rooms.get(&name).await.unwrap_or_else(|e| panic!("{e}"));
         let entity = FairyEntity::invite(Some("Pip"), None, None, "tester")

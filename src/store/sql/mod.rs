@@ -12,10 +12,12 @@
 //! [`super::outbox::sql`].
 //!
 //! Layout: `mod.rs` the store, [`dialect`] what the dialects spell differently and typed
-//! access, [`text`] the SQL texts both take, [`writes`] the writes both backends' batches share.
+//! access, [`text`] the SQL texts both take, [`writes`] the writes both backends' batches share,
+//! [`migrations`] the schema migrations both open with (embedded by `build.rs`).
 //! It knows nothing of sockets, peers or Yjs.
 
 pub mod dialect;
+pub(crate) mod migrations;
 pub(crate) mod text;
 pub(crate) mod writes;
 

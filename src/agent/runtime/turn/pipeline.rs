@@ -169,7 +169,7 @@ pub(super) fn size_check(room: &Room, kind: &str, action: &Value) -> Result<(), 
         return Ok(());
     }
     let json = serde_json::to_vec(action).map_or(0, |v| v.len());
-    room.admit_write(crate::room::size::json_write_bound(json))
+    room.admit_write(crate::room::vet::size::json_write_bound(json))
         .map_err(|too_large| {
             format!(
                 "{too_large}: the room's document is full; nothing can be added or grown until shapes are deleted"
