@@ -228,7 +228,9 @@ impl FairyRuntime {
         )
         .await?;
         let mut state = stored.unwrap_or_default();
-        let interrupted = state.working;
+        // Shapes it left locked were being drawn when its room stopped, even when the state
+        // stored last predates that request (docs/operations.md "… the disk fills up").
+        let interrupted = state.working || !self.own_locked_shapes().is_empty();
         // A member of a live project keeps its mode: it resumes its part (see
         // `resume_project`), with nothing half-drawn left.
         let resumes = interrupted
@@ -262,7 +264,7 @@ impl FairyRuntime {
             crate::agent::apply::suggest::remove_streaming(&self.room, &self.entity.id);
             self.tracker.close_request();
             if !resumes {
-                self.say("My previous work was interrupted (the server restarted); ask me again to continue.");
+                self.say("My previous work was interrupted (the server restarted, or could not store the room); ask me again to continue.");
             }
             self.persist_now();
         }
@@ -315,14 +317,19 @@ impl FairyRuntime {
         self.tracker.catch_up();
     }
 
-    fn remove_locked_shapes(&mut self) {
+    /// Shapes of the room this fairy created that are still locked (half-drawn).
+    fn own_locked_shapes(&self) -> Vec<String> {
         let author = format!("fairy:{}", self.entity.id);
-        let doc = self.room.doc();
-        let locked: Vec<String> = list_shapes(&doc.transact())
+        list_shapes(&self.room.doc().transact())
             .into_iter()
             .filter(|s| s.locked && s.created_by == author)
             .map(|s| s.id)
-            .collect();
+            .collect()
+    }
+
+    fn remove_locked_shapes(&mut self) {
+        let doc = self.room.doc();
+        let locked = self.own_locked_shapes();
         if !locked.is_empty() {
             let mut txn = doc.transact_mut_with(TxnOrigin::fairy(self.entity.id.as_str()));
             for id in &locked {

@@ -179,7 +179,7 @@ pub(crate) async fn run(
                 }
             }
             _ = shutdown.cancelled() => {
-                room.closing.store(true, Ordering::SeqCst);
+                room.mark_closing();
                 return finish(&room, &mut log, Stop::Shutdown).await;
             }
         }
@@ -217,7 +217,7 @@ fn fail(room: &Arc<Room>, error: RoomError) -> Stop {
     };
     let fenced = failure == Failure::Fenced;
     room.fenced.store(fenced, Ordering::SeqCst);
-    room.closing.store(true, Ordering::SeqCst);
+    room.mark_closing();
     let peers = std::mem::take(&mut room.lock_peers().links);
     for link in peers.values() {
         if let Some(error) = failure.error() {
@@ -261,9 +261,23 @@ impl Room {
                 self.now().saturating_duration_since(since) >= self.config.idle_unload
             });
         if idle {
-            self.closing.store(true, Ordering::SeqCst);
+            self.mark_closing();
         }
         idle
+    }
+
+    /// Marks the room closing (unloading, failed or shutting down) and wakes whoever waits on
+    /// [`Room::closing_signal`].
+    fn mark_closing(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+        self.closed.cancel();
+    }
+
+    /// Cancelled once the room is closing — a failed commit (its store full or failing, a
+    /// stale fence), an idle unload, the shutdown: what is written into its document after
+    /// that is never stored, so whoever works in it (a fairy's request) stops at once.
+    pub fn closing_signal(&self) -> tokio_util::sync::CancellationToken {
+        self.closed.clone()
     }
 
     /// True once the room stopped accepting peers (unloading or shutting down).
