@@ -228,9 +228,7 @@ impl FairyRuntime {
         )
         .await?;
         let mut state = stored.unwrap_or_default();
-        // Shapes it left locked were being drawn when its room stopped, even when the state
-        // stored last predates that request (docs/operations.md "… the disk fills up").
-        let interrupted = state.working || !self.own_locked_shapes().is_empty();
+        let interrupted = state.working;
         // A member of a live project keeps its mode: it resumes its part (see
         // `resume_project`), with nothing half-drawn left.
         let resumes = interrupted
@@ -317,19 +315,14 @@ impl FairyRuntime {
         self.tracker.catch_up();
     }
 
-    /// Shapes of the room this fairy created that are still locked (half-drawn).
-    fn own_locked_shapes(&self) -> Vec<String> {
+    fn remove_locked_shapes(&mut self) {
         let author = format!("fairy:{}", self.entity.id);
-        list_shapes(&self.room.doc().transact())
+        let doc = self.room.doc();
+        let locked: Vec<String> = list_shapes(&doc.transact())
             .into_iter()
             .filter(|s| s.locked && s.created_by == author)
             .map(|s| s.id)
-            .collect()
-    }
-
-    fn remove_locked_shapes(&mut self) {
-        let doc = self.room.doc();
-        let locked = self.own_locked_shapes();
+            .collect();
         if !locked.is_empty() {
             let mut txn = doc.transact_mut_with(TxnOrigin::fairy(self.entity.id.as_str()));
             for id in &locked {

@@ -217,7 +217,7 @@ fn fail(room: &Arc<Room>, error: RoomError) -> Stop {
     };
     let fenced = failure == Failure::Fenced;
     room.fenced.store(fenced, Ordering::SeqCst);
-    room.mark_closing();
+    room.closing.store(true, Ordering::SeqCst);
     let peers = std::mem::take(&mut room.lock_peers().links);
     for link in peers.values() {
         if let Some(error) = failure.error() {
@@ -225,6 +225,8 @@ fn fail(room: &Arc<Room>, error: RoomError) -> Stop {
         }
     }
     room.record_failure(failure);
+    // Woken once the failure is recorded: they read why (`Room::failure`).
+    room.mark_closing();
     if fenced {
         Stop::Fenced
     } else {
