@@ -266,6 +266,25 @@ impl FairyLoad {
         total
     }
 
+    /// Dismisses every fairy of the load (`DELETE /rooms/{room}/fairies/{id}`), after
+    /// [`FairyLoad::finish`]; returns how many dismissals were refused or failed.
+    pub async fn dismiss(&self) -> u64 {
+        let mut failed = 0;
+        for fairy in &self.fairies {
+            let url = format!("{}/rooms/{}/fairies/{}", self.base, fairy.room, fairy.id);
+            let answer = self
+                .authorized(self.http.delete(url))
+                .send()
+                .await
+                .and_then(reqwest::Response::error_for_status);
+            if let Err(error) = answer {
+                failed += 1;
+                tracing::debug!(%error, "bench dismissal failed");
+            }
+        }
+        failed
+    }
+
     /// The server's fairy counters now.
     pub async fn counters(&self) -> anyhow::Result<FairyCounters> {
         let text = self

@@ -4,6 +4,13 @@
 //! all the while (each connection lives `--soak-cycle-secs`, then closes and opens again),
 //! fairies are prompted, a room is exported, history is read and shapes are written over REST.
 //! At least 2 fairies and 1 export client run (more with `--fairies`, `--exports`).
+//! Every `--soak-room-secs` (120 s) the load moves to fresh rooms (`ROOM-g1`, `ROOM-g2`, …):
+//! people at their next connection, the fairies invited anew there (the old ones dismissed),
+//! the exports, reads and writes at once; the old rooms unload. So the rooms stay of a bounded
+//! size — a document only grows (tombstones stay), and fairies drawing all the while grew one
+//! room to 50,000 shapes in 50 minutes — and what the RSS keeps growing by is what the server
+//! keeps across rooms, which is what a soak looks for. After the load the run waits for the
+//! rooms to unload and reports the settled RSS (the least of several samples).
 //! When the time is up every load stops and the run fails (an error, so a non-zero exit) when
 //! a check in [`verdict`] does not hold.
 //!
@@ -11,6 +18,7 @@
 //! fairies, exports, histograms and `/proc` sampling, and touches nothing the server uses.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -46,6 +54,10 @@ pub struct SoakArgs {
     /// Largest ratio of people's p99 in the last part of the run to the first.
     #[arg(long, default_value_t = 1.2, hide = true)]
     pub soak_p99_ratio: f64,
+    /// Seconds the load stays in one set of rooms before it moves to fresh ones (the old ones
+    /// unload), so that no room grows for the whole run; 0: the same rooms all along.
+    #[arg(long, env = "FAIRYRING_BENCH_SOAK_ROOM_SECS", default_value_t = 120.0)]
+    pub soak_room_secs: f64,
 }
 
 /// Open file descriptors may end this many above their baseline (sockets in their last close).
@@ -66,6 +78,41 @@ const READ_EVERY: Duration = Duration::from_millis(500);
 const WRITE_EVERY: Duration = Duration::from_millis(250);
 /// Pause of each export client between two exports (a soak is not a saturation test).
 const EXPORT_EVERY: Duration = Duration::from_secs(1);
+/// After the load: how long the run waits for the server's rooms to unload, and how many
+/// RSS samples a second apart it takes then (the least is reported: the allocator hands freed
+/// pages back about a second after they are freed, later on a loaded machine).
+const UNLOAD_WAIT: Duration = Duration::from_secs(60);
+const SETTLED_SAMPLES: usize = 8;
+
+/// The name of room `base` in generation `generation` of the run (see `--soak-room-secs`).
+pub fn generation_room(base: &str, generation: u64) -> String {
+    if generation == 0 {
+        base.to_owned()
+    } else {
+        format!("{base}-g{generation}")
+    }
+}
+
+/// The soak's rooms now: the base names and the generation the load is in.
+#[derive(Clone)]
+struct Rooms {
+    bases: Arc<Vec<String>>,
+    generation: Arc<AtomicU64>,
+}
+
+impl Rooms {
+    /// Room `index`'s name in the current generation.
+    fn now(&self, index: usize) -> String {
+        generation_room(
+            &self.bases[index % self.bases.len()],
+            self.generation.load(Ordering::SeqCst),
+        )
+    }
+
+    fn all(&self) -> Vec<String> {
+        (0..self.bases.len()).map(|i| self.now(i)).collect()
+    }
+}
 
 /// The server under soak: where it listens, its PID and the SQLite file whose size is sampled.
 pub struct SoakServer {
@@ -118,6 +165,40 @@ pub struct Limits {
     pub part_secs: f64,
     pub rss_kib_per_10min: f64,
     pub p99_ratio: f64,
+    /// `--soak-room-secs` when the load moves to fresh rooms (see [`rss_points`]).
+    pub generation_secs: Option<f64>,
+}
+
+/// The points the RSS slope is fitted to: every sample after the warm-up; or, when the load
+/// moves to fresh rooms every `generation_secs`, one point per whole generation after the
+/// warm-up, its samples' mean time and RSS. A room's RSS rises while it is used and drops when
+/// it unloads: a line through every sample of such a sawtooth rises by itself (of amplitude
+/// A over N whole periods of P seconds, about A / (N² P); 0.8 MiB per 10 minutes for 130 MiB
+/// over 25 two-minute generations), while a generation's mean has the same share of every
+/// phase, so the means rise only with what stays from one generation to the next.
+pub fn rss_points(samples: &[Sample], limits: &Limits) -> Vec<(f64, f64)> {
+    let after = samples
+        .iter()
+        .filter(|s| s.t >= limits.warmup_secs)
+        .filter_map(|s| Some((s.t, s.rss_kib? as f64)));
+    let Some(every) = limits.generation_secs.filter(|g| *g > 0.0) else {
+        return after.collect();
+    };
+    let end = samples.last().map_or(0.0, |s| s.t);
+    let mut generations = std::collections::BTreeMap::<u64, (f64, f64, f64)>::new();
+    for (t, rss) in after {
+        let k = (t / every).floor();
+        // Whole generations only: begun after the warm-up, ended by the last sample.
+        if k * every + 1e-6 < limits.warmup_secs || (k + 1.0) * every > end + 1.0 {
+            continue;
+        }
+        let sums = generations.entry(k as u64).or_insert((0.0, 0.0, 0.0));
+        *sums = (sums.0 + t, sums.1 + rss, sums.2 + 1.0);
+    }
+    generations
+        .values()
+        .map(|(t, rss, n)| (t / n, rss / n))
+        .collect()
 }
 
 /// The least-squares slope of `points` (x, y), or `None` with fewer than 3 distinct x.
@@ -146,11 +227,12 @@ pub fn verdict(
     limits: Limits,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
-    let points: Vec<(f64, f64)> = samples
-        .iter()
-        .filter(|s| s.t >= limits.warmup_secs)
-        .filter_map(|s| Some((s.t, s.rss_kib? as f64)))
-        .collect();
+    let points = rss_points(samples, &limits);
+    let over = if limits.generation_secs.is_some_and(|g| g > 0.0) {
+        "generations' mean RSS"
+    } else {
+        "samples"
+    };
     checks.push(match slope(&points) {
         Some(per_sec) => {
             let per_10min = per_sec * 600.0;
@@ -159,7 +241,7 @@ pub fn verdict(
                 passed: per_10min < limits.rss_kib_per_10min,
                 detail: format!(
                     "RSS after a {:.0} s warm-up grows {per_10min:.0} KiB per 10 minutes \
-                     (least squares over {} samples; limit {:.0})",
+                     (least squares over {} {over}; limit {:.0})",
                     limits.warmup_secs,
                     points.len(),
                     limits.rss_kib_per_10min
@@ -170,7 +252,7 @@ pub fn verdict(
             name: "rss_slope",
             passed: false,
             detail: format!(
-                "{} RSS samples after the warm-up: at least 3 are needed (a longer soak)",
+                "{} {over} after the warm-up: at least 3 are needed (a longer soak)",
                 points.len()
             ),
         },
@@ -266,8 +348,8 @@ fn room_url(template: &str, room: &str, token: Option<&str>) -> String {
 /// cycles that failed.
 async fn person(
     id: usize,
-    url: String,
-    room: String,
+    template: String,
+    rooms: Rooms,
     load: Arc<(f64, Option<String>)>,
     shared: Arc<Shared>,
     cycle: Duration,
@@ -276,9 +358,11 @@ async fn person(
     let connecting = Arc::new(tokio::sync::Semaphore::new(1));
     let mut failures = Vec::new();
     while !stop.is_cancelled() {
+        // Each connection goes to the room of the generation of now.
+        let room = rooms.now(id);
         let client = Client {
             id,
-            url: url.clone(),
+            url: room_url(&template, &room, load.1.as_deref()),
             wire: wire::Wire::new(wire::Protocol::YSync, &room),
             token: load.1.clone().unwrap_or_default(),
             rate: load.0,
@@ -315,13 +399,14 @@ async fn person(
 async fn history_reads(
     http: reqwest::Client,
     base: String,
-    room: String,
+    rooms: Rooms,
     token: Option<String>,
     stop: CancellationToken,
 ) -> std::collections::BTreeMap<String, u64> {
     let mut by_status = std::collections::BTreeMap::new();
     let mut k = 0u64;
     loop {
+        let room = rooms.now(0);
         let url = if k.is_multiple_of(2) {
             format!("{base}/rooms/{room}/history?limit=50")
         } else {
@@ -355,14 +440,22 @@ async fn history_reads(
 async fn rest_writes(
     http: reqwest::Client,
     base: String,
-    room: String,
+    rooms: Rooms,
     token: Option<String>,
     stop: CancellationToken,
 ) -> std::collections::BTreeMap<String, u64> {
     let mut by_status = std::collections::BTreeMap::new();
-    let doc = Doc::with_client_id(u64::from(rand::random::<u32>()));
+    let mut doc = Doc::with_client_id(u64::from(rand::random::<u32>()));
+    let mut room = rooms.now(0);
     let mut k = 0u64;
     loop {
+        let now = rooms.now(0);
+        if now != room {
+            // A fresh room: a fresh document, whose first update does not build on shapes
+            // the new room never saw.
+            doc = Doc::with_client_id(u64::from(rand::random::<u32>()));
+            room = now;
+        }
         let update = {
             let mut txn = doc.transact_mut();
             let before = txn.state_vector();
@@ -420,7 +513,7 @@ pub async fn run(
     let cycle = Duration::from_secs_f64(soak.soak_cycle_secs.max(0.5));
     let pid = server.pid;
     let base = fairies::http_base(&server.url)?;
-    let rooms: Vec<String> = (0..load.rooms)
+    let bases: Vec<String> = (0..load.rooms)
         .map(|r| {
             if load.rooms == 1 {
                 load.room.clone()
@@ -429,7 +522,14 @@ pub async fn run(
             }
         })
         .collect();
+    let rooms = Rooms {
+        bases: Arc::new(bases),
+        generation: Arc::new(AtomicU64::new(0)),
+    };
+    let room_every =
+        (soak.soak_room_secs > 0.0).then(|| Duration::from_secs_f64(soak.soak_room_secs.max(1.0)));
     let baseline = (fds(pid), threads(pid));
+    let rss_before = process::rss_kib(Target::Pid(pid));
     let shared = Arc::new(Shared::new(8));
     // Every delivery is measured; each sample takes the interval's histogram.
     shared
@@ -439,12 +539,10 @@ pub async fn run(
     let settings = Arc::new((load.rate, load.token.clone()));
     let people: Vec<_> = (0..load.clients)
         .map(|i| {
-            let room = rooms[i % rooms.len()].clone();
-            let url = room_url(&server.url, &room, load.token.as_deref());
             tokio::spawn(person(
                 i,
-                url,
-                room,
+                server.url.clone(),
+                rooms.clone(),
                 settings.clone(),
                 shared.clone(),
                 cycle,
@@ -456,31 +554,23 @@ pub async fn run(
     let mut load = load;
     load.fairy.fairies = load.fairy.fairies.max(2);
     load.export.exports = load.export.exports.max(1);
-    let mut fairy_load = if load.fairy.fairies > 0 {
-        let mut f =
-            fairies::FairyLoad::invite(&base, load.token.clone(), &rooms, &load.fairy).await?;
-        f.start(
-            &load.fairy.fairy_prompt,
-            Duration::from_millis(load.fairy.fairy_every),
-            &stop,
-        );
-        Some(f)
-    } else {
-        None
-    };
-    // The exports read the first people's room: it changes all the time.
-    let exported = crate::ids::RoomName::parse(&rooms[0]).context("the room name")?;
-    let export_load = (load.export.exports > 0).then(|| {
-        exports::ExportLoad::start(
-            &base,
-            load.token.as_deref(),
-            &exported,
-            &load.export,
-            Some(pid),
-            EXPORT_EVERY,
-            &stop,
-        )
-    });
+    let started = Instant::now();
+    let fairy_load =
+        fairies::FairyLoad::invite(&base, load.token.clone(), &rooms.all(), &load.fairy).await?;
+    let rotating = tokio::spawn(rotate(
+        Rotation {
+            base: base.clone(),
+            token: load.token.clone(),
+            rooms: rooms.clone(),
+            fairy: load.fairy.clone(),
+            export: load.export.clone(),
+            pid,
+            every: room_every,
+            started,
+        },
+        fairy_load,
+        stop.clone(),
+    ));
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
@@ -488,19 +578,18 @@ pub async fn run(
     let reads = tokio::spawn(history_reads(
         http.clone(),
         base.clone(),
-        rooms[0].clone(),
+        rooms.clone(),
         load.token.clone(),
         stop.clone(),
     ));
     let writes = tokio::spawn(rest_writes(
-        http,
-        base,
-        rooms[0].clone(),
+        http.clone(),
+        base.clone(),
+        rooms.clone(),
         load.token.clone(),
         stop.clone(),
     ));
 
-    let started = Instant::now();
     let mut samples = Vec::new();
     let mut histograms = Vec::new();
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
@@ -539,13 +628,10 @@ pub async fn run(
             Err(error) => failures.push(format!("a person's task: {error}")),
         }
     }
-    let prompts = match &mut fairy_load {
-        Some(f) => Some(f.finish().await),
-        None => None,
-    };
-    let exported = match export_load {
-        Some(e) => Some(e.finish(&load.export).await),
-        None => None,
+    let rotated = match rotating.await {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(error)) => Err(format!("{error:#}")),
+        Err(error) => Err(format!("the fairies' and exports' task: {error}")),
     };
     let reads = reads.await.unwrap_or_default();
     let writes = writes.await.unwrap_or_default();
@@ -563,6 +649,17 @@ pub async fn run(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
         after = (fds(pid), threads(pid));
+    }
+    // The rooms unload (a second after their last client with the bench's server), then the
+    // RSS settles: what is left is what the server keeps, or leaked.
+    let rooms_loaded = rooms_unloaded(&http, &base, load.token.as_deref()).await;
+    let mut rss_after = process::rss_kib(Target::Pid(pid));
+    for _ in 1..SETTLED_SAMPLES {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = process::rss_kib(Target::Pid(pid));
+        if now.is_some() && (rss_after.is_none() || now < rss_after) {
+            rss_after = now;
+        }
     }
     let secs = total.as_secs_f64();
     let warmup_secs = (secs * WARMUP_SHARE).min(WARMUP_MAX);
@@ -583,8 +680,20 @@ pub async fn run(
         part_secs,
         rss_kib_per_10min: soak.soak_rss_limit_kib,
         p99_ratio: soak.soak_p99_ratio,
+        generation_secs: room_every.map(|d| d.as_secs_f64()),
     };
     let mut checks = verdict(&samples, (&first, &last), baseline, after, limits);
+    checks.push(Check {
+        name: "loads_ran",
+        passed: rotated.is_ok(),
+        detail: match &rotated {
+            Ok(r) => format!(
+                "fairies and exports ran in {} generation(s) of rooms",
+                r.exports.len()
+            ),
+            Err(error) => format!("moving the fairies and exports to fresh rooms failed: {error}"),
+        },
+    });
     checks.push(Check {
         name: "people_connected",
         passed: failures.is_empty(),
@@ -605,8 +714,19 @@ pub async fn run(
         "baseline": { "fds": baseline.0, "tasks": baseline.1 },
         "after_clients_left": { "fds": after.0, "tasks": after.1 },
         "samples": samples,
-        "fairy_prompts": prompts.map(|p| serde_json::json!({"accepted": p.accepted, "failed": p.failed})),
-        "exports": exported,
+        "room_seconds": room_every.map(|d| d.as_secs_f64()),
+        "room_generations": rooms.generation.load(Ordering::SeqCst) + 1,
+        "rss_kib": {
+            "before_load": rss_before,
+            "after_unload": rss_after,
+            "rooms_loaded_after": rooms_loaded,
+        },
+        "fairy_prompts": rotated.as_ref().ok().map(|r| serde_json::json!({
+            "accepted": r.prompts.accepted,
+            "failed": r.prompts.failed,
+            "dismissals_failed": r.dismissals_failed,
+        })),
+        "exports": rotated.as_ref().ok().map(|r| exports_summary(&r.exports)),
         "history_reads_by_status": reads,
         "rest_writes_by_status": writes,
         "checks": checks,
@@ -627,6 +747,12 @@ pub async fn run(
             "  history reads {}  REST writes {}",
             report["history_reads_by_status"], report["rest_writes_by_status"]
         );
+        println!(
+            "  RSS {} KiB before the load, {} KiB once the rooms unloaded ({} loaded)",
+            show(rss_before),
+            show(rss_after),
+            show(rooms_loaded)
+        );
     }
     if !passed {
         let failed: Vec<&str> = checks
@@ -637,6 +763,137 @@ pub async fn run(
         anyhow::bail!("the soak failed: {}", failed.join(", "));
     }
     Ok(())
+}
+
+/// What moves with the rooms: the fairies (invited anew, the old ones dismissed) and the
+/// exports.
+struct Rotation {
+    base: String,
+    token: Option<String>,
+    rooms: Rooms,
+    fairy: fairies::FairyArgs,
+    export: exports::ExportArgs,
+    pid: u32,
+    /// `--soak-room-secs`, or none: one generation.
+    every: Option<Duration>,
+    started: Instant,
+}
+
+/// What the fairies and exports did over every generation.
+struct Rotated {
+    prompts: fairies::PromptCounts,
+    dismissals_failed: u64,
+    /// One export report per generation.
+    exports: Vec<serde_json::Value>,
+}
+
+/// Runs the fairies (`fairy`, invited into generation 0's rooms) and the exports until `stop`;
+/// at each generation's end moves the load to the next generation's rooms.
+async fn rotate(
+    r: Rotation,
+    mut fairy: fairies::FairyLoad,
+    stop: CancellationToken,
+) -> anyhow::Result<Rotated> {
+    let mut out = Rotated {
+        prompts: fairies::PromptCounts::default(),
+        dismissals_failed: 0,
+        exports: Vec::new(),
+    };
+    let mut generation = 0u64;
+    loop {
+        let this = stop.child_token();
+        fairy.start(
+            &r.fairy.fairy_prompt,
+            Duration::from_millis(r.fairy.fairy_every),
+            &this,
+        );
+        // The exports read the first people's room: it changes all the time.
+        let exported = crate::ids::RoomName::parse(&r.rooms.now(0)).context("the room name")?;
+        let export = exports::ExportLoad::start(
+            &r.base,
+            r.token.as_deref(),
+            &exported,
+            &r.export,
+            Some(r.pid),
+            EXPORT_EVERY,
+            &this,
+        );
+        let next = r.every.and_then(|every| {
+            let n = u32::try_from(generation + 1).ok()?;
+            Some(tokio::time::Instant::from_std(
+                r.started + every.checked_mul(n)?,
+            ))
+        });
+        match next {
+            Some(at) => tokio::select! {
+                () = stop.cancelled() => {}
+                () = tokio::time::sleep_until(at) => {}
+            },
+            None => stop.cancelled().await,
+        }
+        let last = stop.is_cancelled();
+        if !last {
+            // People, reads and writes go to the new rooms from now on.
+            generation += 1;
+            r.rooms.generation.store(generation, Ordering::SeqCst);
+        }
+        this.cancel();
+        let counts = fairy.finish().await;
+        out.prompts.accepted += counts.accepted;
+        out.prompts.failed += counts.failed;
+        out.exports.push(export.finish(&r.export).await);
+        if last {
+            return Ok(out);
+        }
+        out.dismissals_failed += fairy.dismiss().await;
+        fairy = fairies::FairyLoad::invite(&r.base, r.token.clone(), &r.rooms.all(), &r.fairy)
+            .await
+            .with_context(|| format!("inviting the fairies of room generation {generation}"))?;
+    }
+}
+
+/// The exports of every generation in one: answers by status summed, the peak RSS.
+fn exports_summary(reports: &[serde_json::Value]) -> serde_json::Value {
+    let mut by_status = std::collections::BTreeMap::<String, u64>::new();
+    let mut peak: Option<u64> = None;
+    for report in reports {
+        if let Some(answers) = report["answers_by_status"].as_object() {
+            for (status, n) in answers {
+                *by_status.entry(status.clone()).or_default() += n.as_u64().unwrap_or(0);
+            }
+        }
+        peak = peak.max(report["server_peak_rss_kib"].as_u64());
+    }
+    serde_json::json!({
+        "generations": reports.len(),
+        "answers_by_status": by_status,
+        "server_peak_rss_kib": peak,
+    })
+}
+
+/// Waits (at most [`UNLOAD_WAIT`]) until the server has no room loaded; the rooms still
+/// loaded then (from `/metrics`; none when it cannot be read).
+async fn rooms_unloaded(http: &reqwest::Client, base: &str, token: Option<&str>) -> Option<u64> {
+    let waited = Instant::now();
+    loop {
+        let mut request = http.get(format!("{base}/metrics"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let loaded = match request.send().await {
+            Ok(answer) => answer.text().await.ok().and_then(|text| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix("fairyring_rooms_loaded "))
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+                    .map(|v| v as u64)
+            }),
+            Err(_) => None,
+        };
+        if loaded.is_none_or(|n| n == 0) || waited.elapsed() >= UNLOAD_WAIT {
+            return loaded;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 fn show(v: Option<u64>) -> String {
@@ -672,6 +929,7 @@ mod tests {
         part_secs: 60.0,
         rss_kib_per_10min: 1024.0,
         p99_ratio: 1.2,
+        generation_secs: None,
     };
 
     fn check<'a>(checks: &'a [Check], name: &str) -> &'a Check {
@@ -679,6 +937,27 @@ mod tests {
             .iter()
             .find(|c| c.name == name)
             .unwrap_or_else(|| panic!("no check {name}"))
+    }
+
+    #[test]
+    fn each_generation_has_rooms_of_its_own_and_the_exports_add_up() {
+        assert_eq!(generation_room("soak", 0), "soak");
+        assert_eq!(generation_room("soak-1", 3), "soak-1-g3");
+        let rooms = Rooms {
+            bases: Arc::new(vec!["r-0".into(), "r-1".into()]),
+            generation: Arc::new(AtomicU64::new(0)),
+        };
+        assert_eq!(rooms.now(3), "r-1");
+        rooms.generation.store(2, Ordering::SeqCst);
+        assert_eq!(rooms.all(), ["r-0-g2", "r-1-g2"]);
+        let summary = exports_summary(&[
+            serde_json::json!({"answers_by_status": {"200": 3, "503": 1}, "server_peak_rss_kib": 10}),
+            serde_json::json!({"answers_by_status": {"200": 2}, "server_peak_rss_kib": 30}),
+        ]);
+        assert_eq!(summary["answers_by_status"]["200"], 5);
+        assert_eq!(summary["answers_by_status"]["503"], 1);
+        assert_eq!(summary["server_peak_rss_kib"], 30);
+        assert_eq!(summary["generations"], 2);
     }
 
     #[test]
@@ -738,6 +1017,58 @@ mod tests {
             LIMITS,
         );
         assert!(check(&checks, "rss_slope").passed, "{checks:?}");
+    }
+
+    #[test]
+    fn a_sawtooth_of_rooms_is_fitted_by_generation() {
+        let p = hist(&[1000; 100]);
+        let limits = Limits {
+            warmup_secs: 600.0,
+            generation_secs: Some(120.0),
+            ..LIMITS
+        };
+        // An hour sampled every 10 s; each 2-minute generation's room grows 200 MiB, then
+        // unloads: no leak.
+        let run = |leak_kib_per_10min: f64| -> Vec<Sample> {
+            (1..=360u64)
+                .map(|i| {
+                    let t = i as f64 * 10.0 + 0.01;
+                    let room = 200_000.0 * (t % 120.0) / 120.0;
+                    sample(t, (80_000.0 + room + t * leak_kib_per_10min / 600.0) as u64)
+                })
+                .collect()
+        };
+        let rss = |samples: &[Sample], limits: Limits| {
+            let checks = verdict(
+                samples,
+                (&p, &p),
+                (Some(10), Some(5)),
+                (Some(10), Some(5)),
+                limits,
+            );
+            check(&checks, "rss_slope").clone()
+        };
+        let flat = run(0.0);
+        assert_eq!(rss_points(&flat, &limits).len(), 25, "generations 5 to 29");
+        let by_generation = rss(&flat, limits);
+        assert!(by_generation.passed, "{by_generation:?}");
+        let fitted = slope(&rss_points(&flat, &limits)).unwrap_or(f64::NAN) * 600.0;
+        assert!(fitted.abs() < 1.0, "{fitted} KiB per 10 minutes");
+        // Every sample: the sawtooth alone reads as growth.
+        let by_sample = rss(
+            &flat,
+            Limits {
+                generation_secs: None,
+                ..limits
+            },
+        );
+        assert!(!by_sample.passed, "{by_sample:?}");
+        // A leak of 2 MiB per 10 minutes under the sawtooth fails.
+        let leak = rss(&run(2048.0), limits);
+        assert!(
+            !leak.passed && leak.detail.contains("grows 2048 KiB"),
+            "{leak:?}"
+        );
     }
 
     #[test]

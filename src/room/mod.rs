@@ -110,6 +110,9 @@ pub struct Room {
     cold: Arc<ColdCache>,
     leases: AtomicUsize,
     closing: AtomicBool,
+    /// Cancelled when `closing` is set ([`Room::closing_signal`]): who works in the room (a
+    /// fairy's request) stops at once instead of noticing at its next look.
+    closed: tokio_util::sync::CancellationToken,
     /// The store refused some of the document's writes (a stale fence): it must not be read.
     fenced: AtomicBool,
     /// Why the committer stopped after a failed commit ([`Failure`]), as its `u8`.
@@ -178,6 +181,7 @@ impl Room {
             cold,
             leases: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
+            closed: tokio_util::sync::CancellationToken::new(),
             fenced: AtomicBool::new(false),
             failure: std::sync::atomic::AtomicU8::new(Failure::None as u8),
             server_presence: ServerPresence::default(),

@@ -349,3 +349,115 @@ async fn a_full_postgres_data_directory_refuses_writes_and_resumes_when_space_re
     server.shutdown().await;
     drop(cluster);
 }
+
+/// Issue 46: a fairy mid-request when the disk fills up. The mock model draws `a`, then stalls
+/// in the middle of `b`, which the fairy shows tentatively (locked, and durable: the watcher
+/// sees it). The disk fills and a REST write meets it: the room fails. The request stops at
+/// once with a reason on its event stream; while the disk stays full a reader reloads the
+/// room and keeps reading (the fairy's next host waits to write); once space returns the
+/// half-drawn `b` is taken out of the durable document, `a` stays, the chat says the work was
+/// interrupted, and the fairy's state loads — after a restart too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fairy_mid_request_on_a_full_disk_stops_and_leaves_nothing_half_drawn() {
+    use support::fairy_http::{
+        chat_texts, events, history, invite, locked_count, mock_config, prompt, read_events,
+        shapes, stalling_in_b,
+    };
+    let Some(mount) = TmpMount::mount("24m") else {
+        return;
+    };
+    let db = mount.path().join("fairyring.db");
+    let mock = stalling_in_b().await;
+    let config = ServeConfig {
+        store: format!("sqlite:{}", db.display()),
+        ..mock_config(&mock)
+    };
+    let server = fairyring::server::start(config.clone())
+        .await
+        .expect("server");
+    let http = format!("http://{}", server.addr());
+    let ws = format!("ws://{}", server.addr());
+    let room = "fairyfull";
+    let mut watcher = Client::connect(&ws, room).await;
+    let id = invite(&http, room, "Pip").await;
+    let mut stream = events(&http, room, &id).await;
+    prompt(&http, room, &id, "two boxes").await;
+    // `a` complete, `b` shown tentatively (locked): both durable, since the watcher sees them.
+    watcher
+        .until("a drawn and b half-drawn", |c| {
+            let s = shapes(c);
+            s["a"]["locked"] == json!(false) && s["b"]["locked"] == json!(true)
+        })
+        .await;
+
+    // The disk fills up; a REST write meets it and the room fails under the fairy.
+    let filler = fill(mount.path());
+    let mut acked = BTreeSet::new();
+    write_until_full(&http, room, &mut acked)
+        .await
+        .expect("the disk filled up");
+    assert_eq!(watcher.until_closed().await, Some(4507));
+    // The request stops at once, saying why (before: it went on drawing into the failed
+    // room's document until the model's stream ended).
+    let seen = read_events(&mut stream, "request-ended").await;
+    assert!(seen.contains("storage is full"), "{seen}");
+
+    // While the disk is full a reader reloads the room and keeps reading; the fairy's next
+    // host waits for space (its clean-up is a write).
+    let mut reader = Client::connect(&ws, room).await;
+    reader
+        .until("the room as stored", |c| shapes(c)["a"].is_object())
+        .await;
+    reader.drain(Duration::from_millis(600)).await;
+    assert!(reader.closed.is_none(), "the reader's socket stays open");
+    assert_eq!(shapes(&reader)["b"]["locked"], json!(true), "as stored");
+
+    // Space returns: the half-drawn `b` goes from the durable document, `a` stays, and the
+    // chat says the work was interrupted.
+    std::fs::remove_file(&filler).expect("free the disk");
+    let freed = Instant::now();
+    reader
+        .until("b taken back", |c| {
+            let s = shapes(c);
+            s["a"].is_object() && s.get("b").is_none() && locked_count(c) == 0
+        })
+        .await;
+    let cleaned = freed.elapsed();
+    reader
+        .until("the chat to say so", |c| {
+            chat_texts(c, &id).iter().any(|t| t.contains("interrupted"))
+        })
+        .await;
+    assert!(reader.closed.is_none(), "{:?}", reader.closed);
+    // Its state loads: the last one the store kept, idle again (what the request did after
+    // that was never stored).
+    let state = history(&http, room, &id).await;
+    assert_eq!(state["mode"], "idling", "{state}");
+    eprintln!(
+        "a fairy on a full disk: its half-drawn shape taken back {cleaned:?} after space returned"
+    );
+    assert!(cleaned < Duration::from_secs(5), "took {cleaned:?}");
+    server.shutdown().await;
+
+    // After a restart: nothing half-drawn is stored, and the fairy's state loads.
+    let server = fairyring::server::start(config).await.expect("restart");
+    let http = format!("http://{}", server.addr());
+    let ws = format!("ws://{}", server.addr());
+    let mut after = Client::connect(&ws, room).await;
+    after
+        .until("the stored room", |c| shapes(c)["a"].is_object())
+        .await;
+    after.drain(Duration::from_millis(300)).await;
+    assert!(shapes(&after).get("b").is_none() && locked_count(&after) == 0);
+    assert!(
+        chat_texts(&after, &id)
+            .iter()
+            .any(|t| t.contains("interrupted"))
+    );
+    assert_eq!(
+        history(&http, room, &id).await,
+        state,
+        "the state as stored"
+    );
+    server.shutdown().await;
+}

@@ -531,6 +531,16 @@ impl FairyHub {
                     deliver: Arc::new(HubDeliver(Arc::downgrade(&hub.inner))),
                     projects,
                 });
+                // Restoring may write (what an interrupted request left half-drawn is removed,
+                // and the chat says so): not while the store's disk is full, where that write
+                // would fail the room again and close its readers. It waits for space, as long
+                // as the room instance lasts.
+                let room = runtime.room().clone();
+                if !writable(&room, &shutdown).await {
+                    failed("its room closed while its store was full".into());
+                    hub.bury(key.0.clone(), runtime);
+                    return;
+                }
                 if let Err(error) = runtime.restore().await {
                     // Not hosted with a blank state that would overwrite the stored one;
                     // the next use of the room tries again.
@@ -571,6 +581,11 @@ impl FairyHub {
         let Some(mut ready) = ready else {
             return Err(HubError::NotStarted("the fairy is not hosted".into()));
         };
+        // A hosting waiting for the store's disk to have space again (see `writable`): the
+        // caller is answered at once that the store is full.
+        if room.store().is_full() && matches!(*ready.borrow(), Readiness::Starting) {
+            return Err(HubError::Store(StoreError::Full));
+        }
         let outcome = tokio::time::timeout(START_TIMEOUT, async {
             match ready.wait_for(|r| !matches!(r, Readiness::Starting)).await {
                 Ok(r) => r.clone(),
@@ -841,6 +856,9 @@ async fn run_host(
     shutdown: CancellationToken,
 ) -> FairyRuntime {
     let mut next: Option<crate::agent::state::Request> = None;
+    // The room instance's end (a failed commit, an unload, the shutdown): noticed at once,
+    // mid-request too, not at the idle loop's next look.
+    let room_closed = rt.room().closing_signal();
     loop {
         if next.is_none() {
             // Idle from here: what the last request changed is stored now, not at the next one.
@@ -852,14 +870,19 @@ async fn run_host(
                 tokio::pin!(run);
                 tokio::select! {
                     _ = &mut run => None,
-                    signal = inbox.recv() => Some(Some(signal)),
-                    _ = shutdown.cancelled() => Some(None),
+                    signal = inbox.recv() => Some(Stopped::Signal(signal)),
+                    _ = room_closed.cancelled() => Some(Stopped::RoomClosed),
+                    _ = shutdown.cancelled() => Some(Stopped::Shutdown),
                 }
             };
             match stopped {
                 None => None,
-                Some(Some(signal)) => Some(signal),
-                Some(None) => {
+                Some(Stopped::Signal(signal)) => Some(signal),
+                Some(Stopped::RoomClosed) if !shutdown.is_cancelled() => {
+                    stop_in_closed_room(&mut rt);
+                    return rt;
+                }
+                Some(Stopped::RoomClosed | Stopped::Shutdown) => {
                     rt.abort_for_shutdown();
                     return rt;
                 }
@@ -872,6 +895,7 @@ async fn run_host(
                     rt.beacon().remove();
                     return rt;
                 }
+                _ = room_closed.cancelled() => return rt,
                 _ = tokio::time::sleep(ROOM_CHECK) => {
                     if rt.room().is_closing() {
                         return rt;
@@ -907,6 +931,59 @@ async fn run_host(
             }
         }
     }
+}
+
+/// How often a hosting waiting for the store's disk to have space looks again (the store
+/// itself looks at its filesystem every 250 ms).
+const WRITABLE_CHECK: Duration = Duration::from_millis(250);
+
+/// Waits until `room`'s store is not known to be full; false when the room instance closes
+/// or the hosting stops first.
+async fn writable(room: &Arc<Room>, stop: &CancellationToken) -> bool {
+    let closed = room.closing_signal();
+    while room.store().is_full() {
+        tokio::select! {
+            () = closed.cancelled() => return false,
+            () = stop.cancelled() => return false,
+            () = tokio::time::sleep(WRITABLE_CHECK) => {}
+        }
+    }
+    true
+}
+
+/// What stopped a running request in [`run_host`].
+enum Stopped {
+    Signal(Signal),
+    RoomClosed,
+    Shutdown,
+}
+
+/// The room instance closed under a running request: its commit failed (the store's disk
+/// full, the store failing, a stale fence; an idle unload cannot happen while the request
+/// holds its lease). Nothing written into its document from now on is stored, so the request
+/// stops here: its event stream is told why, and the runtime stops as at a shutdown — the
+/// incomplete action reverted in this instance, the state handed to the store still marked
+/// working — so that the fairy's next host (the room reloaded from the store, once it can be
+/// written again) removes what it had only started drawing (its locked shapes) and says in the
+/// chat that the work was interrupted (docs/operations.md "What happens when … the disk fills
+/// up").
+fn stop_in_closed_room(rt: &mut FairyRuntime) {
+    let why = match rt.room().failure().error() {
+        Some(RoomError::StoreFull) => "the server's storage is full",
+        Some(RoomError::Fenced) => "the fairy moved to another server",
+        Some(_) => "the server could not store the room",
+        None => "the room closed",
+    };
+    tracing::warn!(fairy = %rt.entity.id, why, "fairy request stopped: its room closed");
+    rt.emit(AgentEvent::Error {
+        message: format!(
+            "the request stopped: {why}; what was not finished is taken back once the room can be written again"
+        ),
+    });
+    rt.emit(AgentEvent::RequestEnded {
+        reason: EndReason::Error,
+    });
+    rt.abort_for_shutdown();
 }
 
 #[cfg(test)]

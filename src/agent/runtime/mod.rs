@@ -262,7 +262,7 @@ impl FairyRuntime {
             crate::agent::apply::suggest::remove_streaming(&self.room, &self.entity.id);
             self.tracker.close_request();
             if !resumes {
-                self.say("My previous work was interrupted (the server restarted); ask me again to continue.");
+                self.say("My previous work was interrupted (the server restarted, or could not store the room); ask me again to continue.");
             }
             self.persist_now();
         }

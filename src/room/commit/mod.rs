@@ -179,7 +179,7 @@ pub(crate) async fn run(
                 }
             }
             _ = shutdown.cancelled() => {
-                room.closing.store(true, Ordering::SeqCst);
+                room.mark_closing();
                 return finish(&room, &mut log, Stop::Shutdown).await;
             }
         }
@@ -225,6 +225,8 @@ fn fail(room: &Arc<Room>, error: RoomError) -> Stop {
         }
     }
     room.record_failure(failure);
+    // Woken once the failure is recorded: they read why (`Room::failure`).
+    room.mark_closing();
     if fenced {
         Stop::Fenced
     } else {
@@ -261,9 +263,23 @@ impl Room {
                 self.now().saturating_duration_since(since) >= self.config.idle_unload
             });
         if idle {
-            self.closing.store(true, Ordering::SeqCst);
+            self.mark_closing();
         }
         idle
+    }
+
+    /// Marks the room closing (unloading, failed or shutting down) and wakes whoever waits on
+    /// [`Room::closing_signal`].
+    fn mark_closing(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+        self.closed.cancel();
+    }
+
+    /// Cancelled once the room is closing — a failed commit (its store full or failing, a
+    /// stale fence), an idle unload, the shutdown: what is written into its document after
+    /// that is never stored, so whoever works in it (a fairy's request) stops at once.
+    pub fn closing_signal(&self) -> tokio_util::sync::CancellationToken {
+        self.closed.clone()
     }
 
     /// True once the room stopped accepting peers (unloading or shutting down).
