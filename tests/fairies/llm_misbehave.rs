@@ -178,6 +178,16 @@ async fn a_context_overflow_that_persists_is_reported() {
     // The first call, then one retry per recovery level (the fresh fairy has nothing older to
     // summarise, so that level goes straight on to truncation).
     assert_eq!(mock.requests().len(), 2, "{:?}", mock.requests().len());
+    // A refused call counts what the provider reported (nothing), not an estimate of its prompt.
+    let usage = events_named(&seen, "usage");
+    assert!(!usage.is_empty(), "{seen}");
+    for u in &usage {
+        assert_eq!(
+            (&u["inputTokens"], &u["estimated"]),
+            (&json!(0), &json!(false)),
+            "{seen}"
+        );
+    }
     client.close().await;
     server.shutdown().await;
 }
