@@ -18,6 +18,9 @@
 # shared 2-core machine two threads that wait for each other at every step generated 1 token/s
 # where one generated 12-20). At the end llama.cpp's own timings of every call are summed
 # (its log: prompt tokens read and their rate, tokens generated and their rate).
+# REAL_MODEL_TURN_MAX_SECS / REAL_MODEL_TURN_MAX_ACTIONS, when set, are passed as
+# --fairy-turn-max-secs / --fairy-turn-max-actions (fairyring's defaults, 600 s and 200 actions,
+# otherwise): at ~3 tokens/s a request of 3 turns may take 3 times the time cap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${REAL_MODEL_DIR:-target/real-model}
@@ -73,6 +76,8 @@ fi
   --listen "127.0.0.1:$FAIRYRING_PORT" \
   --llm openai --llm-base-url "http://127.0.0.1:$MODEL_PORT" --llm-model smollm2 \
   --llm-first-byte-timeout 900 --llm-timeout 120 --fairy-max-iterations 3 \
+  ${REAL_MODEL_TURN_MAX_SECS:+--fairy-turn-max-secs "$REAL_MODEL_TURN_MAX_SECS"} \
+  ${REAL_MODEL_TURN_MAX_ACTIONS:+--fairy-turn-max-actions "$REAL_MODEL_TURN_MAX_ACTIONS"} \
   > "$DIR/fairyring.log" 2>&1 &
 pids+=($!)
 HTTP="http://127.0.0.1:$FAIRYRING_PORT"

@@ -193,6 +193,19 @@ impl ModelRequest {
             None => self.system.clone(),
         }
     }
+
+    /// Characters of the prompt's text (the system prompt and the messages' text; images not
+    /// counted), for the estimate of a cut stream's usage ([`crate::llm::Usage::estimated_after_cut`]).
+    pub fn text_chars(&self) -> usize {
+        let parts = self.messages.iter().flat_map(|m| m.parts.iter());
+        self.system.chars().count()
+            + parts
+                .map(|p| match p {
+                    Part::Text { text } => text.chars().count(),
+                    Part::Image { .. } => 0,
+                })
+                .sum::<usize>()
+    }
 }
 
 /// What a model stream yields.

@@ -68,6 +68,17 @@ impl Usage {
         }
     }
 
+    /// What an attempt its caller dropped before its stream ended is counted as: what was
+    /// reported when it had delivered nothing yet (no text, no usage: a request cancelled while
+    /// the prompt was read), else [`Usage::estimated_after_cut`]. The one rule for the fairy's
+    /// `usage` event and for the budgets and `GET /rooms/{room}/usage`.
+    pub fn counted_after_drop(&self, prompt_chars: usize, answer_chars: usize) -> Usage {
+        if answer_chars == 0 && *self == Usage::default() {
+            return *self;
+        }
+        self.estimated_after_cut(prompt_chars, answer_chars)
+    }
+
     /// A call's usage once one more attempt ended: `self` (its earlier attempts) plus `last`,
     /// input and output summed; the cache figures are the last attempt's.
     pub fn with_attempt(&self, last: &Usage) -> Usage {
@@ -166,6 +177,16 @@ mod tests {
             ..Usage::default()
         };
         assert_eq!(big.estimated_after_cut(3000, 30), big);
+        // Dropped before anything arrived: nothing to count; anything at all: the estimate.
+        assert_eq!(
+            Usage::default().counted_after_drop(3000, 0),
+            Usage::default()
+        );
+        assert_eq!(
+            Usage::default().counted_after_drop(3000, 1).input_tokens,
+            1000
+        );
+        assert_eq!(started.counted_after_drop(3000, 0), started);
     }
 
     #[test]

@@ -59,6 +59,11 @@ async fn each_call_is_priced_in_its_event_and_the_rooms_usage() {
         .find(|v| v["type"] == json!("usage"))
         .expect("a usage event");
     assert_eq!(usage_event["cacheReadInputTokens"], json!(5000));
+    assert_eq!(
+        usage_event["estimated"],
+        json!(false),
+        "the stream ended with its report"
+    );
     let cost = usage_event["costUsd"].as_f64().expect("costUsd");
     assert!((cost - expected).abs() < 1e-12, "{cost}");
 
@@ -68,6 +73,7 @@ async fn each_call_is_priced_in_its_event_and_the_rooms_usage() {
         assert_eq!(total["calls"], json!(1), "{usage}");
         assert_eq!(total["inputTokens"], json!(1000));
         assert_eq!(total["cacheReadInputTokens"], json!(5000));
+        assert_eq!(total["estimatedCalls"], json!(0));
         assert!((total["costUsd"].as_f64().unwrap_or(0.0) - expected).abs() < 1e-12);
         assert_eq!(usage[window]["fairies"][&id]["outputTokens"], json!(100));
         // The test server runs without auth: the prompting person is `anonymous`.
@@ -99,6 +105,7 @@ async fn each_call_is_priced_in_its_event_and_the_rooms_usage() {
     assert_eq!(n("cacheReadInputTokens"), 5000.0);
     assert_eq!(n("cacheCreationInputTokens"), 0.0);
     assert!((n("costUsd") - expected).abs() < 1e-12, "{u}");
+    assert_eq!(u["estimated"], json!(false), "{u}");
     // The person's prompt of the same request carries none.
     assert!(chat[0]["usage"].is_null(), "{chat:?}");
     server.shutdown().await;
@@ -169,8 +176,21 @@ async fn a_request_that_spends_the_budget_ends_before_its_next_call() {
                 .any(|t| t.starts_with("I stopped: you have used your model-token budget"))
         })
         .await;
-    // The second call was never made: box `b` is nowhere, `a` stays.
+    // The second call was never made: box `b` is nowhere, `a` stays, and the refused call
+    // counts nothing (no estimate of a prompt that was never sent).
     assert_eq!(mock.requests().len(), 1);
+    let input: Vec<u64> = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter(|v| v["type"] == json!("usage"))
+        .map(|v| v["inputTokens"].as_u64().unwrap_or(u64::MAX))
+        .collect();
+    assert_eq!(input.iter().sum::<u64>(), 5000, "{seen}");
+    assert_eq!(
+        usage_of(&http, "midway").await["day"]["total"]["inputTokens"],
+        json!(5000)
+    );
     let shapes = shapes(&client);
     assert!(shapes.get("b").is_none(), "{shapes}");
     assert!(shapes.get("a").is_some(), "{shapes}");

@@ -178,6 +178,16 @@ async fn a_context_overflow_that_persists_is_reported() {
     // The first call, then one retry per recovery level (the fresh fairy has nothing older to
     // summarise, so that level goes straight on to truncation).
     assert_eq!(mock.requests().len(), 2, "{:?}", mock.requests().len());
+    // A refused call counts what the provider reported (nothing), not an estimate of its prompt.
+    let usage = events_named(&seen, "usage");
+    assert!(!usage.is_empty(), "{seen}");
+    for u in &usage {
+        assert_eq!(
+            (&u["inputTokens"], &u["estimated"]),
+            (&json!(0), &json!(false)),
+            "{seen}"
+        );
+    }
     client.close().await;
     server.shutdown().await;
 }
@@ -343,17 +353,21 @@ async fn a_stream_cut_before_its_usage_report_is_counted_by_estimate() {
         },
         ..with_slow_tail(&head)
     };
-    let (mock, server, client, _id, mut events) = prompted("estimate", vec![cut, ok(DONE)]).await;
+    let mock = mock_server(vec![cut, ok(DONE)]).await;
+    let (server, ws, http) = start(mock_config(&mock)).await;
+    let mut client = Client::connect(&ws, "estimate").await;
+    let id = invite(&http, "estimate", "Sorrel").await;
+    let mut events = events(&http, "estimate", &id).await;
+    prompt(&http, "estimate", &id, "a box").await;
     let seen = read_events(&mut events, "event: request-ended").await;
     assert!(
         mock.wait_disconnects(1, Duration::from_secs(5)).await,
         "{seen}"
     );
     let usage = events_named(&seen, "usage");
-    let first = usage
-        .iter()
-        .find(|u| u["purpose"] == json!("turn"))
-        .unwrap_or_else(|| panic!("a turn's usage: {seen}"));
+    let [first] = &usage[..] else {
+        panic!("one call's usage: {seen}");
+    };
     let output = first["outputTokens"].as_u64().unwrap_or(0);
     let input = first["inputTokens"].as_u64().unwrap_or(0);
     // At 3 characters a token: the answer's head and the tail read after it.
@@ -361,6 +375,32 @@ async fn a_stream_cut_before_its_usage_report_is_counted_by_estimate() {
     assert!(output < 900, "the report never arrived: {first}");
     // The system prompt alone is thousands of characters.
     assert!(input > 1000, "{first}");
+    // The event says so (a call that ends with its report says `false`: fairies_budget.rs).
+    assert_eq!(first["estimated"], json!(true), "{first}");
+
+    // The budgets and `/usage` count what the event says (the metering wrapper estimates the
+    // dropped attempt by the same rule), and say how many calls were estimated.
+    let answer: Value = reqwest::get(format!("{http}/rooms/estimate/usage"))
+        .await
+        .expect("usage")
+        .json()
+        .await
+        .expect("json");
+    let total = &answer["hour"]["total"];
+    assert_eq!(total["calls"], json!(1), "{answer}");
+    assert_eq!(total["estimatedCalls"], json!(1), "{answer}");
+    assert_eq!(total["inputTokens"], first["inputTokens"], "{answer}");
+    assert_eq!(total["outputTokens"], first["outputTokens"], "{answer}");
+
+    // So does the request's chat item.
+    client
+        .until("the request's usage in the chat", |c| {
+            root_json(c, "fairies")[&id]["chat"]
+                .as_array()
+                .and_then(|a| a.last().cloned())
+                .is_some_and(|last| last["usage"]["estimated"] == json!(true))
+        })
+        .await;
     client.close().await;
     server.shutdown().await;
 }

@@ -12,7 +12,11 @@
 //! (a bucket may go below zero by the last call's cost, which delays the next call
 //! accordingly). Counted: input, output and cache-write tokens; cache reads are not (a cached
 //! prefix re-read each turn costs a tenth of fresh input). A failed attempt that reported usage
-//! is counted too.
+//! is counted too. An attempt the caller drops after it began answering but before its stream
+//! ended (a turn cut at its tail, its caps or a correction; a cancelled request) is counted
+//! by estimate ([`Usage::counted_after_drop`]), as the fairy's `usage` event counts it: the
+//! provider's final report (OpenAI-compatible: all of it) never arrives, and a budget must not
+//! read a cut stream as free.
 //!
 //! Owns the buckets (one short critical section, never held across `.await`). Must not touch
 //! documents or the fairy's state: ending the request and telling the user is the runtime's
@@ -26,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::Stream;
 
-use crate::agent::host::usage::{UsageBook, UsageKey};
+use crate::agent::host::usage::{Recorded, UsageBook, UsageKey};
 use crate::clock::SharedClock;
 use crate::ids::{FairyId, RoomName};
 use crate::llm::error::BudgetScope;
@@ -298,6 +302,7 @@ impl Model for BudgetedModel {
             person: request.billing.person.clone(),
             project: request.billing.project.clone(),
         };
+        let prompt_chars = request.text_chars();
         Box::pin(Metered {
             inner: self.inner.stream(request),
             metering: self.metering.clone(),
@@ -305,26 +310,44 @@ impl Model for BudgetedModel {
             room: self.room.clone(),
             key,
             attempt: Usage::default(),
+            prompt_chars,
+            answer_chars: 0,
+            open: true,
         })
     }
 }
 
 /// A model stream that takes each attempt's usage out of the budgets and into the book: at a
 /// retry, at the end, or when the stream is dropped (a cancelled request pays for what it
-/// used).
+/// used; by estimate when the attempt was answering).
 struct Metered {
     inner: ModelStream,
     metering: Arc<Metering>,
     model: String,
     room: RoomName,
     key: UsageKey,
-    /// The current attempt's cumulative usage so far.
+    /// The current attempt's cumulative usage so far, as reported.
     attempt: Usage,
+    /// Characters of the prompt's text ([`ModelRequest::text_chars`]).
+    prompt_chars: usize,
+    /// Characters of answer text the current attempt delivered.
+    answer_chars: usize,
+    /// Whether the stream has not ended (with its end, a failure, or nothing more).
+    open: bool,
 }
 
 impl Metered {
-    fn settle(&mut self) {
-        let used = std::mem::take(&mut self.attempt);
+    /// Takes the current attempt out of the budgets and into the book. `dropped`: the caller
+    /// dropped the stream while the attempt was open, so an attempt that began answering is
+    /// counted by estimate.
+    fn settle(&mut self, dropped: bool) {
+        let reported = std::mem::take(&mut self.attempt);
+        let answer_chars = std::mem::take(&mut self.answer_chars);
+        let used = if dropped {
+            reported.counted_after_drop(self.prompt_chars, answer_chars)
+        } else {
+            reported
+        };
         if used == Usage::default() {
             return;
         }
@@ -340,9 +363,12 @@ impl Metered {
             .prices
             .cost(&self.model, &used, self.metering.one_hour_cache);
         let now = self.metering.budget.clock.unix_millis();
-        self.metering
-            .book
-            .record(&self.room, &self.key, &used, cost, now);
+        let call = Recorded {
+            usage: used,
+            cost,
+            estimated: used != reported,
+        };
+        self.metering.book.record(&self.room, &self.key, call, now);
     }
 }
 
@@ -353,9 +379,15 @@ impl Stream for Metered {
         let next = self.inner.as_mut().poll_next(cx);
         match &next {
             Poll::Ready(Some(Ok(ModelEvent::Usage(usage)))) => self.attempt = *usage,
-            Poll::Ready(Some(Ok(ModelEvent::Retry { .. } | ModelEvent::Done { .. })))
-            | Poll::Ready(Some(Err(_)) | None) => self.settle(),
-            _ => {}
+            Poll::Ready(Some(Ok(ModelEvent::TextDelta(text)))) => {
+                self.answer_chars += text.chars().count();
+            }
+            Poll::Ready(Some(Ok(ModelEvent::Retry { .. }))) => self.settle(false),
+            Poll::Ready(Some(Ok(ModelEvent::Done { .. })) | Some(Err(_)) | None) => {
+                self.open = false;
+                self.settle(false);
+            }
+            Poll::Pending => {}
         }
         next
     }
@@ -363,7 +395,8 @@ impl Stream for Metered {
 
 impl Drop for Metered {
     fn drop(&mut self) {
-        self.settle();
+        let open = self.open;
+        self.settle(open);
     }
 }
 

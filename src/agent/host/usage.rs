@@ -51,6 +51,10 @@ pub struct Totals {
     pub cost_usd: f64,
     /// Calls of a model without a price (their tokens are counted, not their cost).
     pub unpriced_calls: u64,
+    /// Calls (attempts) whose figures are an estimate: the stream was dropped before the
+    /// provider's final usage report, so its tokens were counted from the characters sent and
+    /// received (docs/llm.md "Models that misbehave").
+    pub estimated_calls: u64,
 }
 
 impl Totals {
@@ -62,9 +66,10 @@ impl Totals {
         self.cache_creation_input_tokens += other.cache_creation_input_tokens;
         self.cost_usd += other.cost_usd;
         self.unpriced_calls += other.unpriced_calls;
+        self.estimated_calls += other.estimated_calls;
     }
 
-    fn of(usage: &Usage, cost: Option<f64>) -> Totals {
+    fn of(usage: &Usage, cost: Option<f64>, estimated: bool) -> Totals {
         Totals {
             calls: 1,
             input_tokens: usage.input_tokens,
@@ -73,6 +78,7 @@ impl Totals {
             cache_creation_input_tokens: usage.cache_creation_input_tokens,
             cost_usd: cost.unwrap_or(0.0),
             unpriced_calls: u64::from(cost.is_none()),
+            estimated_calls: u64::from(estimated),
         }
     }
 }
@@ -115,6 +121,17 @@ pub struct RoomUsage {
     pub day: WindowTotals,
 }
 
+/// One call (or attempt) as the book records it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Recorded {
+    /// What it used.
+    pub usage: Usage,
+    /// What that cost in US dollars, when its model has a price.
+    pub cost: Option<f64>,
+    /// Whether `usage` is an estimate.
+    pub estimated: bool,
+}
+
 /// One room's minutes, oldest first.
 type Minutes = VecDeque<(u64, HashMap<UsageKey, Totals>)>;
 
@@ -125,17 +142,11 @@ pub struct UsageBook {
 }
 
 impl UsageBook {
-    /// Records one call (or one attempt) of `key` in `room` at `now_ms` (Unix ms).
-    pub fn record(
-        &self,
-        room: &RoomName,
-        key: &UsageKey,
-        usage: &Usage,
-        cost: Option<f64>,
-        now_ms: u64,
-    ) {
+    /// Records one call (or one attempt) of `key` in `room` at `now_ms` (Unix ms); `estimated`:
+    /// its figures are an estimate.
+    pub fn record(&self, room: &RoomName, key: &UsageKey, call: Recorded, now_ms: u64) {
         let minute = now_ms / MINUTE_MS;
-        let t = Totals::of(usage, cost);
+        let t = Totals::of(&call.usage, call.cost, call.estimated);
         let mut rooms = self.rooms.lock().unwrap_or_else(|p| p.into_inner());
         let minutes = rooms.entry(room.clone()).or_default();
         while minutes
@@ -204,11 +215,31 @@ mod tests {
             cache_creation_input_tokens: 5,
         };
         let t0 = 1_800_000_000_000;
+        let call = |cost: Option<f64>, estimated: bool| Recorded {
+            usage: used,
+            cost,
+            estimated,
+        };
         // Two hours ago: in the day, not the hour.
-        book.record(&room, &key(&f1, Some("ann"), None), &used, Some(0.5), t0);
+        book.record(
+            &room,
+            &key(&f1, Some("ann"), None),
+            call(Some(0.5), true),
+            t0,
+        );
         let now = t0 + 2 * 3600 * 1000;
-        book.record(&room, &key(&f1, Some("ann"), None), &used, Some(0.25), now);
-        book.record(&room, &key(&f2, Some("bob"), Some("p-1")), &used, None, now);
+        book.record(
+            &room,
+            &key(&f1, Some("ann"), None),
+            call(Some(0.25), false),
+            now,
+        );
+        book.record(
+            &room,
+            &key(&f2, Some("bob"), Some("p-1")),
+            call(None, true),
+            now,
+        );
         let u = book.room(&room, now);
         assert_eq!(u.day.total.calls, 3);
         assert_eq!(u.hour.total.calls, 2);
@@ -218,6 +249,9 @@ mod tests {
         assert_eq!(u.hour.projects["p-1"].unpriced_calls, 1);
         assert_eq!(u.hour.fairies[f2.as_str()].cache_read_input_tokens, 1000);
         assert_eq!(u.hour.fairies.len(), 2);
+        assert_eq!(u.day.total.estimated_calls, 2);
+        assert_eq!(u.hour.people["ann"].estimated_calls, 0);
+        assert_eq!(u.hour.people["bob"].estimated_calls, 1);
         // A day later the first call is gone, and another room has nothing.
         let later = t0 + 24 * 3600 * 1000;
         assert_eq!(book.room(&room, later).day.total.calls, 2);

@@ -149,6 +149,9 @@ pub enum AgentEvent {
         /// What the call cost in US dollars, when its model has a price (`--llm-prices`).
         #[serde(rename = "costUsd", skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
+        /// True when a figure is an estimate: the stream was dropped before the provider's
+        /// final usage report, so the tokens were counted from the characters sent and received.
+        estimated: bool,
     },
 }
 
@@ -215,7 +218,16 @@ impl AgentEvent {
             cache_creation_input_tokens: usage.cache_creation_input_tokens,
             attempts,
             cost_usd,
+            estimated: false,
         }
+    }
+
+    /// A `usage` event whose figures are (`true`) or are not an estimate; other events as they are.
+    pub fn estimated(mut self, estimate: bool) -> Self {
+        if let AgentEvent::Usage { estimated, .. } = &mut self {
+            *estimated = estimate;
+        }
+        self
     }
 
     /// The SSE event name.
@@ -262,6 +274,9 @@ mod tests {
             (Some(10), Some(5))
         );
         assert_eq!(v["purpose"], "turn");
+        assert_eq!(v["estimated"], false);
+        let cut = serde_json::to_value(e.clone().estimated(true)).unwrap_or_default();
+        assert_eq!(cut["estimated"], true);
         let c = AgentEvent::Compaction {
             level: CompactionLevel::Truncate,
             reason: CompactionReason::ContextOverflow,

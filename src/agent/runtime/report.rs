@@ -100,6 +100,8 @@ pub(super) struct RequestReport {
     usage: RequestUsage,
     /// US dollars of the calls whose model has a price (`None`: no priced call yet).
     cost_usd: Option<f64>,
+    /// Whether a call's figures were an estimate.
+    estimated: bool,
 }
 
 /// A request that ended: its id, why, and what it used.
@@ -119,6 +121,7 @@ impl RequestReport {
                     request_id: Some(request_id.as_str().to_owned()),
                     usage: RequestUsage::default(),
                     cost_usd: None,
+                    estimated: false,
                 };
                 None
             }
@@ -128,8 +131,10 @@ impl RequestReport {
                 cache_read_input_tokens,
                 cache_creation_input_tokens,
                 cost_usd,
+                estimated,
                 ..
             } => {
+                self.estimated |= *estimated;
                 if let Some(cost) = cost_usd {
                     self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost);
                 }
@@ -163,6 +168,7 @@ impl RequestReport {
             cache_read_input_tokens: u.cache_read_input_tokens,
             cache_creation_input_tokens: u.cache_creation_input_tokens,
             cost_usd: self.cost_usd,
+            estimated: self.estimated,
         }
     }
 }
@@ -224,5 +230,15 @@ mod tests {
             }),
             None
         );
+        // A call counted by estimate marks the request's usage as estimated, until the next.
+        assert!(!report.so_far().estimated);
+        report.observe(&AgentEvent::usage(UsagePurpose::Turn, &call, 1, None).estimated(true));
+        report.observe(&AgentEvent::usage(UsagePurpose::Turn, &call, 1, None));
+        assert!(report.so_far().estimated);
+        report.observe(&AgentEvent::RequestStarted {
+            messages: vec![],
+            request_id: RequestId::random(),
+        });
+        assert!(!report.so_far().estimated);
     }
 }

@@ -314,6 +314,10 @@ pub struct ChatUsage {
     /// US dollars, summed over the calls whose model has a price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// True when a call's figures are an estimate (its stream was dropped before the
+    /// provider's final usage report: counted from the characters sent and received).
+    #[serde(default)]
+    pub estimated: bool,
 }
 
 impl ChatUsage {
@@ -341,6 +345,7 @@ impl ChatUsage {
         if let Some(cost) = self.cost_usd.filter(|c| c.is_finite()) {
             map.insert("costUsd".to_owned(), Any::Number(yrs::Number::Float(cost)));
         }
+        map.insert("estimated".to_owned(), Any::Bool(self.estimated));
         Any::from(map)
     }
 }
@@ -573,6 +578,7 @@ mod tests {
         assert_eq!(json(2)["usage"]["calls"], serde_json::json!(2));
         assert_eq!(json(2)["usage"]["inputTokens"], serde_json::json!(1000));
         assert_eq!(json(2)["usage"]["costUsd"], serde_json::json!(0.01));
+        assert_eq!(json(2)["usage"]["estimated"], serde_json::json!(false));
         assert_eq!(json(2)["requestId"], serde_json::json!("r-1"));
         assert_eq!(
             read_chat(&doc, &fairy.id).len(),

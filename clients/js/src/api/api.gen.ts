@@ -1119,6 +1119,13 @@ export interface components {
              * @description Calls of a model without a price (their tokens are counted, not their cost).
              */
             unpricedCalls: number;
+            /**
+             * Format: int64
+             * @description Calls (attempts) whose figures are an estimate: the stream was dropped before the
+             *     provider's final usage report, so its tokens were counted from the characters sent and
+             *     received (docs/llm.md "Models that misbehave").
+             */
+            estimatedCalls: number;
         };
         /** @description Body of a fairy's update. */
         UpdateBody: {

@@ -96,19 +96,6 @@ fn is_id_key(key: &str) -> bool {
     key == "id" || key.ends_with("Id") || key.ends_with("Ids")
 }
 
-/// Characters of the prompt's text (system and messages; images not counted), for the
-/// estimate of a cut stream's usage.
-fn text_chars(request: &crate::llm::ModelRequest) -> usize {
-    let parts = request.messages.iter().flat_map(|m| m.parts.iter());
-    request.system.chars().count()
-        + parts
-            .map(|p| match p {
-                crate::llm::types::Part::Text { text } => text.chars().count(),
-                crate::llm::types::Part::Image { .. } => 0,
-            })
-            .sum::<usize>()
-}
-
 /// Sleeps until `at`, or forever without one.
 async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
@@ -174,7 +161,7 @@ impl FairyRuntime {
             held: None,
             id_streaming: false,
         };
-        let prompt_chars = text_chars(&model_request);
+        let prompt_chars = model_request.text_chars();
         let mut stream = self.model.stream(model_request);
         let mut actions = ActionStream::new();
         let mut usage = Usage::default();
@@ -297,13 +284,16 @@ impl FairyRuntime {
             }
         };
         drop(stream);
-        if !ended {
-            // Dropped before the provider's final usage report (a slow model's comes well after
-            // the actions close): counted from what was sent and received instead.
-            let estimated = usage.estimated_after_cut(prompt_chars, answer_chars);
-            if estimated != usage {
-                tracing::info!(fairy = %self.entity.id, reported = ?usage, ?estimated, "model stream cut before its usage report: usage estimated");
-                usage = estimated;
+        let mut estimated = false;
+        if !ended && outcome.is_ok() {
+            // Dropped here before the provider's final usage report (a slow model's comes well
+            // after the actions close): counted from what was sent and received instead, as the
+            // budgets and `/usage` count it (agent::host::budget). A failed stream's report stands.
+            let estimate = usage.counted_after_drop(prompt_chars, answer_chars);
+            if estimate != usage {
+                tracing::info!(fairy = %self.entity.id, reported = ?usage, estimated = ?estimate, "model stream cut before its usage report: usage estimated");
+                usage = estimate;
+                estimated = true;
             }
         }
         let total = spent.with_attempt(&usage);
@@ -313,12 +303,9 @@ impl FairyRuntime {
             total.cache_creation_input_tokens,
         );
         let cost = self.model.cost(&total);
-        self.out.emit(AgentEvent::usage(
-            UsagePurpose::Turn,
-            &total,
-            attempts,
-            cost,
-        ));
+        self.out.emit(
+            AgentEvent::usage(UsagePurpose::Turn, &total, attempts, cost).estimated(estimated),
+        );
         outcome?;
         if !cut {
             for a in actions.finish() {
