@@ -146,6 +146,10 @@ pub struct BenchArgs {
     /// coordinating bench, which speaks to it on its standard input and output).
     #[arg(long, hide = true)]
     pub client_worker: Option<usize>,
+    /// The `fairyring` binary started as the server (not with `--url`); default: this one.
+    /// Two builds compared under one load generator: the same bench, each build's server.
+    #[arg(long, env = "FAIRYRING_BENCH_SERVER_BIN")]
+    pub server_bin: Option<std::path::PathBuf>,
     /// Internal: the coordinating bench's clock epoch, micros since the Unix epoch.
     #[arg(long, hide = true)]
     pub bench_epoch_micros: Option<u64>,
@@ -348,11 +352,19 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         (Some(load), Some(before)) => {
             let after = load.counters().await?;
             let prompts = load.finish().await;
+            let rooms = match load.rooms_weight().await {
+                Ok(weight) => Some(weight),
+                Err(error) => {
+                    tracing::warn!(%error, "the fairies' rooms could not be weighed");
+                    None
+                }
+            };
             Some(fairies::report(
                 &args.fairy,
                 prompts,
                 &before.delta(&after),
                 duration.as_secs_f64(),
+                rooms.as_ref(),
             ))
         }
         _ => None,
@@ -712,6 +724,19 @@ fn print_report(r: &serde_json::Value) {
             f(&fairies["canvas_actions_per_sec"]),
             f(&fairies["shapes_changed_per_sec"])
         );
+        let rooms = &fairies["rooms_after"];
+        if !rooms.is_null() {
+            println!(
+                "  fairies' rooms after  {} B, {} shapes ({} the fairies'): {:.0} B/shape, \
+                 {} deleted ranges ({:.2}/shape)",
+                rooms["bytes"],
+                rooms["shapes"],
+                rooms["fairy_shapes"],
+                f(&rooms["bytes_per_shape"]),
+                rooms["deleted_ranges"],
+                f(&rooms["deleted_ranges_per_shape"])
+            );
+        }
     }
     let exports = &r["exports"];
     if !exports.is_null() {
@@ -922,7 +947,10 @@ fn store_of(args: &BenchArgs) -> (String, Option<std::path::PathBuf>) {
 }
 
 fn spawn_server(args: &BenchArgs, store: &str) -> anyhow::Result<(Child, String)> {
-    let exe = std::env::current_exe().context("locating the fairyring binary")?;
+    let exe = match &args.server_bin {
+        Some(exe) => exe.clone(),
+        None => std::env::current_exe().context("locating the fairyring binary")?,
+    };
     let connections = (args.clients + 100).to_string();
     let rooms = (args.rooms + 16).to_string();
     let per_room = args
