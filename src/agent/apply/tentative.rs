@@ -596,6 +596,109 @@ mod tests {
         assert!(grown < 60, "the document grew by {grown} bytes");
     }
 
+    /// What completing a streamed flowchart costs: the document's encoded size after, and the
+    /// updates (each a durable log entry and a broadcast) and their bytes emitted while the
+    /// actions complete.
+    #[derive(Debug, Default)]
+    struct Costs {
+        encoded: usize,
+        updates: usize,
+        update_bytes: usize,
+    }
+
+    /// Streams `steps` flowchart steps and arrows as the offline model writes them (keys in
+    /// order, coordinates last), each shown once before it completes, with another writer's
+    /// edit between the shown and the complete version; `revert` takes the shown version back
+    /// first (the path before written-over).
+    fn flowchart_costs(steps: usize, revert: bool) -> Costs {
+        use std::sync::{Arc, Mutex};
+        let doc = doc();
+        let registry = Registry::canvas();
+        let mut ctx = ActionCtx::new("f1");
+        let mut t = Tentative::new(&doc, "f1");
+        rect(&doc, "person", 0.0, 900.0, 10.0, 10.0);
+        let emitted = Arc::new(Mutex::new((false, 0usize, 0usize)));
+        let counter = emitted.clone();
+        let observed = doc.observe_update_v1("cost", move |_, update| {
+            let mut seen = counter.lock().unwrap_or_else(|p| p.into_inner());
+            if seen.0 {
+                seen.1 += 1;
+                seen.2 += update.update.len();
+            }
+        });
+        assert!(observed.is_ok());
+        let counting = |on: bool| emitted.lock().unwrap_or_else(|p| p.into_inner()).0 = on;
+        let step = |i: usize, done: bool| {
+            let mut shape = json!({"_type": "rectangle", "color": "blue", "fill": "none", "h": 80,
+                "note": "", "shapeId": format!("step{i}"), "text": format!("S{i}"), "textAlign": "middle"});
+            if done {
+                shape["w"] = json!(160);
+                shape["x"] = json!(i * 240);
+                shape["y"] = json!(0);
+            }
+            json!({"_type": "create", "intent": "a step", "shape": shape})
+        };
+        let arrow = |i: usize, done: bool| {
+            let mut shape = json!({"_type": "arrow", "bend": 0, "color": "black",
+                "fromId": format!("step{i}"), "note": "", "shapeId": format!("arrow{i}"), "text": "",
+                "toId": format!("step{}", i + 1)});
+            if done {
+                shape["x1"] = json!(i * 240 - 80);
+                shape["x2"] = json!(i * 240);
+                shape["y1"] = json!(40);
+                shape["y2"] = json!(40);
+            }
+            json!({"_type": "create", "intent": "an arrow", "shape": shape})
+        };
+        let actions = (1..=steps)
+            .map(|i| (step(i, false), step(i, true)))
+            .chain((1..steps).map(|i| (arrow(i, false), arrow(i, true))));
+        for (k, (shown, done)) in actions.enumerate() {
+            assert!(
+                t.apply_tentative(&registry, &shown, &mut ctx).is_ok(),
+                "{shown}"
+            );
+            user_move(&doc, "person", Some(k as f64), None);
+            counting(true);
+            if revert {
+                t.revert_tentative();
+            }
+            assert!(
+                t.apply_complete(&registry, &done, &mut ctx).is_ok(),
+                "{done}"
+            );
+            counting(false);
+        }
+        let (_, updates, update_bytes) = *emitted.lock().unwrap_or_else(|p| p.into_inner());
+        Costs {
+            encoded: encoded(&doc),
+            updates,
+            update_bytes,
+        }
+    }
+
+    /// Written over, a completion is one small update instead of a revert and a whole shape
+    /// (what the log stores and every peer receives); the document itself keeps a tombstone
+    /// per value written over instead of one per reverted shape, which weighs about as much
+    /// (docs/benchmarks.md, 2026-11-28 s53-savings). Run with `--nocapture` for the figures.
+    #[test]
+    fn written_over_sends_one_small_update_per_completion() {
+        let (reverted, written_over) = (flowchart_costs(12, true), flowchart_costs(12, false));
+        eprintln!(
+            "12-step flowchart (23 creations), each shown once, a person writing between: reverted and applied anew {reverted:?}, written over {written_over:?}"
+        );
+        assert!(reverted.updates >= 2 * 23, "{reverted:?}");
+        assert_eq!(written_over.updates, 23, "{written_over:?}");
+        assert!(
+            written_over.update_bytes * 3 < reverted.update_bytes,
+            "{written_over:?} against {reverted:?}"
+        );
+        assert!(
+            written_over.encoded * 4 < reverted.encoded * 5,
+            "{written_over:?} against {reverted:?}"
+        );
+    }
+
     #[test]
     fn written_over_keeps_the_renamed_id_and_moves_above_newer_shapes() {
         let doc = doc();
