@@ -348,6 +348,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let nodes_1 = nodes::sample_all(&node_list, &metrics_http).await;
     let counted_1 = nodes::sample_all(&counted, &metrics_http).await;
     fairy_stop.cancel();
+    // Why the fairies' rooms have no weight in the report, if they have none.
+    let mut unweighed = None;
     let fairy_report = match (&mut fairy_load, fairies_0) {
         (Some(load), Some(before)) => {
             let after = load.counters().await?;
@@ -355,7 +357,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             let rooms = match load.rooms_weight().await {
                 Ok(weight) => Some(weight),
                 Err(error) => {
-                    tracing::warn!(%error, "the fairies' rooms could not be weighed");
+                    unweighed = Some(format!(
+                        "the fairies' rooms could not be weighed: {error:#}"
+                    ));
                     None
                 }
             };
@@ -455,6 +459,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         ));
     }
     warnings.extend(failed.into_iter().take(5));
+    warnings.extend(unweighed);
     let mut clients_on = vec![0usize; nodes];
     for client in 0..args.clients {
         if let Some(n) = clients_on.get_mut(placement.node_of(client)) {
