@@ -137,6 +137,76 @@ impl FairyCounters {
     }
 }
 
+/// What rooms weigh: encoded bytes, shapes, and the deleted ranges their documents keep.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct RoomsWeight {
+    /// The documents' encoded size (one Yjs v1 update each), in bytes.
+    pub bytes: usize,
+    /// Shapes in them.
+    pub shapes: usize,
+    /// Of which the fairies' (`createdBy` `fairy:…`).
+    pub fairy_shapes: usize,
+    /// Disjoint ranges of deleted items (each a tombstone the document keeps for good).
+    pub deleted_ranges: usize,
+}
+
+impl RoomsWeight {
+    /// The weight of one document, from its whole state as a Yjs v1 update.
+    pub fn of_update(update: &[u8]) -> anyhow::Result<RoomsWeight> {
+        use yrs::updates::decoder::Decode;
+        use yrs::{Map, Out, ReadTxn, Transact};
+        let doc = yrs::Doc::new();
+        {
+            let update = yrs::Update::decode_v1(update).context("decoding the room")?;
+            doc.transact_mut()
+                .apply_update(update)
+                .context("applying the room")?;
+        }
+        let txn = doc.transact();
+        let mut weight = RoomsWeight {
+            bytes: update.len(),
+            deleted_ranges: txn
+                .snapshot()
+                .delete_set
+                .iter()
+                .map(|(_, ranges)| ranges.len())
+                .sum(),
+            ..RoomsWeight::default()
+        };
+        if let Some(shapes) = txn.get_map(crate::canvas::schema::SHAPES) {
+            for (_, shape) in shapes.iter(&txn) {
+                let Out::YMap(shape) = shape else { continue };
+                weight.shapes += 1;
+                let by = shape.get(&txn, "createdBy").map(|v| v.to_string(&txn));
+                if by.is_some_and(|by| by.starts_with("fairy:")) {
+                    weight.fairy_shapes += 1;
+                }
+            }
+        }
+        Ok(weight)
+    }
+
+    fn add(&mut self, other: &RoomsWeight) {
+        self.bytes += other.bytes;
+        self.shapes += other.shapes;
+        self.fairy_shapes += other.fairy_shapes;
+        self.deleted_ranges += other.deleted_ranges;
+    }
+
+    /// The report's `rooms_after` part: the figures, and per shape.
+    pub fn report(&self) -> Value {
+        let per_shape = |n: usize| (self.shapes > 0).then(|| n as f64 / self.shapes as f64);
+        json!({
+            "bytes": self.bytes,
+            "shapes": self.shapes,
+            "fairy_shapes": self.fairy_shapes,
+            "deleted_ranges": self.deleted_ranges,
+            "bytes_per_shape": per_shape(self.bytes),
+            "deleted_ranges_per_shape": per_shape(self.deleted_ranges),
+        })
+    }
+}
+
 /// The HTTP base of a WebSocket URL (`ws://HOST:PORT…` → `http://HOST:PORT`).
 pub fn http_base(ws_url: &str) -> anyhow::Result<String> {
     let (scheme, rest) = ws_url
@@ -285,6 +355,30 @@ impl FairyLoad {
         failed
     }
 
+    /// What the fairies' rooms weigh now: each room's whole document as one Yjs update
+    /// (`GET /rooms/{room}/doc?format=yjs`), its shapes (the fairies' among them) and the
+    /// deleted ranges it keeps (what reverted versions leave behind), summed over the rooms.
+    pub async fn rooms_weight(&self) -> anyhow::Result<RoomsWeight> {
+        let mut rooms: Vec<&str> = self.fairies.iter().map(|f| f.room.as_str()).collect();
+        rooms.sort_unstable();
+        rooms.dedup();
+        let mut total = RoomsWeight::default();
+        for room in rooms {
+            let url = format!("{}/rooms/{room}/doc?format=yjs", self.base);
+            let bytes = self
+                .authorized(self.http.get(url))
+                .send()
+                .await
+                .and_then(reqwest::Response::error_for_status)
+                .with_context(|| format!("reading room {room}"))?
+                .bytes()
+                .await
+                .with_context(|| format!("reading room {room}"))?;
+            total.add(&RoomsWeight::of_update(&bytes)?);
+        }
+        Ok(total)
+    }
+
     /// The server's fairy counters now.
     pub async fn counters(&self) -> anyhow::Result<FairyCounters> {
         let text = self
@@ -300,15 +394,18 @@ impl FairyLoad {
     }
 }
 
-/// The report's `fairies` part.
+/// The report's `fairies` part; `rooms` is what the fairies' rooms weighed at the end of the
+/// window.
 pub fn report(
     args: &FairyArgs,
     prompts: PromptCounts,
     delta: &FairyCounters,
     seconds: f64,
+    rooms: Option<&RoomsWeight>,
 ) -> Value {
     let requests: f64 = delta.requests.values().sum();
     json!({
+        "rooms_after": rooms.map(RoomsWeight::report),
         "count": args.fairies,
         "every_ms": args.fairy_every,
         "prompt": args.fairy_prompt,
@@ -346,6 +443,33 @@ mod tests {
         assert_eq!(d.requests.get("interrupted"), Some(&2.0));
         assert_eq!(d.turns, 5.0);
         assert_eq!(d.shape_writes, 40.0);
+    }
+
+    #[test]
+    fn a_rooms_weight_counts_its_shapes_and_what_was_deleted() {
+        use yrs::{Map, MapPrelim, ReadTxn, Transact, WriteTxn};
+        let doc = yrs::Doc::with_client_id(1);
+        {
+            let mut txn = doc.transact_mut();
+            let shapes = txn.get_or_insert_map("shapes");
+            for (id, by) in [("a", "fairy:f-1"), ("b", "user:ann"), ("c", "fairy:f-1")] {
+                let shape = MapPrelim::from([("id", yrs::Any::from(id)), ("createdBy", by.into())]);
+                shapes.insert(&mut txn, id, shape);
+            }
+            shapes.remove(&mut txn, "c");
+        }
+        let update = doc
+            .transact()
+            .encode_state_as_update_v1(&yrs::StateVector::default());
+        let weight = RoomsWeight::of_update(&update).unwrap_or_default();
+        assert_eq!(
+            (weight.bytes, weight.shapes, weight.fairy_shapes),
+            (update.len(), 2, 1)
+        );
+        assert_eq!(weight.deleted_ranges, 1);
+        let report = weight.report();
+        assert_eq!(report["bytes_per_shape"], json!(update.len() as f64 / 2.0));
+        assert!(RoomsWeight::of_update(b"not a document").is_err());
     }
 
     #[test]

@@ -146,6 +146,10 @@ pub struct BenchArgs {
     /// coordinating bench, which speaks to it on its standard input and output).
     #[arg(long, hide = true)]
     pub client_worker: Option<usize>,
+    /// The `fairyring` binary started as the server (not with `--url`); default: this one.
+    /// Two builds compared under one load generator: the same bench, each build's server.
+    #[arg(long, env = "FAIRYRING_BENCH_SERVER_BIN")]
+    pub server_bin: Option<std::path::PathBuf>,
     /// Internal: the coordinating bench's clock epoch, micros since the Unix epoch.
     #[arg(long, hide = true)]
     pub bench_epoch_micros: Option<u64>,
@@ -344,15 +348,27 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let nodes_1 = nodes::sample_all(&node_list, &metrics_http).await;
     let counted_1 = nodes::sample_all(&counted, &metrics_http).await;
     fairy_stop.cancel();
+    // Why the fairies' rooms have no weight in the report, if they have none.
+    let mut unweighed = None;
     let fairy_report = match (&mut fairy_load, fairies_0) {
         (Some(load), Some(before)) => {
             let after = load.counters().await?;
             let prompts = load.finish().await;
+            let rooms = match load.rooms_weight().await {
+                Ok(weight) => Some(weight),
+                Err(error) => {
+                    unweighed = Some(format!(
+                        "the fairies' rooms could not be weighed: {error:#}"
+                    ));
+                    None
+                }
+            };
             Some(fairies::report(
                 &args.fairy,
                 prompts,
                 &before.delta(&after),
                 duration.as_secs_f64(),
+                rooms.as_ref(),
             ))
         }
         _ => None,
@@ -443,6 +459,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         ));
     }
     warnings.extend(failed.into_iter().take(5));
+    warnings.extend(unweighed);
     let mut clients_on = vec![0usize; nodes];
     for client in 0..args.clients {
         if let Some(n) = clients_on.get_mut(placement.node_of(client)) {
@@ -712,6 +729,19 @@ fn print_report(r: &serde_json::Value) {
             f(&fairies["canvas_actions_per_sec"]),
             f(&fairies["shapes_changed_per_sec"])
         );
+        let rooms = &fairies["rooms_after"];
+        if !rooms.is_null() {
+            println!(
+                "  fairies' rooms after  {} B, {} shapes ({} the fairies'): {:.0} B/shape, \
+                 {} deleted ranges ({:.2}/shape)",
+                rooms["bytes"],
+                rooms["shapes"],
+                rooms["fairy_shapes"],
+                f(&rooms["bytes_per_shape"]),
+                rooms["deleted_ranges"],
+                f(&rooms["deleted_ranges_per_shape"])
+            );
+        }
     }
     let exports = &r["exports"];
     if !exports.is_null() {
@@ -922,7 +952,10 @@ fn store_of(args: &BenchArgs) -> (String, Option<std::path::PathBuf>) {
 }
 
 fn spawn_server(args: &BenchArgs, store: &str) -> anyhow::Result<(Child, String)> {
-    let exe = std::env::current_exe().context("locating the fairyring binary")?;
+    let exe = match &args.server_bin {
+        Some(exe) => exe.clone(),
+        None => std::env::current_exe().context("locating the fairyring binary")?,
+    };
     let connections = (args.clients + 100).to_string();
     let rooms = (args.rooms + 16).to_string();
     let per_room = args

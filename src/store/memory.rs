@@ -401,10 +401,10 @@ impl SideTables for MemoryStore {
         self.with(|rooms| {
             let newest = rooms
                 .get(room.as_str())
-                .and_then(|log| log.fences.get(key).copied());
+                .and_then(|log| log.fences.get(table.fenced_fairy(key)).copied());
             if newest.is_some_and(|newest| newest > fence) {
                 return Err(StoreError::Fenced {
-                    fairy: key.to_owned(),
+                    fairy: table.fenced_fairy(key).to_owned(),
                 });
             }
             self.tables.put(table, room, key, value);

@@ -477,6 +477,7 @@ mod tests {
         let other = RoomName::parse("other").unwrap();
         assert!(store.load(&other).await.unwrap().updates.is_empty());
         keyed::tests::fairy_state_contract(store.side(), &room, &other).await;
+        keyed::tests::fairy_requests_contract(store.side(), &other).await;
         // The room's log is untouched by fairy state.
         assert_eq!(store.load(&other).await.unwrap().last_seq, 0);
         keyed::tests::instructions_contract(store.side(), &room, &other).await;
@@ -631,6 +632,23 @@ mod tests {
                 .unwrap()
                 .as_deref(),
             Some(&b"new host"[..])
+        );
+        // So is a record of its ledger, checked against the same fairy's token.
+        let side = store.side();
+        side.save_fairy_request(&room, "f-1", 3, Bytes::from_static(b"new"), Some(2))
+            .await
+            .unwrap();
+        assert!(matches!(
+            side.save_fairy_request(&room, "f-1", 3, Bytes::from_static(b"old"), Some(1))
+                .await,
+            Err(StoreError::Fenced { fairy }) if fairy == "f-1"
+        ));
+        assert_eq!(
+            side.load_fairy_request(&room, "f-1", 3)
+                .await
+                .unwrap()
+                .as_deref(),
+            Some(&b"new"[..])
         );
         // Plain appends are never fenced.
         store

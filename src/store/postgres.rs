@@ -264,7 +264,7 @@ async fn commit_batch(
             } => {
                 if let Some(generation) = fence {
                     let fence = Fence {
-                        fairy: key.clone(),
+                        fairy: table.fenced_fairy(key).to_owned(),
                         generation: *generation,
                     };
                     if let Some(fairy) = stale_fence(&mut tx, room, &[fence]).await? {

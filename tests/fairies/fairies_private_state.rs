@@ -409,3 +409,118 @@ async fn a_dismissed_fairys_private_state_is_deleted() {
     client.close().await;
     server.shutdown().await;
 }
+
+/// The fairy's state row and its ledger's record rows, as text (`None`: no row).
+async fn state_rows(
+    store: &MemoryStore,
+    room_name: &str,
+    id: &str,
+) -> (String, Vec<Option<String>>) {
+    let side = store.side();
+    let text = |b: bytes::Bytes| String::from_utf8_lossy(&b).into_owned();
+    let head = side
+        .load_fairy_state(&room(room_name), id)
+        .await
+        .expect("load")
+        .map(text)
+        .unwrap_or_default();
+    let mut records = Vec::new();
+    for number in 0..4 {
+        let row = side
+            .load_fairy_request(&room(room_name), id, number)
+            .await
+            .expect("load");
+        records.push(row.map(text));
+    }
+    (head, records)
+}
+
+/// Polls the store until the fairy's state row counts `rows` records.
+async fn until_stored(store: &MemoryStore, room_name: &str, id: &str, rows: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let wanted = format!("\"ledgerRows\":{rows}");
+    loop {
+        let (head, _) = state_rows(store, room_name, id).await;
+        if head.contains(&wanted) && head.contains("\"working\":false") {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the state counting {rows} records was never stored: {head}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A fairy's state is saved incrementally: what each request changed (its ledger's record) in
+/// a row of its own, the state's row without them; a request's end rewrites only the records
+/// that changed, not every request's; after a restart the state loads whole from the rows, so
+/// a request of before is taken back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fairys_ledger_is_saved_a_row_per_request() {
+    let store = Arc::new(MemoryStore::default());
+    let (server, ws, http) = start_on(store.clone(), ServeConfig::for_test()).await;
+    let mut client = Client::connect(&ws, "rows").await;
+    let id = invite(&http, "rows", "Sage").await;
+    let (status, body) = post(
+        &format!("{http}/rooms/rows/fairies/{id}/prompt"),
+        json!({"message": "draw a house", "bounds": {"x": 0, "y": 0, "w": 800, "h": 600}}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let house = body["requestId"].as_str().expect("requestId").to_owned();
+    client
+        .until("the house and the fairy idle", |c| {
+            shapes(c)["roof"]["locked"] == json!(false) && idle(c, &id)
+        })
+        .await;
+    until_stored(&store, "rows", &id, 1).await;
+    let (head, records) = state_rows(&store, "rows", &id).await;
+    assert!(head.contains("\"records\":[]"), "no record inline: {head}");
+    assert!(!head.contains("\"shapes\""), "no record inline: {head}");
+    let first = records[0].clone().expect("the house's record has a row");
+    assert!(first.contains("\"roof\""), "{first}");
+    assert!(records[1].is_none());
+    // Mark the stored row (same JSON, one more space): rewriting it would drop the mark.
+    let marked = format!("{first} ");
+    store
+        .side()
+        .save_fairy_request(&room("rows"), &id, 0, marked.clone().into(), None)
+        .await
+        .expect("mark");
+
+    prompt(&http, "rows", &id, "three boxes in a row").await;
+    until_stored(&store, "rows", &id, 2).await;
+    let (head, records) = state_rows(&store, "rows", &id).await;
+    assert_eq!(
+        records[0].as_deref(),
+        Some(marked.as_str()),
+        "the first request's record, unchanged, was not written again"
+    );
+    assert!(
+        records[1].is_some(),
+        "the second request's record has a row"
+    );
+    assert!(!head.contains("\"shapes\""), "{head}");
+    client.close().await;
+    server.shutdown().await;
+
+    // After a restart the house's record is read back from its row: it is taken back.
+    let (server, ws, http) = start_on(store.clone(), ServeConfig::for_test()).await;
+    let mut client = Client::connect(&ws, "rows").await;
+    client
+        .until("the fairy back", |c| fairy_presence(c, &id).is_some())
+        .await;
+    let (status, body) = post(
+        &format!("{http}/rooms/rows/fairies/{id}/requests/{house}/revert"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["kept"], json!(0), "{body}");
+    client
+        .until("the house gone", |c| shapes(c).get("roof").is_none())
+        .await;
+    client.close().await;
+    server.shutdown().await;
+}

@@ -298,17 +298,20 @@ async fn a_request_can_be_taken_back_after_a_restart() {
     server.shutdown().await;
 }
 
-/// The stored state of every fairy of the SQLite file at `db`, as text.
+/// The stored state of every fairy of the SQLite file at `db`, its ledgers' rows included, as
+/// text.
 async fn stored_states(db: &std::path::Path) -> String {
     use sqlx::Row;
     let url = format!("sqlite:{}?mode=ro", db.display());
     let Ok(mut conn) = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url).await else {
         return String::new();
     };
-    let rows = sqlx::query("SELECT data FROM fairy_states")
-        .fetch_all(&mut conn)
-        .await
-        .unwrap_or_default();
+    // The state's row and, saved incrementally, its ledger's rows.
+    let rows =
+        sqlx::query("SELECT data FROM fairy_states UNION ALL SELECT data FROM fairy_requests")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_default();
     rows.iter()
         .filter_map(|r| r.try_get::<Vec<u8>, _>(0).ok())
         .map(|b| String::from_utf8_lossy(&b).into_owned())

@@ -2,7 +2,9 @@
 //! 250 ms apply interval): a rectangle streamed faster than the interval shows as a locked shape
 //! before its action completes (versions that could not be applied do not start the interval),
 //! and a model pausing mid-action shows the version it held back when the interval ends, with no
-//! new text (the throttle's trailing edge).
+//! new text (the throttle's trailing edge); a completed creation stays the very shape that was
+//! shown (written over, not deleted and created again), even when a person wrote meanwhile, and
+//! is still taken back with its request.
 
 use crate::support;
 
@@ -212,6 +214,97 @@ async fn streamed_versions_republish_awareness_only_when_it_changes() {
         published <= 20,
         "{published} publications for 3 streamed actions ({shown} tentative states seen)"
     );
+    client.close().await;
+    server.shutdown().await;
+}
+
+/// The document item holding shape `id` in `c`'s document, as text: a shape deleted and created
+/// again under the same id is held by another item.
+fn shape_item(c: &Client, id: &str) -> Option<String> {
+    use yrs::{Map, Out, Transact};
+    let txn = c.doc.transact();
+    let root = yrs::ReadTxn::get_map(&txn, "shapes")?;
+    match root.get(&txn, id)? {
+        Out::YMap(map) => {
+            let branch: &yrs::branch::Branch = map.as_ref();
+            Some(format!("{:?}", branch.id()))
+        }
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completed_creation_is_the_shape_shown_even_after_a_persons_write() {
+    let text = rectangle("kept");
+    // Pause after the last field: the held version, every field of the action, shows during
+    // the pause; then only the closing brackets arrive.
+    let after = text.find(r#""note": """#).expect("note") + r#""note": """#.len();
+    let pausing = MockResponse {
+        text: text.clone(),
+        delta_chars: 2,
+        chunk_size: 0,
+        delay_ms: 0,
+        fault: Some(Fault::Pause {
+            after_chars: after,
+            ms: 1500,
+        }),
+        ..MockResponse::default()
+    };
+    let (_mock, server, ws, http) = server_with(vec![pausing, ok(DONE)]).await;
+    let mut client = Client::connect(&ws, "stream-kept").await;
+    let id = invite(&http, "stream-kept", "Yarrow").await;
+    let (status, body) = post(
+        &format!("{http}/rooms/stream-kept/fairies/{id}/prompt"),
+        json!({"message": "a box", "bounds": {"x": 0, "y": 0, "w": 800, "h": 600}}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let request = body["requestId"].as_str().expect("requestId").to_owned();
+    client
+        .until("the whole box shown, locked", |c| {
+            let s = shape(c, "kept");
+            s["locked"] == json!(true) && s["note"] == json!("") && s["h"].as_f64() == Some(120.0)
+        })
+        .await;
+    let shown = shape_item(&client, "kept");
+    // A person draws meanwhile: the document is no longer the one the shown version left.
+    client
+        .edit(|txn| support::put_shape(txn, "person", 900.0))
+        .await;
+    client
+        .until("the box completes", |c| {
+            shape(c, "kept")["locked"] == json!(false)
+        })
+        .await;
+    assert!(shown.is_some());
+    assert_eq!(
+        shape_item(&client, "kept"),
+        shown,
+        "the completed box is the shape shown, not a new copy of it"
+    );
+    let s = shape(&client, "kept");
+    assert_eq!(
+        (s["w"].as_f64(), s["color"].clone()),
+        (Some(200.0), json!("blue"))
+    );
+    assert_eq!(shape(&client, "person")["x"].as_f64(), Some(900.0));
+    // The fairy's ledger still holds the shape: taking the request back removes it.
+    client
+        .until("the fairy idle", |c| {
+            fairy_presence(c, &id).is_some_and(|p| p["fairy"]["mode"] == json!("idling"))
+        })
+        .await;
+    let (status, body) = post(
+        &format!("{http}/rooms/stream-kept/fairies/{id}/requests/{request}/revert"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, json!({"reverted": 1, "kept": 0}));
+    client
+        .until("the box taken back", |c| shapes(c).get("kept").is_none())
+        .await;
+    assert_eq!(shape(&client, "person")["x"].as_f64(), Some(900.0));
     client.close().await;
     server.shutdown().await;
 }

@@ -272,6 +272,11 @@ pub struct ActionCtx {
     pub complete: bool,
     /// Ids of the shapes created by the last `apply`.
     pub created: Vec<String>,
+    /// The shape the shown (tentative) version of this action created, while its complete
+    /// version is written over it ([`crate::agent::apply::tentative`]): a `create` counts
+    /// that id free and, when it keeps it, keeps the shape's z-order key while it is still on
+    /// top of its page. `None` otherwise.
+    pub preview: Option<String>,
 }
 
 impl ActionCtx {
@@ -284,6 +289,7 @@ impl ActionCtx {
             transform: PromptTransform::default(),
             complete: true,
             created: Vec::new(),
+            preview: None,
         }
     }
 

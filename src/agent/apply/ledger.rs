@@ -183,6 +183,11 @@ pub struct RequestLedger {
     pub records: VecDeque<RequestRecord>,
     /// The newest record is still recording (its request runs).
     pub open: bool,
+    /// The number of the oldest record: how many records were forgotten before it. Record
+    /// `i` (oldest first) is number `first + i` for good, which names its row in the store
+    /// (docs/storage.md "Fairy state").
+    #[serde(skip_serializing_if = "is_default")]
+    pub first: u64,
     /// The newest record was reopened for the clean-up after a restart
     /// ([`Self::reopen_latest`]): only shapes it already holds are recorded.
     #[serde(skip)]
@@ -195,6 +200,7 @@ impl RequestLedger {
     pub fn open(&mut self, ids: &[RequestId], summary: &str) {
         if self.records.len() >= MAX_REQUESTS {
             self.records.pop_front();
+            self.first += 1;
         }
         self.records.push_back(RequestRecord {
             ids: ids.iter().take(MAX_IDS).cloned().collect(),

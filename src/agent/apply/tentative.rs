@@ -5,7 +5,13 @@
 //! equals it, on a document nobody else changed since, is committed in place (its created
 //! shapes unlocked, nothing reverted or applied again): no update at all for an edit, one for a
 //! creation, instead of a revert and a fresh apply (two updates, each a durable log entry and a
-//! broadcast; `tests/sync/canvas_stream_size.rs` measures it).
+//! broadcast; `tests/sync/canvas_stream_size.rs` measures it). A complete `create` whose shown
+//! version created the same shape (same shape type, same id) is written over that shape instead,
+//! whatever else changed in the document meanwhile ([`Completion::WrittenOver`]): parsed against
+//! the document as it is now, the shown shape's id counted free ([`ActionCtx::preview`]), then
+//! only the keys that differ written, `locked: false` among them, in one update. Reverting the
+//! shown shape would leave a deleted copy of it in the document for good (a tombstone per
+//! completed creation: `fairyring bench --fairies` reports the bytes per shape).
 //!
 //! Mechanism: a yrs [`UndoManager`] scoped to the `shapes` and `pages` roots and tracking only
 //! the fairy's origin, with a capture timeout of 0 so each tentative transaction is exactly one
@@ -37,9 +43,9 @@ use serde_json::Value;
 use yrs::undo::Options;
 use yrs::{Doc, Origin, ReadTxn, StateVector, Transact, UndoManager};
 
-use crate::agent::actions::{ActionCtx, ActionError, Parsed, Registry, Sanitized};
+use crate::agent::actions::{ActionCtx, ActionError, CanvasArgs, Parsed, Registry, Sanitized};
 use crate::canvas::schema::{PAGES, SHAPES};
-use crate::canvas::shape::set_locked;
+use crate::canvas::shape::{read_shape, set_locked};
 use crate::origin::TxnOrigin;
 
 /// Largest client id for which a room document lets users win ties against fairies (see the
@@ -94,8 +100,21 @@ struct Pending {
 pub enum Completion {
     /// The last tentative version was the complete action: kept as it was.
     InPlace,
+    /// The shown version was a creation of the same shape: the complete action was written
+    /// over it, only the keys that differ (`locked` among them), nothing reverted.
+    WrittenOver,
     /// The tentative version (if any) was reverted and the complete action applied.
     Reapplied,
+}
+
+/// What [`Tentative::write_over_shown`] did.
+enum Kept {
+    /// Written over the shown shape; what the model is told.
+    Done(Sanitized),
+    /// The complete version is refused; nothing of it is written.
+    Refused(ActionError),
+    /// It creates another shape than the one shown: nothing written, it takes the usual path.
+    Elsewhere,
 }
 
 impl Tentative {
@@ -243,6 +262,90 @@ impl Tentative {
         (applied == action && self.doc.transact().state_vector() == pending.state).then_some(parsed)
     }
 
+    /// The shape the pending version created, when `action` is the complete version of that
+    /// creation: a `create` of the same shape type and id as the version shown, whose shape is
+    /// still there, locked, the fairy's. Its complete version is then written over it
+    /// ([`Tentative::write_over_shown`]) whatever else changed in the document meanwhile.
+    fn shown_creation_of(&self, action: &Value, ctx: &ActionCtx) -> Option<String> {
+        let pending = self.pending.as_ref()?;
+        let (shown, _) = pending.applied.as_ref()?;
+        let [id] = pending.created.as_slice() else {
+            return None;
+        };
+        let create = Some(&Value::String("create".into()));
+        let same = |pointer: &str| shown.pointer(pointer) == action.pointer(pointer);
+        if action.get("_type") != create
+            || shown.get("_type") != create
+            || !same("/shape/_type")
+            || !same("/shape/shapeId")
+        {
+            return None;
+        }
+        let txn = self.doc.transact();
+        let on_canvas = read_shape(&txn, id).ok().flatten()?;
+        (on_canvas.locked && on_canvas.created_by == ctx.author()).then(|| id.clone())
+    }
+
+    /// Writes the complete `action` over the shape `id` its shown version created, in one
+    /// transaction: parsed against the document as it is now (the shown shape's id counted
+    /// free, [`ActionCtx::preview`]), then only the keys that differ written, `locked` among
+    /// them. Nothing is reverted: no deleted copy of the shape stays in the document.
+    fn write_over_shown(
+        &mut self,
+        registry: &Registry,
+        action: &Value,
+        ctx: &mut ActionCtx,
+        id: &str,
+    ) -> Kept {
+        ctx.complete = true;
+        ctx.created.clear();
+        ctx.preview = Some(id.to_owned());
+        let written = {
+            let mut txn = self.doc.transact_mut_with(Origin::from(&self.origin));
+            match registry.parse(&txn, action, ctx) {
+                Ok(parsed) => match &parsed.args {
+                    CanvasArgs::Create(create) if create.shape.id == id => {
+                        Some(match parsed.args.apply(&mut txn, ctx) {
+                            Ok(()) => Ok(parsed),
+                            Err(error) => Err((error, true)),
+                        })
+                    }
+                    // Not the shown shape after all (nothing written yet).
+                    _ => None,
+                },
+                Err(error) => Some(Err((error, false))),
+            }
+        };
+        ctx.preview = None;
+        match written {
+            None => Kept::Elsewhere,
+            Some(Err((error, false))) => Kept::Refused(error),
+            Some(Err((error, true))) => {
+                // Written in part: the stack holds the shown version and this write only
+                // (it is cleared after every commit and revert): both are taken back.
+                while self.undo.undo_blocking() {}
+                self.pending = None;
+                self.undo.clear_all();
+                Kept::Refused(error)
+            }
+            Some(Ok(parsed)) => {
+                let overwritten = self
+                    .undo
+                    .undo_stack()
+                    .last()
+                    .map(|item| item.deletions().clone());
+                self.pending = None;
+                self.undo.clear_all();
+                if let Some(overwritten) = overwritten {
+                    // The values written over are gone for good: their content need not stay.
+                    let mut txn = self.doc.transact_mut_with(self.undo.as_origin());
+                    txn.gc(Some(&overwritten));
+                }
+                Kept::Done(Sanitized::from(parsed.notes.as_slice()))
+            }
+        }
+    }
+
     /// Undoes the pending tentative version, if any; true if something was reverted.
     /// Keys that someone else wrote meanwhile keep their value.
     pub fn revert_tentative(&mut self) -> bool {
@@ -296,7 +399,10 @@ impl Tentative {
     /// that equals the complete action gives the same result (parsing differs between the
     /// two only where a field is missing, which fails the incomplete version), except for the
     /// `locked` flag that [`Tentative::commit`] clears; a document changed meanwhile (a user,
-    /// another fairy) might parse differently, so it takes the revert-and-apply path.
+    /// another fairy) might parse differently, so it takes the revert-and-apply path, unless
+    /// the action creates the very shape its shown version created: then it is written over
+    /// that shape ([`Completion::WrittenOver`]). A complete version that is refused takes the
+    /// shown one back.
     pub fn apply_complete(
         &mut self,
         registry: &Registry,
@@ -314,6 +420,20 @@ impl Tentative {
             self.commit();
             self.last_completion = Some(Completion::InPlace);
             return Ok(notes);
+        }
+        if let Some(id) = self.shown_creation_of(action, ctx) {
+            match self.write_over_shown(registry, action, ctx, &id) {
+                Kept::Done(told) => {
+                    self.last_completion = Some(Completion::WrittenOver);
+                    return Ok(told);
+                }
+                Kept::Refused(error) => {
+                    self.last_completion = Some(Completion::Reapplied);
+                    self.revert_tentative();
+                    return Err(error);
+                }
+                Kept::Elsewhere => {}
+            }
         }
         self.last_completion = Some(Completion::Reapplied);
         self.revert_tentative();
@@ -429,6 +549,231 @@ mod tests {
         assert_eq!(ctx.created.len(), 1);
         let created = ctx.created.first().cloned().unwrap_or_default();
         assert!(!get(&doc, &created).locked);
+    }
+
+    /// The document's encoded size.
+    fn encoded(doc: &Doc) -> usize {
+        doc.transact()
+            .encode_state_as_update_v1(&StateVector::default())
+            .len()
+    }
+
+    #[test]
+    fn a_complete_creation_is_written_over_its_shown_version() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let doc = doc();
+        rect(&doc, "a", 0.0, 0.0, 10.0, 10.0);
+        let registry = Registry::canvas();
+        let mut ctx = ActionCtx::new("f1");
+        let mut t = Tentative::new(&doc, "f1");
+        let updates = update_counter(&doc);
+        let shown = json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "b", "x": 1, "y": 2}});
+        let done = json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "b", "x": 1, "y": 2, "w": 40, "h": 30, "text": "hi"}});
+        assert!(t.apply_tentative(&registry, &shown, &mut ctx).is_ok());
+        let index = get(&doc, "b").index;
+        // Someone else writes meanwhile: the shown version is kept all the same.
+        user_move(&doc, "a", Some(5.0), None);
+        let before = (updates.load(Relaxed), encoded(&doc));
+        assert!(t.apply_complete(&registry, &done, &mut ctx).is_ok());
+        assert_eq!(t.last_completion(), Some(Completion::WrittenOver));
+        assert_eq!(updates.load(Relaxed), before.0 + 1, "one update");
+        let b = get(&doc, "b");
+        let w = match &b.props {
+            crate::canvas::shape::ShapeProps::Geo { w, .. } => Some(*w),
+            _ => None,
+        };
+        assert_eq!(
+            (b.x, b.y, w, b.text(), b.locked),
+            (1.0, 2.0, Some(40.0), Some("hi"), false)
+        );
+        assert_eq!(b.index, index, "still on top: its z-order key is kept");
+        assert_eq!(ctx.created, vec!["b".to_owned()]);
+        assert!(ctx.preview.is_none());
+        assert!(!t.revert_tentative(), "nothing pending");
+        assert_eq!(get(&doc, "a").x, 5.0);
+        // Only the keys that differ were written: a few values, not a second copy of the shape.
+        let grown = encoded(&doc) - before.1;
+        assert!(grown < 60, "the document grew by {grown} bytes");
+    }
+
+    /// What completing a streamed flowchart costs: the document's encoded size after, and the
+    /// updates (each a durable log entry and a broadcast) and their bytes emitted while the
+    /// actions complete.
+    #[derive(Debug, Default)]
+    struct Costs {
+        encoded: usize,
+        updates: usize,
+        update_bytes: usize,
+    }
+
+    /// Streams `steps` flowchart steps and arrows as the offline model writes them (keys in
+    /// order, coordinates last), each shown once before it completes, with another writer's
+    /// edit between the shown and the complete version; `revert` takes the shown version back
+    /// first (the path before written-over).
+    fn flowchart_costs(steps: usize, revert: bool) -> Costs {
+        use std::sync::{Arc, Mutex};
+        let doc = doc();
+        let registry = Registry::canvas();
+        let mut ctx = ActionCtx::new("f1");
+        let mut t = Tentative::new(&doc, "f1");
+        rect(&doc, "person", 0.0, 900.0, 10.0, 10.0);
+        let emitted = Arc::new(Mutex::new((false, 0usize, 0usize)));
+        let counter = emitted.clone();
+        let observed = doc.observe_update_v1("cost", move |_, update| {
+            let mut seen = counter.lock().unwrap_or_else(|p| p.into_inner());
+            if seen.0 {
+                seen.1 += 1;
+                seen.2 += update.update.len();
+            }
+        });
+        assert!(observed.is_ok());
+        let counting = |on: bool| emitted.lock().unwrap_or_else(|p| p.into_inner()).0 = on;
+        let step = |i: usize, done: bool| {
+            let mut shape = json!({"_type": "rectangle", "color": "blue", "fill": "none", "h": 80,
+                "note": "", "shapeId": format!("step{i}"), "text": format!("S{i}"), "textAlign": "middle"});
+            if done {
+                shape["w"] = json!(160);
+                shape["x"] = json!(i * 240);
+                shape["y"] = json!(0);
+            }
+            json!({"_type": "create", "intent": "a step", "shape": shape})
+        };
+        let arrow = |i: usize, done: bool| {
+            let mut shape = json!({"_type": "arrow", "bend": 0, "color": "black",
+                "fromId": format!("step{i}"), "note": "", "shapeId": format!("arrow{i}"), "text": "",
+                "toId": format!("step{}", i + 1)});
+            if done {
+                shape["x1"] = json!(i * 240 - 80);
+                shape["x2"] = json!(i * 240);
+                shape["y1"] = json!(40);
+                shape["y2"] = json!(40);
+            }
+            json!({"_type": "create", "intent": "an arrow", "shape": shape})
+        };
+        let actions = (1..=steps)
+            .map(|i| (step(i, false), step(i, true)))
+            .chain((1..steps).map(|i| (arrow(i, false), arrow(i, true))));
+        for (k, (shown, done)) in actions.enumerate() {
+            assert!(
+                t.apply_tentative(&registry, &shown, &mut ctx).is_ok(),
+                "{shown}"
+            );
+            user_move(&doc, "person", Some(k as f64), None);
+            counting(true);
+            if revert {
+                t.revert_tentative();
+            }
+            assert!(
+                t.apply_complete(&registry, &done, &mut ctx).is_ok(),
+                "{done}"
+            );
+            counting(false);
+        }
+        let (_, updates, update_bytes) = *emitted.lock().unwrap_or_else(|p| p.into_inner());
+        Costs {
+            encoded: encoded(&doc),
+            updates,
+            update_bytes,
+        }
+    }
+
+    /// Written over, a completion is one small update instead of a revert and a whole shape
+    /// (what the log stores and every peer receives); the document itself keeps a tombstone
+    /// per value written over instead of one per reverted shape, which weighs about as much
+    /// (docs/benchmarks.md, 2026-11-28 s53-savings). Run with `--nocapture` for the figures.
+    #[test]
+    fn written_over_sends_one_small_update_per_completion() {
+        let (reverted, written_over) = (flowchart_costs(12, true), flowchart_costs(12, false));
+        eprintln!(
+            "12-step flowchart (23 creations), each shown once, a person writing between: reverted and applied anew {reverted:?}, written over {written_over:?}"
+        );
+        assert!(reverted.updates >= 2 * 23, "{reverted:?}");
+        assert_eq!(written_over.updates, 23, "{written_over:?}");
+        assert!(
+            written_over.update_bytes * 3 < reverted.update_bytes,
+            "{written_over:?} against {reverted:?}"
+        );
+        assert!(
+            written_over.encoded * 4 < reverted.encoded * 5,
+            "{written_over:?} against {reverted:?}"
+        );
+    }
+
+    #[test]
+    fn written_over_keeps_the_renamed_id_and_moves_above_newer_shapes() {
+        let doc = doc();
+        rect(&doc, "box", 0.0, 0.0, 10.0, 10.0);
+        let registry = Registry::canvas();
+        let mut ctx = ActionCtx::new("f1");
+        let mut t = Tentative::new(&doc, "f1");
+        let shown =
+            json!({"_type": "create", "shape": {"_type": "note", "shapeId": "box", "x": 1}});
+        let done = json!({"_type": "create", "shape": {"_type": "note", "shapeId": "box", "x": 1, "text": "yes"}});
+        let told = t
+            .apply_tentative(&registry, &shown, &mut ctx)
+            .map(|s| s.notes);
+        assert!(told.as_ref().is_ok_and(|n| n.len() == 1), "{told:?}");
+        // Another fairy's shape lands on top meanwhile.
+        let mut other = ActionCtx::new("f2");
+        let above =
+            json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "z", "x": 9}});
+        assert!(registry.apply(&doc, &above, &mut other).is_ok());
+        let done = t
+            .apply_complete(&registry, &done, &mut ctx)
+            .map(|s| s.notes);
+        assert_eq!(t.last_completion(), Some(Completion::WrittenOver));
+        assert_eq!(done, told, "the same rename is told");
+        let kept = get(&doc, "box-1");
+        assert_eq!((kept.text(), kept.locked), (Some("yes"), false));
+        assert!(
+            kept.index > get(&doc, "z").index,
+            "on top, as a fresh apply puts it"
+        );
+        assert!(
+            read_shape(&doc.transact(), "box-2")
+                .ok()
+                .flatten()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn another_shape_or_a_refused_complete_version_is_not_written_over() {
+        let doc = doc();
+        let registry = Registry::canvas();
+        let mut ctx = ActionCtx::new("f1");
+        let mut t = Tentative::new(&doc, "f1");
+        let shown =
+            json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "b", "x": 1}});
+        // Another kind: reverted and applied anew.
+        let ellipse =
+            json!({"_type": "create", "shape": {"_type": "ellipse", "shapeId": "b", "x": 1}});
+        assert!(t.apply_tentative(&registry, &shown, &mut ctx).is_ok());
+        assert!(t.apply_complete(&registry, &ellipse, &mut ctx).is_ok());
+        assert_eq!(t.last_completion(), Some(Completion::Reapplied));
+        assert!(!get(&doc, "b").locked);
+        // A complete version that does not parse: the shown one goes, nothing stays.
+        let before = doc.transact().state_vector();
+        let shown =
+            json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "c", "x": 1}});
+        let bad =
+            json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "c", "x": "NaN"}});
+        assert!(t.apply_tentative(&registry, &shown, &mut ctx).is_ok());
+        assert!(t.apply_complete(&registry, &bad, &mut ctx).is_err());
+        assert_eq!(t.last_completion(), Some(Completion::Reapplied));
+        assert!(read_shape(&doc.transact(), "c").ok().flatten().is_none());
+        assert!(!t.is_pending());
+        assert!(ctx.preview.is_none());
+        let after = doc.transact().state_vector();
+        assert!(after != before, "the shown version came and went");
+        // A person deleted the shown shape meanwhile: created anew.
+        assert!(t.apply_tentative(&registry, &shown, &mut ctx).is_ok());
+        crate::canvas::shape::delete_shape(&mut doc.transact_mut_with("client:9:alice"), "c");
+        let done =
+            json!({"_type": "create", "shape": {"_type": "rectangle", "shapeId": "c", "x": 3}});
+        assert!(t.apply_complete(&registry, &done, &mut ctx).is_ok());
+        assert_eq!(t.last_completion(), Some(Completion::Reapplied));
+        assert_eq!(get(&doc, "c").x, 3.0);
     }
 
     #[test]

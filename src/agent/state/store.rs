@@ -1,6 +1,17 @@
 //! A fairy's private state in the store: its [`FairyState`] (mode, model-facing history, todo,
-//! tasks, position) as JSON in the store's fairy-state table, keyed by room and fairy id. It is
-//! never written into the room document, so peers never receive it and no writer can change it.
+//! tasks, position) as JSON in the store's fairy-state table, keyed by room and fairy id, and
+//! what each of its recent requests changed (its ledger's records) as one row per request in
+//! the fairy-requests table (docs/storage.md "Fairy state"). Never written into the room
+//! document, so peers never receive it and no writer can change it.
+//!
+//! Saved incrementally: the state's row holds everything but the ledger's records, and how
+//! many there are (`ledgerRows`, from the ledger's `first` number on); each record has its own
+//! row, `FAIRY/NUMBER`, written only when it changed since this saver last wrote it (mostly
+//! the request that just ended). A request's end writes the small state row and one record,
+//! not the whole ledger of [`crate::agent::apply::ledger::MAX_REQUESTS`] requests. Records
+//! are written before the state row that counts them, and a forgotten record's row deleted
+//! after it, so a crash between two writes leaves a state that loads. A state saved whole (the
+//! layout before, or [`save`]'s) keeps its records inline and loads as it is.
 //!
 //! Owns the encoding, loading ([`load`]) and the per-fairy [`StateSaver`]: the runtime hands it
 //! each new state without waiting (its calls are synchronous), and one background task writes
@@ -8,26 +19,81 @@
 //! bounded by construction). [`StateSync`] lets a reader wait until what was handed over is
 //! stored. Talks to the store only through the [`Store`] trait; knows nothing of documents.
 
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
+use crate::agent::apply::ledger::{MAX_REQUESTS, RequestRecord};
 use crate::agent::state::FairyState;
 use crate::ids::FairyId;
 use crate::ids::RoomName;
 use crate::store::{Store, StoreError};
 
-/// The stored form of a state (JSON).
+/// The stored form of a state saved whole, its records inline (JSON).
 pub fn encode(state: &FairyState) -> Result<Bytes, serde_json::Error> {
     serde_json::to_vec(state).map(Bytes::from)
 }
 
-/// A state from its stored form; `None` (logged) when it does not parse.
-pub fn decode(fairy: &FairyId, bytes: &[u8]) -> Option<FairyState> {
-    match serde_json::from_slice(bytes) {
-        Ok(state) => Some(state),
+/// A state in its incremental stored form: the state's row and its records' rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Split {
+    /// The state without its ledger's records, with `"ledgerRows": N`.
+    pub head: Bytes,
+    /// Each record's number and JSON, oldest first.
+    pub records: Vec<(u64, Bytes)>,
+    /// The number of the oldest record (the ledger's `first`).
+    pub first: u64,
+}
+
+/// `state` in the incremental form ([`Split`]). The records are lent out of `state` while
+/// its head is written, and put back.
+pub fn encode_split(state: &mut FairyState) -> Result<Split, serde_json::Error> {
+    let records = std::mem::take(&mut state.requests.records);
+    let head = serde_json::to_vec(&*state);
+    state.requests.records = records;
+    let mut head = head?;
+    // A state is a non-empty JSON object: its closing brace gives way to the count.
+    if head.last() == Some(&b'}') {
+        head.pop();
+        let count = state.requests.records.len();
+        head.extend_from_slice(format!(",\"ledgerRows\":{count}}}").as_bytes());
+    }
+    let first = state.requests.first;
+    let records = state
+        .requests
+        .records
+        .iter()
+        .zip(first..)
+        .map(|(record, number)| Ok((number, Bytes::from(serde_json::to_vec(record)?))))
+        .collect::<Result<_, serde_json::Error>>()?;
+    Ok(Split {
+        head: Bytes::from(head),
+        records,
+        first,
+    })
+}
+
+/// What the state's row says of its layout.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Layout {
+    /// Records stored in rows of their own (from the ledger's `first` on); absent: inline.
+    #[serde(default)]
+    ledger_rows: Option<u64>,
+}
+
+/// A state's row: the state, and how many of its records have rows of their own (`None`: the
+/// records are inline, the layout of a state saved whole); `None` (logged) when it does not
+/// parse.
+pub fn decode(fairy: &FairyId, bytes: &[u8]) -> Option<(FairyState, Option<u64>)> {
+    let parsed = serde_json::from_slice::<FairyState>(bytes)
+        .and_then(|state| Ok((state, serde_json::from_slice::<Layout>(bytes)?.ledger_rows)));
+    match parsed {
+        Ok(read) => Some(read),
         Err(error) => {
             tracing::warn!(%fairy, %error, "stored fairy state unreadable; starting afresh");
             None
@@ -35,17 +101,43 @@ pub fn decode(fairy: &FairyId, bytes: &[u8]) -> Option<FairyState> {
     }
 }
 
-/// The fairy's stored state, if any (and readable).
+/// The fairy's stored state, if any (and readable), its ledger's records read from their rows
+/// when it was saved incrementally (a missing or unreadable record is left out, logged).
 pub async fn load(
     store: &dyn Store,
     room: &RoomName,
     fairy: &FairyId,
 ) -> Result<Option<FairyState>, StoreError> {
-    let bytes = store.side().load_fairy_state(room, fairy.as_str()).await?;
-    Ok(bytes.and_then(|b| decode(fairy, &b)))
+    let side = store.side();
+    let Some(bytes) = side.load_fairy_state(room, fairy.as_str()).await? else {
+        return Ok(None);
+    };
+    let Some((mut state, rows)) = decode(fairy, &bytes) else {
+        return Ok(None);
+    };
+    let Some(rows) = rows else {
+        return Ok(Some(state));
+    };
+    let first = state.requests.first;
+    let rows = rows.min(MAX_REQUESTS as u64);
+    state.requests.records.clear();
+    for number in first..first.saturating_add(rows) {
+        let stored = side
+            .load_fairy_request(room, fairy.as_str(), number)
+            .await?;
+        match stored.map(|b| serde_json::from_slice::<RequestRecord>(&b)) {
+            Some(Ok(record)) => state.requests.records.push_back(record),
+            Some(Err(error)) => {
+                tracing::warn!(%fairy, number, %error, "stored request record unreadable; left out");
+            }
+            None => tracing::warn!(%fairy, number, "stored request record missing; left out"),
+        }
+    }
+    Ok(Some(state))
 }
 
-/// Stores `state` now (waiting for it to be durable): for a new fairy, before it is visible.
+/// Stores `state` now, whole (waiting for it to be durable): for a new fairy, before it is
+/// visible.
 pub async fn save(
     store: &dyn Store,
     room: &RoomName,
@@ -61,7 +153,7 @@ pub async fn save(
 
 /// What the saver writes next.
 enum Write {
-    Save(Bytes),
+    Save(Split),
     Delete,
 }
 
@@ -148,10 +240,11 @@ impl StateSaver {
         }
     }
 
-    /// Hands over a new state; it replaces one not written yet.
-    pub fn save(&self, state: &FairyState) {
-        match encode(state) {
-            Ok(bytes) => self.shared.hand_over(Write::Save(bytes)),
+    /// Hands over a new state; it replaces one not written yet. Its ledger's records are lent
+    /// out while it is encoded, and put back.
+    pub fn save(&self, state: &mut FairyState) {
+        match encode_split(state) {
+            Ok(split) => self.shared.hand_over(Write::Save(split)),
             Err(error) => tracing::error!(fairy = %self.fairy, %error, "fairy state not saved"),
         }
     }
@@ -209,8 +302,99 @@ struct Target {
     fence: Option<u64>,
 }
 
+/// What one record's row holds, as far as the saver needs to know: its length and hash.
+type Written = (usize, u64);
+
+fn fingerprint(bytes: &[u8]) -> Written {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    (bytes.len(), hasher.finish())
+}
+
+/// What a saver knows it stored: each record row it wrote, by number, and whether it knows
+/// every row there is (after its first complete save; before it, rows a previous host wrote
+/// may be left below the ledger's `first`).
+#[derive(Default)]
+struct Stored {
+    rows: HashMap<u64, Written>,
+    complete: bool,
+}
+
+impl Target {
+    /// Writes `split`: the records whose rows differ from what this saver last wrote, then the
+    /// state's row, then deletes the rows of records the ledger forgot.
+    async fn save(
+        &self,
+        store: &dyn Store,
+        split: Split,
+        stored: &mut Stored,
+    ) -> Result<(), StoreError> {
+        let side = store.side();
+        let fairy = self.fairy.as_str();
+        let mut wrote = Vec::new();
+        for (number, bytes) in split.records {
+            let print = fingerprint(&bytes);
+            if stored.rows.get(&number) == Some(&print) {
+                continue;
+            }
+            side.save_fairy_request(&self.room, fairy, number, bytes, self.fence)
+                .await?;
+            wrote.push((number, print));
+        }
+        stored.rows.extend(wrote);
+        match self.fence {
+            Some(fence) => {
+                side.save_fairy_state_fenced(&self.room, fairy, split.head, fence)
+                    .await?
+            }
+            None => side.save_fairy_state(&self.room, fairy, split.head).await?,
+        }
+        let mut forgotten: Vec<u64> = stored
+            .rows
+            .keys()
+            .copied()
+            .filter(|number| *number < split.first)
+            .collect();
+        if !stored.complete {
+            // Rows a previous host wrote, forgotten since it stopped (at most a ledger's worth).
+            forgotten.extend(split.first.saturating_sub(MAX_REQUESTS as u64)..split.first);
+            forgotten.sort_unstable();
+            forgotten.dedup();
+        }
+        for number in forgotten {
+            side.delete_fairy_request(&self.room, fairy, number).await?;
+            stored.rows.remove(&number);
+        }
+        stored.complete = true;
+        Ok(())
+    }
+
+    /// Deletes the state's row and every record row it counts or this saver wrote.
+    async fn delete(&self, store: &dyn Store, stored: &mut Stored) -> Result<(), StoreError> {
+        let side = store.side();
+        let fairy = self.fairy.as_str();
+        let mut numbers: Vec<u64> = stored.rows.keys().copied().collect();
+        if let Some(bytes) = side.load_fairy_state(&self.room, fairy).await?
+            && let Some((state, Some(rows))) = decode(&self.fairy, &bytes)
+        {
+            let first = state.requests.first;
+            numbers.extend(
+                first.saturating_sub(MAX_REQUESTS as u64)..first + rows.min(MAX_REQUESTS as u64),
+            );
+        }
+        numbers.sort_unstable();
+        numbers.dedup();
+        side.delete_fairy_state(&self.room, fairy).await?;
+        for number in numbers {
+            side.delete_fairy_request(&self.room, fairy, number).await?;
+        }
+        *stored = Stored::default();
+        Ok(())
+    }
+}
+
 async fn write_loop(shared: Arc<Shared>, store: Arc<dyn Store>, target: Target) {
-    let Target { room, fairy, fence } = target;
+    let mut stored = Stored::default();
     loop {
         let (next, version, closed) = {
             let mut slot = shared.lock();
@@ -223,26 +407,17 @@ async fn write_loop(shared: Arc<Shared>, store: Arc<dyn Store>, target: Target) 
             shared.wake.notified().await;
             continue;
         };
-        let written = match (write, fence) {
-            (Write::Save(bytes), Some(fence)) => {
-                store
-                    .side()
-                    .save_fairy_state_fenced(&room, fairy.as_str(), bytes, fence)
-                    .await
-            }
-            (Write::Save(bytes), None) => {
-                store
-                    .side()
-                    .save_fairy_state(&room, fairy.as_str(), bytes)
-                    .await
-            }
-            (Write::Delete, _) => store.side().delete_fairy_state(&room, fairy.as_str()).await,
+        let written = match write {
+            Write::Save(split) => target.save(store.as_ref(), split, &mut stored).await,
+            Write::Delete => target.delete(store.as_ref(), &mut stored).await,
         };
+        let (room, fairy) = (&target.room, &target.fairy);
         if let Err(StoreError::Fenced { .. }) = written {
             crate::metrics::global().count_fenced(crate::metrics::FencedWrite::State);
             tracing::warn!(room = %room, %fairy, "fairy state not stored: another node hosts the fairy now");
         } else if let Err(error) = written {
             // The next state handed over is written in full; nothing is half-stored.
+            stored = Stored::default();
             tracing::error!(room = %room, %fairy, %error, "fairy state not stored");
         }
         shared.done.send_replace(version);
@@ -269,7 +444,7 @@ mod tests {
         let mut saver = StateSaver::spawn(store.clone(), room.clone(), fairy.clone());
         let sync = saver.sync();
         for mode in [Mode::Soloing, Mode::StandingBy, Mode::WorkingSolo] {
-            saver.save(&FairyState {
+            saver.save(&mut FairyState {
                 mode,
                 ..FairyState::default()
             });
@@ -280,7 +455,7 @@ mod tests {
             stored.ok().flatten().map(|s| s.mode),
             Some(Mode::WorkingSolo)
         );
-        saver.save(&FairyState::default());
+        saver.save(&mut FairyState::default());
         saver.delete();
         saver.close().await;
         assert!(matches!(
@@ -288,7 +463,7 @@ mod tests {
             Ok(None)
         ));
         // After close nothing is written, and waiting for it does not hang.
-        saver.save(&FairyState::default());
+        saver.save(&mut FairyState::default());
         sync.caught_up().await;
         assert!(matches!(
             load(store.as_ref(), &room, &fairy).await,
@@ -301,13 +476,161 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
         let (room, fairy) = ids();
         let mut saver = StateSaver::spawn(store.clone(), room.clone(), fairy.clone());
-        saver.save(&FairyState {
+        saver.save(&mut FairyState {
             working: true,
             ..FairyState::default()
         });
         saver.close().await;
         let stored = load(store.as_ref(), &room, &fairy).await;
         assert_eq!(stored.ok().flatten().map(|s| s.working), Some(true));
+    }
+
+    /// A ledger of `n` requests, each having created one shape.
+    fn ledger_of(n: usize) -> crate::agent::apply::ledger::RequestLedger {
+        use crate::agent::apply::ledger::{RequestLedger, ShapeDiff};
+        use crate::ids::RequestId;
+        let mut ledger = RequestLedger::default();
+        for k in 0..n {
+            let id = RequestId::parse(&format!("r-{k}")).unwrap_or_else(|e| panic!("{e}"));
+            ledger.open(&[id], "a box");
+            let diff = ShapeDiff {
+                exists: Some((false, true)),
+                props: vec![(
+                    "x".into(),
+                    crate::canvas::shape::Prop::Absent,
+                    crate::canvas::shape::Prop::Num(k as f64),
+                )],
+            };
+            ledger.observe(&format!("s{k}"), &diff, true);
+            ledger.close();
+        }
+        ledger
+    }
+
+    fn row(store: &MemoryStore, number: u64) -> Option<Bytes> {
+        let (room, fairy) = ids();
+        futures_util::FutureExt::now_or_never(store.side().load_fairy_request(
+            &room,
+            fairy.as_str(),
+            number,
+        ))
+        .and_then(Result::ok)
+        .flatten()
+    }
+
+    #[tokio::test]
+    async fn a_state_is_saved_a_row_per_request_and_only_changed_rows_are_written_again() {
+        let memory = Arc::new(MemoryStore::default());
+        let store: Arc<dyn Store> = memory.clone();
+        let (room, fairy) = ids();
+        let mut saver = StateSaver::spawn(store.clone(), room.clone(), fairy.clone());
+        let sync = saver.sync();
+        let mut state = FairyState {
+            requests: ledger_of(3),
+            ..FairyState::default()
+        };
+        saver.save(&mut state);
+        assert_eq!(state.requests.records.len(), 3, "the records are put back");
+        sync.caught_up().await;
+        let head = store.side().load_fairy_state(&room, fairy.as_str()).await;
+        let head = head.ok().flatten().unwrap_or_default();
+        let head = String::from_utf8_lossy(&head).into_owned();
+        assert!(head.ends_with(",\"ledgerRows\":3}"), "{head}");
+        assert!(!head.contains("r-0"), "no record inline: {head}");
+        assert!(row(&memory, 2).is_some() && row(&memory, 3).is_none());
+        // A row this saver wrote and that did not change is not written again (the mark
+        // stays); the request that changed is.
+        let marked = Bytes::from_static(b"marked");
+        let put = store
+            .side()
+            .save_fairy_request(&room, fairy.as_str(), 0, marked.clone(), None);
+        assert!(put.await.is_ok());
+        state.requests.open(&[], "more");
+        let diff = crate::agent::apply::ledger::ShapeDiff {
+            exists: Some((false, true)),
+            props: Vec::new(),
+        };
+        state.requests.observe("s9", &diff, true);
+        saver.save(&mut state);
+        sync.caught_up().await;
+        assert_eq!(row(&memory, 0), Some(marked));
+        assert!(row(&memory, 3).is_some_and(|b| b.windows(2).any(|w| w == b"s9")));
+        let loaded = load(store.as_ref(), &room, &fairy).await.ok().flatten();
+        let loaded = loaded.map(|s| s.requests.records.len());
+        assert_eq!(loaded, Some(3), "row 0 is unreadable now: left out");
+        // Records the ledger forgets lose their rows.
+        for _ in 0..MAX_REQUESTS {
+            state.requests.open(&[], "again");
+        }
+        saver.save(&mut state);
+        sync.caught_up().await;
+        let first = state.requests.first;
+        assert_eq!(first, 4);
+        assert!((0..first).all(|n| row(&memory, n).is_none()));
+        let loaded = load(store.as_ref(), &room, &fairy).await.ok().flatten();
+        assert_eq!(loaded.map(|s| s.requests), Some(state.requests.clone()));
+        // A dismissed fairy leaves no row behind.
+        saver.delete();
+        saver.close().await;
+        assert!((0..first + MAX_REQUESTS as u64).all(|n| row(&memory, n).is_none()));
+        assert!(matches!(
+            load(store.as_ref(), &room, &fairy).await,
+            Ok(None)
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_new_saver_deletes_the_rows_a_previous_host_left_below_the_ledger() {
+        let memory = Arc::new(MemoryStore::default());
+        let store: Arc<dyn Store> = memory.clone();
+        let (room, fairy) = ids();
+        let mut state = FairyState {
+            requests: ledger_of(2),
+            ..FairyState::default()
+        };
+        let mut saver = StateSaver::spawn(store.clone(), room.clone(), fairy.clone());
+        saver.save(&mut state);
+        saver.close().await;
+        // The next host forgets the oldest record before its first save.
+        state.requests = ledger_of(MAX_REQUESTS + 1);
+        let mut saver = StateSaver::spawn(store.clone(), room.clone(), fairy.clone());
+        saver.save(&mut state);
+        saver.close().await;
+        assert!(row(&memory, 0).is_none());
+        assert!(row(&memory, MAX_REQUESTS as u64).is_some());
+        let loaded = load(store.as_ref(), &room, &fairy).await.ok().flatten();
+        assert_eq!(loaded.map(|s| s.requests), Some(state.requests));
+    }
+
+    /// A state stored in the layout before rows per request (its whole ledger inline, as
+    /// `tests/fixtures/state/inline-ledger.json` keeps one) loads as it was, and the next save
+    /// moves its records into rows.
+    #[tokio::test]
+    async fn a_state_saved_whole_in_the_layout_before_still_loads() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let (room, fairy) = ids();
+        let fixture = include_bytes!("../../../tests/fixtures/state/inline-ledger.json");
+        let put = store
+            .side()
+            .save_fairy_state(&room, fairy.as_str(), Bytes::from_static(fixture));
+        assert!(put.await.is_ok());
+        let loaded = load(store.as_ref(), &room, &fairy).await.ok().flatten();
+        let Some(mut state) = loaded else {
+            panic!("the fixture does not load");
+        };
+        assert_eq!(state.history.len(), 3);
+        assert_eq!(state.requests.first, 0);
+        let records = &state.requests.records;
+        assert_eq!(records.len(), 2);
+        assert!(records[0].shapes.contains_key("walls"));
+        assert!(records[1].rejected.is_some());
+        assert!(records[1].shapes["walls"].props["color"].changed_after);
+        let mut saver = StateSaver::spawn(store.clone(), room.clone(), fairy.clone());
+        let before = state.clone();
+        saver.save(&mut state);
+        saver.close().await;
+        let again = load(store.as_ref(), &room, &fairy).await.ok().flatten();
+        assert_eq!(again, Some(before));
     }
 
     #[tokio::test]

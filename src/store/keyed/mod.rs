@@ -26,6 +26,10 @@ pub enum Table {
     /// `fairy_states (room, fairy, data)`: each fairy's private state (docs/storage.md "Fairy
     /// state"), written through the group-commit writer, the only table written under a fence.
     FairyStates,
+    /// `fairy_requests (room, request, data)`: what each of a fairy's recent requests changed
+    /// (its ledger, docs/storage.md "Fairy state"), a row per request keyed `FAIRY/NUMBER`,
+    /// written beside its fairy's state (group commit, under the fairy's fence).
+    FairyRequests,
     /// `projects (room, project, data)`: each room's projects with their tasks (docs/fairies.md
     /// "Projects").
     Projects,
@@ -36,12 +40,18 @@ pub enum Table {
 
 impl Table {
     /// Every table.
-    pub const ALL: [Table; 3] = [Table::FairyStates, Table::Projects, Table::Instructions];
+    pub const ALL: [Table; 4] = [
+        Table::FairyStates,
+        Table::FairyRequests,
+        Table::Projects,
+        Table::Instructions,
+    ];
 
     /// The table's SQL name.
     pub fn name(self) -> &'static str {
         match self {
             Table::FairyStates => "fairy_states",
+            Table::FairyRequests => "fairy_requests",
             Table::Projects => "projects",
             Table::Instructions => "room_instructions",
         }
@@ -62,8 +72,23 @@ impl Table {
     /// every half second while it works), rather than with one statement on the pool (a project
     /// or an admin's instructions change a few times a minute at most).
     pub fn group_commit(self) -> bool {
-        matches!(self, Table::FairyStates)
+        matches!(self, Table::FairyStates | Table::FairyRequests)
     }
+
+    /// The fairy whose fencing token a fenced write of row `key` is checked against: the key
+    /// itself in `fairy_states`, the part before its `/` in `fairy_requests` (fairy ids have
+    /// no `/`).
+    pub fn fenced_fairy(self, key: &str) -> &str {
+        match self {
+            Table::FairyRequests => key.split_once('/').map_or(key, |(fairy, _)| fairy),
+            _ => key,
+        }
+    }
+}
+
+/// The key of a fairy's request row in [`Table::FairyRequests`]: `FAIRY/NUMBER`.
+pub fn request_key(fairy: &str, number: u64) -> String {
+    format!("{fairy}/{number}")
 }
 
 /// The keyed side tables of a store. Values are opaque bytes (a text table's are UTF-8); a row
@@ -143,6 +168,44 @@ impl dyn SideTables + '_ {
     /// Deletes a fairy's private state, durably; deleting a missing one is not an error.
     pub async fn delete_fairy_state(&self, room: &RoomName, fairy: &str) -> Result<(), StoreError> {
         self.delete(Table::FairyStates, room, fairy).await
+    }
+
+    /// One record of a fairy's ledger, number `number` ([`request_key`]), as last saved with
+    /// [`Self::save_fairy_request`]; `None` when there is none. Opaque bytes (the agent's JSON).
+    pub async fn load_fairy_request(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+        number: u64,
+    ) -> Result<Option<Bytes>, StoreError> {
+        self.get(Table::FairyRequests, room, &request_key(fairy, number))
+            .await
+    }
+
+    /// Replaces one record of a fairy's ledger, durably; with `fence`, refused like
+    /// [`Self::save_fairy_state_fenced`] once the fairy has a newer token.
+    pub async fn save_fairy_request(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+        number: u64,
+        record: Bytes,
+        fence: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let key = request_key(fairy, number);
+        self.put(Table::FairyRequests, room, &key, record, fence)
+            .await
+    }
+
+    /// Deletes one record of a fairy's ledger, durably; a missing one is not an error.
+    pub async fn delete_fairy_request(
+        &self,
+        room: &RoomName,
+        fairy: &str,
+        number: u64,
+    ) -> Result<(), StoreError> {
+        self.delete(Table::FairyRequests, room, &request_key(fairy, number))
+            .await
     }
 
     /// The room's projects (docs/fairies.md "Projects"): every record saved with
@@ -225,6 +288,32 @@ pub(crate) mod tests {
             stored(other, "f-1").await.unwrap().as_deref(),
             Some(&b"other"[..])
         );
+    }
+
+    /// Fairies' request records: keyed by (room, fairy, number), apart from each other,
+    /// replaced on save, gone on delete.
+    pub(crate) async fn fairy_requests_contract(side: &dyn SideTables, room: &RoomName) {
+        assert_eq!(side.load_fairy_request(room, "f-1", 0).await.unwrap(), None);
+        for (fairy, number, data) in [("f-1", 0, "a"), ("f-1", 1, "b"), ("f-2", 0, "c")] {
+            let data = Bytes::from(data.as_bytes().to_vec());
+            side.save_fairy_request(room, fairy, number, data, None)
+                .await
+                .unwrap();
+        }
+        side.save_fairy_request(room, "f-1", 1, Bytes::from_static(b"b2"), None)
+            .await
+            .unwrap();
+        let stored = |fairy, number| side.load_fairy_request(room, fairy, number);
+        assert_eq!(stored("f-1", 0).await.unwrap().as_deref(), Some(&b"a"[..]));
+        assert_eq!(stored("f-1", 1).await.unwrap().as_deref(), Some(&b"b2"[..]));
+        assert_eq!(stored("f-2", 0).await.unwrap().as_deref(), Some(&b"c"[..]));
+        side.delete_fairy_request(room, "f-1", 0).await.unwrap();
+        side.delete_fairy_request(room, "f-1", 0).await.unwrap();
+        assert_eq!(stored("f-1", 0).await.unwrap(), None);
+        assert_eq!(stored("f-1", 1).await.unwrap().as_deref(), Some(&b"b2"[..]));
+        assert_eq!(stored("f-2", 0).await.unwrap().as_deref(), Some(&b"c"[..]));
+        assert_eq!(Table::FairyRequests.fenced_fairy("f-1/12"), "f-1");
+        assert_eq!(Table::FairyStates.fenced_fairy("f-1"), "f-1");
     }
 
     /// Projects: per room and project, replaced on save, listed per room.

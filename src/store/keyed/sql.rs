@@ -64,6 +64,7 @@ macro_rules! keyed_queries {
 }
 
 const FAIRY_STATES: Queries = keyed_queries!("fairy_states", "fairy", "data");
+const FAIRY_REQUESTS: Queries = keyed_queries!("fairy_requests", "request", "data");
 const PROJECTS: Queries = keyed_queries!("projects", "project", "data");
 /// Keyed by the room alone: no `$2` key.
 const INSTRUCTIONS: Queries = Queries {
@@ -78,6 +79,7 @@ const INSTRUCTIONS: Queries = Queries {
 pub(crate) fn queries(table: Table) -> &'static Queries {
     match table {
         Table::FairyStates => &FAIRY_STATES,
+        Table::FairyRequests => &FAIRY_REQUESTS,
         Table::Projects => &PROJECTS,
         Table::Instructions => &INSTRUCTIONS,
     }

@@ -12,7 +12,7 @@ use crate::canvas::coerce::coerce_string;
 use crate::canvas::format::{ShapeBase, document_type, from_simple};
 use crate::canvas::ids::ensure_shape_id_is_unique;
 use crate::canvas::live::LiveShapes;
-use crate::canvas::shape::{page_indexes, write_shape};
+use crate::canvas::shape::{page_indexes, read_shape, write_shape};
 use crate::canvas::zorder::{index_above, is_index};
 
 /// The `create` action.
@@ -52,7 +52,13 @@ pub(crate) fn parse_new_shape(
     // the id the model used.
     o.insert("shapeId".into(), Value::String(raw_id.clone()));
     ctx.transform.shape_from_model(&mut o);
-    let id = ensure_shape_id_is_unique(&raw_id, |i| id_taken(txn, i), &mut ctx.renames)?;
+    // The action's own shown version holds its id: not taken for the complete version.
+    let own = ctx.preview.as_deref();
+    let id = ensure_shape_id_is_unique(
+        &raw_id,
+        |i| id_taken(txn, i) && own != Some(i),
+        &mut ctx.renames,
+    )?;
     if id.as_str() != raw_id {
         notes.push(Note::IdTaken {
             wanted: raw_id,
@@ -92,14 +98,36 @@ fn top_index(txn: &TransactionMut<'_>, page_id: &str) -> String {
     index_above(existing.iter().map(|i| &**i))
 }
 
+/// The z-order key of the action's own shown version of `id` ([`ActionCtx::preview`]) while
+/// it is still the top of the fairy's page: the complete version keeps it (a new key would be
+/// above it, with nobody else's shape between them).
+fn preview_index(txn: &TransactionMut<'_>, id: &str, ctx: &ActionCtx) -> Option<String> {
+    if ctx.preview.as_deref() != Some(id) {
+        return None;
+    }
+    let shown = read_shape(txn, id).ok().flatten()?;
+    if shown.page_id != ctx.page_id {
+        return None;
+    }
+    let top = match LiveShapes::existing(txn.doc()) {
+        Some(view) => view.top_indexes(&ctx.page_id, 1).into_iter().next(),
+        None => page_indexes(txn, &ctx.page_id)
+            .iter()
+            .max()
+            .map(|key| key.to_string()),
+    };
+    (top.as_deref() == Some(shown.index.as_str())).then_some(shown.index)
+}
+
 /// Writes a parsed new shape as the fairy's, on top of the fairy's page (locked while the
-/// action streams).
+/// action streams). Over the action's own shown version ([`ActionCtx::preview`]) only the keys
+/// that differ are written ([`write_shape`]).
 pub(crate) fn create_shape(
     txn: &mut TransactionMut<'_>,
     shape: &Shape,
     ctx: &mut ActionCtx,
 ) -> Result<(), ActionError> {
-    let index = top_index(txn, &ctx.page_id);
+    let index = preview_index(txn, &shape.id, ctx).unwrap_or_else(|| top_index(txn, &ctx.page_id));
     let shape = Shape {
         page_id: ctx.page_id.clone(),
         index,
