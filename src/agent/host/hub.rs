@@ -883,7 +883,7 @@ async fn run_host(
                     return rt;
                 }
                 Some(Stopped::RoomClosed | Stopped::Shutdown) => {
-                    rt.abort_for_shutdown();
+                    rt.abort_for_shutdown(None);
                     return rt;
                 }
             }
@@ -975,15 +975,9 @@ fn stop_in_closed_room(rt: &mut FairyRuntime) {
         None => "the room closed",
     };
     tracing::warn!(fairy = %rt.entity.id, why, "fairy request stopped: its room closed");
-    rt.emit(AgentEvent::Error {
-        message: format!(
-            "the request stopped: {why}; what was not finished is taken back once the room can be written again"
-        ),
-    });
-    rt.emit(AgentEvent::RequestEnded {
-        reason: EndReason::Error,
-    });
-    rt.abort_for_shutdown();
+    rt.abort_for_shutdown(Some(format!(
+        "the request stopped: {why}; what was not finished is taken back once the room can be written again"
+    )));
 }
 
 #[cfg(test)]

@@ -194,9 +194,17 @@ impl FairyRuntime {
         }
     }
 
-    /// The server is stopping mid-request: reverts the incomplete action but keeps the state
-    /// marked as working, so that the restarted fairy says its work was interrupted.
-    pub fn abort_for_shutdown(&mut self) {
+    /// The server is stopping mid-request, or the fairy's room closed under it (`stopped`: why,
+    /// told to the observers as an `error` then `request-ended` with reason `error`): reverts the
+    /// incomplete action but keeps the state marked as working, so that the fairy's next host
+    /// says its work was interrupted.
+    pub fn abort_for_shutdown(&mut self, stopped: Option<String>) {
+        if let Some(message) = stopped {
+            self.out.emit(AgentEvent::Error { message });
+            self.out.emit(AgentEvent::RequestEnded {
+                reason: EndReason::Error,
+            });
+        }
         self.landing.take_back_shown();
         self.landing.set_review(None);
         self.scheduled = None;
