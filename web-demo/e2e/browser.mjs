@@ -264,8 +264,9 @@ let exitCode = 0
 try {
   let a, b, shapeId, moved
   await step('the server starts and prints its URL', async () => {
-    // The offline model paced: its fairy draws shape by shape, so a person can draw while it does.
-    server = await startServer({ bin: BIN, store, secret: SECRET, extraArgs: ['--llm-pace-ms', '15'] })
+    // The offline model paced: its fairy draws shape by shape, so a person can draw while it does
+    // (25 ms a piece: a duo's project lives long enough for Bob to disband it from his page).
+    server = await startServer({ bin: BIN, store, secret: SECRET, extraArgs: ['--llm-pace-ms', '25'] })
   })
   await step('two browsers join one room', async () => {
     a = await open(browser, server.base, room, 'Alice')
@@ -670,17 +671,19 @@ try {
     await a.page.fill('[data-fairy-input]', 'a second house')
     const [refused] = await Promise.all([a.page.waitForResponse(r => r.url().endsWith('/group-prompt')), a.page.click('[data-action="group-prompt"]')])
     assert(refused.status() === 409, 'a second group prompt to busy fairies is refused')
+    // The row is redrawn as the project moves on: a locator finds the button again at each try.
+    // Bob disbands at once, while the duo still works.
+    const disband = b.page.locator(`[data-project-item="${projectId}"] [data-action="disband-project"]`)
+    const [deleted] = await Promise.all([b.page.waitForResponse(r => r.url().endsWith(`/projects/${projectId}`)), disband.click()])
+    await projectShot(b.page, '12d-bob-disbanded-the-live-project')
+    assert(deleted.status() === 204, 'the server disbanded the project')
+    // Alice's page said why (checked after the disband: the paced duo finishes in a few
+    // seconds, and a loaded browser could take them on these checks before Bob's click).
     const error = await a.page.waitForSelector('#fairy-error:not([hidden])')
     const text = await error.textContent()
     assert(/busy in a live project/.test(text), `the page says a fairy is busy in a project (got ${text})`)
     assert(await a.page.inputValue('[data-fairy-input]') === 'a second house', 'the refused message is kept in the input')
     await shot(a.page, '12d-alice-refused-fairy-in-project')
-    // The row is redrawn as the project moves on: a locator finds the button again at each try.
-    const disband = b.page.locator(`[data-project-item="${projectId}"] [data-action="disband-project"]`)
-    await disband.waitFor()
-    await projectShot(b.page, '12d-bob-sees-the-live-project-and-disband')
-    const [deleted] = await Promise.all([b.page.waitForResponse(r => r.url().endsWith(`/projects/${projectId}`)), disband.click()])
-    assert(deleted.status() === 204, 'the server disbanded the project')
     for (const p of [a.page, b.page]) {
       await p.waitForSelector(`[data-project-item="${projectId}"][data-status="aborted"]`)
       assert(await p.locator(`[data-project-item="${projectId}"] [data-action="disband-project"]`).count() === 0, 'no disband button once aborted')

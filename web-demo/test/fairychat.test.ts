@@ -183,7 +183,7 @@ test('usage: a chat item\'s usage is read defensively and shown with its cost', 
 
 test('cost bar: the room this hour and you today, against their budgets, with money when priced', () => {
   const totals = (over: Partial<Totals> = {}): Totals => ({
-    calls: 3, inputTokens: 9000, outputTokens: 800, cacheReadInputTokens: 5000, cacheCreationInputTokens: 200, costUsd: 0.0123, unpricedCalls: 0, ...over
+    calls: 3, inputTokens: 9000, outputTokens: 800, cacheReadInputTokens: 5000, cacheCreationInputTokens: 200, costUsd: 0.0123, unpricedCalls: 0, estimatedCalls: 0, ...over
   })
   const room = budgetLine('Room this hour', totals(), 1_000_000)
   assert.equal(room.used, 10_000, 'input + output + cache writes: what the budget counts')
