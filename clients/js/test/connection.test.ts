@@ -89,7 +89,15 @@ test('4401: an expired session gets a new token from the callback and syncs agai
   assert.equal(calls, 2)
   createShape(c.doc, { id: 'after', type: 'note' })
   const rest = new FairyringApi({ baseUrl: server.base, token: () => mintToken('erin', 'read') })
-  await until('the write of the new session', async () => (await rest.roomDoc('expiry')).doc.shapes?.after !== undefined)
+  // Until the write is durable the room has no history at all: 404 room_not_found means "not yet".
+  await until('the write of the new session', async () => {
+    try {
+      return (await rest.roomDoc('expiry')).doc.shapes?.after !== undefined
+    } catch (e) {
+      if ((e as { status?: number }).status === 404) return false
+      throw e
+    }
+  })
   c.destroy()
 })
 
