@@ -178,37 +178,38 @@ pub struct Limits {
 /// phase, so the means rise only with what stays from one generation to the next. Fewer than
 /// three whole generations after the warm-up: every sample after it, as without moving rooms.
 pub fn rss_points(samples: &[Sample], limits: &Limits) -> Vec<(f64, f64)> {
-    let after = samples
-        .iter()
-        .filter(|s| s.t >= limits.warmup_secs)
-        .filter_map(|s| Some((s.t, s.rss_kib? as f64)));
-    let Some(every) = limits.generation_secs.filter(|g| *g > 0.0) else {
-        return after.collect();
-    };
+    generation_points(samples, limits).unwrap_or_else(|| {
+        samples
+            .iter()
+            .filter(|s| s.t >= limits.warmup_secs)
+            .filter_map(|s| Some((s.t, s.rss_kib? as f64)))
+            .collect()
+    })
+}
+
+/// One point per whole generation after the warm-up ([`rss_points`]), or `None` when the rooms
+/// do not move or fewer than three generations ran whole (the CI soak: 30 s and 2.5 min of
+/// rooms that move every 2 minutes has no sawtooth to fit: its samples are fitted instead).
+fn generation_points(samples: &[Sample], limits: &Limits) -> Option<Vec<(f64, f64)>> {
+    let every = limits.generation_secs.filter(|g| *g > 0.0)?;
     let end = samples.last().map_or(0.0, |s| s.t);
     let mut generations = std::collections::BTreeMap::<u64, (f64, f64, f64)>::new();
-    for (t, rss) in after {
-        let k = (t / every).floor();
+    for s in samples.iter().filter(|s| s.t >= limits.warmup_secs) {
+        let Some(rss) = s.rss_kib else { continue };
+        let k = (s.t / every).floor();
         // Whole generations only: begun after the warm-up, ended by the last sample.
         if k * every + 1e-6 < limits.warmup_secs || (k + 1.0) * every > end + 1.0 {
             continue;
         }
         let sums = generations.entry(k as u64).or_insert((0.0, 0.0, 0.0));
-        *sums = (sums.0 + t, sums.1 + rss, sums.2 + 1.0);
+        *sums = (sums.0 + s.t, sums.1 + rss as f64, sums.2 + 1.0);
     }
-    if generations.len() < 3 {
-        // A run shorter than three whole generations (the CI soak: 30 s and 2.5 min of rooms
-        // that move every 2 minutes) has no sawtooth to fit: its samples are fitted instead.
-        return samples
-            .iter()
-            .filter(|s| s.t >= limits.warmup_secs)
-            .filter_map(|s| Some((s.t, s.rss_kib? as f64)))
-            .collect();
-    }
-    generations
-        .values()
-        .map(|(t, rss, n)| (t / n, rss / n))
-        .collect()
+    (generations.len() >= 3).then(|| {
+        generations
+            .values()
+            .map(|(t, rss, n)| (t / n, rss / n))
+            .collect()
+    })
 }
 
 /// The least-squares slope of `points` (x, y), or `None` with fewer than 3 distinct x.
@@ -237,14 +238,13 @@ pub fn verdict(
     limits: Limits,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
-    let points = rss_points(samples, &limits);
-    let by_generation = limits.generation_secs.is_some_and(|g| g > 0.0)
-        && samples.iter().filter(|s| s.t >= limits.warmup_secs).count() != points.len();
-    let over = if by_generation {
+    let by_generation = generation_points(samples, &limits);
+    let over = if by_generation.is_some() {
         "generations' mean RSS"
     } else {
         "samples"
     };
+    let points = by_generation.unwrap_or_else(|| rss_points(samples, &limits));
     checks.push(match slope(&points) {
         Some(per_sec) => {
             let per_10min = per_sec * 600.0;
