@@ -54,6 +54,10 @@ const step = async (name, fn) => {
   } catch (e) {
     failed++
     console.log(`not ok - ${name}: ${e instanceof Error ? e.stack : e}`)
+    // The server's last log lines (its stderr, kept by startServer), for a failure on a machine
+    // where the run cannot be repeated.
+    const log = (server?.log ?? []).join('').split('\n').slice(-60).join('\n')
+    if (log.trim() !== '') console.log(`# the server's last log lines:\n${log}`)
     throw e
   }
 }
@@ -265,8 +269,9 @@ try {
   let a, b, shapeId, moved
   await step('the server starts and prints its URL', async () => {
     // The offline model paced: its fairy draws shape by shape, so a person can draw while it does
-    // (25 ms a piece: a duo's project lives long enough for Bob to disband it from his page).
-    server = await startServer({ bin: BIN, store, secret: SECRET, extraArgs: ['--llm-pace-ms', '25'] })
+    // (40 ms a piece: a duo's project lives long enough — about 5 s — for Bob to disband it from
+    // his page even when a loaded browser takes seconds to show its row).
+    server = await startServer({ bin: BIN, store, secret: SECRET, extraArgs: ['--llm-pace-ms', '40'] })
   })
   await step('two browsers join one room', async () => {
     a = await open(browser, server.base, room, 'Alice')
@@ -667,6 +672,7 @@ try {
     assert(response.status() === 202 && started.orchestratorId === dart && started.mode === 'duo-orchestrating-active',
       `a duo led by Dart (got ${response.status()} ${JSON.stringify(started)})`)
     const projectId = started.projectId
+    const askedAt = Date.now()
     // The same two again while their project lives: refused, and the page says why.
     await a.page.fill('[data-fairy-input]', 'a second house')
     const [refused] = await Promise.all([a.page.waitForResponse(r => r.url().endsWith('/group-prompt')), a.page.click('[data-action="group-prompt"]')])
@@ -675,6 +681,12 @@ try {
     // Bob disbands at once, while the duo still works.
     const disband = b.page.locator(`[data-project-item="${projectId}"] [data-action="disband-project"]`)
     const [deleted] = await Promise.all([b.page.waitForResponse(r => r.url().endsWith(`/projects/${projectId}`)), disband.click()])
+      .catch(async e => {
+        // Say which race was lost: the project ended before Bob's page showed its button, or the
+        // button was there and the click or the server did not answer.
+        const row = await b.page.locator(`[data-project-item="${projectId}"]`).evaluateAll(rows => rows.map(r => r.outerHTML)).catch(() => [])
+        throw new Error(`Bob's disband got no answer ${Date.now() - askedAt} ms after the project started; his row: ${JSON.stringify(row)}\n${e instanceof Error ? e.message : e}`)
+      })
     await projectShot(b.page, '12d-bob-disbanded-the-live-project')
     assert(deleted.status() === 204, 'the server disbanded the project')
     // Alice's page said why (checked after the disband: the paced duo finishes in a few
