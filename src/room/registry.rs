@@ -34,6 +34,20 @@ pub trait LoadHook: Send + Sync + 'static {
 
 type Slot = Arc<OnceCell<Arc<Room>>>;
 
+/// A caller's hold on a room's slot while it loads or gets the room: when the caller goes away
+/// (its future dropped mid-load), the slot is forgotten unless another caller waits on it.
+struct HeldSlot<'a> {
+    rooms: &'a Rooms,
+    name: &'a RoomName,
+    slot: Slot,
+}
+
+impl Drop for HeldSlot<'_> {
+    fn drop(&mut self) {
+        self.rooms.forget_abandoned(self.name, &self.slot);
+    }
+}
+
 /// A listener told of each room the registry has loaded ([`Rooms::when_loaded`]).
 type Loaded = Arc<dyn Fn(&Arc<Room>) + Send + Sync>;
 
@@ -110,15 +124,20 @@ impl Rooms {
     /// The loaded room, loading it from the store first if needed (once, for all callers).
     pub async fn get(&self, name: &RoomName) -> Result<Arc<Room>, RoomError> {
         loop {
-            let slot = self.slot(name)?;
-            let loaded = slot.get_or_try_init(|| self.load(name)).await;
+            let held = HeldSlot {
+                rooms: self,
+                name,
+                slot: self.slot(name)?,
+            };
+            let loaded = held.slot.get_or_try_init(|| self.load(name)).await;
             let room = match loaded {
                 Ok(room) => room.clone(),
                 Err(error) => {
-                    self.forget(name, &slot);
+                    self.forget(name, &held.slot);
                     return Err(error);
                 }
             };
+            drop(held);
             if !room.is_closing() {
                 return Ok(room);
             }
@@ -231,6 +250,18 @@ impl Rooms {
         let slot = Slot::default();
         slots.insert(name.clone(), slot.clone());
         Ok(slot)
+    }
+
+    /// Forgets `slot` when its load never ended and nobody else waits on it: the one caller
+    /// that held it went away mid-load (an HTTP request dropped, a timeout). Otherwise the empty
+    /// slot would stay for good, counted against `--max-rooms` and as a loaded room.
+    fn forget_abandoned(&self, name: &RoomName, slot: &Slot) {
+        let mut slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
+        // Clones of a slot are made only under this lock: the map's and the caller's are all.
+        let abandoned = slot.get().is_none() && Arc::strong_count(slot) == 2;
+        if abandoned && slots.get(name).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+            slots.remove(name);
+        }
     }
 
     fn forget(&self, name: &RoomName, slot: &Slot) {
@@ -389,6 +420,75 @@ mod tests {
         async fn release_memory(&self) {
             self.releases.fetch_add(1, Ordering::SeqCst);
         }
+    }
+
+    /// A store whose loads wait until the test lets them go (each says it started).
+    struct GatedStore {
+        inner: MemoryStore,
+        started: tokio::sync::mpsc::UnboundedSender<RoomName>,
+        gate: tokio::sync::Semaphore,
+    }
+
+    #[async_trait]
+    impl StoreWrapper for GatedStore {
+        fn inner(&self) -> &dyn Store {
+            &self.inner
+        }
+        async fn load(&self, room: &RoomName) -> Result<StoredRoom, StoreError> {
+            let _ = self.started.send(room.clone());
+            let _pass = self.gate.acquire().await;
+            self.inner.load(room).await
+        }
+    }
+
+    /// A caller that goes away while its room loads (an HTTP request dropped, a timeout) leaves
+    /// nothing behind: the empty slot used to stay for good, counted against `--max-rooms`.
+    #[tokio::test]
+    async fn a_get_dropped_mid_load_leaves_no_slot_behind() {
+        let (started, mut loads) = tokio::sync::mpsc::unbounded_channel();
+        let store = Arc::new(GatedStore {
+            inner: MemoryStore::default(),
+            started,
+            gate: tokio::sync::Semaphore::new(0),
+        });
+        let config = RoomConfig::from_serve(&crate::config::ServeConfig::for_test());
+        let rooms = Rooms::new(store.clone(), config, 3);
+        for i in 0..3 {
+            let name = RoomName::parse(&format!("gone-{i}")).unwrap();
+            let getting = tokio::spawn({
+                let rooms = rooms.clone();
+                async move { rooms.get(&name).await.map(|_| ()) }
+            });
+            assert!(loads.recv().await.is_some(), "the load started");
+            getting.abort();
+            assert!(getting.await.is_err_and(|e| e.is_cancelled()));
+        }
+        assert!(rooms.loaded().is_empty());
+        assert!(
+            rooms.inner.slots.lock().unwrap().is_empty(),
+            "no slot of an abandoned load is left"
+        );
+        // Two joiners of one room, the first going away: the second still gets the room.
+        let name = RoomName::parse("kept").unwrap();
+        let first = tokio::spawn({
+            let (rooms, name) = (rooms.clone(), name.clone());
+            async move { rooms.get(&name).await.map(|_| ()) }
+        });
+        assert!(loads.recv().await.is_some());
+        let second = tokio::spawn({
+            let (rooms, name) = (rooms.clone(), name.clone());
+            async move { rooms.get(&name).await.map(|r| r.name().clone()) }
+        });
+        tokio::task::yield_now().await;
+        first.abort();
+        let _ = first.await;
+        store.gate.add_permits(100);
+        assert_eq!(second.await.unwrap().unwrap(), name);
+        // Within `--max-rooms` (3): two more rooms load beside it.
+        assert!(rooms.get(&RoomName::parse("third").unwrap()).await.is_ok());
+        let other = RoomName::parse("other").unwrap();
+        assert!(rooms.get(&other).await.is_ok());
+        rooms.shutdown().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
