@@ -387,10 +387,33 @@ impl FairyHub {
         let weak = Arc::downgrade(&hub.inner);
         hub.inner.rooms.when_loaded(move |room| {
             if let Some(inner) = weak.upgrade() {
-                FairyHub { inner }.ensure_hosted(room);
+                let hub = FairyHub { inner };
+                hub.ensure_hosted(room);
+                hub.forget_after_unload(room);
             }
         });
         hub
+    }
+
+    /// Once `room` has unloaded, forgets what the hub keeps of it beside its fairies: its
+    /// projects' book, unless a runtime still holds it (then [`FairyHub::bury`] forgets it
+    /// after dropping the runtime). Rooms come and go for hours (a soak moves to fresh ones
+    /// every two minutes); the books of those gone used to stay for good.
+    fn forget_after_unload(&self, room: &Arc<Room>) {
+        let closed = room.closing_signal();
+        let name = room.name().clone();
+        let rooms = self.inner.rooms.clone();
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            closed.cancelled().await;
+            rooms.wait_unloaded(&name).await;
+            // Loaded again meanwhile: that instance's own unload forgets it.
+            if let Some(inner) = weak.upgrade()
+                && rooms.get_loaded(&name).is_none()
+            {
+                inner.projects.forget(&name);
+            }
+        });
     }
 
     fn lock(&self) -> MutexGuard<'_, HostedMap> {
@@ -824,9 +847,16 @@ impl FairyHub {
     fn bury(&self, room: RoomName, runtime: FairyRuntime) {
         runtime.beacon().remove();
         let rooms = self.inner.rooms.clone();
+        let weak = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
             rooms.wait_unloaded(&room).await;
             drop(runtime);
+            // The runtime held the room's projects' book: nobody may now.
+            if let Some(inner) = weak.upgrade()
+                && rooms.get_loaded(&room).is_none()
+            {
+                inner.projects.forget(&room);
+            }
         });
     }
 
@@ -985,6 +1015,77 @@ mod tests {
     use super::*;
     use crate::agent::state::fairy::insert_fairy;
     use crate::room::RoomConfig;
+
+    /// Rooms with fairies come and go (a soak moves to fresh rooms every two minutes): once a
+    /// room unloaded and its fairies' runtimes are gone, the hub keeps nothing of it (the
+    /// projects' book of every such room used to stay for good).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rooms_that_unload_leave_no_project_book_behind() {
+        let store = Arc::new(crate::store::memory::MemoryStore::default());
+        let mut config = RoomConfig::from_serve(&crate::config::ServeConfig::for_test());
+        // Not zero: a room nobody joined keeps its grace for the first peer (5 s).
+        config.idle_unload = Duration::from_millis(200);
+        config.sweep_every = Duration::from_millis(5);
+        let rooms = Rooms::new(store, config, 16);
+        let hub = FairyHub::build(
+            rooms.clone(),
+            Arc::new(crate::llm::OfflineModel),
+            RuntimeConfig::default(),
+            HubLimits::default(),
+            None,
+            Duration::from_secs(2),
+        );
+        for i in 0..4 {
+            let name = RoomName::parse(&format!("gen-{i}")).unwrap_or_else(|e| panic!("{e}"));
+            let wait = Duration::from_secs(20);
+            let room = tokio::time::timeout(wait, rooms.get(&name))
+                .await
+                .unwrap_or_else(|_| panic!("room {i}: the load took too long"))
+                .unwrap_or_else(|e| panic!("{e}"));
+            let entity = FairyEntity::invite(Some("Pip"), None, None, "tester")
+                .unwrap_or_else(|e| panic!("{e}"));
+            insert_fairy(room.doc(), &entity);
+            hub.ensure_hosted(&room);
+            let started = tokio::time::timeout(wait, hub.started(&room, &entity.id)).await;
+            assert!(
+                started
+                    .unwrap_or_else(|_| panic!("room {i}: the hosting took too long"))
+                    .is_ok()
+            );
+            assert_eq!(
+                hub.inner.projects.held(),
+                1,
+                "the hosted fairy's room has a book"
+            );
+            // A person comes and goes: the room unloads, its fairy's task ends.
+            let visit = crate::room::PeerInfo {
+                conn: 1,
+                name: None,
+                sub: "tester".into(),
+                can_write: true,
+            };
+            let (peer, _rx) = room.join(visit).unwrap_or_else(|e| panic!("{e}"));
+            drop(peer);
+            drop(room);
+            tokio::time::timeout(wait, rooms.wait_unloaded(&name))
+                .await
+                .unwrap_or_else(|_| panic!("room {i}: the unload took too long"));
+            // Its buried runtime is dropped after the unload, then the book is forgotten.
+            let until = std::time::Instant::now() + Duration::from_secs(10);
+            while hub.inner.projects.held() > 0 && std::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert_eq!(hub.inner.projects.held(), 0, "room {i}'s book is forgotten");
+        }
+        assert!(hub.lock().is_empty());
+        let wait = Duration::from_secs(20);
+        tokio::time::timeout(wait, hub.shutdown())
+            .await
+            .unwrap_or_else(|_| panic!("the hub's shutdown took too long"));
+        tokio::time::timeout(wait, rooms.shutdown())
+            .await
+            .unwrap_or_else(|_| panic!("the rooms' shutdown took too long"));
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_fairy_whose_document_never_gets_quiet_fails_cleanly_then_starts_when_it_does() {

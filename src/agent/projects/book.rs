@@ -6,7 +6,8 @@
 //! wrote, and the document is a view, not the state.
 //!
 //! Owns the records, their stored form, the per-room books ([`ProjectBooks`], loaded once per
-//! room and completed from the store when a fairy is hosted) and the background writer of
+//! room and completed from the store when a fairy is hosted, forgotten once the room unloaded
+//! and nobody holds its book) and the background writer of
 //! records (the runtime's calls are synchronous; the latest record of each project is written,
 //! in the order handed over, and [`ProjectBooks::flush`] waits for them). A project's creation
 //! is stored before anything shows it ([`RoomProjects::create`]).
@@ -404,6 +405,9 @@ impl ProjectBooks {
         let book = cell
             .get_or_try_init(|| async {
                 first = true;
+                // A book forgotten before (its room unloaded) may have records not written yet:
+                // the store holds them before the book is read from it again.
+                self.writer.caught_up().await;
                 let book = Arc::new(RoomProjects {
                     room: room.clone(),
                     entries: Mutex::new(BTreeMap::new()),
@@ -426,6 +430,29 @@ impl ProjectBooks {
     pub fn loaded(&self, room: &RoomName) -> Option<Arc<RoomProjects>> {
         let books = self.books.lock().unwrap_or_else(|p| p.into_inner());
         books.get(room).and_then(|cell| cell.get().cloned())
+    }
+
+    /// Forgets the book of `room` when nobody holds it any more (its room unloaded, the
+    /// runtimes of its fairies gone), so that the books of rooms that come and go do not stay
+    /// for good; its next use reads it from the store again. A book someone holds stays.
+    pub fn forget(&self, room: &RoomName) {
+        let mut books = self.books.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(cell) = books.get(room) else {
+            return;
+        };
+        // Clones of a cell are made under this lock only, and of a book only through its cell
+        // or under this lock: the map's are the only ones left when the counts say so.
+        let unused = Arc::strong_count(cell) == 1
+            && cell.get().is_none_or(|book| Arc::strong_count(book) == 1);
+        if unused {
+            books.remove(room);
+        }
+    }
+
+    /// How many rooms' books are held.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.books.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// Resolves once every record handed over so far is written (or given up after an error).
