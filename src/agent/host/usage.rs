@@ -2,7 +2,9 @@
 //! per fairy, per person (token `sub`) and per project over the last hour and the last day.
 //!
 //! Kept in memory in one-minute buckets per room (a day of them at most; older ones dropped
-//! as new ones come), so a room's totals cost a bounded amount whatever its traffic. Owns the
+//! as new ones come, and once a minute those of every room, a room with none left forgotten),
+//! so a room's totals cost a bounded amount whatever its traffic, and a room costs nothing a
+//! day after its last call however many rooms come and go. Owns the
 //! book; [`crate::agent::host::budget`] records into it, the HTTP edge reads it. Must not
 //! touch documents or the store (the totals of this node since it started).
 
@@ -138,7 +140,24 @@ type Minutes = VecDeque<(u64, HashMap<UsageKey, Totals>)>;
 /// Every room's usage, by minute.
 #[derive(Debug, Default)]
 pub struct UsageBook {
-    rooms: Mutex<HashMap<RoomName, Minutes>>,
+    book: Mutex<Book>,
+}
+
+#[derive(Debug, Default)]
+struct Book {
+    rooms: HashMap<RoomName, Minutes>,
+    /// The minute of the last sweep of every room's expired minutes.
+    swept: u64,
+}
+
+/// Drops the minutes of `minutes` a day old at `minute`.
+fn expire(minutes: &mut Minutes, minute: u64) {
+    while minutes
+        .front()
+        .is_some_and(|(m, _)| m + DAY_MINUTES <= minute)
+    {
+        minutes.pop_front();
+    }
 }
 
 impl UsageBook {
@@ -147,14 +166,18 @@ impl UsageBook {
     pub fn record(&self, room: &RoomName, key: &UsageKey, call: Recorded, now_ms: u64) {
         let minute = now_ms / MINUTE_MS;
         let t = Totals::of(&call.usage, call.cost, call.estimated);
-        let mut rooms = self.rooms.lock().unwrap_or_else(|p| p.into_inner());
-        let minutes = rooms.entry(room.clone()).or_default();
-        while minutes
-            .front()
-            .is_some_and(|(m, _)| m + DAY_MINUTES <= minute)
-        {
-            minutes.pop_front();
+        let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        // Once a minute, every room's old minutes: a room no call comes to any more (its fairies
+        // dismissed, the room gone) is forgotten a day after its last call.
+        if minute > book.swept {
+            book.swept = minute;
+            book.rooms.retain(|_, minutes| {
+                expire(minutes, minute);
+                !minutes.is_empty()
+            });
         }
+        let minutes = book.rooms.entry(room.clone()).or_default();
+        expire(minutes, minute);
         if minutes.back().is_none_or(|(m, _)| *m < minute) {
             minutes.push_back((minute, HashMap::new()));
         }
@@ -177,8 +200,8 @@ impl UsageBook {
     pub fn room(&self, room: &RoomName, now_ms: u64) -> RoomUsage {
         let minute = now_ms / MINUTE_MS;
         let mut out = RoomUsage::default();
-        let rooms = self.rooms.lock().unwrap_or_else(|p| p.into_inner());
-        for (m, keys) in rooms.get(room).into_iter().flatten() {
+        let book = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        for (m, keys) in book.rooms.get(room).into_iter().flatten() {
             let age = minute.saturating_sub(*m);
             if age >= DAY_MINUTES {
                 continue;
@@ -197,6 +220,46 @@ impl UsageBook {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rooms come and go (a soak moves its load to fresh rooms every two minutes): a room's
+    /// minutes go a day after its last call, and the room with them, though no call comes to
+    /// it again (they used to stay until the process ended).
+    #[test]
+    fn rooms_no_call_comes_to_are_forgotten_a_day_later() {
+        let book = UsageBook::default();
+        let fairy = FairyId::random();
+        let key = UsageKey {
+            fairy: fairy.clone(),
+            person: Some("ann".into()),
+            project: None,
+        };
+        let call = Recorded {
+            usage: Usage {
+                input_tokens: 10,
+                output_tokens: 1,
+                cache_read_input_tokens: 0,
+                cache_creation_input_tokens: 0,
+            },
+            cost: None,
+            estimated: false,
+        };
+        let t0 = 1_800_000_000_000;
+        for i in 0..200u64 {
+            let room = RoomName::parse(&format!("g{i}")).expect("room");
+            book.record(&room, &key, call, t0 + i * 30_000);
+        }
+        let held = |book: &UsageBook| book.book.lock().map(|b| b.rooms.len()).unwrap_or(0);
+        assert_eq!(held(&book), 200);
+        let later = t0 + 200 * 30_000 + 24 * 3600 * 1000;
+        let last = RoomName::parse("last").expect("room");
+        book.record(&last, &key, call, later);
+        assert_eq!(
+            held(&book),
+            1,
+            "only the room with a call in the last day is kept"
+        );
+        assert_eq!(book.room(&last, later).day.total.calls, 1);
+    }
 
     #[test]
     fn totals_per_fairy_person_and_project_over_the_hour_and_the_day() {
