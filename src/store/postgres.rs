@@ -204,7 +204,7 @@ impl Batch for PgBatch {
     async fn commit(&mut self, batch: &[WriteReq]) -> Result<Vec<Written>, sqlx::Error> {
         let mut interned = Vec::new();
         let seqs = commit_batch(&self.pool, &self.actors, &mut interned, batch).await?;
-        self.actors.extend(interned);
+        crate::store::writer::remember_actors(&mut self.actors, interned);
         Ok(seqs)
     }
 

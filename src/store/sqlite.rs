@@ -31,7 +31,9 @@ use sqlx::{ConnectOptions, Connection, Row, Sqlite, SqliteConnection, SqlitePool
 use super::StoreError;
 use super::sql::dialect::typed_access;
 use super::sql::{Backend, Dialect, SqlStore, writes};
-use super::writer::{Batch, WriteOp, WriteReq, Writer, Written, to_i64, to_u64};
+use super::writer::{
+    Batch, CACHED_MAX, WriteOp, WriteReq, Writer, Written, remember_actors, to_i64, to_u64,
+};
 
 /// Columns added to tables of the first releases, before migrations, as (table, column,
 /// declaration). A database made then, whose table lacks one, gets it when it opens, before
@@ -196,7 +198,8 @@ struct SqliteBatch {
     conn: Option<SqliteConnection>,
     /// Last sequence number of each room this writer appended to. Only this process writes the
     /// file and compactions never raise it, so a room costs one `SELECT MAX` per writer
-    /// connection; cleared after a failed commit (whose outcome is unknown).
+    /// connection; cleared after a failed commit (whose outcome is unknown), and past
+    /// [`CACHED_MAX`] rooms.
     last_seq: HashMap<String, i64>,
     /// The number of each actor's JSON in `actors` (only committed ones).
     actors: HashMap<Arc<str>, i64>,
@@ -212,10 +215,13 @@ impl Batch for SqliteBatch {
         let mut interned = Vec::new();
         match commit_batch(conn, &self.last_seq, &self.actors, &mut interned, batch).await {
             Ok((seqs, last)) => {
+                if self.last_seq.len() + last.len() > CACHED_MAX {
+                    self.last_seq = HashMap::new();
+                }
                 for (room, seq) in last {
                     self.last_seq.insert(room.to_owned(), seq);
                 }
-                self.actors.extend(interned);
+                remember_actors(&mut self.actors, interned);
                 // A SQLite store serves one node: it takes no fences (`Store::next_fence`).
                 Ok(seqs.into_iter().map(Written::Done).collect())
             }

@@ -101,6 +101,22 @@ pub(crate) fn to_u64(seq: i64) -> u64 {
     u64::try_from(seq).unwrap_or(0)
 }
 
+/// Most entries a SQL group-commit writer's caches keep (actors' numbers; SQLite's rooms' last
+/// sequence numbers): past it a cache starts again (a miss costs one lookup). Every fairy
+/// request logs under an actor of its own and rooms come and go, so without a bound the caches
+/// of a server running for days grew by an entry per request and per room; they were emptied
+/// only when the last loaded room unloaded, which a busy server never sees.
+pub(crate) const CACHED_MAX: usize = 4096;
+
+/// Keeps the actors' numbers a committed transaction learnt in the writer's cache `known`,
+/// emptied first when it would hold more than [`CACHED_MAX`].
+pub(crate) fn remember_actors(known: &mut HashMap<Arc<str>, i64>, learnt: Vec<(Arc<str>, i64)>) {
+    if known.len() + learnt.len() > CACHED_MAX {
+        *known = HashMap::new();
+    }
+    known.extend(learnt);
+}
+
 /// The number of an actor's JSON in the SQL stores' `actors` table when already known: from
 /// the writer's cache of committed ones (`known`), or added earlier in the same transaction
 /// (`interned`). `None`: the backend must look it up (and add it).
@@ -332,5 +348,28 @@ async fn commit_and_answer(backend: &mut impl Batch, batch: &mut Vec<WriteReq>) 
                 }));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One actor per fairy request, for days: the cache stays within its bound.
+    #[test]
+    fn the_actor_cache_stays_bounded() {
+        let mut known = HashMap::new();
+        for i in 0..3 * CACHED_MAX as i64 {
+            remember_actors(
+                &mut known,
+                vec![(Arc::from(format!("{{\"request\":{i}}}")), i)],
+            );
+            assert!(known.len() <= CACHED_MAX);
+        }
+        let last = Arc::from(format!("{{\"request\":{}}}", 3 * CACHED_MAX - 1));
+        assert_eq!(
+            known_actor(&known, &[], &last),
+            Some(3 * CACHED_MAX as i64 - 1)
+        );
     }
 }
