@@ -476,7 +476,8 @@ impl FairyHub {
             room.name().clone(),
             entity.id.clone(),
             room.fence_of(entity.id.as_str()),
-        );
+        )
+        .with_layout(self.inner.config.state_layout);
         let hosted = Hosted {
             room: room.clone(),
             inbox: inbox.clone(),
