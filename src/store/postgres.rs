@@ -571,6 +571,31 @@ mod tests {
             1
         );
         store.close().await;
+        // A node of the previous release starts against it: its migrator (the same nine
+        // migrations, `set_ignore_missing`) leaves the tenth alone.
+        let options = PgConnectOptions::from_str(&test_db::url())
+            .unwrap()
+            .options([("search_path", schema.quoted())]);
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .unwrap();
+        let mut previous = super::super::sql::migrations::postgres();
+        let kept: Vec<_> = previous
+            .migrations
+            .iter()
+            .filter(|m| m.version < 10)
+            .cloned()
+            .collect();
+        previous.migrations = kept.into();
+        previous.create_schema(schema.quoted());
+        previous.set_ignore_missing(true);
+        previous
+            .run(&pool)
+            .await
+            .expect("the previous release starts against the migrated schema");
+        pool.close().await;
         test_db::drop_schema(&schema).await;
     }
 

@@ -844,6 +844,15 @@ mod tests {
         store.close().await;
         drop(store);
         assert_eq!(layout(&before).await, expected, "it converges");
+        // The previous release's migrator (migrations 1 and 2, no `set_ignore_missing`)
+        // refuses the migrated database: going back means a restored copy
+        // (docs/operations.md "Upgrades").
+        let pool = SqlitePool::connect(&url).await.unwrap();
+        let refused = migrations_before(super::super::sql::migrations::sqlite(), 3)
+            .run(&pool)
+            .await;
+        assert!(refused.is_err(), "{refused:?}");
+        pool.close().await;
     }
 
     fn file_len(path: &Path) -> u64 {

@@ -465,8 +465,8 @@ async fn a_fairy_mid_request_on_a_full_disk_stops_and_leaves_nothing_half_drawn(
 /// Issue 46: a prompt while the disk is full. It is answered `507 {"error":"store_full"}` at
 /// once, before anything of it is written: no chat item, no request started (the model is
 /// never called, then or once space returns), and a reader of the room keeps its socket.
-/// Before, the prompt's chat item entered the document, its commit met the full disk and the
-/// room closed every socket with `4507` (readers included).
+/// Before, the prompt was accepted (`202`): its chat item entered the document, its commit met
+/// the full disk and the room closed every socket with `4507` (readers included).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_on_a_full_disk_is_refused_and_starts_nothing() {
     use support::fairy_http::{
