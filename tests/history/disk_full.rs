@@ -464,13 +464,14 @@ async fn a_fairy_mid_request_on_a_full_disk_stops_and_leaves_nothing_half_drawn(
 
 /// Issue 46: a prompt while the disk is full. It is answered `507 {"error":"store_full"}` at
 /// once, before anything of it is written: no chat item, no request started (the model is
-/// never called, then or once space returns), and a reader of the room keeps its socket.
+/// never called, then or once space returns), and a reader of the room keeps its socket. So
+/// are a take-back of a request and a dismissal (the fairy stays).
 /// Before, the prompt was accepted (`202`): its chat item entered the document, its commit met
 /// the full disk and the room closed every socket with `4507` (readers included).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_on_a_full_disk_is_refused_and_starts_nothing() {
     use support::fairy_http::{
-        actions, chat_texts, invite, mock_config, mock_server, post, rect, shapes,
+        actions, chat_texts, invite, mock_config, mock_server, post, rect, root_json, shapes,
     };
     let Some(mount) = TmpMount::mount("16m") else {
         return;
@@ -521,6 +522,29 @@ async fn a_prompt_on_a_full_disk_is_refused_and_starts_nothing() {
     );
     let told = |c: &Client| chat_texts(c, &id).iter().any(|t| t.contains("draw late"));
     assert!(!told(&reader), "nothing of the prompt is written");
+    // A take-back and a dismissal are writes too: refused the same way, the fairy left as it is.
+    let (status, body) = post(
+        &format!("{http}/rooms/{room}/fairies/{id}/requests/r-earlier/revert"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (507, Some("store_full")),
+        "{body}"
+    );
+    let dismissed = reqwest::Client::new()
+        .delete(format!("{http}/rooms/{room}/fairies/{id}"))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(dismissed.status().as_u16(), 507);
+    reader.drain(Duration::from_millis(600)).await;
+    assert!(reader.closed.is_none(), "{:?}", reader.closed);
+    assert!(
+        root_json(&reader, "fairies").get(&id).is_some(),
+        "the fairy stays"
+    );
 
     // Space returns: the refused prompt left nothing to carry out.
     std::fs::remove_file(&filler).expect("free the disk");
