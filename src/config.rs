@@ -68,6 +68,19 @@ pub enum LlmCacheTtl {
     OneHour,
 }
 
+/// How a fairy's private state is laid out in the store (docs/storage.md "Fairy state";
+/// docs/operations.md "Upgrades").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum FairyStateLayout {
+    /// A row for the state and one per recent request, written incrementally (the default).
+    #[default]
+    Rows,
+    /// The whole state in one row, its requests inline: the layout of releases before the
+    /// rows, which nodes of those releases read completely. For the nodes of a rolling upgrade
+    /// from such a release, until every node runs this one.
+    Whole,
+}
+
 /// Whether model providers are asked for structured output: OpenAI-compatible servers a
 /// `response_format` JSON schema, Anthropic a tool whose input is the actions list
 /// (docs/llm.md "Structured output").
@@ -403,6 +416,17 @@ pub struct ServeConfig {
     )]
     pub fairy_turn_max_secs: u64,
 
+    /// How fairies' private states are written: `rows` (a row per recent request, saved
+    /// incrementally) or `whole` (one row each, the layout nodes of the releases before read;
+    /// for a rolling upgrade from them, docs/operations.md "Upgrades"). Both are read.
+    #[arg(
+        long,
+        env = "FAIRYRING_FAIRY_STATE_LAYOUT",
+        value_enum,
+        default_value = "rows"
+    )]
+    pub fairy_state_layout: FairyStateLayout,
+
     /// Characters of chat history a fairy's prompt may carry; older items are summarised by
     /// the model (and cut if that fails) beyond it.
     #[arg(long, env = "FAIRYRING_FAIRY_HISTORY_CHARS", default_value_t = 100_000)]
@@ -621,6 +645,7 @@ impl ServeConfig {
             fairy_max_iterations: 25,
             fairy_turn_max_actions: DEFAULT_FAIRY_TURN_MAX_ACTIONS,
             fairy_turn_max_secs: DEFAULT_FAIRY_TURN_MAX_SECS,
+            fairy_state_layout: FairyStateLayout::Rows,
             fairy_history_chars: 100_000,
             max_fairies_per_room: 16,
             fairy_api_rate_per_min: 60,

@@ -198,6 +198,7 @@ pub async fn start_with(
         history_budget: config.fairy_history_chars.max(1000),
         throttle: crate::agent::apply::throttle::ThrottleConfig::from_serve(&config),
         vision: crate::llm::vision::vision_enabled(&config),
+        state_layout: config.fairy_state_layout,
     };
     let prices = match &config.llm_prices {
         Some(path) => crate::llm::prices::Prices::load(path)?,

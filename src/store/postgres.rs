@@ -509,6 +509,96 @@ mod tests {
         test_db::drop_schema(&schema).await;
     }
 
+    /// A schema of the layout before the fairies' request rows (migration 10, issue 49),
+    /// made by the migrations before it, is brought forward when a node of this release
+    /// opens it: the new table is added, and the rows, a fairy state in the inline layout of
+    /// then among them (the fixture of that layout), stay byte for byte. (A node of the
+    /// previous release starts against the migrated schema:
+    /// `a_node_starts_against_a_schema_a_newer_node_migrated`.)
+    #[tokio::test]
+    async fn a_schema_from_before_the_request_rows_is_migrated_and_keeps_its_rows() {
+        let Some(schema) = test_db::fresh_schema("before10").await else {
+            return;
+        };
+        let options = PgConnectOptions::from_str(&test_db::url())
+            .unwrap()
+            .options([("search_path", schema.quoted())]);
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .unwrap();
+        let mut before = super::super::sql::migrations::postgres();
+        let kept: Vec<_> = before
+            .migrations
+            .iter()
+            .filter(|m| m.version < 10)
+            .cloned()
+            .collect();
+        before.migrations = kept.into();
+        before.create_schema(schema.quoted());
+        before.run(&pool).await.unwrap();
+        let fixture = include_bytes!("../../tests/fixtures/state/inline-ledger.json");
+        sqlx::query("INSERT INTO fairy_states (room, fairy, data) VALUES ('old', 'f-1', $1)")
+            .bind(&fixture[..])
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+
+        let store = PostgresStore::open(&test_db::url(), &schema).await.unwrap();
+        let old = RoomName::parse("old").unwrap();
+        let side = store.side();
+        assert_eq!(
+            side.load_fairy_state(&old, "f-1").await.unwrap().as_deref(),
+            Some(&fixture[..]),
+            "the state as the layout before wrote it"
+        );
+        side.save_fairy_request(&old, "f-1", 0, Bytes::from_static(b"{}"), None)
+            .await
+            .unwrap();
+        assert!(
+            side.load_fairy_request(&old, "f-1", 0)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(
+            store
+                .append(&old, vec![Bytes::from_static(b"a")])
+                .await
+                .unwrap(),
+            1
+        );
+        store.close().await;
+        // A node of the previous release starts against it: its migrator (the same nine
+        // migrations, `set_ignore_missing`) leaves the tenth alone.
+        let options = PgConnectOptions::from_str(&test_db::url())
+            .unwrap()
+            .options([("search_path", schema.quoted())]);
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .unwrap();
+        let mut previous = super::super::sql::migrations::postgres();
+        let kept: Vec<_> = previous
+            .migrations
+            .iter()
+            .filter(|m| m.version < 10)
+            .cloned()
+            .collect();
+        previous.migrations = kept.into();
+        previous.create_schema(schema.quoted());
+        previous.set_ignore_missing(true);
+        previous
+            .run(&pool)
+            .await
+            .expect("the previous release starts against the migrated schema");
+        pool.close().await;
+        test_db::drop_schema(&schema).await;
+    }
+
     #[test]
     fn schema_names_are_taken_whole_and_quoted() {
         for good in [

@@ -17,11 +17,21 @@
 //! connection of the writer's own that remembers each room's last sequence number and writes a
 //! batch's log rows with multi-row `INSERT`s. A write returns only after its transaction
 //! committed. Only this process writes the file, so it takes no fences.
+//!
+//! The WAL is checkpointed (its pages copied into the database file, which is then synced)
+//! by a background task on a connection of its own ([`checkpoint_wal`], every
+//! [`CHECKPOINT_EVERY`] after the writer committed), never by the writer's own commits:
+//! SQLite's automatic checkpoint runs inside the commit that crosses its 1,000-page threshold,
+//! so every write queued behind that commit waited for a copy and an fsync of the whole WAL
+//! (seconds on a busy disk, past `--store-timeout-ms`). A passive checkpoint takes no lock a
+//! writer waits for.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -60,6 +70,80 @@ pub type SqliteStore = SqlStore<SqliteBackend>;
 /// ([`super::Store::has_space`]).
 pub struct SqliteBackend {
     dir: std::path::PathBuf,
+    /// The background checkpointer's task, ended with the store.
+    checkpointer: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for SqliteBackend {
+    fn drop(&mut self) {
+        if let Some(task) = self.checkpointer.take() {
+            task.abort();
+        }
+    }
+}
+
+/// How often the background checkpointer looks whether the writer committed since its last
+/// checkpoint, and checkpoints the WAL if so: the WAL holds at most about this long of writes
+/// beyond what readers still use.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// Copies the WAL's committed pages into the database file (`PRAGMA wal_checkpoint(PASSIVE)`:
+/// as far as no reader still needs them, without waiting for any lock a writer holds); the
+/// WAL's pages and those copied, as SQLite reports them.
+pub(crate) async fn checkpoint_wal(conn: &mut SqliteConnection) -> Result<(i64, i64), sqlx::Error> {
+    let row = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok((row.try_get(1)?, row.try_get(2)?))
+}
+
+/// The background checkpointer: every `every`, checkpoints the WAL on a connection of its own
+/// if the writer committed since the last look (`commits` counts its commits). Idle, it closes
+/// that connection (its page cache and thread go with it); it ends when the store closes (its
+/// read pool `pool` closed).
+async fn checkpoint_loop(
+    options: SqliteConnectOptions,
+    pool: SqlitePool,
+    commits: Arc<AtomicU64>,
+    every: Duration,
+) {
+    let mut conn: Option<SqliteConnection> = None;
+    let mut seen = commits.load(Ordering::Relaxed);
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let now = commits.load(Ordering::Relaxed);
+        if now == seen || pool.is_closed() {
+            if let Some(idle) = conn.take()
+                && let Err(error) = idle.close().await
+            {
+                tracing::debug!(%error, "closing the SQLite checkpointer's connection failed");
+            }
+            if pool.is_closed() {
+                return;
+            }
+            continue;
+        }
+        let connection = match &mut conn {
+            Some(connection) => connection,
+            None => match options.connect().await {
+                Ok(opened) => conn.insert(opened),
+                Err(error) => {
+                    tracing::debug!(%error, "the SQLite checkpointer could not connect");
+                    continue;
+                }
+            },
+        };
+        match checkpoint_wal(connection).await {
+            Ok(_) => seen = now,
+            // Tried again at the next tick (a full disk, say) on a fresh connection.
+            Err(error) => {
+                conn = None;
+                tracing::debug!(%error, "checkpointing the SQLite WAL failed");
+            }
+        }
+    }
 }
 
 /// Free bytes the database's filesystem must have before writes resume after a full disk:
@@ -89,6 +173,15 @@ fn free_bytes(dir: &Path) -> std::io::Result<u64> {
 impl SqlStore<SqliteBackend> {
     /// Opens (creating if needed) the database file at `path`.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_checkpointing(path, Some(CHECKPOINT_EVERY)).await
+    }
+
+    /// [`Self::open`] with the background checkpointer looking every `every` (`None`: no
+    /// checkpointer, for tests that checkpoint by hand).
+    pub(crate) async fn open_checkpointing(
+        path: impl AsRef<Path>,
+        every: Option<Duration>,
+    ) -> Result<Self, StoreError> {
         let url = format!("sqlite://{}", path.as_ref().display());
         let options = SqliteConnectOptions::from_str(&url)?
             .create_if_missing(true)
@@ -105,17 +198,33 @@ impl SqlStore<SqliteBackend> {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migration(e.to_string()))?;
+        let commits = Arc::new(AtomicU64::new(0));
+        let checkpointer_options = options.clone();
         let writer = Writer::start(SqliteBatch {
-            options,
+            // The writer never checkpoints within its commits (the module's documentation).
+            options: options.pragma("wal_autocheckpoint", "0"),
             conn: None,
             last_seq: HashMap::new(),
             actors: HashMap::new(),
+            commits: commits.clone(),
         });
         let dir = match path.as_ref().parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
             _ => std::path::PathBuf::from("."),
         };
-        Ok(SqlStore::new(pool, writer, SqliteBackend { dir }))
+        let checkpointer = every.map(|every| {
+            tokio::spawn(checkpoint_loop(
+                checkpointer_options,
+                pool.clone(),
+                commits,
+                every,
+            ))
+        });
+        Ok(SqlStore::new(
+            pool,
+            writer,
+            SqliteBackend { dir, checkpointer },
+        ))
     }
 
     /// Connections the read pool holds open now (tests).
@@ -203,6 +312,8 @@ struct SqliteBatch {
     last_seq: HashMap<String, i64>,
     /// The number of each actor's JSON in `actors` (only committed ones).
     actors: HashMap<Arc<str>, i64>,
+    /// Transactions committed, for the background checkpointer.
+    commits: Arc<AtomicU64>,
 }
 
 #[async_trait]
@@ -222,6 +333,7 @@ impl Batch for SqliteBatch {
                     self.last_seq.insert(room.to_owned(), seq);
                 }
                 remember_actors(&mut self.actors, interned);
+                self.commits.fetch_add(1, Ordering::Relaxed);
                 // A SQLite store serves one node: it takes no fences (`Store::next_fence`).
                 Ok(seqs.into_iter().map(Written::Done).collect())
             }
@@ -440,7 +552,8 @@ mod tests {
     #[tokio::test]
     async fn releasing_memory_closes_connections_and_keeps_the_store_usable() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(dir.path().join("release.db"))
+        // No background checkpointer: it would take a read connection of its own.
+        let store = SqliteStore::open_checkpointing(dir.path().join("release.db"), None)
             .await
             .unwrap();
         let name = room("release");
@@ -656,5 +769,164 @@ mod tests {
         store.close().await;
         drop(store);
         assert_eq!(layout(&first).await, expected, "the first layout converges");
+    }
+
+    /// The migrator of the layouts before `version`: the migrations below it only.
+    fn migrations_before(all: sqlx::migrate::Migrator, version: i64) -> sqlx::migrate::Migrator {
+        let mut migrator = all;
+        let before: Vec<_> = migrator
+            .migrations
+            .iter()
+            .filter(|m| m.version < version)
+            .cloned()
+            .collect();
+        migrator.migrations = before.into();
+        migrator
+    }
+
+    /// A database of the layout before the fairies' request rows (migration 3, issue 49),
+    /// made by the migrations before it, opens: the new table is added, every row is kept, and
+    /// the fairy state it holds (its ledger inline, the fixture of that layout) reads back
+    /// byte for byte, for `agent::state::store::load` to load as it is.
+    #[tokio::test]
+    async fn a_database_from_before_the_request_rows_opens_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = dir.path().join("fresh.db");
+        SqliteStore::open(&fresh).await.unwrap().close().await;
+        let expected = layout(&fresh).await;
+
+        let before = dir.path().join("before-0003.db");
+        let url = format!("sqlite://{}?mode=rwc", before.display());
+        let pool = SqlitePool::connect(&url).await.unwrap();
+        migrations_before(super::super::sql::migrations::sqlite(), 3)
+            .run(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        assert_ne!(layout(&before).await, expected, "a layout of its own");
+        let fixture = include_str!("../../tests/fixtures/state/inline-ledger.json");
+        let state_row = format!(
+            "INSERT INTO fairy_states (room, fairy, data) VALUES ('old', 'f-1', CAST('{}' AS BLOB))",
+            fixture.trim_end().replace('\'', "''")
+        );
+        run_sql(
+            &before,
+            &[
+                "INSERT INTO actors (id, data) VALUES (1, '{\"user\":\"ann\"}')",
+                "INSERT INTO updates (room, seq, data, at, actor) VALUES ('old', 1, x'01', 10, 1)",
+                "INSERT INTO snapshots (room, seq, data) VALUES ('old', 1, x'0a')",
+                "INSERT INTO projects (room, project, data) VALUES ('old', 'p-1', x'70')",
+                &state_row,
+            ],
+        )
+        .await;
+
+        let store = SqliteStore::open(&before).await.unwrap();
+        let old = room("old");
+        let loaded = store.load(&old).await.unwrap();
+        assert_eq!(loaded.snapshot.as_deref(), Some(&[0x0a][..]));
+        assert_eq!(loaded.last_seq, 1);
+        let side = store.side();
+        assert_eq!(
+            side.load_fairy_state(&old, "f-1").await.unwrap().as_deref(),
+            Some(fixture.trim_end().as_bytes()),
+            "the state as the layout before wrote it"
+        );
+        assert_eq!(
+            side.load_projects(&old).await.unwrap(),
+            vec![Bytes::from_static(b"p")]
+        );
+        // The new table takes rows.
+        side.save_fairy_request(&old, "f-1", 0, Bytes::from_static(b"{}"), None)
+            .await
+            .unwrap();
+        assert!(
+            side.load_fairy_request(&old, "f-1", 0)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(store.append(&old, updates("new", 1)).await.unwrap(), 2);
+        store.close().await;
+        drop(store);
+        assert_eq!(layout(&before).await, expected, "it converges");
+        // The previous release's migrator (migrations 1 and 2, no `set_ignore_missing`)
+        // refuses the migrated database: going back means a restored copy
+        // (docs/operations.md "Upgrades").
+        let pool = SqlitePool::connect(&url).await.unwrap();
+        let refused = migrations_before(super::super::sql::migrations::sqlite(), 3)
+            .run(&pool)
+            .await;
+        assert!(refused.is_err(), "{refused:?}");
+        pool.close().await;
+    }
+
+    fn file_len(path: &Path) -> u64 {
+        std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// `n` updates of 64 KiB.
+    fn big(n: usize) -> Vec<Bytes> {
+        vec![Bytes::from(vec![7u8; 64 * 1024]); n]
+    }
+
+    /// The group-commit writer never checkpoints the WAL inside its commits (SQLite's automatic
+    /// checkpoint would, in the commit that crosses 1,000 pages, and every write queued behind
+    /// that commit would wait for it): 10 MiB of appends leave the database file as it was, all
+    /// of it in the WAL, until a checkpoint copies it; the WAL is then written from its start
+    /// again, so it does not grow with the log. (Before: the database file grew at the second
+    /// append.)
+    #[tokio::test]
+    async fn the_writer_leaves_the_wal_to_the_checkpointer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.db");
+        let wal = dir.path().join("wal.db-wal");
+        let store = SqliteStore::open_checkpointing(&path, None).await.unwrap();
+        let name = room("big");
+        store.append(&name, updates("first", 1)).await.unwrap();
+        let before = file_len(&path);
+        for _ in 0..5 {
+            // 2 MiB a commit: past 1,000 pages of 4 KiB at the second.
+            store.append(&name, big(32)).await.unwrap();
+        }
+        assert_eq!(file_len(&path), before, "the writer copied nothing");
+        let grown = file_len(&wal);
+        assert!(grown > 8 << 20, "the WAL holds it: {grown}");
+        let mut conn = store.pool().acquire().await.unwrap();
+        let (pages, copied) = checkpoint_wal(&mut conn).await.unwrap();
+        drop(conn);
+        assert!(pages > 2_000 && copied == pages, "{pages} {copied}");
+        assert!(file_len(&path) > before + (8 << 20));
+        for _ in 0..5 {
+            store.append(&name, big(32)).await.unwrap();
+        }
+        assert!(
+            file_len(&wal) <= grown + (1 << 20),
+            "the WAL is written from its start again: {} after {grown}",
+            file_len(&wal)
+        );
+        assert_eq!(store.load(&name).await.unwrap().last_seq, 321);
+        store.close().await;
+    }
+
+    /// The background checkpointer copies what the writer committed into the database file.
+    #[tokio::test]
+    async fn the_checkpointer_copies_the_wal_in_the_background() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bg.db");
+        let every = Duration::from_millis(50);
+        let store = SqliteStore::open_checkpointing(&path, Some(every))
+            .await
+            .unwrap();
+        let name = room("big");
+        store.append(&name, updates("first", 1)).await.unwrap();
+        let before = file_len(&path);
+        store.append(&name, big(32)).await.unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while file_len(&path) < before + (2 << 20) {
+            assert!(std::time::Instant::now() < deadline, "never checkpointed");
+            tokio::time::sleep(every).await;
+        }
+        store.close().await;
     }
 }

@@ -524,3 +524,64 @@ async fn a_fairys_ledger_is_saved_a_row_per_request() {
     client.close().await;
     server.shutdown().await;
 }
+
+/// Rolling upgrade from a release before the rows (docs/operations.md "Upgrades"): a server
+/// started with `--fairy-state-layout whole` saves a fairy's state whole, its ledger inline
+/// and no request row (what a node of that release reads completely); a node saving in rows
+/// (the default) then loads it whole and takes a request of before back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_whole_layout_a_fairys_ledger_stays_in_its_state_row() {
+    let store = Arc::new(MemoryStore::default());
+    let whole = ServeConfig {
+        fairy_state_layout: fairyring::config::FairyStateLayout::Whole,
+        ..ServeConfig::for_test()
+    };
+    let (server, ws, http) = start_on(store.clone(), whole).await;
+    let mut client = Client::connect(&ws, "whole").await;
+    let id = invite(&http, "whole", "Sage").await;
+    let (status, body) = post(
+        &format!("{http}/rooms/whole/fairies/{id}/prompt"),
+        json!({"message": "draw a house", "bounds": {"x": 0, "y": 0, "w": 800, "h": 600}}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let house = body["requestId"].as_str().expect("requestId").to_owned();
+    client
+        .until("the house and the fairy idle", |c| {
+            shapes(c)["roof"]["locked"] == json!(false) && idle(c, &id)
+        })
+        .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (head, records) = state_rows(&store, "whole", &id).await;
+        if head.contains("\"roof\"") && head.contains("\"working\":false") {
+            assert!(!head.contains("ledgerRows"), "{head}");
+            assert!(records.iter().all(Option::is_none), "no request row");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the ledger was never stored inline: {head}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    client.close().await;
+    server.shutdown().await;
+
+    let (server, ws, http) = start_on(store.clone(), ServeConfig::for_test()).await;
+    let mut client = Client::connect(&ws, "whole").await;
+    client
+        .until("the fairy back", |c| fairy_presence(c, &id).is_some())
+        .await;
+    let (status, body) = post(
+        &format!("{http}/rooms/whole/fairies/{id}/requests/{house}/revert"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    client
+        .until("the house gone", |c| shapes(c).get("roof").is_none())
+        .await;
+    client.close().await;
+    server.shutdown().await;
+}

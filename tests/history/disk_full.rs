@@ -461,3 +461,112 @@ async fn a_fairy_mid_request_on_a_full_disk_stops_and_leaves_nothing_half_drawn(
     );
     server.shutdown().await;
 }
+
+/// Issue 46: a prompt while the disk is full. It is answered `507 {"error":"store_full"}` at
+/// once, before anything of it is written: no chat item, no request started (the model is
+/// never called, then or once space returns), and a reader of the room keeps its socket. So
+/// are a take-back of a request and a dismissal (the fairy stays).
+/// Before, the prompt was accepted (`202`): its chat item entered the document, its commit met
+/// the full disk and the room closed every socket with `4507` (readers included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_on_a_full_disk_is_refused_and_starts_nothing() {
+    use support::fairy_http::{
+        actions, chat_texts, invite, mock_config, mock_server, post, rect, root_json, shapes,
+    };
+    let Some(mount) = TmpMount::mount("16m") else {
+        return;
+    };
+    let db = mount.path().join("fairyring.db");
+    let mock = mock_server(vec![actions(vec![rect("late", 0, 0, 50, 50)])]).await;
+    let config = ServeConfig {
+        store: format!("sqlite:{}", db.display()),
+        ..mock_config(&mock)
+    };
+    let server = TestServer::start(config).await.handle;
+    let http = format!("http://{}", server.addr());
+    let ws = format!("ws://{}", server.addr());
+    let room = "promptfull";
+    let id = invite(&http, room, "Pip").await;
+
+    let filler = fill(mount.path());
+    let mut acked = BTreeSet::new();
+    write_until_full(&http, room, &mut acked)
+        .await
+        .expect("the disk filled up");
+    let mut reader = Client::connect(&ws, room).await;
+    reader
+        .until("the room as stored", |c| {
+            acked.is_subset(&shape_ids(c).into_iter().collect())
+        })
+        .await;
+
+    let prompt_url = format!("{http}/rooms/{room}/fairies/{id}/prompt");
+    let started = Instant::now();
+    let (status, body) = post(
+        &prompt_url,
+        json!({"message": "draw late", "bounds": {"x": 0, "y": 0, "w": 800, "h": 600}}),
+    )
+    .await;
+    let took = started.elapsed();
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (507, Some("store_full")),
+        "{body}"
+    );
+    assert!(took < Duration::from_secs(1), "refused at once: {took:?}");
+    reader.drain(Duration::from_millis(600)).await;
+    assert!(
+        reader.closed.is_none(),
+        "the reader's socket stays open: {:?}",
+        reader.closed
+    );
+    let told = |c: &Client| chat_texts(c, &id).iter().any(|t| t.contains("draw late"));
+    assert!(!told(&reader), "nothing of the prompt is written");
+    // A take-back and a dismissal are writes too: refused the same way, the fairy left as it is.
+    let (status, body) = post(
+        &format!("{http}/rooms/{room}/fairies/{id}/requests/r-earlier/revert"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (507, Some("store_full")),
+        "{body}"
+    );
+    let dismissed = reqwest::Client::new()
+        .delete(format!("{http}/rooms/{room}/fairies/{id}"))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(dismissed.status().as_u16(), 507);
+    reader.drain(Duration::from_millis(600)).await;
+    assert!(reader.closed.is_none(), "{:?}", reader.closed);
+    assert!(
+        root_json(&reader, "fairies").get(&id).is_some(),
+        "the fairy stays"
+    );
+
+    // Space returns: the refused prompt left nothing to carry out.
+    std::fs::remove_file(&filler).expect("free the disk");
+    write_after_space_returns(&http, room).await;
+    reader
+        .until("the write after space returned", |c| {
+            shape_ids(c).iter().any(|s| s == "after")
+        })
+        .await;
+    reader.drain(Duration::from_millis(600)).await;
+    assert!(!told(&reader));
+    assert!(shapes(&reader).get("late").is_none(), "no request ran");
+    assert_eq!(mock.requests().len(), 0, "the model was never called");
+    // And a prompt now is taken.
+    let (status, body) = post(
+        &prompt_url,
+        json!({"message": "draw late", "bounds": {"x": 0, "y": 0, "w": 800, "h": 600}}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    reader
+        .until("the prompt's shape", |c| shapes(c).get("late").is_some())
+        .await;
+    server.shutdown().await;
+}

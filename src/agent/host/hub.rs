@@ -499,7 +499,8 @@ impl FairyHub {
             room.name().clone(),
             entity.id.clone(),
             room.fence_of(entity.id.as_str()),
-        );
+        )
+        .with_layout(self.inner.config.state_layout);
         let hosted = Hosted {
             room: room.clone(),
             inbox: inbox.clone(),
@@ -756,6 +757,9 @@ impl FairyHub {
         by: &crate::review::service::Person,
     ) -> Result<Reverted, HubError> {
         let (loaded, hosted) = self.hosted(room, id).await?;
+        // A take-back is a write: refused at once while the store's disk is full, rather than
+        // queued for the fairy to carry out whenever space returns.
+        loaded.admit_store_write()?;
         let (reply, answer) = tokio::sync::oneshot::channel();
         hosted
             .inbox
@@ -808,6 +812,9 @@ impl FairyHub {
     /// document.
     pub async fn dismiss(&self, room: &RoomName, id: &FairyId) -> Result<(), HubError> {
         let (r, hosted) = self.hosted(room, id).await?;
+        // Its removal from the document and the store are writes: none is started while the
+        // store's disk is full (`507 store_full`; the fairy stays as it is).
+        r.admit_store_write()?;
         hosted.inbox.dismiss().map_err(|_| HubError::ShuttingDown)?;
         let _ = tokio::time::timeout(DISMISS_TIMEOUT, hosted.inbox.ended()).await;
         remove_fairy(r.doc(), id);

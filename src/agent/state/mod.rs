@@ -56,6 +56,8 @@ pub struct RuntimeConfig {
     pub throttle: ThrottleConfig,
     /// Whether requests carry a screenshot of their bounds (`--llm-vision`).
     pub vision: bool,
+    /// How the fairies' private states are written (`--fairy-state-layout`).
+    pub state_layout: crate::config::FairyStateLayout,
 }
 
 impl Default for RuntimeConfig {
@@ -69,6 +71,7 @@ impl Default for RuntimeConfig {
             history_budget: crate::agent::state::memory::HISTORY_BUDGET_CHARS,
             throttle: ThrottleConfig::default(),
             vision: false,
+            state_layout: crate::config::FairyStateLayout::Rows,
         }
     }
 }

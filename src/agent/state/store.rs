@@ -13,6 +13,12 @@
 //! after it, so a crash between two writes leaves a state that loads. A state saved whole (the
 //! layout before, or [`save`]'s) keeps its records inline and loads as it is.
 //!
+//! A node of a release before the rows reads only the state's row: a state saved in rows
+//! loads there with an empty ledger, and what it saves then drops the rows' records for good.
+//! For a rolling upgrade from such a release a saver writes states whole instead
+//! ([`FairyStateLayout::Whole`], `--fairy-state-layout whole`; docs/operations.md
+//! "Upgrades"), which both releases read completely.
+//!
 //! Owns the encoding, loading ([`load`]) and the per-fairy [`StateSaver`]: the runtime hands it
 //! each new state without waiting (its calls are synchronous), and one background task writes
 //! the latest one durably, coalescing states that arrive while a write is in flight (one slot:
@@ -29,6 +35,7 @@ use tokio::task::JoinHandle;
 
 use crate::agent::apply::ledger::{MAX_REQUESTS, RequestRecord};
 use crate::agent::state::FairyState;
+use crate::config::FairyStateLayout;
 use crate::ids::FairyId;
 use crate::ids::RoomName;
 use crate::store::{Store, StoreError};
@@ -154,6 +161,8 @@ pub async fn save(
 /// What the saver writes next.
 enum Write {
     Save(Split),
+    /// The state whole ([`FairyStateLayout::Whole`]): its bytes.
+    Whole(Bytes),
     Delete,
 }
 
@@ -202,6 +211,7 @@ pub struct StateSaver {
     shared: Arc<Shared>,
     fairy: FairyId,
     task: Option<JoinHandle<()>>,
+    layout: FairyStateLayout,
 }
 
 impl StateSaver {
@@ -237,14 +247,26 @@ impl StateSaver {
             shared,
             fairy,
             task: Some(task),
+            layout: FairyStateLayout::Rows,
         }
+    }
+
+    /// This saver writing states in `layout` from now on (the default: rows).
+    #[must_use]
+    pub fn with_layout(mut self, layout: FairyStateLayout) -> Self {
+        self.layout = layout;
+        self
     }
 
     /// Hands over a new state; it replaces one not written yet. Its ledger's records are lent
     /// out while it is encoded, and put back.
     pub fn save(&self, state: &mut FairyState) {
-        match encode_split(state) {
-            Ok(split) => self.shared.hand_over(Write::Save(split)),
+        let write = match self.layout {
+            FairyStateLayout::Rows => encode_split(state).map(Write::Save),
+            FairyStateLayout::Whole => encode(state).map(Write::Whole),
+        };
+        match write {
+            Ok(write) => self.shared.hand_over(write),
             Err(error) => tracing::error!(fairy = %self.fairy, %error, "fairy state not saved"),
         }
     }
@@ -369,19 +391,64 @@ impl Target {
         Ok(())
     }
 
+    /// Writes a state whole (its records inline): the state's row, then, the first time, the
+    /// record rows the row it replaced counted (a host saving in rows wrote them), which no
+    /// state counts any more.
+    async fn save_whole(
+        &self,
+        store: &dyn Store,
+        bytes: Bytes,
+        stored: &mut Stored,
+    ) -> Result<(), StoreError> {
+        let side = store.side();
+        let fairy = self.fairy.as_str();
+        let mut numbers: Vec<u64> = stored.rows.keys().copied().collect();
+        if !stored.complete {
+            numbers.extend(self.counted_rows(store).await?);
+        }
+        match self.fence {
+            Some(fence) => {
+                side.save_fairy_state_fenced(&self.room, fairy, bytes, fence)
+                    .await?
+            }
+            None => side.save_fairy_state(&self.room, fairy, bytes).await?,
+        }
+        numbers.sort_unstable();
+        numbers.dedup();
+        for number in numbers {
+            side.delete_fairy_request(&self.room, fairy, number).await?;
+        }
+        *stored = Stored {
+            rows: HashMap::new(),
+            complete: true,
+        };
+        Ok(())
+    }
+
+    /// The numbers of the record rows the stored state's row counts, with those a host may
+    /// have left below them (none for a state saved whole, or none stored).
+    async fn counted_rows(&self, store: &dyn Store) -> Result<Vec<u64>, StoreError> {
+        let stored = store
+            .side()
+            .load_fairy_state(&self.room, self.fairy.as_str())
+            .await?;
+        if let Some(bytes) = stored
+            && let Some((state, Some(rows))) = decode(&self.fairy, &bytes)
+        {
+            let first = state.requests.first;
+            return Ok((first.saturating_sub(MAX_REQUESTS as u64)
+                ..first.saturating_add(rows.min(MAX_REQUESTS as u64)))
+                .collect());
+        }
+        Ok(Vec::new())
+    }
+
     /// Deletes the state's row and every record row it counts or this saver wrote.
     async fn delete(&self, store: &dyn Store, stored: &mut Stored) -> Result<(), StoreError> {
         let side = store.side();
         let fairy = self.fairy.as_str();
         let mut numbers: Vec<u64> = stored.rows.keys().copied().collect();
-        if let Some(bytes) = side.load_fairy_state(&self.room, fairy).await?
-            && let Some((state, Some(rows))) = decode(&self.fairy, &bytes)
-        {
-            let first = state.requests.first;
-            numbers.extend(
-                first.saturating_sub(MAX_REQUESTS as u64)..first + rows.min(MAX_REQUESTS as u64),
-            );
-        }
+        numbers.extend(self.counted_rows(store).await?);
         numbers.sort_unstable();
         numbers.dedup();
         side.delete_fairy_state(&self.room, fairy).await?;
@@ -409,6 +476,7 @@ async fn write_loop(shared: Arc<Shared>, store: Arc<dyn Store>, target: Target) 
         };
         let written = match write {
             Write::Save(split) => target.save(store.as_ref(), split, &mut stored).await,
+            Write::Whole(bytes) => target.save_whole(store.as_ref(), bytes, &mut stored).await,
             Write::Delete => target.delete(store.as_ref(), &mut stored).await,
         };
         let (room, fairy) = (&target.room, &target.fairy);
@@ -631,6 +699,79 @@ mod tests {
         saver.close().await;
         let again = load(store.as_ref(), &room, &fairy).await.ok().flatten();
         assert_eq!(again, Some(before));
+    }
+
+    /// What a node of the release before the rows (7a81d19) makes of a state's row: its
+    /// `decode` parsed the row as a `FairyState`, whose only field missing there is the
+    /// ledger's `first`, and ignored what it did not know (`ledgerRows`, `first`).
+    fn previous_release_reads(bytes: &[u8]) -> FairyState {
+        let mut state: FairyState = serde_json::from_slice(bytes)
+            .unwrap_or_else(|e| panic!("the previous release refuses it ({e}): it starts afresh"));
+        state.requests.first = 0;
+        state
+    }
+
+    async fn head(store: &dyn Store) -> Bytes {
+        let (room, fairy) = ids();
+        let head = store.side().load_fairy_state(&room, fairy.as_str()).await;
+        head.ok().flatten().unwrap_or_default()
+    }
+
+    /// Rolling upgrade (docs/operations.md "Upgrades"): a state saved in rows reaches a node
+    /// of the previous release without its ledger, and what that node saves then loses the
+    /// records here too (the rows are not read again); a state saved whole reaches it whole.
+    #[tokio::test]
+    async fn the_previous_release_reads_whole_states_complete_and_rows_without_ledger() {
+        let memory = Arc::new(MemoryStore::default());
+        let store: Arc<dyn Store> = memory.clone();
+        let (room, fairy) = ids();
+        let mut state = FairyState {
+            requests: ledger_of(MAX_REQUESTS + 2),
+            ..FairyState::default()
+        };
+        assert_eq!(state.requests.first, 2);
+        let mut saver = StateSaver::spawn(store.clone(), room.clone(), fairy.clone());
+        saver.save(&mut state);
+        saver.close().await;
+        let old = previous_release_reads(&head(store.as_ref()).await);
+        assert!(old.requests.records.is_empty(), "rows: no ledger there");
+        // What the old node saves of it (whole, no `first`) is what loads here afterwards:
+        // its rows are not read again, and a later save in rows numbers them anew.
+        let put = store.side().save_fairy_state(
+            &room,
+            fairy.as_str(),
+            encode(&old).unwrap_or_else(|e| panic!("{e}")),
+        );
+        assert!(put.await.is_ok());
+        let loaded = load(store.as_ref(), &room, &fairy).await.ok().flatten();
+        assert_eq!(loaded.map(|s| s.requests.records.len()), Some(0));
+
+        // Whole: the previous release reads every record, and the rows the state's row
+        // counted before are deleted.
+        let mut saver = StateSaver::spawn(store.clone(), room.clone(), fairy.clone());
+        saver.save(&mut state);
+        saver.close().await;
+        assert!(row(&memory, 2).is_some());
+        let mut saver = StateSaver::spawn(store.clone(), room.clone(), fairy.clone())
+            .with_layout(FairyStateLayout::Whole);
+        saver.save(&mut state);
+        saver.close().await;
+        let whole = head(store.as_ref()).await;
+        assert!(!String::from_utf8_lossy(&whole).contains("ledgerRows"));
+        let old = previous_release_reads(&whole);
+        assert_eq!(old.requests.records, state.requests.records);
+        assert!(
+            (0..2 * MAX_REQUESTS as u64 + 2).all(|n| row(&memory, n).is_none()),
+            "no row left behind"
+        );
+        let loaded = load(store.as_ref(), &room, &fairy).await.ok().flatten();
+        assert_eq!(loaded.as_ref(), Some(&state), "this release reads it whole");
+        // And a saver in rows takes it over from there.
+        let mut saver = StateSaver::spawn(store.clone(), room.clone(), fairy.clone());
+        saver.save(&mut state);
+        saver.close().await;
+        let loaded = load(store.as_ref(), &room, &fairy).await.ok().flatten();
+        assert_eq!(loaded, Some(state));
     }
 
     #[tokio::test]

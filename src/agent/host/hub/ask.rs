@@ -2,7 +2,8 @@
 //! entry point from the HTTP edge into a fairy's work. A prompt names its request, writes the
 //! person's message into the fairy's `chat` (before the fairy can answer, so every browser shows
 //! the exchange in order) and interrupts the fairy with it; a cancel interrupts it without
-//! input. Both are refused for a member of a live project (the user disbands instead).
+//! input. Both are refused for a member of a live project (the user disbands instead). A
+//! prompt is refused while the store's disk is full, before anything of it is written.
 //!
 //! The edge parses and checks what the person sent ([`UserPrompt`]); this module does the rest.
 //! (The HTTP route keeps its public word, `prompt`; inside the agent, a prompt is what a model
@@ -47,6 +48,11 @@ impl FairyHub {
         // can answer, so every browser shows the exchange in order.
         let request_id = RequestId::random();
         let loaded = self.loaded_room(room).await?;
+        // While the store's disk is full nothing of the prompt is written (its chat item would
+        // enter the document, fail the room's commit and close its readers' sockets) and no
+        // request starts that could not be saved: `507 store_full`, as any write
+        // (docs/operations.md "What happens when … the disk fills up").
+        loaded.admit_store_write()?;
         let UserPrompt {
             mut request,
             sub,

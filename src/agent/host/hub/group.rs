@@ -78,6 +78,8 @@ impl FairyHub {
             )));
         }
         let loaded = self.loaded_room(room).await?;
+        // Nothing of it is written while the store's disk is full (`507 store_full`).
+        loaded.admit_store_write()?;
         // Scaled out, a fairy invited a moment ago on another node is looked up in the store.
         for id in &ids {
             if !self.knows(&loaded, id).await? {
