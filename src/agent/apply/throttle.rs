@@ -40,9 +40,10 @@ pub struct ThrottleConfig {
     pub min_interval: Duration,
     /// Geometry change that is worth showing at once, in px.
     pub min_geometry_delta: f64,
-    /// Whether the first version of a `create` whose shape has no position yet (a geo shape,
-    /// text or note without `x` and `y`, an arrow or line without its four ends, a stroke
-    /// without points) waits up to `min_interval` for it instead of being shown at once.
+    /// Whether the first version of a `create` whose shape has no position yet
+    /// ([`creates_unplaced`]: a geo shape, text or note without `x` and `y`, an arrow or line
+    /// without its four ends, a stroke without points) waits up to `min_interval` for it
+    /// instead of being shown at once.
     pub hold_unplaced: bool,
 }
 
@@ -163,6 +164,16 @@ fn summarize_points(path: &str, v: &Value, out: &mut Vec<(String, f64)>) {
 /// shape type without the keys that place it (`x` and `y`; an arrow's or line's four ends; a
 /// stroke's points). Other actions, and shapes of no known type yet, count as placed.
 pub fn creates_unplaced(action: &Value) -> bool {
+    lacks_place(action, false)
+}
+
+/// [`creates_unplaced`], or a geo shape without its `w` and `h` yet: shown, it is drawn at the
+/// default size, and its area (`agent::projects::guard::action_area`) is its corner.
+pub fn creates_unsized(action: &Value) -> bool {
+    lacks_place(action, true)
+}
+
+fn lacks_place(action: &Value, with_size: bool) -> bool {
     use crate::canvas::schema::ShapeType;
     if action.get("_type").and_then(Value::as_str) != Some("create") {
         return false;
@@ -175,17 +186,20 @@ pub fn creates_unplaced(action: &Value) -> bool {
         .and_then(Value::as_str)
         .and_then(|t| crate::canvas::format::document_type(t).ok())
         .and_then(|t| ShapeType::of(&t));
-    let has = |key: &str| shape.get(key).and_then(coerce_number).is_some();
+    let lacks = |keys: &[&str]| {
+        !keys
+            .iter()
+            .all(|k| shape.get(*k).and_then(coerce_number).is_some())
+    };
     match family {
         None => false,
-        Some(ShapeType::Arrow | ShapeType::Line) => {
-            !["x1", "y1", "x2", "y2"].iter().all(|k| has(k))
-        }
+        Some(ShapeType::Arrow | ShapeType::Line) => lacks(&["x1", "y1", "x2", "y2"]),
         Some(ShapeType::Draw) => shape
             .get("points")
             .and_then(Value::as_array)
             .is_none_or(Vec::is_empty),
-        Some(_) => !(has("x") && has("y")),
+        Some(ShapeType::Geo) if with_size => lacks(&["x", "y", "w", "h"]),
+        Some(_) => lacks(&["x", "y"]),
     }
 }
 
@@ -370,11 +384,17 @@ mod tests {
             Decision::Hold { until },
             "from the first version seen, an x alone does not place it"
         );
+        let corner = rect(json!({"x": 240, "y": 0}));
         assert_eq!(
-            th.decide(ms(120), &rect(json!({"x": 240, "y": 0}))),
+            th.decide(ms(120), &corner),
             Decision::Apply,
             "placed: at once"
         );
+        assert!(creates_unsized(&corner) && !creates_unplaced(&corner));
+        assert!(!creates_unsized(&rect(json!({"w": 1, "x": 2, "y": 3}))));
+        let note =
+            json!({"_type": "create", "shape": {"_type": "note", "shapeId": "n", "x": 1, "y": 2}});
+        assert_eq!(th.decide(ms(130), &note), Decision::Apply);
         assert_eq!(
             th.decide(until, &rect(json!({}))),
             Decision::Apply,
