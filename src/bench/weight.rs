@@ -416,6 +416,11 @@ impl Weigher {
                 Parent::Item(parent) => {
                     let key = block.key.clone();
                     let parent = self.find(parent);
+                    // Provisionally placed nowhere: a parent chain that comes back here (only
+                    // a malformed update has one) ends instead of recursing for ever.
+                    for &c in &chain {
+                        self.places[c] = Some(None);
+                    }
                     break parent.and_then(|p| {
                         let above = self.place(p)?;
                         Some(Place {
@@ -649,5 +654,9 @@ mod tests {
         assert!(weight.fairy_bytes() > 0 && weight.fairy_bytes() < update.len());
         assert!(weight.bytes_of("delete set (") > 0);
         assert!(Breakdown::of_update(b"\x05not a document").is_err());
+        // An item naming itself as its parent: weighed as unknown, no endless recursion.
+        let looped = [1, 1, 1, 0, 0x28, 0, 1, 0, 1, b'k', 1, 125, 0, 0];
+        let weight = Breakdown::of_update(&looped).unwrap_or_default();
+        assert_eq!(weight.parts.get("unknown").map(|p| p.count), Some(1));
     }
 }
