@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 """Counts the methods of a type's inherent `impl` blocks, file by file.
 
-    python3 scripts/count-methods.py FairyRuntime src/agent
+    python3 scripts/count-methods.py FairyRuntime src/agent [--max N]
 
 Reads every `.rs` file under the folder, finds each `impl TYPE {` / `impl<..> TYPE<..> {` block
 (inherent only: `impl Trait for TYPE` is not counted) and counts the `fn` items at the block's
 own depth (nested functions and closures are not methods). Comments and string literals are
-skipped. Prints `count path` per file with at least one, then the total; exit status 0.
+skipped. Prints `count path` per file with at least one, then the total; exit status 0, or 1
+with `--max N` when the total is above N (`.ci/run` holds `FairyRuntime` to 40 this way,
+docs/architecture.md). Wrong arguments: exit status 2 with this text.
+
+    python3 scripts/count-methods.py --self-test
+
+runs this script on a small tree of its own (a nested function, a trait impl, a `fn` in a
+comment and in a string, none of them counted) and checks its output and exit statuses.
 """
 import os
 import re
@@ -79,10 +86,66 @@ def count(src, ty):
     return total
 
 
+def self_test():
+    """Runs the script as CI does, on a tree whose count is known (3), below, at and above it."""
+    import subprocess
+    import tempfile
+    fixture = """
+impl Thing {
+    fn one(&self) { fn nested() {} let _c = |x: u8| x; }
+    // fn commented() {}
+    pub(crate) fn two() -> &'static str { "fn in_a_string() {}" }
+}
+impl Clone for Thing { fn clone(&self) -> Self { Thing } }
+impl<T> Thing<T> where T: Copy { async fn three(&self) {} }
+"""
+    with tempfile.TemporaryDirectory() as root:
+        os.makedirs(os.path.join(root, "a"))
+        with open(os.path.join(root, "a", "thing.rs"), "w", encoding="utf-8") as fh:
+            fh.write(fixture)
+        def run(*args):
+            done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+            return done.returncode, done.stdout
+        cases = [
+            (("Thing", root), 0),
+            (("Thing", root, "--max", "3"), 0),
+            (("Thing", root, "--max", "2"), 1),
+            (("--max", "9", "Thing", root), 0),
+            (("Thing", root, "--max"), 2),
+            (("Thing", root, "--max", "many"), 2),
+            (("Thing", os.path.join(root, "missing"), "--max", "3"), 2),
+        ]
+        for args, want in cases:
+            rc, out = run(*args)
+            assert rc == want, f"{args}: exit status {rc}, not {want}"
+            if rc != 2:
+                assert out.splitlines()[-1].split()[0] == "3", f"{args}: {out!r}"
+    print("self-test passed")
+
+
+def usage():
+    sys.stderr.write(__doc__)
+    sys.exit(2)
+
+
 def main():
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
-    ty, root = sys.argv[1], sys.argv[2]
+    args = sys.argv[1:]
+    if args == ["--self-test"]:
+        self_test()
+        return
+    limit = None
+    if "--max" in args:
+        at = args.index("--max")
+        try:
+            limit = int(args[at + 1])
+        except (IndexError, ValueError):
+            usage()
+        if limit < 0:
+            usage()
+        del args[at:at + 2]
+    if len(args) != 2 or not os.path.isdir(args[1]):
+        usage()
+    ty, root = args
     rows = []
     for d, _, files in os.walk(root):
         for f in files:
@@ -95,7 +158,11 @@ def main():
     rows.sort()
     for p, c in rows:
         print(f"{c:4} {p}")
-    print(f"{sum(c for _, c in rows):4} total ({ty})")
+    total = sum(c for _, c in rows)
+    print(f"{total:4} total ({ty})")
+    if limit is not None and total > limit:
+        print(f"{ty} has {total} methods, more than --max {limit}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

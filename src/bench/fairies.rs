@@ -20,6 +20,8 @@ use clap::Args;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::weight::Breakdown;
+
 /// The prompt of the issue that measured fairies beside people: a 12-step flowchart (23 shapes).
 pub const DEFAULT_PROMPT: &str =
     "flowchart S0 -> S1 -> S2 -> S3 -> S4 -> S5 -> S6 -> S7 -> S8 -> S9 -> S10 -> S11";
@@ -138,7 +140,7 @@ impl FairyCounters {
 }
 
 /// What rooms weigh: encoded bytes, shapes, and the deleted ranges their documents keep.
-#[derive(Debug, Default, Clone, Copy, PartialEq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct RoomsWeight {
     /// The documents' encoded size (one Yjs v1 update each), in bytes.
     pub bytes: usize,
@@ -148,6 +150,8 @@ pub struct RoomsWeight {
     pub fairy_shapes: usize,
     /// Disjoint ranges of deleted items (each a tombstone the document keeps for good).
     pub deleted_ranges: usize,
+    /// Where the bytes are ([`Breakdown`]).
+    pub parts: Breakdown,
 }
 
 impl RoomsWeight {
@@ -165,6 +169,7 @@ impl RoomsWeight {
         let txn = doc.transact();
         let mut weight = RoomsWeight {
             bytes: update.len(),
+            parts: Breakdown::of_update(update).context("weighing the room's parts")?,
             deleted_ranges: txn
                 .snapshot()
                 .delete_set
@@ -191,11 +196,17 @@ impl RoomsWeight {
         self.shapes += other.shapes;
         self.fairy_shapes += other.fairy_shapes;
         self.deleted_ranges += other.deleted_ranges;
+        self.parts.add(&other.parts);
     }
 
-    /// The report's `rooms_after` part: the figures, and per shape.
+    /// The report's `rooms_after` part: the figures, and per shape; `fairy_bytes_per_fairy_shape`
+    /// counts what the fairies' work left (their shapes with what was written over in them,
+    /// the deleted copies under their keys, garbage-collected ranges, the delete set's ranges
+    /// of those, and the server-written roots: fairies, tasks, projects, suggestions), without
+    /// the people's shapes and their edits, which the per-shape figure includes.
     pub fn report(&self) -> Value {
         let per_shape = |n: usize| (self.shapes > 0).then(|| n as f64 / self.shapes as f64);
+        let fairy_bytes = self.parts.fairy_bytes();
         json!({
             "bytes": self.bytes,
             "shapes": self.shapes,
@@ -203,6 +214,10 @@ impl RoomsWeight {
             "deleted_ranges": self.deleted_ranges,
             "bytes_per_shape": per_shape(self.bytes),
             "deleted_ranges_per_shape": per_shape(self.deleted_ranges),
+            "fairy_bytes": fairy_bytes,
+            "fairy_bytes_per_fairy_shape": (self.fairy_shapes > 0)
+                .then(|| fairy_bytes as f64 / self.fairy_shapes as f64),
+            "parts": self.parts.report(),
         })
     }
 }

@@ -26,6 +26,7 @@
 //!   such a process.
 //! - `nodes`: which node each client is on, and what each node is sampled for.
 //! - [`soak`]: `--soak MINUTES`, every load for a long time with the server sampled for leaks.
+//! - [`weight`]: what a room's encoded document is made of (the fairies' rooms' `parts`).
 //!
 //! Owns nothing the server uses; talks to it only over loopback.
 
@@ -39,6 +40,7 @@ mod process;
 mod procs;
 pub mod soak;
 mod stats;
+pub mod weight;
 mod wire;
 
 use std::io::{BufRead, BufReader};

@@ -12,6 +12,8 @@
 pub mod changes;
 pub mod landing;
 pub mod ledger;
+#[cfg(test)]
+mod streamed_cost;
 pub mod suggest;
 pub mod tentative;
 pub mod throttle;

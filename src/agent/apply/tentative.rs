@@ -606,13 +606,30 @@ mod tests {
         update_bytes: usize,
     }
 
+    /// How [`flowchart_run`] completes each action.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Path {
+        /// Nothing shown: only the complete action is applied (the floor).
+        CompleteOnly,
+        /// Shown, then taken back before the complete action (the path before written-over).
+        Reverted,
+        /// Shown, then completed through [`Tentative::apply_complete`].
+        Shown,
+    }
+
     /// Streams `steps` flowchart steps and arrows as the offline model writes them (keys in
     /// order, coordinates last), each shown once before it completes, with another writer's
     /// edit between the shown and the complete version; `revert` takes the shown version back
     /// first (the path before written-over).
     fn flowchart_costs(steps: usize, revert: bool) -> Costs {
+        let path = if revert { Path::Reverted } else { Path::Shown };
+        flowchart_run(doc(), steps, path).0
+    }
+
+    /// [`flowchart_costs`] on `doc` by `path`, with the document's whole state (a Yjs v1
+    /// update).
+    fn flowchart_run(doc: Doc, steps: usize, path: Path) -> (Costs, Vec<u8>) {
         use std::sync::{Arc, Mutex};
-        let doc = doc();
         let registry = Registry::canvas();
         let mut ctx = ActionCtx::new("f1");
         let mut t = Tentative::new(&doc, "f1");
@@ -654,13 +671,15 @@ mod tests {
             .map(|i| (step(i, false), step(i, true)))
             .chain((1..steps).map(|i| (arrow(i, false), arrow(i, true))));
         for (k, (shown, done)) in actions.enumerate() {
-            assert!(
-                t.apply_tentative(&registry, &shown, &mut ctx).is_ok(),
-                "{shown}"
-            );
+            if path != Path::CompleteOnly {
+                assert!(
+                    t.apply_tentative(&registry, &shown, &mut ctx).is_ok(),
+                    "{shown}"
+                );
+            }
             user_move(&doc, "person", Some(k as f64), None);
             counting(true);
-            if revert {
+            if path == Path::Reverted {
                 t.revert_tentative();
             }
             assert!(
@@ -670,10 +689,40 @@ mod tests {
             counting(false);
         }
         let (_, updates, update_bytes) = *emitted.lock().unwrap_or_else(|p| p.into_inner());
-        Costs {
+        let costs = Costs {
             encoded: encoded(&doc),
             updates,
             update_bytes,
+        };
+        let state = doc
+            .transact()
+            .encode_state_as_update_v1(&StateVector::default());
+        (costs, state)
+    }
+
+    /// Where the flowchart's bytes are, by path (`--nocapture` prints the parts; the figures
+    /// are in docs/benchmarks.md, 2026-11-28 s54-size).
+    #[test]
+    fn where_a_flowcharts_bytes_are() {
+        use crate::bench::weight::Breakdown;
+        // The room's own client id (a room document writes with it; `doc()` draws a random
+        // 32-bit one, which every item naming its parent repeats: about 4 B more per key).
+        let room_doc = || {
+            let doc = Doc::with_client_id(crate::room::SERVER_CLIENT_ID);
+            crate::canvas::init_schema(&doc, "system");
+            doc
+        };
+        let mut weights = Vec::new();
+        for path in [Path::CompleteOnly, Path::Reverted, Path::Shown] {
+            let (costs, state) = flowchart_run(room_doc(), 12, path);
+            let parts = Breakdown::of_update(&state);
+            assert!(parts.is_ok(), "{parts:?}");
+            let parts = parts.unwrap_or_default();
+            eprintln!("--- {path:?}: {costs:?}\n{}", parts.table());
+            let sum: usize = parts.parts.values().map(|p| p.bytes).sum();
+            assert_eq!(sum, state.len());
+            assert_eq!(parts.fairy_shapes, 23);
+            weights.push((costs, parts));
         }
     }
 

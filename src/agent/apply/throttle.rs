@@ -9,12 +9,19 @@
 //!
 //! Only versions that were actually applied count ([`StreamThrottle::applied`]): a version the
 //! canvas could not apply yet (a shape without its type) never starts the interval, so the first
-//! applicable version appears at once.
+//! applicable version appears at once, unless it creates a shape whose position has not
+//! arrived yet ([`ThrottleConfig::hold_unplaced`]): that one waits up to one interval for it
+//! (from the first such version), and is shown at once when its position arrives, or when the
+//! interval ends without it. A preview at the default place (page 0, 0) that moves a moment
+//! later is no use to anyone, and what it wrote and the complete version wrote over stays in the
+//! document for good (docs/benchmarks.md, "2026-11-28 — s54-size": about 50 B per shape the
+//! offline model draws, its coordinates coming last).
 //!
 //! Time is passed in (no clock is read here), so the policy is deterministic and testable.
 //! Owns only the decision; the turn (`runtime/turn/`) calls it per parsed version, keeps the
 //! held version and its timer, and resets it per action.
 
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -33,6 +40,11 @@ pub struct ThrottleConfig {
     pub min_interval: Duration,
     /// Geometry change that is worth showing at once, in px.
     pub min_geometry_delta: f64,
+    /// Whether the first version of a `create` whose shape has no position yet
+    /// ([`creates_unplaced`]: a geo shape, text or note without `x` and `y`, an arrow or line
+    /// without its four ends, a stroke without points) waits up to `min_interval` for it
+    /// instead of being shown at once.
+    pub hold_unplaced: bool,
 }
 
 impl ThrottleConfig {
@@ -46,6 +58,7 @@ impl ThrottleConfig {
             } else {
                 DEFAULT_MIN_GEOMETRY_DELTA
             },
+            hold_unplaced: true,
         }
     }
 }
@@ -55,6 +68,7 @@ impl Default for ThrottleConfig {
         ThrottleConfig {
             min_interval: DEFAULT_MIN_INTERVAL,
             min_geometry_delta: DEFAULT_MIN_GEOMETRY_DELTA,
+            hold_unplaced: true,
         }
     }
 }
@@ -78,6 +92,9 @@ pub struct StreamThrottle {
     config: ThrottleConfig,
     last_at: Option<Instant>,
     last_geometry: Vec<(String, f64)>,
+    /// When the first version of this action without its position was seen, while nothing of
+    /// it is shown ([`ThrottleConfig::hold_unplaced`]).
+    unplaced_since: Cell<Option<Instant>>,
 }
 
 const GEOMETRY_KEYS: &[&str] = &[
@@ -143,6 +160,49 @@ fn summarize_points(path: &str, v: &Value, out: &mut Vec<(String, f64)>) {
     }
 }
 
+/// Whether `action` creates a shape whose position has not arrived: a `create` of a known
+/// shape type without the keys that place it (`x` and `y`; an arrow's or line's four ends; a
+/// stroke's points). Other actions, and shapes of no known type yet, count as placed.
+pub fn creates_unplaced(action: &Value) -> bool {
+    lacks_place(action, false)
+}
+
+/// [`creates_unplaced`], or a geo shape without its `w` and `h` yet: shown, it is drawn at the
+/// default size, and its area (`agent::projects::guard::action_area`) is its corner.
+pub fn creates_unsized(action: &Value) -> bool {
+    lacks_place(action, true)
+}
+
+fn lacks_place(action: &Value, with_size: bool) -> bool {
+    use crate::canvas::schema::ShapeType;
+    if action.get("_type").and_then(Value::as_str) != Some("create") {
+        return false;
+    }
+    let Some(shape) = action.get("shape").and_then(Value::as_object) else {
+        return false;
+    };
+    let family = shape
+        .get("_type")
+        .and_then(Value::as_str)
+        .and_then(|t| crate::canvas::format::document_type(t).ok())
+        .and_then(|t| ShapeType::of(&t));
+    let lacks = |keys: &[&str]| {
+        !keys
+            .iter()
+            .all(|k| shape.get(*k).and_then(coerce_number).is_some())
+    };
+    match family {
+        None => false,
+        Some(ShapeType::Arrow | ShapeType::Line) => lacks(&["x1", "y1", "x2", "y2"]),
+        Some(ShapeType::Draw) => shape
+            .get("points")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty),
+        Some(ShapeType::Geo) if with_size => lacks(&["x", "y", "w", "h"]),
+        Some(_) => lacks(&["x", "y"]),
+    }
+}
+
 /// The geometric numbers of an action, keyed by their JSON path.
 pub fn geometry_of(action: &Value) -> Vec<(String, f64)> {
     let mut out = Vec::new();
@@ -157,6 +217,7 @@ impl StreamThrottle {
             config,
             last_at: None,
             last_geometry: Vec::new(),
+            unplaced_since: Cell::new(None),
         }
     }
 
@@ -164,6 +225,7 @@ impl StreamThrottle {
     pub fn reset(&mut self) {
         self.last_at = None;
         self.last_geometry.clear();
+        self.unplaced_since.set(None);
     }
 
     fn geometry_changed(&self, now: &[(String, f64)]) -> bool {
@@ -177,10 +239,22 @@ impl StreamThrottle {
         })
     }
 
-    /// Whether this version should be applied now or held back (records nothing).
+    /// Whether this version should be applied now or held back. Records nothing but when the
+    /// first version without its position was seen ([`ThrottleConfig::hold_unplaced`]).
     pub fn decide(&self, now: Instant, action: &Value) -> Decision {
         let Some(at) = self.last_at else {
-            return Decision::Apply;
+            // Nothing shown yet: at once, unless a new shape's position is still to come.
+            if !(self.config.hold_unplaced && creates_unplaced(action)) {
+                return Decision::Apply;
+            }
+            let since = self.unplaced_since.get().unwrap_or(now);
+            self.unplaced_since.set(Some(since));
+            let until = since + self.config.min_interval;
+            return if now >= until {
+                Decision::Apply
+            } else {
+                Decision::Hold { until }
+            };
         };
         let until = at + self.config.min_interval;
         let geometry = geometry_of(action);
@@ -289,6 +363,77 @@ mod tests {
             matches!(th.decide(t0, &more), Decision::Hold { .. }),
             "later fields wait"
         );
+    }
+
+    #[test]
+    fn a_new_shape_waits_one_interval_for_its_position() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let until = t0 + DEFAULT_MIN_INTERVAL;
+        let th = StreamThrottle::new(ThrottleConfig::default());
+        let rect = |extra: Value| {
+            let mut shape = json!({"_type": "rectangle", "shapeId": "a", "h": 80, "text": "S"});
+            if let (Some(shape), Value::Object(extra)) = (shape.as_object_mut(), extra) {
+                shape.extend(extra);
+            }
+            json!({"_type": "create", "shape": shape})
+        };
+        assert_eq!(th.decide(t0, &rect(json!({}))), Decision::Hold { until });
+        assert_eq!(
+            th.decide(ms(100), &rect(json!({"w": 160, "x": 240}))),
+            Decision::Hold { until },
+            "from the first version seen, an x alone does not place it"
+        );
+        let corner = rect(json!({"x": 240, "y": 0}));
+        assert_eq!(
+            th.decide(ms(120), &corner),
+            Decision::Apply,
+            "placed: at once"
+        );
+        assert!(creates_unsized(&corner) && !creates_unplaced(&corner));
+        assert!(!creates_unsized(&rect(json!({"w": 1, "x": 2, "y": 3}))));
+        let note =
+            json!({"_type": "create", "shape": {"_type": "note", "shapeId": "n", "x": 1, "y": 2}});
+        assert_eq!(th.decide(ms(130), &note), Decision::Apply);
+        assert_eq!(
+            th.decide(until, &rect(json!({}))),
+            Decision::Apply,
+            "no position within the interval: shown where it is"
+        );
+        let mut th = StreamThrottle::new(ThrottleConfig::default());
+        let arrow = |ends: Value| json!({"_type": "create", "shape": {"_type": "arrow", "shapeId": "r", "x1": 0, "x2": 9, "y1": 4, "y2": ends}});
+        assert!(matches!(
+            th.decide(t0, &arrow(Value::Null)),
+            Decision::Hold { .. }
+        ));
+        assert_eq!(th.decide(ms(10), &arrow(json!(4))), Decision::Apply);
+        th.reset();
+        let pen =
+            json!({"_type": "create", "shape": {"_type": "pen", "shapeId": "p", "points": []}});
+        assert!(matches!(th.decide(ms(20), &pen), Decision::Hold { .. }));
+        // Other actions, shapes of no known type yet, and the old policy: at once.
+        let th = StreamThrottle::new(ThrottleConfig::default());
+        let mv = json!({"_type": "move", "shapeId": "a"});
+        let untyped = json!({"_type": "create", "shape": {"shapeId": "a"}});
+        assert_eq!(th.decide(t0, &mv), Decision::Apply);
+        assert_eq!(th.decide(t0, &untyped), Decision::Apply);
+        for config in [
+            ThrottleConfig {
+                hold_unplaced: false,
+                ..ThrottleConfig::default()
+            },
+            ThrottleConfig {
+                min_interval: Duration::ZERO,
+                ..ThrottleConfig::default()
+            },
+        ] {
+            let th = StreamThrottle::new(config);
+            assert_eq!(
+                th.decide(t0, &rect(json!({}))),
+                Decision::Apply,
+                "{config:?}"
+            );
+        }
     }
 
     #[test]

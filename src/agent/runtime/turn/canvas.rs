@@ -25,7 +25,7 @@ use super::{BUDGET_RETRY, Held, TurnState};
 use crate::agent::actions::{ActionError, Registered, Registry, Sanitized};
 use crate::agent::apply::changes::ChangeTracker;
 use crate::agent::apply::landing::Landing;
-use crate::agent::apply::throttle::Decision;
+use crate::agent::apply::throttle::{Decision, creates_unsized};
 use crate::agent::presence::Pose;
 use crate::agent::presence::beacon::Beacon;
 use crate::agent::runtime::FairyRuntime;
@@ -140,7 +140,11 @@ impl CanvasStage<'_> {
             .show(self.registry, &action, &mut turn.ctx);
         if shown.is_ok() {
             turn.throttle.applied(self.clock.now(), &action);
-            if let Some(area) = self.work_area(&action, turn) {
+            // Not to a new geo shape's corner before its size is there: it would fly on to the
+            // centre a moment later (one flight per place).
+            if !creates_unsized(&action)
+                && let Some(area) = self.work_area(&action, turn)
+            {
                 self.beacon.fly_toward(area);
             }
         }
