@@ -152,6 +152,7 @@ pub struct SpawnPoint {
         (status = 409, description = "`too_many_fairies`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `shutting_down`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn invite(
@@ -293,6 +294,7 @@ fn parse_mode(name: Option<&str>, code: &'static str) -> Result<Option<Mode>, Ap
         (status = 409, description = "`fairy_in_project`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
         (status = 503, description = "`fairy_moving` (`retry-after`), `fairy_not_started`, `store_unavailable`, `shutting_down`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn prompt(
@@ -440,6 +442,7 @@ pub struct UpdateBody {
         TokenRefusals,
         (status = 404, description = "`fairy_not_found`", body = ErrorBody),
         (status = 503, description = "`fairy_moving`, `store_unavailable`, `shutting_down`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn update(
@@ -468,6 +471,7 @@ async fn update(
         (status = 404, description = "`fairy_not_found`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
         (status = 503, description = "`fairy_moving`, `store_unavailable`, `shutting_down`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn dismiss(
@@ -522,6 +526,7 @@ pub struct RevertAnswer {
         (status = 404, description = "`fairy_not_found`, `request_not_found`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
         (status = 503, description = "`fairy_moving`, `fairy_busy`, `store_unavailable`, `shutting_down`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn revert(

@@ -402,6 +402,7 @@ struct RestoreBody {
         (status = 413, description = "`doc_too_large`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn restore(
@@ -450,6 +451,7 @@ struct RollbackBody {
         (status = 413, description = "`doc_too_large`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn rollback(

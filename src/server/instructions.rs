@@ -107,6 +107,7 @@ async fn read(
         TokenRefusals,
         (status = 413, description = "`instructions_too_long`, `body_too_large`", body = ErrorBody),
         (status = 503, description = "`store_unavailable`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn write(

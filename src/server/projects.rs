@@ -73,6 +73,7 @@ pub struct GroupPromptBody {
         (status = 409, description = "`fairy_in_project`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
         (status = 503, description = "`fairy_moving`, `fairy_host_unreachable` (scaled out: the leader's host), `fairy_not_started`, `fairy_busy`, `store_unavailable`, `shutting_down`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn group_prompt(
@@ -136,6 +137,7 @@ pub struct ProjectPath {
         (status = 404, description = "`project_not_found`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retry-after`)", body = ErrorBody),
         (status = 503, description = "`fairy_moving`, `fairy_host_unreachable` (scaled out: the leader's host), `fairy_busy`, `store_unavailable`, `shutting_down`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn disband(

@@ -86,6 +86,7 @@ fn api_actor(sub: String, name: Option<String>) -> Actor {
         (status = 413, description = "`body_too_large`, `doc_too_large`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `too_many_rooms`, `shutting_down`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn update(
@@ -137,6 +138,7 @@ async fn update(
         (status = 413, description = "`body_too_large`, `doc_too_large`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `too_many_rooms`, `shutting_down`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn shapes(

@@ -140,6 +140,7 @@ async fn decide(
         (status = 413, description = "`doc_too_large`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn accept(
@@ -166,6 +167,7 @@ async fn accept(
         (status = 409, description = "`already_decided`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn reject(
@@ -192,6 +194,7 @@ async fn reject(
         (status = 413, description = "`doc_too_large`", body = ErrorBody),
         (status = 429, description = "`rate_limited` (`retryAfter`, `retry-after`)", body = ErrorBody),
         (status = 503, description = "`store_unavailable`, `room_unavailable`", body = ErrorBody),
+        (status = 507, description = "`store_full`: the server's storage is full; nothing was written (`retry-after`)", body = ErrorBody),
     ),
 )]
 async fn accept_request(

@@ -1433,6 +1433,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     disbandProject: {
@@ -1494,6 +1503,15 @@ export interface operations {
             };
             /** @description `fairy_moving`, `fairy_host_unreachable` (scaled out: the leader's host), `fairy_busy`, `store_unavailable`, `shutting_down` */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2147,6 +2165,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     rollback: {
@@ -2237,6 +2264,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     applyUpdate: {
@@ -2312,6 +2348,15 @@ export interface operations {
             };
             /** @description `store_unavailable`, `too_many_rooms`, `shutting_down` */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2402,6 +2447,15 @@ export interface operations {
             };
             /** @description `store_unavailable`, `too_many_rooms`, `shutting_down` */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2506,6 +2560,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     rejectSuggestion: {
@@ -2587,6 +2650,15 @@ export interface operations {
             };
             /** @description `store_unavailable`, `room_unavailable` */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2677,6 +2749,15 @@ export interface operations {
             };
             /** @description `store_unavailable`, `room_unavailable` */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2798,6 +2879,15 @@ export interface operations {
             };
             /** @description `store_unavailable` */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2978,6 +3068,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     dismissFairy: {
@@ -3039,6 +3138,15 @@ export interface operations {
             };
             /** @description `fairy_moving`, `store_unavailable`, `shutting_down` */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3113,6 +3221,15 @@ export interface operations {
             };
             /** @description `fairy_moving`, `store_unavailable`, `shutting_down` */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3205,6 +3322,15 @@ export interface operations {
             };
             /** @description `fairy_moving` (`retry-after`), `fairy_not_started`, `store_unavailable`, `shutting_down` */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3483,6 +3609,15 @@ export interface operations {
             };
             /** @description `fairy_moving`, `fairy_busy`, `store_unavailable`, `shutting_down` */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `store_full`: the server's storage is full; nothing was written (`retry-after`) */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
