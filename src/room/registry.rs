@@ -549,6 +549,29 @@ mod tests {
         rooms.shutdown().await;
     }
 
+    /// With no idle time at all (`--idle-unload 0`), a room nobody joined yet still waits out
+    /// the grace for its first peer (it used to unload at once: the grace's end, an instant in
+    /// the future, counted as idle for zero seconds already).
+    #[tokio::test]
+    async fn no_idle_time_keeps_the_grace_for_the_first_peer() {
+        let clock = Arc::new(crate::clock::ManualClock::new());
+        let mut config = RoomConfig::from_serve(&crate::config::ServeConfig::for_test());
+        config.idle_unload = std::time::Duration::ZERO;
+        config.sweep_every = std::time::Duration::from_millis(5);
+        config.clock = clock.clone();
+        let rooms = Rooms::new(Arc::new(CountingStore::default()), config, 10);
+        let a = RoomName::parse("a").unwrap();
+        let room = rooms.get(&a).await.unwrap();
+        // Several sweeps within the grace: still loaded.
+        clock.advance(std::time::Duration::from_secs(4));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(rooms.get_loaded(&a).is_some(), "loaded within the grace");
+        assert!(!room.is_closing());
+        clock.advance(std::time::Duration::from_secs(2));
+        rooms.wait_unloaded(&a).await;
+        rooms.shutdown().await;
+    }
+
     /// The store's memory is released when the last loaded room unloads, not before.
     #[tokio::test]
     async fn the_last_unload_releases_the_stores_memory() {

@@ -259,8 +259,12 @@ impl Room {
         let peers = self.lock_peers();
         let idle = peers.links.is_empty()
             && self.leases.load(Ordering::SeqCst) == 0
+            // `since` is in the future during a new room's join grace: not idle yet, even with
+            // no idle time at all (`--idle-unload 0`).
             && peers.idle_since.is_some_and(|since| {
-                self.now().saturating_duration_since(since) >= self.config.idle_unload
+                self.now()
+                    .checked_duration_since(since)
+                    .is_some_and(|idle| idle >= self.config.idle_unload)
             });
         if idle {
             self.mark_closing();
