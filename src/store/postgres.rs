@@ -509,6 +509,32 @@ mod tests {
         test_db::drop_schema(&schema).await;
     }
 
+    /// A one-connection pool whose search path is `schema`.
+    async fn pool_in(schema: &SchemaName) -> sqlx::PgPool {
+        let options = PgConnectOptions::from_str(&test_db::url())
+            .unwrap()
+            .options([("search_path", schema.quoted())]);
+        PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .unwrap()
+    }
+
+    /// This release's PostgreSQL migrator without the migrations from `version` on (what a
+    /// release before them ran).
+    fn migrations_before(version: i64) -> sqlx::migrate::Migrator {
+        let mut migrator = super::super::sql::migrations::postgres();
+        let kept: Vec<_> = migrator
+            .migrations
+            .iter()
+            .filter(|m| m.version < version)
+            .cloned()
+            .collect();
+        migrator.migrations = kept.into();
+        migrator
+    }
+
     /// A schema of the layout before the fairies' request rows (migration 10, issue 49),
     /// made by the migrations before it, is brought forward when a node of this release
     /// opens it: the new table is added, and the rows, a fairy state in the inline layout of
@@ -520,22 +546,8 @@ mod tests {
         let Some(schema) = test_db::fresh_schema("before10").await else {
             return;
         };
-        let options = PgConnectOptions::from_str(&test_db::url())
-            .unwrap()
-            .options([("search_path", schema.quoted())]);
-        let pool = PgPoolOptions::new()
-            .max_connections(1)
-            .connect_with(options)
-            .await
-            .unwrap();
-        let mut before = super::super::sql::migrations::postgres();
-        let kept: Vec<_> = before
-            .migrations
-            .iter()
-            .filter(|m| m.version < 10)
-            .cloned()
-            .collect();
-        before.migrations = kept.into();
+        let pool = pool_in(&schema).await;
+        let mut before = migrations_before(10);
         before.create_schema(schema.quoted());
         before.run(&pool).await.unwrap();
         let fixture = include_bytes!("../../tests/fixtures/state/inline-ledger.json");
@@ -573,22 +585,8 @@ mod tests {
         store.close().await;
         // A node of the previous release starts against it: its migrator (the same nine
         // migrations, `set_ignore_missing`) leaves the tenth alone.
-        let options = PgConnectOptions::from_str(&test_db::url())
-            .unwrap()
-            .options([("search_path", schema.quoted())]);
-        let pool = PgPoolOptions::new()
-            .max_connections(1)
-            .connect_with(options)
-            .await
-            .unwrap();
-        let mut previous = super::super::sql::migrations::postgres();
-        let kept: Vec<_> = previous
-            .migrations
-            .iter()
-            .filter(|m| m.version < 10)
-            .cloned()
-            .collect();
-        previous.migrations = kept.into();
+        let pool = pool_in(&schema).await;
+        let mut previous = migrations_before(10);
         previous.create_schema(schema.quoted());
         previous.set_ignore_missing(true);
         previous
