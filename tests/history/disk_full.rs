@@ -487,6 +487,7 @@ async fn a_prompt_on_a_full_disk_is_refused_and_starts_nothing() {
     let ws = format!("ws://{}", server.addr());
     let room = "promptfull";
     let id = invite(&http, room, "Pip").await;
+    let pal = invite(&http, room, "Pal").await;
 
     let filler = fill(mount.path());
     let mut acked = BTreeSet::new();
@@ -522,6 +523,25 @@ async fn a_prompt_on_a_full_disk_is_refused_and_starts_nothing() {
     );
     let told = |c: &Client| chat_texts(c, &id).iter().any(|t| t.contains("draw late"));
     assert!(!told(&reader), "nothing of the prompt is written");
+    // A group prompt starts a project (records, tasks, chat items): refused the same way.
+    let (status, body) = post(
+        &format!("{http}/rooms/{room}/group-prompt"),
+        json!({"message": "draw late together", "fairyIds": [id, pal],
+               "bounds": {"x": 0, "y": 0, "w": 800, "h": 600}}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (507, Some("store_full")),
+        "{body}"
+    );
+    reader.drain(Duration::from_millis(600)).await;
+    assert!(
+        root_json(&reader, "projects")
+            .as_object()
+            .is_none_or(|p| p.is_empty()),
+        "no project was started"
+    );
     // A take-back and a dismissal are writes too: refused the same way, the fairy left as it is.
     let (status, body) = post(
         &format!("{http}/rooms/{room}/fairies/{id}/requests/r-earlier/revert"),
