@@ -364,13 +364,7 @@ impl Target {
             wrote.push((number, print));
         }
         stored.rows.extend(wrote);
-        match self.fence {
-            Some(fence) => {
-                side.save_fairy_state_fenced(&self.room, fairy, split.head, fence)
-                    .await?
-            }
-            None => side.save_fairy_state(&self.room, fairy, split.head).await?,
-        }
+        self.write_state_row(store, split.head).await?;
         let mut forgotten: Vec<u64> = stored
             .rows
             .keys()
@@ -391,6 +385,21 @@ impl Target {
         Ok(())
     }
 
+    /// Writes the state's own row, fenced when this host holds a fence.
+    async fn write_state_row(&self, store: &dyn Store, bytes: Bytes) -> Result<(), StoreError> {
+        let side = store.side();
+        match self.fence {
+            Some(fence) => {
+                side.save_fairy_state_fenced(&self.room, self.fairy.as_str(), bytes, fence)
+                    .await
+            }
+            None => {
+                side.save_fairy_state(&self.room, self.fairy.as_str(), bytes)
+                    .await
+            }
+        }
+    }
+
     /// Writes a state whole (its records inline): the state's row, then, the first time, the
     /// record rows the row it replaced counted (a host saving in rows wrote them), which no
     /// state counts any more.
@@ -406,13 +415,7 @@ impl Target {
         if !stored.complete {
             numbers.extend(self.counted_rows(store).await?);
         }
-        match self.fence {
-            Some(fence) => {
-                side.save_fairy_state_fenced(&self.room, fairy, bytes, fence)
-                    .await?
-            }
-            None => side.save_fairy_state(&self.room, fairy, bytes).await?,
-        }
+        self.write_state_row(store, bytes).await?;
         numbers.sort_unstable();
         numbers.dedup();
         for number in numbers {
