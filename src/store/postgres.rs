@@ -375,6 +375,7 @@ mod tests {
 
     use super::*;
     use crate::store::Store;
+    use crate::store::sql::migrations;
 
     /// Two nodes (two stores on one schema) append to one room at once while one of them
     /// compacts: every append gets its own gap-free range, nothing is lost, and a catch-up from
@@ -521,20 +522,6 @@ mod tests {
             .unwrap()
     }
 
-    /// This release's PostgreSQL migrator without the migrations from `version` on (what a
-    /// release before them ran).
-    fn migrations_before(version: i64) -> sqlx::migrate::Migrator {
-        let mut migrator = super::super::sql::migrations::postgres();
-        let kept: Vec<_> = migrator
-            .migrations
-            .iter()
-            .filter(|m| m.version < version)
-            .cloned()
-            .collect();
-        migrator.migrations = kept.into();
-        migrator
-    }
-
     /// A schema of the layout before the fairies' request rows (migration 10, issue 49),
     /// made by the migrations before it, is brought forward when a node of this release
     /// opens it: the new table is added, and the rows, a fairy state in the inline layout of
@@ -547,7 +534,7 @@ mod tests {
             return;
         };
         let pool = pool_in(&schema).await;
-        let mut before = migrations_before(10);
+        let mut before = migrations::before(migrations::postgres(), 10);
         before.create_schema(schema.quoted());
         before.run(&pool).await.unwrap();
         let fixture = include_bytes!("../../tests/fixtures/state/inline-ledger.json");
@@ -586,7 +573,7 @@ mod tests {
         // A node of the previous release starts against it: its migrator (the same nine
         // migrations, `set_ignore_missing`) leaves the tenth alone.
         let pool = pool_in(&schema).await;
-        let mut previous = migrations_before(10);
+        let mut previous = migrations::before(migrations::postgres(), 10);
         previous.create_schema(schema.quoted());
         previous.set_ignore_missing(true);
         previous

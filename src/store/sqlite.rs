@@ -482,6 +482,7 @@ mod tests {
     use super::*;
     use crate::ids::RoomName;
     use crate::store::Store;
+    use crate::store::sql::migrations;
 
     fn room(name: &str) -> RoomName {
         RoomName::parse(name).unwrap()
@@ -771,19 +772,6 @@ mod tests {
         assert_eq!(layout(&first).await, expected, "the first layout converges");
     }
 
-    /// The migrator of the layouts before `version`: the migrations below it only.
-    fn migrations_before(all: sqlx::migrate::Migrator, version: i64) -> sqlx::migrate::Migrator {
-        let mut migrator = all;
-        let before: Vec<_> = migrator
-            .migrations
-            .iter()
-            .filter(|m| m.version < version)
-            .cloned()
-            .collect();
-        migrator.migrations = before.into();
-        migrator
-    }
-
     /// A database of the layout before the fairies' request rows (migration 3, issue 49),
     /// made by the migrations before it, opens: the new table is added, every row is kept, and
     /// the fairy state it holds (its ledger inline, the fixture of that layout) reads back
@@ -798,7 +786,7 @@ mod tests {
         let before = dir.path().join("before-0003.db");
         let url = format!("sqlite://{}?mode=rwc", before.display());
         let pool = SqlitePool::connect(&url).await.unwrap();
-        migrations_before(super::super::sql::migrations::sqlite(), 3)
+        migrations::before(migrations::sqlite(), 3)
             .run(&pool)
             .await
             .unwrap();
@@ -854,9 +842,7 @@ mod tests {
         // refuses the migrated database: going back means a restored copy
         // (docs/operations.md "Upgrades").
         let pool = SqlitePool::connect(&url).await.unwrap();
-        let refused = migrations_before(super::super::sql::migrations::sqlite(), 3)
-            .run(&pool)
-            .await;
+        let refused = migrations::before(migrations::sqlite(), 3).run(&pool).await;
         assert!(refused.is_err(), "{refused:?}");
         pool.close().await;
     }

@@ -50,6 +50,21 @@ fn migrator(files: &'static [(&'static str, &'static str)]) -> Migrator {
     Migrator::with_migrations(migrations)
 }
 
+/// `all` without the migrations from `version` on: the migrator of a release before them (the
+/// backends' upgrade tests build the layouts of earlier releases with it).
+#[cfg(test)]
+pub(crate) fn before(all: Migrator, version: i64) -> Migrator {
+    let mut migrator = all;
+    let kept: Vec<_> = migrator
+        .migrations
+        .iter()
+        .filter(|m| m.version < version)
+        .cloned()
+        .collect();
+    migrator.migrations = kept.into();
+    migrator
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
